@@ -1,0 +1,57 @@
+# StoreBus: the two commands of the README are `make run` and `make test`.
+# Both install the system packages they need (libzmq3-dev, protobuf-compiler) when missing.
+
+SWIFT       ?= swift
+PROTO_DIR   := proto-schemas
+GEN_DIR     := Sources/StoreSchema/Generated
+APT_PACKAGES := libzmq3-dev protobuf-compiler pkg-config
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BIN         := .build/debug
+
+.PHONY: deps build run test generators protos check-protos bench clean
+
+## deps: install libzmq3-dev, protobuf-compiler and pkg-config from Debian when any is missing.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+## run: build and start every StoreBus service on the embedded defaults (Ctrl-C stops them all).
+run: build
+	@deploy/run-local
+
+## test: every test, after checking that the committed generated code matches proto-schemas/.
+test: deps check-protos
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# The generators: protoc-gen-swift (swift-protobuf) for messages, protoc-gen-storebus (ours) for
+# method descriptors. Both are built from this package, in debug mode (fast to build).
+generators: deps
+	@$(SWIFT) build --product protoc-gen-swift >/dev/null
+	@$(SWIFT) build --product protoc-gen-storebus >/dev/null
+
+
+## protos: regenerate Sources/StoreSchema/Generated from proto-schemas/ (commit the result).
+protos: generators
+	scripts/generate-protos $(GEN_DIR)
+
+## check-protos: fail when the committed generated code differs from what proto-schemas/ generates.
+check-protos: generators
+	@tmp=$$(mktemp -d); \
+	scripts/generate-protos $$tmp/gen; \
+	if diff -r $$tmp/gen $(GEN_DIR) >$$tmp/diff; then echo "generated code matches proto-schemas/"; rm -rf $$tmp; \
+	else cat $$tmp/diff | head -40; echo "error: $(GEN_DIR) is out of date; run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
+
+## bench: release build, then every benchmark as `<metric> <value> <unit>` lines.
+bench: deps
+	$(SWIFT) build -c release --product storebus-bench
+	.build/release/storebus-bench
+
+clean:
+	rm -rf .build

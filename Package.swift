@@ -1,0 +1,78 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "StoreBus",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .library(name: "StoreSchema", targets: ["StoreSchema"]),
+        .library(name: "StoreBus", targets: ["StoreBus"]),
+        .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
+        .executable(name: "storebus-bench", targets: ["storebus-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+    ],
+    targets: [
+        // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
+        // `-isystem /usr/include/mit-krb5` that libzmq.pc pulls in from its private requirements;
+        // that flag is not needed to compile against <zmq.h>.
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(
+            name: "StoreSchema",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
+        .target(
+            name: "StoreBus",
+            dependencies: [
+                "ZeroMQ", "StoreSchema",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "StoreBusTesting",
+            dependencies: [
+                "StoreBus", "StoreSchema", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // protoc plugin writing typed method descriptors for every proto service (`make protos`).
+        .executableTarget(
+            name: "protoc-gen-storebus",
+            dependencies: [
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobufPluginLibrary", package: "swift-protobuf"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-bench",
+            dependencies: [
+                "StoreBus", "StoreSchema", "ZeroMQ",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(
+            name: "StoreBusTests",
+            dependencies: [
+                "StoreBus", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,241 @@
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// The client's loop-confined state: one DEALER and one monitor per endpoint, and the pending calls.
+final class ClientLoop {
+    struct Endpoint {
+        let address: String
+        let socket: Socket
+        let monitor: Socket
+        var connected = false
+        var inFlight = 0
+    }
+
+    private static let monitorCounter = Atomic<UInt64>(0)
+
+    let configuration: ClientConfiguration
+    let reactor: Reactor
+    let logger: Logger
+    private var endpoints: [Endpoint] = []
+    private var pending: [UInt64: PendingCall] = [:]
+    /// Calls waiting for a connected endpoint with room, in arrival order.
+    private var waiting: [UInt64] = []
+    private var retryTimerArmed = false
+    private var rotation = 0
+
+    init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger) throws {
+        self.configuration = configuration
+        self.reactor = reactor
+        self.logger = logger
+        for address in configuration.endpoints {
+            let socket = try Socket(context: reactor.context, type: .dealer)
+            try socket.set(.immediate(true))
+            try socket.set(.maxMessageSize(configuration.maxMessageBytes))
+            try socket.set(.sendHighWaterMark(configuration.highWaterMark))
+            try socket.set(.receiveHighWaterMark(configuration.highWaterMark))
+            try socket.set(.heartbeat(
+                interval: configuration.heartbeatInterval.socketMilliseconds,
+                timeout: configuration.heartbeatTimeout.socketMilliseconds,
+                ttl: configuration.heartbeatTimeout.socketMilliseconds
+            ))
+            try socket.set(.reconnect(
+                interval: configuration.reconnectInterval.socketMilliseconds,
+                max: configuration.reconnectIntervalMax.socketMilliseconds
+            ))
+            let monitorAddress = "inproc://storebus-client-monitor-\(ClientLoop.monitorCounter.wrappingAdd(1, ordering: .relaxed).oldValue)"
+            try socket.monitor(endpoint: monitorAddress, events: [.handshakeSucceeded, .disconnected])
+            let monitor = try Socket(context: reactor.context, type: .pair)
+            try monitor.connect(monitorAddress)
+            try socket.connect(address)
+            endpoints.append(Endpoint(address: address, socket: socket, monitor: monitor))
+        }
+    }
+
+    func attach() {
+        for index in endpoints.indices {
+            reactor.register(endpoints[index].socket) { [unowned self] in self.readResponses(index) }
+            reactor.register(endpoints[index].monitor) { [unowned self] in self.readMonitor(index) }
+        }
+        reactor.onStop { [unowned self] in self.close() }
+    }
+
+    // MARK: Calls
+
+    func start(_ call: PendingCall) {
+        if call.cancelRequested.load(ordering: .acquiring) {
+            call.finish(.failure(RPCError(.cancelled, "the call was cancelled")))
+            return
+        }
+        pending[call.id] = call
+        call.timer = reactor.schedule(at: call.deadline) { [unowned self] in self.expire(call.id) }
+        dispatch(call)
+    }
+
+    func cancel(_ id: UInt64) {
+        guard let call = pending.removeValue(forKey: id) else { return }
+        abandon(call, tellServer: true)
+        call.finish(.failure(RPCError(.cancelled, "the call was cancelled")))
+    }
+
+    private func expire(_ id: UInt64) {
+        guard let call = pending.removeValue(forKey: id) else { return }
+        call.timer = nil
+        let sent = call.endpoint != nil
+        // The server knows the deadline too and drops the work itself; no cancel message is needed.
+        abandon(call, tellServer: false)
+        if sent || call.attempts > 0 {
+            call.finish(.failure(RPCError(.deadlineExceeded, "\(call.path): the deadline passed before the server answered")))
+        } else {
+            let addresses = endpoints.map(\.address).joined(separator: ", ")
+            call.finish(.failure(RPCError(.unavailable, "\(call.path): no StoreBus server was reachable at \(addresses) before the deadline")))
+        }
+    }
+
+    /// Forgets a call that will not be answered: stops its timer and, if asked, tells its server to
+    /// drop the work.
+    private func abandon(_ call: PendingCall, tellServer: Bool) {
+        if let timer = call.timer { reactor.cancel(timer) }
+        call.timer = nil
+        if let index = call.endpoint {
+            endpoints[index].inFlight -= 1
+            call.endpoint = nil
+            if tellServer {
+                try? endpoints[index].socket.send(frames: Frames.cancel(requestID: Frames.decimal(call.id)), dontWait: true)
+            }
+        }
+    }
+
+    /// Sends a call to the least busy connected endpoint, or parks it until one can take it.
+    private func dispatch(_ call: PendingCall) {
+        if trySend(call) { return }
+        waiting.append(call.id)
+        armRetryTimer()
+    }
+
+    private func trySend(_ call: PendingCall) -> Bool {
+        let count = endpoints.count
+        var best: Int?
+        for offset in 0..<count {
+            let index = (rotation + offset) % count
+            guard endpoints[index].connected else { continue }
+            if best == nil || endpoints[index].inFlight < endpoints[best!].inFlight { best = index }
+        }
+        guard let first = best else { return false }
+        rotation = (rotation + 1) % max(count, 1)
+        // Try the least busy first, then any other connected endpoint (one may be full: EAGAIN).
+        var order = [first]
+        order += endpoints.indices.filter { $0 != first && endpoints[$0].connected }
+        for index in order {
+            do {
+                try endpoints[index].socket.send(frames: call.frames, dontWait: true)
+                call.endpoint = index
+                call.attempts += 1
+                endpoints[index].inFlight += 1
+                return true
+            } catch {
+                continue
+            }
+        }
+        return false
+    }
+
+    /// Parked calls are retried when an endpoint connects, and every few milliseconds while any
+    /// endpoint is connected (an endpoint whose queue was full drains on its own).
+    private func armRetryTimer() {
+        guard !retryTimerArmed, endpoints.contains(where: \.connected) else { return }
+        retryTimerArmed = true
+        reactor.schedule(at: .now + .milliseconds(2)) { [unowned self] in
+            self.retryTimerArmed = false
+            self.flushWaiting()
+        }
+    }
+
+    private func flushWaiting() {
+        guard !waiting.isEmpty else { return }
+        let ids = waiting
+        waiting.removeAll(keepingCapacity: true)
+        for (position, id) in ids.enumerated() {
+            guard let call = pending[id], call.endpoint == nil else { continue }
+            if !trySend(call) {
+                waiting.append(contentsOf: ids[position...].filter { pending[$0] != nil })
+                armRetryTimer()
+                return
+            }
+        }
+    }
+
+    // MARK: Socket events
+
+    private func readResponses(_ index: Int) {
+        for _ in 0..<256 {
+            let message: Message
+            do {
+                message = try endpoints[index].socket.receive(dontWait: true)
+            } catch {
+                return
+            }
+            guard let response = Frames.parseAtClient(message.frames) else {
+                logger.debug("Unreadable response dropped", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
+                continue
+            }
+            guard let id = Frames.parseDecimal(response.requestID), let call = pending[id], call.endpoint == index else {
+                continue  // an answer to a call that timed out, was cancelled, or was retried elsewhere
+            }
+            endpoints[index].inFlight -= 1
+            call.endpoint = nil
+            if response.code == .unavailable, call.retryable, call.attempts < configuration.maxAttempts,
+               ContinuousClock.now + configuration.retryBackoff < call.deadline {
+                reactor.schedule(at: .now + configuration.retryBackoff) { [unowned self] in
+                    if let call = self.pending[id], call.endpoint == nil { self.dispatch(call) }
+                }
+                continue
+            }
+            pending[id] = nil
+            if let timer = call.timer { reactor.cancel(timer) }
+            call.finish(.success(RawResponse(code: response.code, body: response.body)))
+        }
+    }
+
+    private func readMonitor(_ index: Int) {
+        while let message = try? endpoints[index].monitor.receive(dontWait: true) {
+            guard let event = SocketEvent(message) else { continue }
+            if event.event == .handshakeSucceeded {
+                endpoints[index].connected = true
+                logger.debug("Connected", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
+                flushWaiting()
+            } else if event.event == .disconnected {
+                endpoints[index].connected = false
+                logger.debug("Disconnected", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
+                failOver(from: index)
+            }
+        }
+    }
+
+    /// The calls sent to an endpoint that went away: retry the retryable, fail the rest.
+    private func failOver(from index: Int) {
+        endpoints[index].inFlight = 0
+        for call in pending.values where call.endpoint == index {
+            call.endpoint = nil
+            if call.retryable && call.attempts < configuration.maxAttempts {
+                dispatch(call)
+            } else {
+                pending[call.id] = nil
+                if let timer = call.timer { reactor.cancel(timer) }
+                call.finish(.failure(RPCError(.unavailable, "\(call.path): the connection to \(endpoints[index].address) was lost before it answered")))
+            }
+        }
+    }
+
+    private func close() {
+        for call in pending.values {
+            call.finish(.failure(RPCError(.cancelled, "\(call.path): the client was shut down")))
+        }
+        pending.removeAll()
+        for endpoint in endpoints {
+            endpoint.socket.stopMonitor()
+            endpoint.monitor.close()
+            endpoint.socket.close()
+        }
+    }
+}

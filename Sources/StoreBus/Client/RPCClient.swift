@@ -1,0 +1,158 @@
+import Logging
+import StoreSchema
+import Synchronization
+import SwiftProtobuf
+import ZeroMQ
+
+/// A response before decoding: status code and proto3 JSON body.
+public struct RawResponse: Sendable {
+    /// The status code.
+    public var code: StatusCode
+    /// The response message on OK; an ErrorStatus otherwise.
+    public var body: [UInt8]
+
+    /// The error this response stands for, nil on OK.
+    public var error: RPCError? {
+        guard code != .ok else { return nil }
+        if let status = try? JSONCodec.decode(Storebus_Common_V1_ErrorStatus.self, from: body) {
+            var error = RPCError(status: status)
+            error.code = code
+            return error
+        }
+        return RPCError(code, "the server answered \(code.name) with an unreadable error body")
+    }
+}
+
+/// A StoreBus RPC client: one DEALER per service instance on a reactor thread, many calls in flight.
+///
+/// Calls are matched to answers by request id. A call waits for a connected instance (never queuing
+/// on one that is not connected) until its deadline; at the deadline it fails with DEADLINE_EXCEEDED
+/// and the server is told to drop the work. Task cancellation does the same with CANCELLED. When an
+/// instance disconnects or answers UNAVAILABLE, idempotent calls and calls with an idempotency key
+/// are sent again elsewhere; others fail with UNAVAILABLE, since they may or may not have run.
+public final class RPCClient: Sendable {
+    /// The configuration in force.
+    public let configuration: ClientConfiguration
+
+    private let reactor: Reactor
+    private let loop: LoopBound<ClientLoop>
+    private let nextID = Atomic<UInt64>(1)
+    /// The context made by the client itself (terminated on shutdown), if no context was given.
+    private let ownedContext: ZeroMQ.Context?
+
+    /// Creates a client and starts connecting. With no `context`, the client makes its own and
+    /// terminates it in ``shutdown()``.
+    public init(configuration: ClientConfiguration, context: ZeroMQ.Context? = nil, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
+        precondition(!configuration.endpoints.isEmpty, "an RPC client needs at least one endpoint")
+        self.configuration = configuration
+        ownedContext = context == nil ? try ZeroMQ.Context() : nil
+        let context = context ?? ownedContext!
+        let reactor = Reactor(name: "storebus-rpc-client", context: context)
+        self.reactor = reactor
+        let state = try ClientLoop(configuration: configuration, reactor: reactor, logger: logger)
+        loop = LoopBound(state, on: reactor)
+        reactor.execute { [loop] in loop.value.attach() }
+        reactor.start()
+    }
+
+    /// Calls a unary method and decodes its answer; throws ``RPCError`` for every failure.
+    public func call<Request, Response>(
+        _ method: MethodDescriptor<Request, Response>,
+        _ request: Request,
+        options: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Response {
+        let body = try JSONCodec.encode(request)
+        let response = try await callRaw(path: method.path, idempotent: method.idempotent, body: body, options: options)
+        if let error = response.error { throw error }
+        return try JSONCodec.decode(Response.self, from: response.body)
+    }
+
+    /// Calls a method with an encoded body and returns the encoded answer, whatever its status.
+    /// Throws only for failures of the call itself (deadline, cancellation, no server).
+    public func callRaw(path: String, idempotent: Bool, body: [UInt8], options: CallOptions = CallOptions()) async throws(RPCError) -> RawResponse {
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+        let timeout = options.timeout ?? configuration.defaultTimeout
+        let deadline = ContinuousClock.now + timeout
+        let call = PendingCall(
+            id: id,
+            frames: Frames.request(
+                requestID: Frames.decimal(id), method: path, timeoutMilliseconds: timeout.wireMilliseconds,
+                metadata: options.metadata.encoded, body: body
+            ),
+            path: path,
+            deadline: deadline,
+            retryable: idempotent || options.idempotencyKey != nil
+        )
+        let result: Result<RawResponse, RPCError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>) in
+                call.continuation = continuation
+                reactor.execute { [loop, call] in loop.value.start(call) }
+            }
+        } onCancel: {
+            // The flag covers a cancellation that runs before the start job reaches the loop.
+            call.cancelRequested.store(true, ordering: .releasing)
+            reactor.execute { [loop] in loop.value.cancel(id) }
+        }
+        return try result.get()
+    }
+
+    /// Fails every pending call with CANCELLED, closes the sockets and stops the reactor.
+    public func shutdown() async {
+        reactor.stop()
+        await reactor.join()
+        if let ownedContext {
+            ownedContext.shutdown()
+            ownedContext.terminate()
+        }
+    }
+}
+
+/// Runs `body` with a client for `endpoints`, shut down on every path out.
+public func withRPCClient<Result>(
+    endpoints: [String],
+    context: ZeroMQ.Context? = nil,
+    configure: (inout ClientConfiguration) -> Void = { _ in },
+    _ body: (RPCClient) async throws -> Result
+) async throws -> Result {
+    var configuration = ClientConfiguration(endpoints: endpoints)
+    configure(&configuration)
+    let client = try RPCClient(configuration: configuration, context: context)
+    do {
+        let result = try await body(client)
+        await client.shutdown()
+        return result
+    } catch {
+        await client.shutdown()
+        throw error
+    }
+}
+
+/// A call between ``RPCClient/callRaw(path:idempotent:body:options:)`` and its answer.
+final class PendingCall: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: built by the calling task, which sets `continuation` before
+    // handing the call to the reactor in a job; from then on every var is touched only on the loop.
+    let id: UInt64
+    let frames: [[UInt8]]
+    let path: String
+    let deadline: ContinuousClock.Instant
+    let retryable: Bool
+    var continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>?
+    /// Set by the caller's cancellation handler, from any thread.
+    let cancelRequested = Atomic<Bool>(false)
+    var attempts = 0
+    var endpoint: Int?
+    var timer: TimerID?
+
+    init(id: UInt64, frames: [[UInt8]], path: String, deadline: ContinuousClock.Instant, retryable: Bool) {
+        self.id = id
+        self.frames = frames
+        self.path = path
+        self.deadline = deadline
+        self.retryable = retryable
+    }
+
+    func finish(_ result: Result<RawResponse, RPCError>) {
+        continuation?.resume(returning: result)
+        continuation = nil
+    }
+}

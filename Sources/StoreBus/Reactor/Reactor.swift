@@ -1,0 +1,307 @@
+import Foundation
+import Synchronization
+import ZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One OS thread that owns ZeroMQ sockets and runs `zmq_poll` over them.
+///
+/// ZeroMQ sockets are not thread-safe, and a `zmq_*` call may block, so StoreBus never touches a
+/// socket from Swift's cooperative thread pool. Each component (an RPC server, an RPC client, an event
+/// follower) gives its sockets to a reactor. Tasks talk to the reactor with ``execute(_:)``, which
+/// queues a job and wakes the loop through a pipe; the loop runs jobs, socket handlers and timers
+/// on its own thread, one at a time.
+///
+/// Methods marked "loop only" must be called on the reactor's thread (from a job, a handler or a
+/// timer); they check it with a precondition.
+public final class Reactor: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `inbox` is guarded by its Mutex; `loopThread` is written
+    // once by the loop thread before any job runs and read through an Atomic; every other stored var
+    // (`poller`, `handlers`, `timers`, `stopActions`) is touched only on the loop thread.
+
+    /// The name of the reactor's thread (shown by debuggers and in logs).
+    public let name: String
+    /// The ZeroMQ context sockets of this reactor are made from.
+    public let context: ZeroMQ.Context
+
+    private struct Inbox {
+        var jobs: [@Sendable () -> Void] = []
+        var wakePending = false
+        var stopRequested = false
+        var finished = false
+        var joiners: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let inbox = Mutex(Inbox())
+    /// Wake-up pipe: jobs write a byte to `wakeWriteFD`; the loop polls `wakeReadFD`.
+    private let wakeReadFD: Int32
+    private let wakeWriteFD: Int32
+    private let loopThread = Atomic<UInt>(0)
+
+    private var poller = Poller()
+    private var handlers: [(socket: Socket, onReadable: () -> Void)] = []
+    private var timers = TimerQueue()
+    private var stopActions: [() -> Void] = []
+
+    /// Creates a reactor; its thread starts with ``start()``.
+    public init(name: String, context: ZeroMQ.Context) {
+        self.name = name
+        self.context = context
+        var fds: [Int32] = [-1, -1]
+        precondition(pipe(&fds) == 0, "pipe failed: \(String(cString: strerror(errno)))")
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeReadFD = fds[0]
+        wakeWriteFD = fds[1]
+        poller.add(fileDescriptor: wakeReadFD)
+    }
+
+    deinit {
+        close(wakeReadFD)
+        close(wakeWriteFD)
+    }
+
+    /// Starts the loop thread.
+    public func start() {
+        let thread = Thread { [self] in self.loop() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Queues a job to run on the loop thread and wakes the loop. Jobs run in the order queued.
+    /// Jobs queued after the reactor stopped are dropped.
+    public func execute(_ job: @escaping @Sendable () -> Void) {
+        let wake = inbox.withLock { inbox -> Bool in
+            if inbox.finished { return false }
+            inbox.jobs.append(job)
+            if inbox.wakePending { return false }
+            inbox.wakePending = true
+            return true
+        }
+        if wake { signal() }
+    }
+
+    /// Whether the caller runs on the loop thread.
+    public var isInLoop: Bool {
+        loopThread.load(ordering: .acquiring) == UInt(pthread_self())
+    }
+
+    /// Asks the loop to stop after the jobs already queued. Stop actions then run on the loop thread.
+    public func stop() {
+        inbox.withLock { $0.stopRequested = true }
+        signal()
+    }
+
+    /// Waits until the loop thread has run its stop actions and exited.
+    public func join() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = inbox.withLock { inbox -> Bool in
+                if inbox.finished { return true }
+                inbox.joiners.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// Whether the loop has exited.
+    public var isFinished: Bool { inbox.withLock { $0.finished } }
+
+    // MARK: Loop only
+
+    /// Calls `onReadable` whenever `socket` has a message. The handler should receive with `dontWait`
+    /// until EAGAIN, or up to a batch limit (polling is level-triggered, so the rest comes next round).
+    /// Loop only.
+    public func register(_ socket: Socket, onReadable: @escaping () -> Void) {
+        precondition(isInLoop, "Reactor.register called off the loop thread")
+        poller.add(socket)
+        handlers.append((socket, onReadable))
+    }
+
+    /// Stops polling `socket` (before it is closed). Loop only.
+    public func unregister(_ socket: Socket) {
+        precondition(isInLoop, "Reactor.unregister called off the loop thread")
+        guard let index = handlers.firstIndex(where: { $0.socket === socket }) else { return }
+        handlers.remove(at: index)
+        poller.remove(at: index + 1)
+    }
+
+    /// Runs `action` on the loop at `deadline`. Loop only.
+    @discardableResult
+    public func schedule(at deadline: ContinuousClock.Instant, _ action: @escaping () -> Void) -> TimerID {
+        precondition(isInLoop, "Reactor.schedule called off the loop thread")
+        return timers.add(deadline, action)
+    }
+
+    /// Cancels a timer that has not fired. Loop only.
+    public func cancel(_ timer: TimerID) {
+        timers.cancel(timer)
+    }
+
+    /// Runs `action` on the loop thread when the reactor stops (closing sockets, failing waiters).
+    /// Loop only.
+    public func onStop(_ action: @escaping () -> Void) {
+        precondition(isInLoop, "Reactor.onStop called off the loop thread")
+        stopActions.append(action)
+    }
+
+    // MARK: The loop
+
+    private func signal() {
+        var byte: UInt8 = 1
+        _ = write(wakeWriteFD, &byte, 1)
+    }
+
+    private func loop() {
+        loopThread.store(UInt(pthread_self()), ordering: .releasing)
+        var running = true
+        while running {
+            let (jobs, stopRequested) = inbox.withLock { inbox -> ([@Sendable () -> Void], Bool) in
+                let jobs = inbox.jobs
+                inbox.jobs.removeAll(keepingCapacity: true)
+                inbox.wakePending = false
+                return (jobs, inbox.stopRequested)
+            }
+            for job in jobs { job() }
+            if stopRequested { break }
+            timers.runExpired(now: .now)
+
+            let timeout = timers.millisecondsUntilNext(now: .now)
+            do {
+                _ = try poller.poll(timeoutMilliseconds: timeout)
+            } catch {
+                // ETERM: the context is shutting down; anything else is a bug in the poll set.
+                running = false
+                continue
+            }
+            if poller.returnedEvents(at: 0).contains(.readable) {
+                var drain = [UInt8](repeating: 0, count: 64)
+                while read(wakeReadFD, &drain, 64) == 64 {}
+            }
+            // Handlers may unregister sockets; walk a snapshot and re-check membership.
+            let snapshot = handlers
+            for (index, entry) in snapshot.enumerated() where poller.returnedEvents(at: index + 1).contains(.readable) {
+                guard index < handlers.count, handlers[index].socket === entry.socket else { continue }
+                entry.onReadable()
+            }
+        }
+        for action in stopActions { action() }
+        stopActions.removeAll()
+        handlers.removeAll()
+        timers.removeAll()
+        let joiners = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
+            inbox.finished = true
+            inbox.jobs.removeAll()
+            let joiners = inbox.joiners
+            inbox.joiners.removeAll()
+            return joiners
+        }
+        for joiner in joiners { joiner.resume() }
+    }
+}
+
+/// Identifies a timer scheduled on a ``Reactor``.
+public struct TimerID: Hashable, Sendable {
+    let raw: UInt64
+}
+
+/// A min-heap of deadlines with lazy cancellation.
+struct TimerQueue {
+    private var heap: [(deadline: ContinuousClock.Instant, id: UInt64)] = []
+    private var actions: [UInt64: () -> Void] = [:]
+    private var nextID: UInt64 = 1
+
+    mutating func add(_ deadline: ContinuousClock.Instant, _ action: @escaping () -> Void) -> TimerID {
+        let id = nextID
+        nextID += 1
+        actions[id] = action
+        heap.append((deadline, id))
+        siftUp(heap.count - 1)
+        return TimerID(raw: id)
+    }
+
+    mutating func cancel(_ timer: TimerID) {
+        actions[timer.raw] = nil
+        // Drop cancelled entries at the top so the poll timeout is not shortened by them.
+        while let top = heap.first, actions[top.id] == nil { popTop() }
+    }
+
+    mutating func removeAll() {
+        heap.removeAll()
+        actions.removeAll()
+    }
+
+    /// Milliseconds until the next live timer, rounded up; -1 when there is none.
+    func millisecondsUntilNext(now: ContinuousClock.Instant) -> Int {
+        guard let top = heap.first else { return -1 }
+        let remaining = now.duration(to: top.deadline)
+        if remaining <= .zero { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        return Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    }
+
+    mutating func runExpired(now: ContinuousClock.Instant) {
+        while let top = heap.first, top.deadline <= now {
+            popTop()
+            if let action = actions.removeValue(forKey: top.id) { action() }
+        }
+    }
+
+    private mutating func popTop() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        siftDown(0)
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].deadline < heap[parent].deadline else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count && heap[left].deadline < heap[smallest].deadline { smallest = left }
+            if right < heap.count && heap[right].deadline < heap[smallest].deadline { smallest = right }
+            if smallest == parent { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}
+
+/// A value that may only be used on one reactor's loop thread, carried through `@Sendable` jobs.
+///
+/// This is how loop-confined state (sockets, tables of pending calls) is reached from jobs queued by
+/// tasks: the box is `Sendable`, its content is only read on the loop, which the accessor checks.
+public final class LoopBound<Value>: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `storage` is only accessed through `value`, which checks
+    // that the caller is on `reactor`'s loop thread (or that the loop has not started yet).
+    private let storage: Value
+    private let reactor: Reactor
+
+    /// Wraps a value created before the loop started, or on the loop.
+    public init(_ value: Value, on reactor: Reactor) {
+        self.storage = value
+        self.reactor = reactor
+    }
+
+    /// The value. Loop only.
+    public var value: Value {
+        precondition(reactor.isInLoop, "LoopBound value used off its reactor's thread")
+        return storage
+    }
+}

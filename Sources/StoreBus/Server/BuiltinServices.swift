@@ -1,0 +1,57 @@
+import StoreSchema
+
+/// The services every StoreBus process answers besides its own: Health and Diagnostics.
+public enum BuiltinServices {
+    /// Longest Echo delay accepted, in milliseconds.
+    public static let maxEchoDelayMilliseconds: UInt32 = 60_000
+
+    /// A router answering `storebus.health.v1.Health` and `storebus.diagnostics.v1.Diagnostics`.
+    ///
+    /// - Parameters:
+    ///   - process: the executable's name, reported by Health/Check.
+    ///   - services: the fully qualified names of the services the process hosts.
+    ///   - statistics: the RPC server's counters, reported by Diagnostics/GetServerStats.
+    ///   - isServing: whether the process is ready (false while it starts or drains).
+    public static func router(
+        process: String,
+        services: [String],
+        statistics: ServerStatistics,
+        isServing: @escaping @Sendable () -> Bool = { true }
+    ) -> RPCRouter {
+        let started = ContinuousClock.now
+        let hosted = Set(services + [Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName])
+        var router = RPCRouter()
+        router.register(Storebus_Health_V1_Health.check) { request, _ in
+            guard request.service.isEmpty || hosted.contains(request.service) else {
+                throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(request.service)")
+            }
+            return .with {
+                $0.status = isServing() ? .serving : .notServing
+                $0.process = process
+                $0.version = StoreBusVersion.current
+                $0.services = hosted.sorted()
+                $0.uptimeSeconds = Double(started.duration(to: .now).components.seconds)
+            }
+        }
+        router.register(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in
+            guard request.delayMs <= maxEchoDelayMilliseconds else {
+                throw RPCError.invalidArgument(field: "delayMs", "must be at most \(maxEchoDelayMilliseconds)")
+            }
+            if request.delayMs > 0 {
+                // Throws CancellationError when the deadline passes or the caller cancels: the work stops.
+                try await Task.sleep(for: .milliseconds(Int(request.delayMs)))
+            }
+            return .with { $0.payload = request.payload }
+        }
+        router.register(Storebus_Diagnostics_V1_Diagnostics.getServerStats) { _, _ in
+            statistics.snapshot
+        }
+        return router
+    }
+}
+
+/// The StoreBus release.
+public enum StoreBusVersion {
+    /// Version of this build.
+    public static let current = "0.1.0"
+}

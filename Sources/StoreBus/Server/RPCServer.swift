@@ -1,0 +1,299 @@
+import Logging
+import ServiceLifecycle
+import StoreSchema
+import ZeroMQ
+
+/// A StoreBus RPC server: a ROUTER socket on a reactor thread, dispatching each request to its
+/// handler in a task of its own.
+///
+/// Requests are matched to answers by the caller's request id, so callers pipeline freely. Each
+/// request carries the caller's timeout; when it passes, the handler's task is cancelled, its work
+/// dropped and DEADLINE_EXCEEDED sent. A cancel message from the caller does the same without an
+/// answer. Anything that is not a valid request gets an error status and never stops the server.
+public final class RPCServer: Service, Sendable {
+    /// The endpoints actually bound (wildcard ports resolved), in configuration order.
+    public let boundEndpoints: [String]
+    /// The server's counters.
+    public let statistics: ServerStatistics
+
+    private let reactor: Reactor
+    private let loop: LoopBound<ServerLoop>
+
+    /// Creates the socket and binds every endpoint; throws ``StartupError`` naming the endpoint that
+    /// could not be bound. The server answers nothing until ``run()`` or ``start()``.
+    public init(
+        configuration: ServerConfiguration,
+        router: RPCRouter,
+        context: ZeroMQ.Context,
+        statistics: ServerStatistics = ServerStatistics(),
+        logger: Logger
+    ) throws {
+        let socket: Socket
+        var bound: [String] = []
+        do {
+            socket = try Socket(context: context, type: .router)
+            try socket.set(.routerMandatory(true))
+            try socket.set(.maxMessageSize(configuration.maxMessageBytes))
+            try socket.set(.sendHighWaterMark(configuration.highWaterMark))
+            try socket.set(.receiveHighWaterMark(configuration.highWaterMark))
+            try socket.set(.heartbeat(
+                interval: configuration.heartbeatInterval.socketMilliseconds,
+                timeout: configuration.heartbeatTimeout.socketMilliseconds,
+                ttl: configuration.heartbeatTimeout.socketMilliseconds
+            ))
+        } catch {
+            throw StartupError("cannot create the RPC socket: \(error.message)")
+        }
+        for endpoint in configuration.endpoints {
+            do {
+                try socket.bind(endpoint)
+                bound.append(socket.lastEndpoint)
+            } catch {
+                socket.close()
+                throw StartupError("cannot listen on \(endpoint): \(error.message)")
+            }
+        }
+        self.boundEndpoints = bound
+        self.statistics = statistics
+        let reactor = Reactor(name: "storebus-rpc-server", context: context)
+        self.reactor = reactor
+        let state = ServerLoop(
+            socket: socket, router: router, reactor: reactor, statistics: statistics,
+            configuration: configuration, logger: logger
+        )
+        self.loop = LoopBound(state, on: reactor)
+        state.box = loop
+        reactor.execute { [loop] in loop.value.attach() }
+    }
+
+    /// Starts answering requests on the reactor thread.
+    public func start() {
+        reactor.start()
+    }
+
+    /// Serves until a graceful shutdown (from ServiceLifecycle or ``beginGracefulShutdown()``) has
+    /// drained running requests.
+    public func run() async {
+        start()
+        await withGracefulShutdownHandler {
+            await reactor.join()
+        } onGracefulShutdown: { [self] in
+            beginGracefulShutdown()
+        }
+    }
+
+    /// Stops accepting requests (new ones get UNAVAILABLE), lets running ones finish within the grace
+    /// period, then closes the socket.
+    public func beginGracefulShutdown() {
+        reactor.execute { [loop] in loop.value.beginDraining() }
+    }
+
+    /// Shuts down gracefully and waits for the socket to be closed.
+    public func shutdown() async {
+        beginGracefulShutdown()
+        await reactor.join()
+    }
+}
+
+/// A process could not start: an endpoint could not be bound, a directory could not be written.
+public struct StartupError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, as a sentence.
+    public let description: String
+    /// Creates the error.
+    public init(_ description: String) { self.description = description }
+}
+
+/// The server's loop-confined state.
+final class ServerLoop {
+    struct Key: Hashable {
+        let envelope: Envelope
+        let requestID: [UInt8]
+    }
+
+    struct Entry {
+        let token: UInt64
+        var task: Task<Void, Never>?
+        var timer: TimerID?
+    }
+
+    let socket: Socket
+    let router: RPCRouter
+    let reactor: Reactor
+    let statistics: ServerStatistics
+    let configuration: ServerConfiguration
+    let logger: Logger
+    weak var box: LoopBound<ServerLoop>?
+
+    private var inFlight: [Key: Entry] = [:]
+    private var nextToken: UInt64 = 1
+    private var draining = false
+
+    init(socket: Socket, router: RPCRouter, reactor: Reactor, statistics: ServerStatistics, configuration: ServerConfiguration, logger: Logger) {
+        self.socket = socket
+        self.router = router
+        self.reactor = reactor
+        self.statistics = statistics
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    func attach() {
+        reactor.register(socket) { [unowned self] in self.readAvailable() }
+        reactor.onStop { [socket] in socket.close() }
+    }
+
+    private func readAvailable() {
+        for _ in 0..<256 {
+            let message: Message
+            do {
+                message = try socket.receive(dontWait: true)
+            } catch {
+                return
+            }
+            handle(message.frames)
+        }
+    }
+
+    private func handle(_ frames: [[UInt8]]) {
+        switch Frames.parseAtServer(frames) {
+        case .malformed(let envelope, let requestID, let reason):
+            ServerStatistics.bump(statistics.malformedMessages)
+            logger.debug("Malformed message", metadata: ["reason": "\(reason)"])
+            guard !envelope.routing.isEmpty else { return }
+            let error = RPCError(.invalidArgument, "malformed message: \(reason)").withReason("MALFORMED_MESSAGE", domain: "storebus.rpc")
+            send(envelope: envelope, requestID: requestID, error: error)
+        case .cancel(let envelope, let requestID):
+            let key = Key(envelope: envelope, requestID: requestID)
+            guard let entry = inFlight.removeValue(forKey: key) else { return }
+            entry.task?.cancel()
+            if let timer = entry.timer { reactor.cancel(timer) }
+            ServerStatistics.bump(statistics.cancelled)
+            finishIfDrained()
+        case .request(let request):
+            start(request)
+        }
+    }
+
+    private func start(_ request: InboundRequest) {
+        ServerStatistics.bump(statistics.requestsReceived)
+        let key = Key(envelope: request.envelope, requestID: request.requestID)
+        if draining {
+            return reject(request, RPCError(.unavailable, "the server is shutting down"))
+        }
+        guard let handler = router.handler(for: request.method) else {
+            return reject(request, RPCError(.unimplemented, "unknown method \(request.method)").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
+        }
+        guard inFlight[key] == nil else {
+            return reject(request, RPCError(.invalidArgument, "request id \(String(decoding: request.requestID, as: UTF8.self)) is already in use on this connection"))
+        }
+        guard inFlight.count < configuration.maxInFlight else {
+            return reject(request, RPCError(.resourceExhausted, "the server is handling \(inFlight.count) requests; try again shortly"))
+        }
+        var deadline: ContinuousClock.Instant?
+        if let timeout = request.timeoutMilliseconds {
+            guard timeout > 0 else {
+                ServerStatistics.bump(statistics.deadlineExceeded)
+                return send(envelope: request.envelope, requestID: request.requestID, error: RPCError(.deadlineExceeded, "the deadline had passed when the request arrived"))
+            }
+            deadline = .now + .milliseconds(Int64(timeout))
+        }
+        let token = nextToken
+        nextToken += 1
+        var entry = Entry(token: token)
+        if let deadline {
+            entry.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
+        }
+        var requestLogger = logger
+        let idText = String(decoding: request.requestID, as: UTF8.self)
+        requestLogger[metadataKey: "request.id"] = "\(idText)"
+        requestLogger[metadataKey: "rpc.method"] = "\(request.method)"
+        let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: requestLogger)
+        let body = request.body
+        let statistics = self.statistics
+        guard let box else { return }
+        let reactor = self.reactor
+        entry.task = Task {
+            statistics.handlersRunning.wrappingAdd(1, ordering: .relaxed)
+            let outcome: Result<[UInt8], any Error>
+            do {
+                outcome = .success(try await handler(body, context))
+            } catch {
+                outcome = .failure(error)
+            }
+            statistics.handlersRunning.wrappingSubtract(1, ordering: .relaxed)
+            reactor.execute { box.value.complete(key, token: token, outcome: outcome) }
+        }
+        inFlight[key] = entry
+    }
+
+    private func reject(_ request: InboundRequest, _ error: RPCError) {
+        ServerStatistics.bump(statistics.requestsFailed)
+        send(envelope: request.envelope, requestID: request.requestID, error: error)
+    }
+
+    private func complete(_ key: Key, token: UInt64, outcome: Result<[UInt8], any Error>) {
+        guard let entry = inFlight[key], entry.token == token else { return }  // dropped: deadline or cancel
+        inFlight[key] = nil
+        if let timer = entry.timer { reactor.cancel(timer) }
+        switch outcome {
+        case .success(let body):
+            ServerStatistics.bump(statistics.requestsSucceeded)
+            send(envelope: key.envelope, requestID: key.requestID, code: .ok, body: body)
+        case .failure(let error as RPCError):
+            ServerStatistics.bump(statistics.requestsFailed)
+            send(envelope: key.envelope, requestID: key.requestID, error: error)
+        case .failure(let error as CancellationError):
+            ServerStatistics.bump(statistics.requestsFailed)
+            send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.cancelled, "the request was cancelled", cause: error))
+        case .failure(let error):
+            ServerStatistics.bump(statistics.requestsFailed)
+            logger.error("Handler failed", metadata: [
+                "request.id": "\(String(decoding: key.requestID, as: UTF8.self))", "error": "\(String(reflecting: error))",
+            ])
+            send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.internalError, "internal error"))
+        }
+        finishIfDrained()
+    }
+
+    private func expire(_ key: Key, token: UInt64) {
+        guard let entry = inFlight[key], entry.token == token else { return }
+        inFlight[key] = nil
+        entry.task?.cancel()
+        ServerStatistics.bump(statistics.deadlineExceeded)
+        send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.deadlineExceeded, "the deadline passed before the request completed"))
+        finishIfDrained()
+    }
+
+    private func send(envelope: Envelope, requestID: [UInt8], error: RPCError) {
+        let body = (try? JSONCodec.encode(error.status)) ?? []
+        send(envelope: envelope, requestID: requestID, code: error.code, body: body)
+    }
+
+    private func send(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8]) {
+        do {
+            try socket.send(frames: Frames.response(envelope: envelope, requestID: requestID, code: code, body: body), dontWait: true)
+        } catch {
+            // The peer is gone (EHOSTUNREACH) or its queue is full (EAGAIN): the caller will time out.
+            ServerStatistics.bump(statistics.repliesDropped)
+            logger.debug("Reply dropped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func beginDraining() {
+        guard !draining else { return }
+        draining = true
+        if inFlight.isEmpty {
+            reactor.stop()
+            return
+        }
+        reactor.schedule(at: .now + configuration.shutdownGracePeriod) { [unowned self] in
+            for entry in self.inFlight.values { entry.task?.cancel() }
+            self.inFlight.removeAll()
+            self.reactor.stop()
+        }
+    }
+
+    private func finishIfDrained() {
+        if draining && inFlight.isEmpty { reactor.stop() }
+    }
+}

@@ -1,0 +1,169 @@
+/// The routing part of a message: every frame before the empty delimiter.
+///
+/// A ROUTER prepends the sender's routing id to each message it receives; a forwarder keeps those
+/// frames and sends them back in front of the answer, so answers find their way home without anyone
+/// decoding the body.
+public struct Envelope: Sendable, Hashable {
+    /// The routing frames, outermost first.
+    public var routing: [[UInt8]]
+    /// An envelope of routing frames.
+    public init(routing: [[UInt8]]) { self.routing = routing }
+}
+
+/// A request as it arrives at a server, parsed from its frames but with the body still encoded.
+public struct InboundRequest: Sendable {
+    /// Where the answer goes.
+    public var envelope: Envelope
+    /// The caller's request id, echoed in the answer.
+    public var requestID: [UInt8]
+    /// The gRPC method path, `/package.Service/Method`.
+    public var method: String
+    /// The caller's timeout in milliseconds, if it set one.
+    public var timeoutMilliseconds: UInt64?
+    /// The call's metadata.
+    public var metadata: Metadata
+    /// The proto3 JSON body.
+    public var body: [UInt8]
+}
+
+/// What a server can receive.
+public enum InboundMessage: Sendable {
+    /// A call to run.
+    case request(InboundRequest)
+    /// The caller gave up on a call; drop its work.
+    case cancel(envelope: Envelope, requestID: [UInt8])
+    /// Frames that are not a StoreBus request. `envelope` is what could be recovered for an answer
+    /// (at least the ROUTER's routing id), `requestID` when it could be read.
+    case malformed(envelope: Envelope, requestID: [UInt8], reason: String)
+}
+
+/// A response as it arrives at a caller.
+public struct InboundResponse: Sendable {
+    /// Routing frames in front of the delimiter (empty for a direct DEALER connection).
+    public var envelope: Envelope
+    /// The request id it answers.
+    public var requestID: [UInt8]
+    /// The status code.
+    public var code: StatusCode
+    /// On OK the response message; otherwise a `storebus.common.v1.ErrorStatus`, both proto3 JSON.
+    public var body: [UInt8]
+}
+
+/// Builds and parses StoreBus frames.
+public enum Frames {
+    /// Parses a message received on a ROUTER (frame 0 is the peer's routing id).
+    public static func parseAtServer(_ frames: [[UInt8]]) -> InboundMessage {
+        // The routing id that the ROUTER added is always there; whatever else is wrong, it lets us answer.
+        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }) else {
+            return .malformed(envelope: Envelope(routing: Array(frames.prefix(1))), requestID: [], reason: "no empty delimiter frame between routing frames and message")
+        }
+        let envelope = Envelope(routing: Array(frames[..<delimiter]))
+        guard !envelope.routing.isEmpty, envelope.routing.count <= WireProtocol.maxRoutingFrames else {
+            return .malformed(envelope: Envelope(routing: Array(frames.prefix(1))), requestID: [], reason: "too many routing frames")
+        }
+        let rest = frames[(delimiter + 1)...]
+        guard let tag = rest.first else {
+            return .malformed(envelope: envelope, requestID: [], reason: "missing message tag after the delimiter")
+        }
+        let fields = Array(rest.dropFirst())
+        if tag == WireProtocol.cancelTag {
+            guard fields.count == 1, isValidRequestID(fields[0]) else {
+                return .malformed(envelope: envelope, requestID: [], reason: "a cancel message has exactly one frame after its tag: the request id")
+            }
+            return .cancel(envelope: envelope, requestID: fields[0])
+        }
+        guard tag == WireProtocol.requestTag else {
+            return .malformed(envelope: envelope, requestID: [], reason: "unknown message tag (expected SB1Q or SB1C)")
+        }
+        let requestID = fields.first.flatMap { isValidRequestID($0) ? $0 : nil } ?? []
+        guard fields.count == 5 else {
+            return .malformed(envelope: envelope, requestID: requestID, reason: "a request has 5 frames after its tag (request id, method, timeout, metadata, body); got \(fields.count)")
+        }
+        guard !requestID.isEmpty else {
+            return .malformed(envelope: envelope, requestID: [], reason: "the request id must be 1 to \(WireProtocol.maxRequestIDBytes) bytes")
+        }
+        let methodBytes = fields[1]
+        guard !methodBytes.isEmpty, methodBytes.count <= WireProtocol.maxMethodBytes, methodBytes.first == 0x2F,
+              let method = String(validating: methodBytes, as: UTF8.self)
+        else {
+            return .malformed(envelope: envelope, requestID: requestID, reason: "the method must be a path like /package.Service/Method")
+        }
+        var timeout: UInt64?
+        if !fields[2].isEmpty {
+            guard let value = parseDecimal(fields[2]) else {
+                return .malformed(envelope: envelope, requestID: requestID, reason: "the timeout frame must be empty or decimal milliseconds")
+            }
+            timeout = min(value, WireProtocol.maxTimeoutMilliseconds)
+        }
+        guard let metadata = Metadata(frame: fields[3]) else {
+            return .malformed(envelope: envelope, requestID: requestID, reason: "the metadata frame must be lines of \"key: value\" with lower-case keys")
+        }
+        return .request(InboundRequest(
+            envelope: envelope, requestID: requestID, method: method,
+            timeoutMilliseconds: timeout, metadata: metadata, body: fields[4]
+        ))
+    }
+
+    /// Builds the frames of a response.
+    public static func response(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8]) -> [[UInt8]] {
+        var frames = envelope.routing
+        frames.reserveCapacity(frames.count + 5)
+        frames.append([])
+        frames.append(WireProtocol.responseTag)
+        frames.append(requestID)
+        frames.append(decimal(UInt64(bitPattern: Int64(code.rawValue))))
+        frames.append(body)
+        return frames
+    }
+
+    /// Builds the frames of a request as a DEALER sends it (no routing frames).
+    public static func request(requestID: [UInt8], method: String, timeoutMilliseconds: UInt64?, metadata: [UInt8], body: [UInt8]) -> [[UInt8]] {
+        [[], WireProtocol.requestTag, requestID, Array(method.utf8), timeoutMilliseconds.map(decimal) ?? [], metadata, body]
+    }
+
+    /// Builds the frames of a cancellation as a DEALER sends it.
+    public static func cancel(requestID: [UInt8]) -> [[UInt8]] {
+        [[], WireProtocol.cancelTag, requestID]
+    }
+
+    /// Parses a message received on a DEALER.
+    public static func parseAtClient(_ frames: [[UInt8]]) -> InboundResponse? {
+        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 5,
+              frames[delimiter + 1] == WireProtocol.responseTag,
+              let code = parseDecimal(frames[delimiter + 3]), code <= UInt64(Int32.max)
+        else { return nil }
+        return InboundResponse(
+            envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: frames[delimiter + 2],
+            code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 4]
+        )
+    }
+
+    static func isValidRequestID(_ id: [UInt8]) -> Bool {
+        !id.isEmpty && id.count <= WireProtocol.maxRequestIDBytes
+    }
+
+    /// ASCII decimal digits of a number.
+    public static func decimal(_ value: UInt64) -> [UInt8] {
+        if value == 0 { return [0x30] }
+        var digits: [UInt8] = []
+        digits.reserveCapacity(20)
+        var rest = value
+        while rest > 0 {
+            digits.append(0x30 + UInt8(rest % 10))
+            rest /= 10
+        }
+        digits.reverse()
+        return digits
+    }
+
+    /// Parses 1 to 19 ASCII decimal digits.
+    public static func parseDecimal(_ bytes: [UInt8]) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for byte in bytes {
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            value = value * 10 + UInt64(byte - 0x30)
+        }
+        return value
+    }
+}

@@ -1,0 +1,87 @@
+/// Constants and limits of StoreBus's ZeroMQ wire protocol, version 1 (proto-schemas/README.md).
+///
+/// Every StoreBus message is a ZeroMQ multipart message: zero or more routing frames, an empty
+/// delimiter frame, a 4-byte tag saying what the message is, then the tag's frames.
+public enum WireProtocol {
+    /// Tag of a request: `SB1Q`, request id, method path, timeout in ms, metadata, body.
+    public static let requestTag: [UInt8] = Array("SB1Q".utf8)
+    /// Tag of a response: `SB1R`, request id, status code, body.
+    public static let responseTag: [UInt8] = Array("SB1R".utf8)
+    /// Tag of a cancellation: `SB1C`, request id. No answer is sent.
+    public static let cancelTag: [UInt8] = Array("SB1C".utf8)
+    /// Tag of an event-log doorbell on a PUB socket: topic, `SB1E`, seq, key, key seq.
+    public static let doorbellTag: [UInt8] = Array("SB1E".utf8)
+
+    /// Longest request id, in bytes.
+    public static let maxRequestIDBytes = 64
+    /// Longest method path, in bytes.
+    public static let maxMethodBytes = 256
+    /// Largest metadata frame, in bytes.
+    public static let maxMetadataBytes = 8 * 1024
+    /// Most routing frames before the delimiter (one per forwarding hop).
+    public static let maxRoutingFrames = 8
+    /// Default largest message a StoreBus socket accepts (MAXMSGSIZE); larger ones close the connection.
+    public static let defaultMaxMessageBytes: Int64 = 4 * 1024 * 1024
+    /// Longest timeout a request may carry (one day); longer values are treated as this.
+    public static let maxTimeoutMilliseconds: UInt64 = 86_400_000
+
+    /// Metadata key for the idempotency key that makes a non-idempotent call safe to retry.
+    public static let idempotencyKeyMetadata = "idempotency-key"
+}
+
+/// Metadata of a call: lower-case keys to single-line values. On the wire, one `key: value` line per
+/// entry, joined with `\n`; an empty frame means no metadata.
+public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    /// The entries.
+    public var values: [String: String]
+
+    /// Empty metadata.
+    public init() { values = [:] }
+    /// Metadata from a dictionary.
+    public init(_ values: [String: String]) { self.values = values }
+    public init(dictionaryLiteral elements: (String, String)...) {
+        values = Dictionary(elements, uniquingKeysWith: { _, last in last })
+    }
+
+    /// The value for a key.
+    public subscript(key: String) -> String? {
+        get { values[key] }
+        set { values[key] = newValue }
+    }
+
+    /// Whether a key is a valid metadata key: 1 to 64 of `a-z 0-9 - _ .`.
+    public static func isValidKey(_ key: String) -> Bool {
+        guard !key.isEmpty, key.utf8.count <= 64 else { return false }
+        return key.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
+    }
+
+    /// The wire frame.
+    public var encoded: [UInt8] {
+        if values.isEmpty { return [] }
+        var out: [UInt8] = []
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            if !out.isEmpty { out.append(0x0A) }
+            out.append(contentsOf: key.utf8)
+            out.append(contentsOf: [0x3A, 0x20])
+            out.append(contentsOf: value.utf8)
+        }
+        return out
+    }
+
+    /// Parses a wire frame; nil when a line is not `key: value` with a valid key, or a value holds
+    /// a carriage return.
+    public init?(frame: [UInt8]) {
+        values = [:]
+        if frame.isEmpty { return }
+        guard frame.count <= WireProtocol.maxMetadataBytes else { return nil }
+        for line in frame.split(separator: 0x0A, omittingEmptySubsequences: false) {
+            guard let colon = line.firstIndex(of: 0x3A) else { return nil }
+            let key = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
+            var valueStart = line.index(after: colon)
+            if valueStart < line.endIndex && line[valueStart] == 0x20 { valueStart = line.index(after: valueStart) }
+            let valueBytes = line[valueStart...]
+            guard Metadata.isValidKey(key), !valueBytes.contains(0x0D) else { return nil }
+            values[key] = String(decoding: valueBytes, as: UTF8.self)
+        }
+    }
+}

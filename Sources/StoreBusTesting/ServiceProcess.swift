@@ -1,0 +1,134 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A StoreBus executable running as a real OS process, for end-to-end tests.
+///
+/// Output goes to a log file that tests print when something fails. Every exit path of a test should
+/// end with ``stop()`` (or ``kill()``); a process still running when the object is released is
+/// killed then.
+public final class ServiceProcess: Sendable {
+    /// The executable's name, such as `storebus-catalog`.
+    public let name: String
+    /// Arguments given to it.
+    public let arguments: [String]
+    /// Where its standard output and error go.
+    public let logFile: URL
+
+    private let state = Mutex<State>(State())
+
+    private struct State {
+        var process: Process?
+        var exitStatus: Int32?
+        var waiters: [CheckedContinuation<Int32, Never>] = []
+    }
+
+    /// Describes a process; ``start()`` launches it.
+    public init(name: String, arguments: [String], logFile: URL) {
+        self.name = name
+        self.arguments = arguments
+        self.logFile = logFile
+    }
+
+    deinit {
+        state.withLock { state in
+            if let process = state.process, state.exitStatus == nil { Glibc.kill(process.processIdentifier, SIGKILL) }
+        }
+    }
+
+    /// Launches the process (again, after an exit: the log is appended to).
+    public func start(environment: [String: String] = [:]) throws {
+        let process = Process()
+        process.executableURL = try Executables.url(name)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        if !FileManager.default.fileExists(atPath: logFile.path) {
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: logFile)
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { [weak self] finished in
+            try? log.close()
+            self?.exited(status: finished.terminationStatus)
+        }
+        state.withLock {
+            $0.process = process
+            $0.exitStatus = nil
+        }
+        try process.run()
+    }
+
+    private func exited(status: Int32) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
+            state.exitStatus = status
+            let waiters = state.waiters
+            state.waiters.removeAll()
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: status) }
+    }
+
+    /// The process id, while it runs.
+    public var pid: Int32? {
+        state.withLock { state in state.exitStatus == nil ? state.process?.processIdentifier : nil }
+    }
+
+    /// Whether the process is running.
+    public var isRunning: Bool { pid != nil }
+
+    /// Sends a signal.
+    public func signal(_ signal: Int32) {
+        if let pid { Glibc.kill(pid, signal) }
+    }
+
+    /// Kills the process with SIGKILL and waits for it to be gone.
+    public func kill() async {
+        signal(SIGKILL)
+        _ = await waitForExit()
+    }
+
+    /// Asks the process to stop with SIGTERM; after `grace`, kills it. Returns the exit status.
+    @discardableResult
+    public func stop(grace: Duration = .seconds(10)) async -> Int32 {
+        guard isRunning else { return state.withLock { $0.exitStatus ?? 0 } }
+        signal(SIGTERM)
+        if let status = await waitForExit(timeout: grace) { return status }
+        signal(SIGKILL)
+        return await waitForExit() ?? -1
+    }
+
+    /// Waits for the process to exit, at most `timeout` (nil: no limit). Returns its exit status, or
+    /// nil on time-out.
+    public func waitForExit(timeout: Duration? = nil) async -> Int32? {
+        if let status = state.withLock({ $0.exitStatus }) { return status }
+        guard let timeout else {
+            return await withCheckedContinuation { continuation in
+                let done = state.withLock { state -> Int32? in
+                    if let status = state.exitStatus { return status }
+                    state.waiters.append(continuation)
+                    return nil
+                }
+                if let done { continuation.resume(returning: done) }
+            }
+        }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let status = state.withLock({ $0.exitStatus }) { return status }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return state.withLock { $0.exitStatus }
+    }
+
+    /// Everything the process has written so far.
+    public var output: String {
+        (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+    }
+}

@@ -1,0 +1,32 @@
+import ArgumentParser
+import Foundation
+
+/// `storebus-bench`: StoreBus's benchmarks, printed as `<metric> <value> <unit>` lines, each beside
+/// the bare floor (plain libzmq, plain SQLite) measured in the same run.
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storebus-bench",
+        abstract: "Measure StoreBus against the bare libzmq and SQLite floors.",
+        subcommands: [RunBenchmarks.self, Soak.self],
+        defaultSubcommand: RunBenchmarks.self
+    )
+}
+
+/// Prints one result line.
+func report(_ metric: String, _ value: Double, _ unit: String) {
+    let text = value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
+    print("\(metric) \(text) \(unit)")
+    fflush(nil)
+}
+
+/// Runs blocking work on a thread of its own, off Swift's cooperative pool.
+func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(with: Result { try body() })
+        }
+        thread.name = name
+        thread.start()
+    }
+}
