@@ -19,6 +19,11 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Option(help: "Requests in flight for throughput figures.")
     var window = 64
 
+    @Option(help: "Run only the benchmarks of these groups (transport, rpc); all when omitted.")
+    var only: [String] = []
+
+    func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
+
     func run() async throws {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -39,6 +44,13 @@ struct RunBenchmarks: AsyncParsableCommand {
         let bench = TransportBench(body: body, iterations: messages, window: window)
         let latencyBench = TransportBench(body: body, iterations: roundTrips, window: 1)
 
+        if wants("transport") { try await transport(context: context, bench: bench, latencyBench: latencyBench, body: body) }
+        if wants("rpc") { try await rpc(context: context) }
+        context.shutdown()
+        context.terminate()
+    }
+
+    func transport(context: ZeroMQ.Context, bench: TransportBench, latencyBench: TransportBench, body: [UInt8]) async throws {
         // Floor 1: bare libzmq echo, bytes in, same bytes out.
         let bareEndpoint = try TransportBench.startEcho(context: context) { $0 }
         let bareRTT = try await onThread("bench") { try latencyBench.roundTrips(endpoint: bareEndpoint, context: context) }
@@ -61,7 +73,9 @@ struct RunBenchmarks: AsyncParsableCommand {
             )
         }
         report("bare_zmq_json_pipelined_msgs_per_s", jsonRate, "msgs/s")
+    }
 
+    func rpc(context: ZeroMQ.Context) async throws {
         // StoreBus RPC: RPCServer + RPCClient, Diagnostics/Echo.
         let statistics = ServerStatistics()
         let router = BuiltinServices.router(process: "storebus-bench", services: [], statistics: statistics)
@@ -91,8 +105,6 @@ struct RunBenchmarks: AsyncParsableCommand {
 
         await client.shutdown()
         await server.shutdown()
-        context.shutdown()
-        context.terminate()
     }
 
     /// Operations per second with `concurrency` tasks each running `operation` in a loop, after a

@@ -77,7 +77,7 @@ public final class RPCClient: Sendable {
             id: id,
             frames: Frames.request(
                 requestID: Frames.decimal(id), method: path, timeoutMilliseconds: timeout.wireMilliseconds,
-                metadata: options.metadata.encoded, body: body
+                metadata: options.metadata, body: body
             ),
             path: path,
             deadline: deadline,

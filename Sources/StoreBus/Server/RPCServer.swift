@@ -123,6 +123,8 @@ final class ServerLoop {
     let configuration: ServerConfiguration
     let logger: Logger
     weak var box: LoopBound<ServerLoop>?
+    /// Handlers' tasks prefer the loop thread (see ``ReactorExecutor``).
+    let executor: ReactorExecutor
 
     private var inFlight: [Key: Entry] = [:]
     private var nextToken: UInt64 = 1
@@ -135,6 +137,7 @@ final class ServerLoop {
         self.statistics = statistics
         self.configuration = configuration
         self.logger = logger
+        self.executor = ReactorExecutor(reactor: reactor)
     }
 
     func attach() {
@@ -203,16 +206,13 @@ final class ServerLoop {
         if let deadline {
             entry.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
         }
-        var requestLogger = logger
         let idText = String(decoding: request.requestID, as: UTF8.self)
-        requestLogger[metadataKey: "request.id"] = "\(idText)"
-        requestLogger[metadataKey: "rpc.method"] = "\(request.method)"
-        let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: requestLogger)
+        let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: logger)
         let body = request.body
         let statistics = self.statistics
         guard let box else { return }
         let reactor = self.reactor
-        entry.task = Task {
+        entry.task = Task(executorPreference: executor) {
             statistics.handlersRunning.wrappingAdd(1, ordering: .relaxed)
             let outcome: Result<[UInt8], any Error>
             do {
@@ -221,7 +221,11 @@ final class ServerLoop {
                 outcome = .failure(error)
             }
             statistics.handlersRunning.wrappingSubtract(1, ordering: .relaxed)
-            reactor.execute { box.value.complete(key, token: token, outcome: outcome) }
+            if reactor.isInLoop {
+                box.value.complete(key, token: token, outcome: outcome)
+            } else {
+                reactor.execute { box.value.complete(key, token: token, outcome: outcome) }
+            }
         }
         inFlight[key] = entry
     }

@@ -10,8 +10,7 @@ public struct ServerContext: Sendable {
     public let deadline: ContinuousClock.Instant?
     /// The call's metadata (for calls through the gateway: the authenticated principal).
     public let metadata: Metadata
-    /// A logger with `request.id` and `rpc.method` in its metadata.
-    public let logger: Logger
+    private let baseLogger: Logger
 
     /// Creates a context; servers do this, tests may too.
     public init(method: String, requestID: String, deadline: ContinuousClock.Instant?, metadata: Metadata, logger: Logger) {
@@ -19,7 +18,16 @@ public struct ServerContext: Sendable {
         self.requestID = requestID
         self.deadline = deadline
         self.metadata = metadata
-        self.logger = logger
+        self.baseLogger = logger
+    }
+
+    /// A logger with `request.id` and `rpc.method` in its metadata (built on use: most requests
+    /// never log).
+    public var logger: Logger {
+        var logger = baseLogger
+        logger[metadataKey: "request.id"] = "\(requestID)"
+        logger[metadataKey: "rpc.method"] = "\(method)"
+        return logger
     }
 
     /// Time left before the deadline (nil without one).

@@ -55,91 +55,117 @@ public enum Frames {
     public static func parseAtServer(_ frames: [[UInt8]]) -> InboundMessage {
         // The routing id that the ROUTER added is always there; whatever else is wrong, it lets us answer.
         guard let delimiter = frames.firstIndex(where: { $0.isEmpty }) else {
-            return .malformed(envelope: Envelope(routing: Array(frames.prefix(1))), requestID: [], reason: "no empty delimiter frame between routing frames and message")
+            return .malformed(envelope: Envelope(routing: Array(frames.prefix(1))), requestID: [], reason: "no empty delimiter frame between the routing frames and the header")
         }
         let envelope = Envelope(routing: Array(frames[..<delimiter]))
         guard !envelope.routing.isEmpty, envelope.routing.count <= WireProtocol.maxRoutingFrames else {
             return .malformed(envelope: Envelope(routing: Array(frames.prefix(1))), requestID: [], reason: "too many routing frames")
         }
-        let rest = frames[(delimiter + 1)...]
-        guard let tag = rest.first else {
-            return .malformed(envelope: envelope, requestID: [], reason: "missing message tag after the delimiter")
+        guard delimiter + 1 < frames.count else {
+            return .malformed(envelope: envelope, requestID: [], reason: "missing header frame after the delimiter")
         }
-        let fields = Array(rest.dropFirst())
-        if tag == WireProtocol.cancelTag {
-            guard fields.count == 1, isValidRequestID(fields[0]) else {
-                return .malformed(envelope: envelope, requestID: [], reason: "a cancel message has exactly one frame after its tag: the request id")
+        let header = frames[delimiter + 1]
+        guard header.count <= WireProtocol.maxHeaderBytes else {
+            return .malformed(envelope: envelope, requestID: [], reason: "the header frame is larger than \(WireProtocol.maxHeaderBytes) bytes")
+        }
+        let lines = header.split(separator: 0x0A, omittingEmptySubsequences: false)
+        let tag = lines[0]
+        let requestID = lines.count > 1 && isValidRequestID(lines[1]) ? Array(lines[1]) : []
+        let trailing = frames.count - delimiter - 2
+        if tag.elementsEqual(WireProtocol.cancelTag) {
+            guard lines.count == 2, !requestID.isEmpty, trailing == 0 else {
+                return .malformed(envelope: envelope, requestID: requestID, reason: "a cancel is one header frame: SB1C and the request id")
             }
-            return .cancel(envelope: envelope, requestID: fields[0])
+            return .cancel(envelope: envelope, requestID: requestID)
         }
-        guard tag == WireProtocol.requestTag else {
-            return .malformed(envelope: envelope, requestID: [], reason: "unknown message tag (expected SB1Q or SB1C)")
+        guard tag.elementsEqual(WireProtocol.requestTag) else {
+            return .malformed(envelope: envelope, requestID: [], reason: "unknown header tag (expected SB1Q or SB1C)")
         }
-        let requestID = fields.first.flatMap { isValidRequestID($0) ? $0 : nil } ?? []
-        guard fields.count == 5 else {
-            return .malformed(envelope: envelope, requestID: requestID, reason: "a request has 5 frames after its tag (request id, method, timeout, metadata, body); got \(fields.count)")
+        guard lines.count >= 4 else {
+            return .malformed(envelope: envelope, requestID: requestID, reason: "a request header has at least 4 lines: SB1Q, request id, timeout, method")
         }
         guard !requestID.isEmpty else {
-            return .malformed(envelope: envelope, requestID: [], reason: "the request id must be 1 to \(WireProtocol.maxRequestIDBytes) bytes")
+            return .malformed(envelope: envelope, requestID: [], reason: "the request id must be 1 to \(WireProtocol.maxRequestIDBytes) printable ASCII characters")
         }
-        let methodBytes = fields[1]
+        guard trailing == 1 else {
+            return .malformed(envelope: envelope, requestID: requestID, reason: "a request is a header frame and one body frame; got \(trailing) frames after the header")
+        }
+        var timeout: UInt64?
+        if !lines[2].isEmpty {
+            guard let value = parseDecimal(lines[2]) else {
+                return .malformed(envelope: envelope, requestID: requestID, reason: "the timeout line must be empty or decimal milliseconds")
+            }
+            timeout = min(value, WireProtocol.maxTimeoutMilliseconds)
+        }
+        let methodBytes = lines[3]
         guard !methodBytes.isEmpty, methodBytes.count <= WireProtocol.maxMethodBytes, methodBytes.first == 0x2F,
               let method = String(validating: methodBytes, as: UTF8.self)
         else {
             return .malformed(envelope: envelope, requestID: requestID, reason: "the method must be a path like /package.Service/Method")
         }
-        var timeout: UInt64?
-        if !fields[2].isEmpty {
-            guard let value = parseDecimal(fields[2]) else {
-                return .malformed(envelope: envelope, requestID: requestID, reason: "the timeout frame must be empty or decimal milliseconds")
-            }
-            timeout = min(value, WireProtocol.maxTimeoutMilliseconds)
-        }
-        guard let metadata = Metadata(frame: fields[3]) else {
-            return .malformed(envelope: envelope, requestID: requestID, reason: "the metadata frame must be lines of \"key: value\" with lower-case keys")
+        guard let metadata = Metadata(lines: lines.dropFirst(4)) else {
+            return .malformed(envelope: envelope, requestID: requestID, reason: "metadata lines must be \"key: value\" with lower-case keys")
         }
         return .request(InboundRequest(
             envelope: envelope, requestID: requestID, method: method,
-            timeoutMilliseconds: timeout, metadata: metadata, body: fields[4]
+            timeoutMilliseconds: timeout, metadata: metadata, body: frames[delimiter + 2]
         ))
     }
 
     /// Builds the frames of a response.
     public static func response(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8]) -> [[UInt8]] {
+        var header = WireProtocol.responseTag
+        header.reserveCapacity(8 + requestID.count)
+        header.append(0x0A)
+        header.append(contentsOf: requestID)
+        header.append(0x0A)
+        header.append(contentsOf: decimal(UInt64(bitPattern: Int64(code.rawValue))))
         var frames = envelope.routing
-        frames.reserveCapacity(frames.count + 5)
+        frames.reserveCapacity(frames.count + 3)
         frames.append([])
-        frames.append(WireProtocol.responseTag)
-        frames.append(requestID)
-        frames.append(decimal(UInt64(bitPattern: Int64(code.rawValue))))
+        frames.append(header)
         frames.append(body)
         return frames
     }
 
     /// Builds the frames of a request as a DEALER sends it (no routing frames).
-    public static func request(requestID: [UInt8], method: String, timeoutMilliseconds: UInt64?, metadata: [UInt8], body: [UInt8]) -> [[UInt8]] {
-        [[], WireProtocol.requestTag, requestID, Array(method.utf8), timeoutMilliseconds.map(decimal) ?? [], metadata, body]
+    public static func request(requestID: [UInt8], method: String, timeoutMilliseconds: UInt64?, metadata: Metadata, body: [UInt8]) -> [[UInt8]] {
+        var header = WireProtocol.requestTag
+        header.reserveCapacity(16 + requestID.count + method.utf8.count)
+        header.append(0x0A)
+        header.append(contentsOf: requestID)
+        header.append(0x0A)
+        if let timeoutMilliseconds { header.append(contentsOf: decimal(timeoutMilliseconds)) }
+        header.append(0x0A)
+        header.append(contentsOf: method.utf8)
+        if !metadata.values.isEmpty {
+            header.append(0x0A)
+            header.append(contentsOf: metadata.encoded)
+        }
+        return [[], header, body]
     }
 
     /// Builds the frames of a cancellation as a DEALER sends it.
     public static func cancel(requestID: [UInt8]) -> [[UInt8]] {
-        [[], WireProtocol.cancelTag, requestID]
+        [[], WireProtocol.cancelTag + [0x0A] + requestID]
     }
 
     /// Parses a message received on a DEALER.
     public static func parseAtClient(_ frames: [[UInt8]]) -> InboundResponse? {
-        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 5,
-              frames[delimiter + 1] == WireProtocol.responseTag,
-              let code = parseDecimal(frames[delimiter + 3]), code <= UInt64(Int32.max)
+        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 3 else { return nil }
+        let lines = frames[delimiter + 1].split(separator: 0x0A, omittingEmptySubsequences: false)
+        guard lines.count == 3, lines[0].elementsEqual(WireProtocol.responseTag),
+              let code = parseDecimal(lines[2]), code <= UInt64(Int32.max)
         else { return nil }
         return InboundResponse(
-            envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: frames[delimiter + 2],
-            code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 4]
+            envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: Array(lines[1]),
+            code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 2]
         )
     }
 
-    static func isValidRequestID(_ id: [UInt8]) -> Bool {
-        !id.isEmpty && id.count <= WireProtocol.maxRequestIDBytes
+    /// Request ids are 1 to 64 printable ASCII characters without spaces.
+    static func isValidRequestID(_ id: some Collection<UInt8>) -> Bool {
+        !id.isEmpty && id.count <= WireProtocol.maxRequestIDBytes && id.allSatisfy { $0 > 0x20 && $0 < 0x7F }
     }
 
     /// ASCII decimal digits of a number.
@@ -157,7 +183,7 @@ public enum Frames {
     }
 
     /// Parses 1 to 19 ASCII decimal digits.
-    public static func parseDecimal(_ bytes: [UInt8]) -> UInt64? {
+    public static func parseDecimal(_ bytes: some Collection<UInt8>) -> UInt64? {
         guard !bytes.isEmpty, bytes.count <= 19 else { return nil }
         var value: UInt64 = 0
         for byte in bytes {

@@ -1,19 +1,32 @@
 /// Constants and limits of StoreBus's ZeroMQ wire protocol, version 1 (proto-schemas/README.md).
 ///
-/// Every StoreBus message is a ZeroMQ multipart message: zero or more routing frames, an empty
-/// delimiter frame, a 4-byte tag saying what the message is, then the tag's frames.
+/// Every StoreBus RPC message is a ZeroMQ multipart message: zero or more routing frames, an empty
+/// delimiter frame, a header frame, and (for requests and responses) a body frame. The header is
+/// UTF-8 text, lines separated by `\n`, whose first line is a 4-character tag saying what the message
+/// is:
+///
+/// - request: `SB1Q`, request id, timeout in ms (empty: none), method path, then metadata lines
+///   `key: value`; the body is the request message as proto3 JSON.
+/// - response: `SB1R`, request id, status code; the body is the response message on OK, an
+///   `ErrorStatus` otherwise.
+/// - cancel: `SB1C`, request id; no body, no answer.
+///
+/// Fixed fields share one frame because libzmq's cost is per frame, on both sides and in its I/O
+/// thread. Doorbells on PUB sockets are two frames: the topic, then `SB1E`, seq, key seq.
 public enum WireProtocol {
-    /// Tag of a request: `SB1Q`, request id, method path, timeout in ms, metadata, body.
+    /// First line of a request header.
     public static let requestTag: [UInt8] = Array("SB1Q".utf8)
-    /// Tag of a response: `SB1R`, request id, status code, body.
+    /// First line of a response header.
     public static let responseTag: [UInt8] = Array("SB1R".utf8)
-    /// Tag of a cancellation: `SB1C`, request id. No answer is sent.
+    /// First line of a cancel header.
     public static let cancelTag: [UInt8] = Array("SB1C".utf8)
-    /// Tag of an event-log doorbell on a PUB socket: topic, `SB1E`, seq, key, key seq.
+    /// First line of a doorbell's second frame.
     public static let doorbellTag: [UInt8] = Array("SB1E".utf8)
 
-    /// Longest request id, in bytes.
+    /// Longest request id, in bytes (printable ASCII, no spaces).
     public static let maxRequestIDBytes = 64
+    /// Largest header frame, in bytes.
+    public static let maxHeaderBytes = 16 * 1024
     /// Longest method path, in bytes.
     public static let maxMethodBytes = 256
     /// Largest metadata frame, in bytes.
@@ -30,7 +43,7 @@ public enum WireProtocol {
 }
 
 /// Metadata of a call: lower-case keys to single-line values. On the wire, one `key: value` line per
-/// entry, joined with `\n`; an empty frame means no metadata.
+/// entry at the end of the request header.
 public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     /// The entries.
     public var values: [String: String]
@@ -68,13 +81,11 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         return out
     }
 
-    /// Parses a wire frame; nil when a line is not `key: value` with a valid key, or a value holds
+    /// Parses metadata lines; nil when a line is not `key: value` with a valid key, or a value holds
     /// a carriage return.
-    public init?(frame: [UInt8]) {
+    public init?(lines: some Collection<ArraySlice<UInt8>>) {
         values = [:]
-        if frame.isEmpty { return }
-        guard frame.count <= WireProtocol.maxMetadataBytes else { return nil }
-        for line in frame.split(separator: 0x0A, omittingEmptySubsequences: false) {
+        for line in lines {
             guard let colon = line.firstIndex(of: 0x3A) else { return nil }
             let key = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
             var valueStart = line.index(after: colon)

@@ -1,0 +1,109 @@
+import ZeroMQ
+
+/// A doorbell: the announcement, after a commit, that an event log has grown.
+///
+/// On the wire (a PUB socket), two frames: the topic `<log>/<key>\n`, then `SB1E\n<seq>\n<key seq>`.
+/// A subscriber to `<log>/` hears every key; a subscriber to `<log>/<key>\n` hears one. Doorbells may
+/// be lost (PUB drops when a subscriber is slow or not yet connected); followers never rely on them for
+/// correctness, only to learn sooner that there is something to read.
+public struct Doorbell: Sendable, Equatable {
+    /// The log's name, for example `payment-queue`.
+    public var log: String
+    /// The key the event belongs to.
+    public var key: String
+    /// The event's position in the whole log.
+    public var seq: UInt64
+    /// Its position within the key.
+    public var keySeq: UInt64
+
+    /// Creates a doorbell.
+    public init(log: String, key: String, seq: UInt64, keySeq: UInt64) {
+        self.log = log
+        self.key = key
+        self.seq = seq
+        self.keySeq = keySeq
+    }
+
+    /// The subscription prefix for every key of a log.
+    public static func topicPrefix(log: String) -> [UInt8] {
+        Array("\(log)/".utf8)
+    }
+
+    /// The subscription prefix for one key of a log.
+    public static func topic(log: String, key: String) -> [UInt8] {
+        Array("\(log)/\(key)\n".utf8)
+    }
+
+    /// The frames sent on the PUB socket.
+    public var frames: [[UInt8]] {
+        [Doorbell.topic(log: log, key: key), WireProtocol.doorbellTag + [0x0A] + Frames.decimal(seq) + [0x0A] + Frames.decimal(keySeq)]
+    }
+
+    /// Parses frames received on a SUB socket.
+    public init?(frames: [[UInt8]]) {
+        guard frames.count == 2, frames[0].last == 0x0A, let slash = frames[0].firstIndex(of: 0x2F) else { return nil }
+        let lines = frames[1].split(separator: 0x0A, omittingEmptySubsequences: false)
+        guard lines.count == 3, lines[0].elementsEqual(WireProtocol.doorbellTag),
+              let seq = Frames.parseDecimal(lines[1]), let keySeq = Frames.parseDecimal(lines[2])
+        else { return nil }
+        self.log = String(decoding: frames[0][..<slash], as: UTF8.self)
+        self.key = String(decoding: frames[0][(slash + 1)..<(frames[0].count - 1)], as: UTF8.self)
+        self.seq = seq
+        self.keySeq = keySeq
+    }
+}
+
+/// Rings doorbells on a PUB socket owned by a reactor thread of its own.
+public final class DoorbellPublisher: Sendable {
+    /// The endpoints bound, wildcard ports resolved.
+    public let boundEndpoints: [String]
+    private let reactor: Reactor
+    private let socket: LoopBound<Socket>
+
+    /// Binds the PUB socket; throws ``StartupError`` naming an endpoint that cannot be bound.
+    public init(endpoints: [String], context: ZeroMQ.Context) throws {
+        let socket: Socket
+        var bound: [String] = []
+        do {
+            socket = try Socket(context: context, type: .pub)
+            // Drop rather than queue without bound when a subscriber is slow: the log is the truth.
+            try socket.set(.sendHighWaterMark(10_000))
+            try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))
+        } catch {
+            throw StartupError("cannot create the doorbell socket: \(error.message)")
+        }
+        for endpoint in endpoints {
+            do {
+                try socket.bind(endpoint)
+                bound.append(socket.lastEndpoint)
+            } catch {
+                socket.close()
+                throw StartupError("cannot publish events on \(endpoint): \(error.message)")
+            }
+        }
+        boundEndpoints = bound
+        reactor = Reactor(name: "storebus-doorbell", context: context)
+        self.socket = LoopBound(socket, on: reactor)
+        reactor.execute { [box = self.socket, reactor] in
+            let socket = box.value
+            reactor.onStop { socket.close() }
+        }
+        reactor.start()
+    }
+
+    /// Announces committed events. Never blocks; a doorbell that cannot be sent is dropped.
+    public func ring(_ doorbells: [Doorbell]) {
+        guard !doorbells.isEmpty else { return }
+        reactor.execute { [socket] in
+            for doorbell in doorbells {
+                try? socket.value.send(frames: doorbell.frames, dontWait: true)
+            }
+        }
+    }
+
+    /// Closes the socket and stops the reactor.
+    public func shutdown() async {
+        reactor.stop()
+        await reactor.join()
+    }
+}

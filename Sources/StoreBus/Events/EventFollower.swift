@@ -1,0 +1,202 @@
+import Logging
+import StoreSchema
+import Synchronization
+import ZeroMQ
+
+/// Follows a service's event log: reads it in pages by RPC, in order, from a position the consumer
+/// keeps, and wakes early when a doorbell rings.
+///
+/// The follower never skips: every event it hands over has the position right after the previous
+/// one. A page that does not continue the sequence is a gap; the follower logs it and reads again
+/// from its position until the missing event is there. Doorbells only shorten the wait: with none,
+/// the follower still reads every `idlePoll`. A consumer that stores the position of the last event it
+/// applied, together with the effect, and restarts from it, applies every event exactly once.
+public final class EventFollower: Sendable {
+    /// What to follow.
+    public struct Configuration: Sendable {
+        /// The log's name, as in its doorbells (for example `payment-queue`).
+        public var log: String
+        /// "" for the whole log (positions are `seq`), or one key (positions are `key_seq`).
+        public var key: String
+        /// The PUB endpoints of the service's doorbells; none means polling only.
+        public var doorbellEndpoints: [String]
+        /// Events per page. Default 256.
+        public var pageSize: UInt32 = 256
+        /// Longest wait without a doorbell before reading again. Default 1 s.
+        public var idlePoll: Duration = .seconds(1)
+        /// Pause after a failed read or a gap before trying again. Default 100 ms.
+        public var retryDelay: Duration = .milliseconds(100)
+
+        /// A configuration following `key` (or the whole log) of `log`.
+        public init(log: String, key: String = "", doorbellEndpoints: [String]) {
+            self.log = log
+            self.key = key
+            self.doorbellEndpoints = doorbellEndpoints
+        }
+    }
+
+    private let configuration: Configuration
+    private let client: RPCClient
+    private let logger: Logger
+    private let bell: DoorbellListener?
+
+    /// A follower reading through `client` (connected to the service's RPC endpoints).
+    public init(configuration: Configuration, client: RPCClient, context: ZeroMQ.Context, logger: Logger) throws {
+        self.configuration = configuration
+        self.client = client
+        self.logger = logger
+        if configuration.doorbellEndpoints.isEmpty {
+            bell = nil
+        } else {
+            let prefix = configuration.key.isEmpty
+                ? Doorbell.topicPrefix(log: configuration.log)
+                : Doorbell.topic(log: configuration.log, key: configuration.key)
+            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefix: prefix, context: context)
+        }
+    }
+
+    /// Reads events after `position` and hands each to `apply`, in order, until the task is cancelled
+    /// or `apply` throws (which ends the follow with that error). Read failures are retried.
+    public func follow(after position: UInt64, _ apply: (Storebus_Eventlog_V1_Event) async throws -> Void) async throws {
+        var position = position
+        let keyed = !configuration.key.isEmpty
+        while !Task.isCancelled {
+            let page: Storebus_Eventlog_V1_ReadEventsResponse
+            do {
+                page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
+                    $0.key = configuration.key
+                    $0.afterSeq = position
+                    $0.limit = configuration.pageSize
+                }, options: CallOptions(timeout: .seconds(5)))
+            } catch let error where error.code == .cancelled && Task.isCancelled {
+                return
+            } catch {
+                logger.warning("Event log read failed; retrying", metadata: ["error": "\(error)", "queue.seq": "\(position)"])
+                try? await Task.sleep(for: configuration.retryDelay)
+                continue
+            }
+            var gap = false
+            for event in page.events {
+                let at = keyed ? event.keySeq : event.seq
+                if at <= position { continue }  // already applied (overlapping page)
+                guard at == position + 1 else {
+                    logger.error("Gap in the event log; not skipping", metadata: ["expected": "\(position + 1)", "got": "\(at)"])
+                    gap = true
+                    break
+                }
+                try await apply(event)
+                position = at
+            }
+            if gap {
+                try? await Task.sleep(for: configuration.retryDelay)
+                continue
+            }
+            if position < page.headSeq { continue }  // more pages
+            // Caught up: wait for a doorbell beyond our position, or poll after idlePoll.
+            if let bell {
+                await bell.wait(beyond: position, keyed: keyed, timeout: configuration.idlePoll)
+            } else {
+                try? await Task.sleep(for: configuration.idlePoll)
+            }
+        }
+    }
+
+    /// Closes the doorbell subscription.
+    public func shutdown() async {
+        await bell?.shutdown()
+    }
+}
+
+/// A SUB socket on a reactor that remembers the highest position announced and wakes waiters.
+final class DoorbellListener: Sendable {
+    private struct State {
+        var highestSeq: UInt64 = 0
+        var highestKeySeq: UInt64 = 0
+        var waiters: [(id: UInt64, beyond: UInt64, keyed: Bool, continuation: CheckedContinuation<Void, Never>)] = []
+        var nextWaiter: UInt64 = 0
+    }
+
+    private let reactor: Reactor
+    private let state = Mutex(State())
+
+    init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context) throws {
+        let socket = try Socket(context: context, type: .sub)
+        try socket.set(.subscribe(prefix))
+        try socket.set(.receiveHighWaterMark(10_000))
+        try socket.set(.reconnect(interval: 100, max: 2000))
+        try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))
+        for endpoint in endpoints { try socket.connect(endpoint) }
+        reactor = Reactor(name: "storebus-doorbell-sub", context: context)
+        let box = LoopBound(socket, on: reactor)
+        reactor.execute { [reactor, box, weak self] in
+            let socket = box.value
+            reactor.register(socket) {
+                while let message = try? socket.receive(dontWait: true) {
+                    if let doorbell = Doorbell(frames: message.frames) { self?.announced(doorbell) }
+                }
+            }
+            reactor.onStop { socket.close() }
+        }
+        reactor.start()
+    }
+
+    private func announced(_ doorbell: Doorbell) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.highestSeq = max(state.highestSeq, doorbell.seq)
+            state.highestKeySeq = max(state.highestKeySeq, doorbell.keySeq)
+            var ready: [CheckedContinuation<Void, Never>] = []
+            state.waiters.removeAll { waiter in
+                let highest = waiter.keyed ? state.highestKeySeq : state.highestSeq
+                if highest > waiter.beyond { ready.append(waiter.continuation); return true }
+                return false
+            }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Returns when a doorbell beyond `position` has rung (maybe already), or after `timeout`.
+    func wait(beyond position: UInt64, keyed: Bool, timeout: Duration) async {
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            self?.release(id)
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    let highest = keyed ? state.highestKeySeq : state.highestSeq
+                    if highest > position { return true }
+                    state.waiters.append((id, position, keyed, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: { [weak self] in
+            self?.release(id)
+        }
+        timer.cancel()
+    }
+
+    private func release(_ id: UInt64) {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).continuation
+        }
+        continuation?.resume()
+    }
+
+    func shutdown() async {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let all = state.waiters.map(\.continuation)
+            state.waiters.removeAll()
+            return all
+        }
+        for waiter in waiters { waiter.resume() }
+        reactor.stop()
+        await reactor.join()
+    }
+}
