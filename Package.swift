@@ -8,11 +8,14 @@ let package = Package(
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "StoreSchema", targets: ["StoreSchema"]),
         .library(name: "StoreBus", targets: ["StoreBus"]),
+        .library(name: "StoreBusStorage", targets: ["StoreBusStorage"]),
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
+        .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -39,6 +42,16 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(
+            name: "StoreBusStorage",
+            dependencies: [
+                "StoreBus", "StoreSchema",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
         .target(
@@ -57,10 +70,20 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "storebus-testkit-journal",
+            dependencies: [
+                "StoreBus", "StoreBusStorage", "StoreSchema",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "StoreBus", "StoreSchema", "ZeroMQ",
+                "StoreBus", "StoreBusStorage", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -70,7 +93,8 @@ let package = Package(
         .testTarget(
             name: "StoreBusTests",
             dependencies: [
-                "StoreBus", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ],

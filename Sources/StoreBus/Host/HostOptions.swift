@@ -1,0 +1,94 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Command-line options every StoreBus executable accepts, resolved in this order: flag, then
+/// environment variable, then config file, then the executable's default.
+///
+/// | flag | environment | config file key |
+/// |---|---|---|
+/// | `--config FILE` | `STOREBUS_CONFIG` | |
+/// | `--rpc-endpoint E` (repeatable) | `STOREBUS_RPC_ENDPOINTS` (comma-separated) | `rpcEndpoints` |
+/// | `--event-endpoint E` (repeatable) | `STOREBUS_EVENT_ENDPOINTS` | `eventEndpoints` |
+/// | `--data-dir DIR` | `STOREBUS_DATA_DIR` | `dataDirectory` |
+/// | `--log-level L` | `STOREBUS_LOG_LEVEL` | `logLevel` |
+/// | | `STOREBUS_FAILPOINTS` | |
+public struct HostOptions: ParsableArguments, Sendable {
+    @Option(name: .customLong("config"), help: "JSON config file (keys: rpcEndpoints, eventEndpoints, dataDirectory, logLevel, service).")
+    public var configFile: String?
+
+    @Option(name: .customLong("rpc-endpoint"), help: "Endpoint to serve RPC on (repeatable), e.g. tcp://127.0.0.1:7301.")
+    public var rpcEndpoints: [String] = []
+
+    @Option(name: .customLong("event-endpoint"), help: "Endpoint to publish event doorbells on (repeatable).")
+    public var eventEndpoints: [String] = []
+
+    @Option(name: .customLong("data-dir"), help: "Directory for the process's database and files.")
+    public var dataDirectory: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    public var logLevel: String?
+
+    public init() {}
+
+    /// Resolves the configuration from flags, `environment`, the config file and `defaults`.
+    public func resolve(defaults: HostConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> HostConfiguration {
+        var configuration = defaults
+        if let path = configFile ?? environment["STOREBUS_CONFIG"], !path.isEmpty {
+            let data: Data
+            do {
+                data = try Data(contentsOf: URL(fileURLWithPath: path))
+            } catch {
+                throw StartupError("cannot read the config file \(path): \(error.localizedDescription)")
+            }
+            let file: ConfigFile
+            do {
+                file = try JSONDecoder().decode(ConfigFile.self, from: data)
+            } catch {
+                throw StartupError("the config file \(path) is not valid: \(Self.describe(error))")
+            }
+            if let value = file.rpcEndpoints { configuration.rpcEndpoints = value }
+            if let value = file.eventEndpoints { configuration.eventEndpoints = value }
+            if let value = file.dataDirectory {
+                // Relative paths in a config file are relative to the file.
+                configuration.dataDirectory = value.hasPrefix("/") ? value : URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(value).path
+            }
+            if let value = file.logLevel { configuration.logLevel = try Self.level(value, source: path) }
+            if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let service = object["service"] {
+                configuration.serviceSection = try? JSONSerialization.data(withJSONObject: service)
+            }
+        }
+        func list(_ name: String) -> [String]? {
+            environment[name].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+        }
+        if let value = list("STOREBUS_RPC_ENDPOINTS") { configuration.rpcEndpoints = value }
+        if let value = list("STOREBUS_EVENT_ENDPOINTS") { configuration.eventEndpoints = value }
+        if let value = environment["STOREBUS_DATA_DIR"], !value.isEmpty { configuration.dataDirectory = value }
+        if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { configuration.logLevel = try Self.level(value, source: "STOREBUS_LOG_LEVEL") }
+        if let value = environment["STOREBUS_FAILPOINTS"] { configuration.failPoints = value }
+        if !rpcEndpoints.isEmpty { configuration.rpcEndpoints = rpcEndpoints }
+        if !eventEndpoints.isEmpty { configuration.eventEndpoints = eventEndpoints }
+        if let dataDirectory { configuration.dataDirectory = dataDirectory }
+        if let logLevel { configuration.logLevel = try Self.level(logLevel, source: "--log-level") }
+        guard !configuration.rpcEndpoints.isEmpty else { throw StartupError("no RPC endpoint configured") }
+        return configuration
+    }
+
+    static func level(_ text: String, source: String) throws -> Logger.Level {
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw StartupError("\(source): unknown log level \"\(text)\" (use trace, debug, info, notice, warning, error or critical)")
+        }
+        return level
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+             DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
+        default:
+            return "\(error)"
+        }
+    }
+}

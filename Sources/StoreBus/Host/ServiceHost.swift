@@ -1,0 +1,118 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import StoreSchema
+import ZeroMQ
+
+/// Runs a StoreBus process: the RPC server with the built-in Health and Diagnostics services, an
+/// optional doorbell publisher, the process's own background services, and a graceful shutdown on
+/// SIGINT or SIGTERM (running requests finish, sockets close, the database closes, the ZeroMQ
+/// context terminates).
+///
+/// Executables stay thin: parse options, build the service's router and state with the host's
+/// context, and call ``serve(router:services:background:onShutdown:)``.
+public final class ServiceHost: Sendable {
+    /// The executable's name, such as `storebus-catalog`.
+    public let process: String
+    /// The resolved configuration.
+    public let configuration: HostConfiguration
+    /// The process's logger.
+    public let logger: Logger
+    /// The process's one ZeroMQ context.
+    public let context: ZeroMQ.Context
+    /// Fail points for crash tests.
+    public let failPoints: FailPoints
+    /// Counters of the RPC server.
+    public let statistics = ServerStatistics()
+
+    /// Creates the host: checks fail points, makes the ZeroMQ context.
+    public init(process: String, configuration: HostConfiguration) throws {
+        self.process = process
+        self.configuration = configuration
+        var logger = Logger(label: process)
+        logger.logLevel = configuration.logLevel
+        self.logger = logger
+        failPoints = try FailPoints(specification: configuration.failPoints)
+        context = try ZeroMQ.Context()
+    }
+
+    /// Sets up swift-log once per process: lines on standard error at `level`.
+    public static func bootstrapLogging(level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+
+    /// The data directory, created if missing; throws ``StartupError`` when it is not configured or
+    /// cannot be written.
+    public func dataDirectory() throws -> URL {
+        guard let path = configuration.dataDirectory, !path.isEmpty else {
+            throw StartupError("\(process) needs a data directory (--data-dir or STOREBUS_DATA_DIR)")
+        }
+        let url = URL(fileURLWithPath: path, isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            let probe = url.appendingPathComponent(".write-probe-\(getpid())")
+            try Data("ok".utf8).write(to: probe)
+            try FileManager.default.removeItem(at: probe)
+        } catch {
+            throw StartupError("the data directory \(path) cannot be written: \(error.localizedDescription)")
+        }
+        return url
+    }
+
+    /// The doorbell publisher on the configured event endpoints (nil when there are none).
+    public func makePublisher() throws -> DoorbellPublisher? {
+        guard !configuration.eventEndpoints.isEmpty else { return nil }
+        return try DoorbellPublisher(endpoints: configuration.eventEndpoints, context: context)
+    }
+
+    /// Serves until SIGINT or SIGTERM.
+    ///
+    /// - Parameters:
+    ///   - router: the process's own methods; Health and Diagnostics are added.
+    ///   - services: fully qualified names of the services the router answers (Health/Check lists them).
+    ///   - background: other long-running pieces (followers, workers), run and shut down with the server.
+    ///   - publisher: the doorbell publisher to close after the server.
+    ///   - onShutdown: last step before the ZeroMQ context ends, such as closing the database.
+    public func serve(
+        router: RPCRouter,
+        services: [String],
+        background: [any Service] = [],
+        publisher: DoorbellPublisher? = nil,
+        onShutdown: @Sendable () async -> Void = {}
+    ) async throws {
+        var full = BuiltinServices.router(process: process, services: services, statistics: statistics)
+        full.merge(router)
+        let server = try RPCServer(
+            configuration: ServerConfiguration(endpoints: configuration.rpcEndpoints),
+            router: full, context: context, statistics: statistics, logger: logger
+        )
+        logger.info("Serving", metadata: [
+            "rpc.endpoints": "\(server.boundEndpoints.joined(separator: ","))",
+            "event.endpoints": "\(publisher?.boundEndpoints.joined(separator: ",") ?? "")",
+            "data.directory": "\(configuration.dataDirectory ?? "")",
+        ])
+        // A line tests and launchers can wait for, with the resolved endpoints.
+        print("\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
+        fflush(nil)
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: server)] + background.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("Stopped with an error", metadata: ["error": "\(error)"])
+        }
+        await server.shutdown()
+        await publisher?.shutdown()
+        await onShutdown()
+        context.shutdown()
+        context.terminate()
+        logger.info("Stopped")
+    }
+}

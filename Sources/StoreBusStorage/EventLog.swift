@@ -1,0 +1,86 @@
+import Foundation
+import GRDB
+import StoreBus
+import SwiftProtobuf
+
+/// One committed event as stored: its positions and its complete `storebus.eventlog.v1.Event` JSON.
+public struct StoredEvent: Sendable, Equatable {
+    /// Position in the whole log.
+    public let seq: UInt64
+    /// The key.
+    public let key: String
+    /// Position within the key.
+    public let keySeq: UInt64
+    /// The `storebus.eventlog.v1.Event` in proto3 JSON, payload included.
+    public let json: String
+}
+
+/// The ordered event log kept in a service's own database (the transactional outbox).
+///
+/// Events are appended inside the transaction that makes the change they describe, so a change and
+/// its event commit together or not at all. `seq` counts every event of the log and `key_seq` the
+/// events of one key, both from 1 with no gaps: SQLite has a single writer, so a position is taken
+/// only by a transaction that commits, and commit order is position order. Each event's JSON is built
+/// once, at append, and served as stored.
+public enum EventLog {
+    /// Adds the event log's table to a migrator.
+    public static func registerMigrations(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("storebus_event_log_v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE storebus_event (
+                    seq INTEGER PRIMARY KEY,
+                    stream_key TEXT NOT NULL,
+                    key_seq INTEGER NOT NULL,
+                    type TEXT NOT NULL,
+                    time_ms INTEGER NOT NULL,
+                    json TEXT NOT NULL,
+                    UNIQUE (stream_key, key_seq)
+                )
+                """)
+        }
+    }
+
+    /// Appends an event to the log within the caller's write transaction.
+    public static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload) throws -> StoredEvent {
+        let payloadJSON: String
+        do {
+            payloadJSON = try payload.jsonString()
+        } catch {
+            throw RPCError(.internalError, "could not encode event \(Payload.protoMessageName)", cause: error)
+        }
+        return try appendJSON(db, key: key, type: Payload.protoMessageName, payloadJSON: payloadJSON)
+    }
+
+    /// Appends an event whose payload is already proto3 JSON.
+    public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
+        let seq = try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event")!
+        let keySeq = try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?", arguments: [key])!
+        let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let json = "{\"seq\":\"\(seq)\",\"key\":\(JSONText.quoted(key)),\"keySeq\":\"\(keySeq)\",\"type\":\(JSONText.quoted(type)),\"time\":\"\(JSONText.timestamp(milliseconds: timeMS))\",\"payload\":\(payloadJSON)}"
+        try db.execute(
+            sql: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [seq, key, keySeq, type, timeMS, json]
+        )
+        return StoredEvent(seq: seq, key: key, keySeq: keySeq, json: json)
+    }
+
+    /// Up to `limit` events after `position`: of the whole log when `key` is empty (by seq), of one
+    /// key otherwise (by key seq).
+    public static func read(_ db: Database, key: String, after position: UInt64, limit: Int) throws -> [StoredEvent] {
+        let rows: [Row]
+        if key.isEmpty {
+            rows = try Row.fetchAll(db, sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [position, limit])
+        } else {
+            rows = try Row.fetchAll(db, sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? ORDER BY key_seq LIMIT ?", arguments: [key, position, limit])
+        }
+        return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
+    }
+
+    /// The newest position: seq of the whole log, or key seq of one key (0 when empty).
+    public static func head(_ db: Database, key: String) throws -> UInt64 {
+        if key.isEmpty {
+            return try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event")!
+        }
+        return try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(key_seq), 0) FROM storebus_event WHERE stream_key = ?", arguments: [key])!
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+
+/// `storebus-testkit-journal`: a minimal state-owning StoreBus process for the foundation's own
+/// end-to-end tests (crash recovery of the event log, bad input, followers). Each Append writes a row
+/// and its event in one transaction, through the same EventLogWriter the services use.
+@main
+struct JournalCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storebus-testkit-journal",
+        abstract: "Test fixture: a journal service with an event log."
+    )
+
+    @OptionGroup var host: HostOptions
+
+    func run() async throws {
+        let configuration = try host.resolve(defaults: HostConfiguration(
+            rpcEndpoints: ["tcp://127.0.0.1:7390"], eventEndpoints: ["tcp://127.0.0.1:7391"], dataDirectory: "data/journal"
+        ))
+        ServiceHost.bootstrapLogging(level: configuration.logLevel)
+        let host = try ServiceHost(process: "storebus-testkit-journal", configuration: configuration)
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        migrator.registerMigration("journal_v1") { db in
+            try db.execute(sql: "CREATE TABLE journal_entry (id INTEGER PRIMARY KEY, key TEXT NOT NULL, text TEXT NOT NULL)")
+            try db.execute(sql: "CREATE INDEX journal_entry_key ON journal_entry (key)")
+        }
+        let database = try StoreDatabase(directory: try host.dataDirectory(), name: "journal", migrator: migrator)
+        let publisher = try host.makePublisher()
+        let writer = EventLogWriter(logName: "journal", database: database, publisher: publisher, failPoints: host.failPoints)
+
+        var router = EventLogService.router(database: database)
+        router.register(Storebus_Testkit_V1_Journal.append) { request, _ in
+            guard !request.key.isEmpty, request.key.utf8.count <= 200, !request.key.contains("\n") else {
+                throw RPCError.invalidArgument(field: "key", "must be 1 to 200 bytes without a newline")
+            }
+            guard request.text.utf8.count <= 4096 else {
+                throw RPCError.invalidArgument(field: "text", "must be at most 4096 bytes")
+            }
+            return try await writer.write { db, batch in
+                try db.execute(sql: "INSERT INTO journal_entry (key, text) VALUES (?, ?)", arguments: [request.key, request.text])
+                let entry = Storebus_Testkit_V1_JournalEntryAppended.with {
+                    $0.key = request.key
+                    $0.text = request.text
+                    $0.entryID = UInt64(db.lastInsertedRowID)
+                }
+                let event = try batch.append(key: request.key, entry)
+                return Storebus_Testkit_V1_AppendResponse.with {
+                    $0.seq = event.seq
+                    $0.keySeq = event.keySeq
+                }
+            }
+        }
+        router.register(Storebus_Testkit_V1_Journal.countEntries) { request, _ in
+            let count = try await database.pool.read { db in
+                request.key.isEmpty
+                    ? try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_entry")!
+                    : try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_entry WHERE key = ?", arguments: [request.key])!
+            }
+            return .with { $0.count = UInt64(count) }
+        }
+        try await host.serve(
+            router: router,
+            services: [Storebus_Testkit_V1_Journal.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],
+            publisher: publisher,
+            onShutdown: { try? database.close() }
+        )
+    }
+}
