@@ -170,3 +170,70 @@ extension Result {
         return nil
     }
 }
+
+@Suite("RPC client balancing and retries")
+struct RPCBalancingTests {
+    @Test("calls spread over every connected instance")
+    func balancing() async throws {
+        let first = try TestServer(), second = try TestServer()
+        try await withRPCClient(endpoints: [first.endpoint, second.endpoint]) { client in
+            // Wait for both connections, then make concurrent calls
+            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init())
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<200 {
+                    group.addTask { _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 1 }) }
+                }
+                try await group.waitForAll()
+            }
+        }
+        #expect(first.server.statistics.snapshot.requestsSucceeded > 20)
+        #expect(second.server.statistics.snapshot.requestsSucceeded > 20)
+        await first.stop()
+        await second.stop()
+    }
+
+    @Test("a request never waits on an endpoint that is not connected")
+    func skipsUnconnectedEndpoints() async throws {
+        let live = try TestServer()
+        let deadEndpoint = "tcp://127.0.0.1:9"  // discard port: nothing listens there
+        try await withRPCClient(endpoints: [deadEndpoint, live.endpoint]) { client in
+            for index in 0..<50 {
+                let reply = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.payload = "\(index)" }, options: CallOptions(timeout: .seconds(5)))
+                #expect(reply.payload == "\(index)")
+            }
+        }
+        try await withRPCClient(endpoints: [deadEndpoint]) { client in
+            let error = await #expect(throws: RPCError.self) {
+                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init(), options: CallOptions(timeout: .milliseconds(300)))
+            }
+            #expect(error?.code == .unavailable)
+        }
+        await live.stop()
+    }
+
+    @Test("UNAVAILABLE is retried for idempotent calls and calls with an idempotency key, and returned for others")
+    func retriesOnlyWhenSafe() async throws {
+        var refusing = RPCRouter()
+        refusing.registerRaw(path: "/test.Retry/Call") { _, _ in throw RPCError(.unavailable, "busy") }
+        var answering = RPCRouter()
+        answering.registerRaw(path: "/test.Retry/Call") { _, _ in Array("{}".utf8) }
+        let busy = try TestServer(extra: refusing), healthy = try TestServer(extra: answering)
+        try await withRPCClient(endpoints: [busy.endpoint, healthy.endpoint]) { client in
+            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init())
+            for _ in 0..<20 {
+                let idempotent = try await client.callRaw(path: "/test.Retry/Call", idempotent: true, body: [])
+                #expect(idempotent.code == .ok)
+                let keyed = try await client.callRaw(path: "/test.Retry/Call", idempotent: false, body: [], options: CallOptions(idempotencyKey: UUID().uuidString))
+                #expect(keyed.code == .ok)
+            }
+            var sawUnavailable = false
+            for _ in 0..<20 {
+                let unsafe = try await client.callRaw(path: "/test.Retry/Call", idempotent: false, body: [])
+                sawUnavailable = sawUnavailable || unsafe.code == .unavailable
+            }
+            #expect(sawUnavailable, "a non-idempotent call is never retried")
+        }
+        await busy.stop()
+        await healthy.stop()
+    }
+}

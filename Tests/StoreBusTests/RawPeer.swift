@@ -1,0 +1,53 @@
+import Foundation
+import ZeroMQ
+
+/// A DEALER socket speaking raw frames to a server, for tests of malformed and hostile input.
+/// Used from one test task only (ZeroMQ sockets are single-owner).
+final class RawPeer {
+    let context: ZeroMQ.Context
+    let socket: Socket
+
+    init(endpoint: String, context: ZeroMQ.Context = ZeroMQContextForTests.shared) throws {
+        self.context = context
+        socket = try Socket(context: context, type: .dealer)
+        try socket.set(.receiveHighWaterMark(0))
+        try socket.set(.sendHighWaterMark(0))
+        try socket.connect(endpoint)
+    }
+
+    deinit { socket.close() }
+
+    func send(_ frames: [[UInt8]]) throws {
+        try socket.send(frames: frames)
+    }
+
+    func send(strings: [String]) throws {
+        try socket.send(frames: strings.map { Array($0.utf8) })
+    }
+
+    /// The next message, or nil when none arrives within `timeout`.
+    func receive(timeout: Duration = .seconds(5)) throws -> Message? {
+        var poller = Poller()
+        poller.add(socket)
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let message = try? socket.receive(dontWait: true) { return message }
+            let left = ContinuousClock.now.duration(to: deadline)
+            _ = try poller.poll(timeoutMilliseconds: max(1, Int(left.components.seconds * 1000) + Int(left.components.attoseconds / 1_000_000_000_000_000)))
+        }
+        return try? socket.receive(dontWait: true)
+    }
+}
+
+/// A small deterministic random generator (SplitMix64), so a fuzz failure can be replayed.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
