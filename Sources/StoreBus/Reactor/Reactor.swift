@@ -17,7 +17,8 @@ import Glibc
 /// Methods marked "loop only" must be called on the reactor's thread (from a job, a handler or a
 /// timer); they check it with a precondition.
 public final class Reactor: @unchecked Sendable {
-    // Invariant for @unchecked Sendable: `inbox` is guarded by its Mutex; `loopThread` is written
+    // Invariant for @unchecked Sendable: `jobs` is a lock-free queue, `lifecycle` is guarded by its
+    // Mutex, `finished` is atomic; `loopThread` is written
     // once by the loop thread before any job runs and read through an Atomic; every other stored var
     // (`poller`, `handlers`, `timers`, `stopActions`) is touched only on the loop thread.
 
@@ -26,21 +27,23 @@ public final class Reactor: @unchecked Sendable {
     /// The ZeroMQ context sockets of this reactor are made from.
     public let context: ZeroMQ.Context
 
-    private struct Inbox {
-        var jobs: [@Sendable () -> Void] = []
-        var wakePending = false
+    private struct Lifecycle {
         var stopRequested = false
         var finished = false
         var joiners: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let inbox = Mutex(Inbox())
+    private let jobs = JobQueue()
+    private let finished = Atomic<Bool>(false)
+    private let lifecycle = Mutex(Lifecycle())
     /// Wake-up pipe: jobs write a byte to `wakeWriteFD`; the loop polls `wakeReadFD`.
     private let wakeReadFD: Int32
     private let wakeWriteFD: Int32
     private let loopThread = Atomic<UInt>(0)
 
     private var poller = Poller()
+    /// Jobs queued from the loop thread itself: no lock and no wake-up needed.
+    private var localJobs: [@Sendable () -> Void] = []
     private var handlers: [(socket: Socket, onReadable: () -> Void)] = []
     private var timers = TimerQueue()
     private var stopActions: [() -> Void] = []
@@ -74,16 +77,15 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// Queues a job to run on the loop thread and wakes the loop. Jobs run in the order queued.
-    /// Jobs queued after the reactor stopped are dropped.
+    /// Jobs queued after the reactor stopped are dropped. A job queued from the loop thread itself
+    /// (a task resuming there, see ``ReactorExecutor``) costs neither a lock nor a wake-up.
     public func execute(_ job: @escaping @Sendable () -> Void) {
-        let wake = inbox.withLock { inbox -> Bool in
-            if inbox.finished { return false }
-            inbox.jobs.append(job)
-            if inbox.wakePending { return false }
-            inbox.wakePending = true
-            return true
+        if isInLoop {
+            localJobs.append(job)
+            return
         }
-        if wake { signal() }
+        if finished.load(ordering: .acquiring) { return }
+        if jobs.push(job) { signal() }
     }
 
     /// Whether the caller runs on the loop thread.
@@ -93,16 +95,16 @@ public final class Reactor: @unchecked Sendable {
 
     /// Asks the loop to stop after the jobs already queued. Stop actions then run on the loop thread.
     public func stop() {
-        inbox.withLock { $0.stopRequested = true }
+        lifecycle.withLock { $0.stopRequested = true }
         signal()
     }
 
     /// Waits until the loop thread has run its stop actions and exited.
     public func join() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = inbox.withLock { inbox -> Bool in
-                if inbox.finished { return true }
-                inbox.joiners.append(continuation)
+            let done = lifecycle.withLock { lifecycle -> Bool in
+                if lifecycle.finished { return true }
+                lifecycle.joiners.append(continuation)
                 return false
             }
             if done { continuation.resume() }
@@ -110,7 +112,7 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// Whether the loop has exited.
-    public var isFinished: Bool { inbox.withLock { $0.finished } }
+    public var isFinished: Bool { finished.load(ordering: .acquiring) }
 
     // MARK: Loop only
 
@@ -157,19 +159,25 @@ public final class Reactor: @unchecked Sendable {
         _ = write(wakeWriteFD, &byte, 1)
     }
 
+    /// Runs jobs queued from the loop thread, including those they queue in turn.
+    private func runLocalJobs() {
+        while !localJobs.isEmpty {
+            let jobs = localJobs
+            localJobs.removeAll(keepingCapacity: true)
+            for job in jobs { job() }
+        }
+    }
+
     private func loop() {
         loopThread.store(UInt(pthread_self()), ordering: .releasing)
         var running = true
         while running {
-            let (jobs, stopRequested) = inbox.withLock { inbox -> ([@Sendable () -> Void], Bool) in
-                let jobs = inbox.jobs
-                inbox.jobs.removeAll(keepingCapacity: true)
-                inbox.wakePending = false
-                return (jobs, inbox.stopRequested)
-            }
-            for job in jobs { job() }
+            for job in jobs.takeAll() { job() }
+            let stopRequested = lifecycle.withLock { $0.stopRequested }
+            runLocalJobs()
             if stopRequested { break }
             timers.runExpired(now: .now)
+            runLocalJobs()
 
             let timeout = timers.millisecondsUntilNext(now: .now)
             do {
@@ -188,17 +196,19 @@ public final class Reactor: @unchecked Sendable {
             for (index, entry) in snapshot.enumerated() where poller.returnedEvents(at: index + 1).contains(.readable) {
                 guard index < handlers.count, handlers[index].socket === entry.socket else { continue }
                 entry.onReadable()
+                runLocalJobs()
             }
         }
         for action in stopActions { action() }
         stopActions.removeAll()
         handlers.removeAll()
         timers.removeAll()
-        let joiners = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
-            inbox.finished = true
-            inbox.jobs.removeAll()
-            let joiners = inbox.joiners
-            inbox.joiners.removeAll()
+        finished.store(true, ordering: .releasing)
+        _ = jobs.takeAll()
+        let joiners = lifecycle.withLock { lifecycle -> [CheckedContinuation<Void, Never>] in
+            lifecycle.finished = true
+            let joiners = lifecycle.joiners
+            lifecycle.joiners.removeAll()
             return joiners
         }
         for joiner in joiners { joiner.resume() }
@@ -211,6 +221,11 @@ public struct TimerID: Hashable, Sendable {
 }
 
 /// A min-heap of deadlines with lazy cancellation.
+///
+/// Cancelling only forgets the action (O(1)); the heap entry stays until it reaches the top or until
+/// cancelled entries outnumber live ones, when the heap is rebuilt without them. Most timers (call
+/// deadlines) are cancelled long before they are due, so this keeps cancellation off the hot path
+/// while bounding memory to a small multiple of the live timers.
 struct TimerQueue {
     private var heap: [(deadline: ContinuousClock.Instant, id: UInt64)] = []
     private var actions: [UInt64: () -> Void] = [:]
@@ -226,9 +241,8 @@ struct TimerQueue {
     }
 
     mutating func cancel(_ timer: TimerID) {
-        actions[timer.raw] = nil
-        // Drop cancelled entries at the top so the poll timeout is not shortened by them.
-        while let top = heap.first, actions[top.id] == nil { popTop() }
+        guard actions.removeValue(forKey: timer.raw) != nil else { return }
+        if heap.count > 64 && heap.count > 2 * actions.count { compact() }
     }
 
     mutating func removeAll() {
@@ -236,8 +250,10 @@ struct TimerQueue {
         actions.removeAll()
     }
 
-    /// Milliseconds until the next live timer, rounded up; -1 when there is none.
-    func millisecondsUntilNext(now: ContinuousClock.Instant) -> Int {
+    /// Milliseconds until the next timer, rounded up; -1 when there is none. A cancelled entry at the
+    /// top may make the loop wake early once; it is dropped then.
+    mutating func millisecondsUntilNext(now: ContinuousClock.Instant) -> Int {
+        while let top = heap.first, actions[top.id] == nil { popTop() }
         guard let top = heap.first else { return -1 }
         let remaining = now.duration(to: top.deadline)
         if remaining <= .zero { return 0 }
@@ -249,6 +265,16 @@ struct TimerQueue {
         while let top = heap.first, top.deadline <= now {
             popTop()
             if let action = actions.removeValue(forKey: top.id) { action() }
+        }
+    }
+
+    private mutating func compact() {
+        heap.removeAll { actions[$0.id] == nil }
+        // Floyd's heap construction.
+        var index = heap.count / 2 - 1
+        while index >= 0 {
+            siftDown(index)
+            index -= 1
         }
     }
 

@@ -108,6 +108,14 @@ final class ServerLoop {
     struct Key: Hashable {
         let envelope: Envelope
         let requestID: [UInt8]
+
+        // Hash the bytes in bulk: the synthesized conformance hashes arrays element by element.
+        func hash(into hasher: inout Hasher) {
+            requestID.withUnsafeBytes { hasher.combine(bytes: $0) }
+            for frame in envelope.routing {
+                frame.withUnsafeBytes { hasher.combine(bytes: $0) }
+            }
+        }
     }
 
     struct Entry {
