@@ -237,3 +237,40 @@ struct RPCBalancingTests {
         await healthy.stop()
     }
 }
+
+@Suite("JSON bodies")
+struct JSONCodecTests {
+    @Test("the error names the field whose value has the wrong shape, not a path inside it", arguments: [
+        (#"{"payload":{"a":{"b":1}}}"#, "payload"),
+        (#"{"payload":[1]}"#, "payload"),
+        (#"{"delayMs":{"x":1}}"#, "delayMs"),
+    ])
+    func wrongShapes(body: String, field: String) {
+        let error = #expect(throws: RPCError.self) {
+            _ = try JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: Array(body.utf8))
+        }
+        #expect(error?.details.fieldViolations.first?.field == field)
+    }
+
+    @Test("a nested message field is named by its path")
+    func nestedPath() {
+        let error = #expect(throws: RPCError.self) {
+            _ = try JSONCodec.decode(Storebus_Common_V1_ErrorStatus.self, from: Array(#"{"resource":{"resourceName":7}}"#.utf8))
+        }
+        #expect(error?.details.fieldViolations.first?.field == "resource.resourceName")
+    }
+
+    @Test("a body that is not JSON says so, without an empty field name")
+    func notJSON() {
+        let error = #expect(throws: RPCError.self) {
+            _ = try JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: Array("{oops".utf8))
+        }
+        #expect(error?.message == "the body is not valid JSON")
+    }
+
+    @Test("unknown fields are ignored, so an older server accepts a newer client's request")
+    func unknownFields() throws {
+        let request = try JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: Array(#"{"payload":"x","addedLater":true}"#.utf8))
+        #expect(request.payload == "x")
+    }
+}

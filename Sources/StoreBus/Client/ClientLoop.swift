@@ -126,9 +126,10 @@ final class ClientLoop {
         // Try the least busy first, then any other connected endpoint (one may be full: EAGAIN).
         var order = [first]
         order += endpoints.indices.filter { $0 != first && endpoints[$0].connected }
+        let frames = call.frames(now: .now)
         for index in order {
             do {
-                try endpoints[index].socket.send(frames: call.frames, dontWait: true)
+                try endpoints[index].socket.send(frames: frames, dontWait: true)
                 call.endpoint = index
                 call.attempts += 1
                 endpoints[index].inFlight += 1

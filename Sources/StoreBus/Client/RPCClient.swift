@@ -74,14 +74,8 @@ public final class RPCClient: Sendable {
         let timeout = options.timeout ?? configuration.defaultTimeout
         let deadline = ContinuousClock.now + timeout
         let call = PendingCall(
-            id: id,
-            frames: Frames.request(
-                requestID: Frames.decimal(id), method: path, timeoutMilliseconds: timeout.wireMilliseconds,
-                metadata: options.metadata, body: body
-            ),
-            path: path,
-            deadline: deadline,
-            retryable: idempotent || options.idempotencyKey != nil
+            id: id, path: path, metadata: options.metadata, body: body,
+            deadline: deadline, retryable: idempotent || options.idempotencyKey != nil
         )
         let result: Result<RawResponse, RPCError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>) in
@@ -132,8 +126,9 @@ final class PendingCall: @unchecked Sendable {
     // Invariant for @unchecked Sendable: built by the calling task, which sets `continuation` before
     // handing the call to the reactor in a job; from then on every var is touched only on the loop.
     let id: UInt64
-    let frames: [[UInt8]]
     let path: String
+    let metadata: Metadata
+    let body: [UInt8]
     let deadline: ContinuousClock.Instant
     let retryable: Bool
     var continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>?
@@ -143,12 +138,23 @@ final class PendingCall: @unchecked Sendable {
     var endpoint: Int?
     var timer: TimerID?
 
-    init(id: UInt64, frames: [[UInt8]], path: String, deadline: ContinuousClock.Instant, retryable: Bool) {
+    init(id: UInt64, path: String, metadata: Metadata, body: [UInt8], deadline: ContinuousClock.Instant, retryable: Bool) {
         self.id = id
-        self.frames = frames
         self.path = path
+        self.metadata = metadata
+        self.body = body
         self.deadline = deadline
         self.retryable = retryable
+    }
+
+    /// The request's frames for an attempt starting now: the timeout is what is left of the deadline,
+    /// so a retried call never lets a server work past the caller's deadline.
+    func frames(now: ContinuousClock.Instant) -> [[UInt8]] {
+        Frames.request(
+            requestID: Frames.decimal(id), method: path,
+            timeoutMilliseconds: max(1, now.duration(to: deadline).wireMilliseconds),
+            metadata: metadata, body: body
+        )
     }
 
     func finish(_ result: Result<RawResponse, RPCError>) {

@@ -167,13 +167,14 @@ final class ServerLoop {
 
     private func handle(_ frames: [[UInt8]]) {
         switch Frames.parseAtServer(frames) {
-        case .malformed(let envelope, let requestID, let reason):
+        case .malformed(let envelope, let requestID, let reason, let answerable):
             ServerStatistics.bump(statistics.malformedMessages)
             logger.debug("Malformed message", metadata: ["reason": "\(reason)"])
-            guard !envelope.routing.isEmpty else { return }
+            guard !envelope.routing.isEmpty, answerable else { return }
             let error = RPCError(.invalidArgument, "malformed message: \(reason)").withReason("MALFORMED_MESSAGE", domain: "storebus.rpc")
             send(envelope: envelope, requestID: requestID, error: error)
         case .cancel(let envelope, let requestID):
+            // A cancel is never answered, whether or not the call is still running.
             let key = Key(envelope: envelope, requestID: requestID)
             guard let entry = inFlight.removeValue(forKey: key) else { return }
             entry.task?.cancel()
@@ -189,16 +190,19 @@ final class ServerLoop {
         ServerStatistics.bump(statistics.requestsReceived)
         let key = Key(envelope: request.envelope, requestID: request.requestID)
         if draining {
-            return reject(request, RPCError(.unavailable, "the server is shutting down"))
+            return reject(request, RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 }))
         }
         guard let handler = router.handler(for: request.method) else {
             return reject(request, RPCError(.unimplemented, "unknown method \(request.method)").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
         }
         guard inFlight[key] == nil else {
-            return reject(request, RPCError(.invalidArgument, "request id \(String(decoding: request.requestID, as: UTF8.self)) is already in use on this connection"))
+            // Answered without the id: the running call with that id keeps the only answer carrying it.
+            ServerStatistics.bump(statistics.requestsFailed)
+            let error = RPCError(.invalidArgument, "request id \(String(decoding: request.requestID, as: UTF8.self)) is already in use on this connection")
+            return send(envelope: request.envelope, requestID: [], error: error.withReason("DUPLICATE_REQUEST_ID", domain: "storebus.rpc"))
         }
         guard inFlight.count < configuration.maxInFlight else {
-            return reject(request, RPCError(.resourceExhausted, "the server is handling \(inFlight.count) requests; try again shortly"))
+            return reject(request, RPCError(.resourceExhausted, "the server is handling \(inFlight.count) requests; try again shortly", details: .with { $0.retry.retryDelayMs = 50 }))
         }
         var deadline: ContinuousClock.Instant?
         if let timeout = request.timeoutMilliseconds {

@@ -32,7 +32,8 @@ public struct RPCError: Error, Sendable, CustomStringConvertible {
     public static func invalidArgument(field: String, _ description: String) -> RPCError {
         var details = Storebus_Common_V1_ErrorStatus()
         details.fieldViolations = [.with { $0.field = field; $0.description_p = description }]
-        return RPCError(.invalidArgument, "invalid field \"\(field)\": \(description)", details: details)
+        let message = field.isEmpty ? description : "invalid field \"\(field)\": \(description)"
+        return RPCError(.invalidArgument, message, details: details)
     }
 
     /// An error about a resource (NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, ...).

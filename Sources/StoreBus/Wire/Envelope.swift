@@ -33,8 +33,10 @@ public enum InboundMessage: Sendable {
     /// The caller gave up on a call; drop its work.
     case cancel(envelope: Envelope, requestID: [UInt8])
     /// Frames that are not a StoreBus request. `envelope` is what could be recovered for an answer
-    /// (at least the ROUTER's routing id), `requestID` when it could be read.
-    case malformed(envelope: Envelope, requestID: [UInt8], reason: String)
+    /// (at least the ROUTER's routing id), `requestID` when it could be read. `answerable` is false
+    /// for a malformed cancel: cancels are never answered, since an answer carrying the id could be
+    /// taken for the result of the call being cancelled.
+    case malformed(envelope: Envelope, requestID: [UInt8], reason: String, answerable: Bool = true)
 }
 
 /// A response as it arrives at a caller.
@@ -51,6 +53,7 @@ public struct InboundResponse: Sendable {
 
 /// Builds and parses StoreBus frames.
 public enum Frames {
+
     /// Parses a message received on a ROUTER (frame 0 is the peer's routing id).
     public static func parseAtServer(_ frames: [[UInt8]]) -> InboundMessage {
         // The routing id that the ROUTER added is always there; whatever else is wrong, it lets us answer.
@@ -74,7 +77,7 @@ public enum Frames {
         let trailing = frames.count - delimiter - 2
         if tag.elementsEqual(WireProtocol.cancelTag) {
             guard lines.count == 2, !requestID.isEmpty, trailing == 0 else {
-                return .malformed(envelope: envelope, requestID: requestID, reason: "a cancel is one header frame: SB1C and the request id")
+                return .malformed(envelope: envelope, requestID: requestID, reason: "a cancel is one header frame: SB1C and the request id", answerable: false)
             }
             return .cancel(envelope: envelope, requestID: requestID)
         }

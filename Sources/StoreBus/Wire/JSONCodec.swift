@@ -56,17 +56,19 @@ public enum JSONCodec {
             let value = members[key]!
             guard !decodes(M.self, [key: value]) else { continue }
             let path = prefix.isEmpty ? key : "\(prefix).\(key)"
-            if let nested = value as? [String: Any] {
+            // Descend only into fields that hold a message (or a list): a scalar field given an object
+            // is itself the offending field.
+            if let nested = value as? [String: Any], decodes(M.self, [key: [String: Any]()]) {
                 for inner in nested.keys.sorted() where !decodes(M.self, [key: [inner: nested[inner]!]]) {
                     let innerPath = "\(path).\(inner)"
-                    if let deeper = nested[inner] as? [String: Any] {
+                    if let deeper = nested[inner] as? [String: Any], decodes(M.self, [key: [inner: [String: Any]()]]) {
                         for leaf in deeper.keys.sorted() where !decodes(M.self, [key: [inner: [leaf: deeper[leaf]!]]]) {
                             return "\(innerPath).\(leaf)"
                         }
                     }
                     return innerPath
                 }
-            } else if let array = value as? [Any] {
+            } else if let array = value as? [Any], decodes(M.self, [key: [Any]()]) {
                 for (index, element) in array.enumerated() where !decodes(M.self, [key: [element]]) {
                     return "\(path)[\(index)]"
                 }

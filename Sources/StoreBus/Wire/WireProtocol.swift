@@ -29,8 +29,6 @@ public enum WireProtocol {
     public static let maxHeaderBytes = 16 * 1024
     /// Longest method path, in bytes.
     public static let maxMethodBytes = 256
-    /// Largest metadata frame, in bytes.
-    public static let maxMetadataBytes = 8 * 1024
     /// Most routing frames before the delimiter (one per forwarding hop).
     public static let maxRoutingFrames = 8
     /// Default largest message a StoreBus socket accepts (MAXMSGSIZE); larger ones close the connection.

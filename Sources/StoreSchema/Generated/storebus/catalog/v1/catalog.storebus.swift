@@ -34,7 +34,7 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
     /// FAILED_PRECONDITION: the files have errors (the old catalog stays loaded; the message names the
     /// first problems; call with dry_run to list them all). Idempotent: unchanged files keep the version.
     public static let reloadCatalog = MethodDescriptor<Storebus_Catalog_V1_ReloadCatalogRequest, Storebus_Catalog_V1_ReloadCatalogResponse>(
-        service: serviceName, method: "ReloadCatalog", idempotent: false, streaming: .unary
+        service: serviceName, method: "ReloadCatalog", idempotent: true, streaming: .unary
     )
 
     /// Every method of the service, in declaration order.

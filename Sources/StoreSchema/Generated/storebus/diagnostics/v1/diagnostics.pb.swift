@@ -69,7 +69,7 @@ public nonisolated struct Storebus_Diagnostics_V1_ServerStats: Sendable {
   /// Requests answered with OK.
   public var requestsSucceeded: UInt64 = 0
 
-  /// Requests answered with an error status (any code but OK).
+  /// Requests answered with an error status, except DEADLINE_EXCEEDED (counted in deadline_exceeded).
   public var requestsFailed: UInt64 = 0
 
   /// Requests whose deadline passed before the handler finished; their work was dropped.

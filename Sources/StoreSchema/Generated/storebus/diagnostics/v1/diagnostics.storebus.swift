@@ -11,6 +11,7 @@ public enum Storebus_Diagnostics_V1_Diagnostics: ServiceDescription {
 
     /// Returns the payload unchanged after an optional delay. The delay honours the call's deadline and
     /// cancellation: a request whose deadline passes during the delay is dropped, never completed.
+    /// INVALID_ARGUMENT: delay_ms over 60000.
     public static let echo = MethodDescriptor<Storebus_Diagnostics_V1_EchoRequest, Storebus_Diagnostics_V1_EchoResponse>(
         service: serviceName, method: "Echo", idempotent: true, streaming: .unary
     )

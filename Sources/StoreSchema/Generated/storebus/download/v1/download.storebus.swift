@@ -17,7 +17,7 @@ public enum Storebus_Download_V1_Download: ServiceDescription {
     /// transaction is finished, not PURCHASED/RESTORED, or its product is not owned. Idempotent: a download
     /// already started is returned as it is.
     public static let startDownloads = MethodDescriptor<Storebus_Download_V1_StartDownloadsRequest, Storebus_Download_V1_StartDownloadsResponse>(
-        service: serviceName, method: "StartDownloads", idempotent: false, streaming: .unary
+        service: serviceName, method: "StartDownloads", idempotent: true, streaming: .unary
     )
 
     /// Pauses waiting or active downloads. NOT_FOUND: unknown download. FAILED_PRECONDITION: the download

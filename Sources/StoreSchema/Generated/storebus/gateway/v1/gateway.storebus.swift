@@ -16,7 +16,7 @@ public enum Storebus_Gateway_V1_Gateway: ServiceDescription {
     /// PERMISSION_DENIED: the key may not act for this app or account. NOT_FOUND: unknown app.
     /// INVALID_ARGUMENT: an empty id. Idempotent: a retry opens another session, and unused ones expire.
     public static let authenticate = MethodDescriptor<Storebus_Gateway_V1_AuthenticateRequest, Storebus_Gateway_V1_AuthenticateResponse>(
-        service: serviceName, method: "Authenticate", idempotent: false, streaming: .unary
+        service: serviceName, method: "Authenticate", idempotent: true, streaming: .unary
     )
 
     /// The observer stream of the session's queue. The client sends Attach first, then Acks; the gateway

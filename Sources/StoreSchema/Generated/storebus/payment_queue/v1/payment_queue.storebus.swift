@@ -32,7 +32,7 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// FAILED_PRECONDITION: the transaction is PURCHASING or DEFERRED. Idempotent: finishing a finished
     /// transaction is OK.
     public static let finishTransaction = MethodDescriptor<Storebus_PaymentQueue_V1_FinishTransactionRequest, Storebus_PaymentQueue_V1_FinishTransactionResponse>(
-        service: serviceName, method: "FinishTransaction", idempotent: false, streaming: .unary
+        service: serviceName, method: "FinishTransaction", idempotent: true, streaming: .unary
     )
 
     /// Starts restoring the account's completed non-consumable and subscription purchases into this queue
@@ -91,7 +91,7 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// transaction. FAILED_PRECONDITION: not an interrupted purchase. Idempotent: resolving twice adds
     /// nothing more.
     public static let resolveInterruptedPurchase = MethodDescriptor<Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseRequest, Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseResponse>(
-        service: serviceName, method: "ResolveInterruptedPurchase", idempotent: false, streaming: .unary
+        service: serviceName, method: "ResolveInterruptedPurchase", idempotent: true, streaming: .unary
     )
 
     /// Refunds a purchased transaction: marks its charge refunded, sets its cancellation date and, for
@@ -99,7 +99,7 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// NOT_FOUND: unknown transaction. FAILED_PRECONDITION: not PURCHASED (restored transactions are
     /// refunded through their original). Idempotent: refunding twice is OK and changes nothing.
     public static let refundTransaction = MethodDescriptor<Storebus_PaymentQueue_V1_RefundTransactionRequest, Storebus_PaymentQueue_V1_RefundTransactionResponse>(
-        service: serviceName, method: "RefundTransaction", idempotent: false, streaming: .unary
+        service: serviceName, method: "RefundTransaction", idempotent: true, streaming: .unary
     )
 
     /// Every transaction of an account in an app, across its devices' queues, oldest first. NOT_FOUND:

@@ -9,7 +9,8 @@ public enum Storebus_Testkit_V1_Journal: ServiceDescription {
     /// The service's fully qualified proto name.
     public static let serviceName = "storebus.testkit.v1.Journal"
 
-    /// Appends one entry and its event in a single database transaction.
+    /// Appends one entry and its event in a single database transaction. INVALID_ARGUMENT: a key that is
+    /// empty, longer than 200 bytes or holds a newline; a text longer than 4096 bytes. Not idempotent.
     public static let append = MethodDescriptor<Storebus_Testkit_V1_AppendRequest, Storebus_Testkit_V1_AppendResponse>(
         service: serviceName, method: "Append", idempotent: false, streaming: .unary
     )
