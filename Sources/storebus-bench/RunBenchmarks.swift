@@ -7,19 +7,29 @@ import StoreSchema
 import ZeroMQ
 
 /// The default subcommand: every benchmark.
+///
+/// Each figure is measured in several rounds that alternate the floor and StoreBus (floor, JSON floor,
+/// RPC, floor, ...), and the median of the rounds is printed. On a shared machine a burst of noise then
+/// hits one round of each, not the whole of one figure, and the ratios stay meaningful.
 struct RunBenchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "run", abstract: "Run every benchmark (the default).")
 
-    @Option(help: "Round trips for latency figures.")
-    var roundTrips = 20_000
+    @Option(help: "Round trips per round for latency figures.")
+    var roundTrips = 10_000
 
-    @Option(help: "Messages for throughput figures.")
-    var messages = 200_000
+    @Option(help: "Messages per round for throughput figures.")
+    var messages = 100_000
 
     @Option(help: "Requests in flight for throughput figures.")
     var window = 64
 
-    @Option(help: "Run only the benchmarks of these groups (transport, rpc); all when omitted.")
+    @Option(help: "Rounds per figure (the median is printed).")
+    var rounds = 5
+
+    @Flag(help: "Print each round's figures on standard error.")
+    var verbose = false
+
+    @Option(help: "Run only the benchmarks of these groups (transport); all when omitted.")
     var only: [String] = []
 
     func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
@@ -30,7 +40,7 @@ struct RunBenchmarks: AsyncParsableCommand {
             handler.logLevel = .error
             return handler
         }
-        try await transportAndRPC()
+        if wants("transport") { try await transportAndRPC() }
     }
 
     /// The ~300-byte JSON body of every transport and RPC benchmark.
@@ -40,42 +50,17 @@ struct RunBenchmarks: AsyncParsableCommand {
 
     func transportAndRPC() async throws {
         let context = try ZeroMQ.Context(ioThreads: 1)
-        let body = try RunBenchmarks.echoRequest.jsonUTF8Bytes() as [UInt8]
+        let body = try JSONCodec.encode(RunBenchmarks.echoRequest)
         let bench = TransportBench(body: body, iterations: messages, window: window)
         let latencyBench = TransportBench(body: body, iterations: roundTrips, window: 1)
 
-        if wants("transport") { try await transport(context: context, bench: bench, latencyBench: latencyBench, body: body) }
-        if wants("rpc") { try await rpc(context: context) }
-        context.shutdown()
-        context.terminate()
-    }
-
-    func transport(context: ZeroMQ.Context, bench: TransportBench, latencyBench: TransportBench, body: [UInt8]) async throws {
         // Floor 1: bare libzmq echo, bytes in, same bytes out.
         let bareEndpoint = try TransportBench.startEcho(context: context) { $0 }
-        let bareRTT = try await onThread("bench") { try latencyBench.roundTrips(endpoint: bareEndpoint, context: context) }
-        report("bare_zmq_rtt_p50_us", Double(bareRTT.valueAtPercentile(50)) / 1000, "us")
-        let bareRate = try await onThread("bench") {
-            try bench.pipelined(endpoint: bareEndpoint, context: context, encode: { body }, decode: { _ in })
-        }
-        report("bare_zmq_pipelined_msgs_per_s", bareRate, "msgs/s")
-
         // Floor 2: the same loop, both sides decoding and encoding with the RPC layer's JSON codec.
         let jsonEndpoint = try TransportBench.startEcho(context: context) { bytes in
             let request = (try? JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: bytes)) ?? .init()
             return (try? JSONCodec.encode(Storebus_Diagnostics_V1_EchoResponse.with { $0.payload = request.payload })) ?? []
         }
-        let jsonRate = try await onThread("bench") {
-            try bench.pipelined(
-                endpoint: jsonEndpoint, context: context,
-                encode: { (try? JSONCodec.encode(RunBenchmarks.echoRequest)) ?? [] },
-                decode: { _ = try? JSONCodec.decode(Storebus_Diagnostics_V1_EchoResponse.self, from: $0) }
-            )
-        }
-        report("bare_zmq_json_pipelined_msgs_per_s", jsonRate, "msgs/s")
-    }
-
-    func rpc(context: ZeroMQ.Context) async throws {
         // StoreBus RPC: RPCServer + RPCClient, Diagnostics/Echo.
         let statistics = ServerStatistics()
         let router = BuiltinServices.router(process: "storebus-bench", services: [], statistics: statistics)
@@ -86,25 +71,57 @@ struct RunBenchmarks: AsyncParsableCommand {
         server.start()
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: server.boundEndpoints), context: context)
         let request = RunBenchmarks.echoRequest
-        for _ in 0..<(roundTrips / 10) {
-            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
-        }
-        var rpcRTT = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
-        for _ in 0..<roundTrips {
-            let start = DispatchTime.now().uptimeNanoseconds
-            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
-            _ = rpcRTT.record(DispatchTime.now().uptimeNanoseconds - start)
-        }
-        report("rpc_rtt_p50_us", Double(rpcRTT.valueAtPercentile(50)) / 1000, "us")
-        report("rpc_rtt_p99_us", Double(rpcRTT.valueAtPercentile(99)) / 1000, "us")
 
-        let rpcRate = try await RunBenchmarks.concurrentRate(total: messages, concurrency: window) {
-            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+        var bareRTT: [Double] = [], bareRate: [Double] = [], jsonRate: [Double] = []
+        var rpcP50: [Double] = [], rpcP99: [Double] = [], rpcRate: [Double] = []
+        for _ in 0..<rounds {
+            let rtt = try await onThread("bench") { try latencyBench.roundTrips(endpoint: bareEndpoint, context: context) }
+            bareRTT.append(Double(rtt.valueAtPercentile(50)) / 1000)
+            bareRate.append(try await onThread("bench") {
+                try bench.pipelined(endpoint: bareEndpoint, context: context, encode: { body }, decode: { _ in })
+            })
+            jsonRate.append(try await onThread("bench") {
+                try bench.pipelined(
+                    endpoint: jsonEndpoint, context: context,
+                    encode: { (try? JSONCodec.encode(RunBenchmarks.echoRequest)) ?? [] },
+                    decode: { _ = try? JSONCodec.decode(Storebus_Diagnostics_V1_EchoResponse.self, from: $0) }
+                )
+            })
+            for _ in 0..<(roundTrips / 10) {
+                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+            }
+            var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+            for _ in 0..<roundTrips {
+                let start = DispatchTime.now().uptimeNanoseconds
+                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+                _ = histogram.record(DispatchTime.now().uptimeNanoseconds - start)
+            }
+            rpcP50.append(Double(histogram.valueAtPercentile(50)) / 1000)
+            rpcP99.append(Double(histogram.valueAtPercentile(99)) / 1000)
+            rpcRate.append(try await RunBenchmarks.concurrentRate(total: messages, concurrency: window) {
+                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+            })
+            if verbose {
+                FileHandle.standardError.write(Data(String(
+                    format: "round: rtt %.0f json %.0f | rpc p50 %.0f p99 %.0f rate %.0f\n",
+                    bareRTT.last!, jsonRate.last!, rpcP50.last!, rpcP99.last!, rpcRate.last!
+                ).utf8))
+            }
         }
-        report("rpc_pipelined_msgs_per_s", rpcRate, "msgs/s")
+        report("bare_zmq_rtt_p50_us", median(bareRTT), "us")
+        report("bare_zmq_pipelined_msgs_per_s", median(bareRate), "msgs/s")
+        report("bare_zmq_json_pipelined_msgs_per_s", median(jsonRate), "msgs/s")
+        report("rpc_rtt_p50_us", median(rpcP50), "us")
+        report("rpc_rtt_p99_us", median(rpcP99), "us")
+        report("rpc_pipelined_msgs_per_s", median(rpcRate), "msgs/s")
+        // The targets as ratios of the floors, per round and then the median.
+        report("rpc_pipelined_over_json_floor", median(zip(rpcRate, jsonRate).map { $0 / $1 }), "ratio")
+        report("rpc_rtt_p50_over_floor", median(zip(rpcP50, bareRTT).map { $0 / $1 }), "ratio")
 
         await client.shutdown()
         await server.shutdown()
+        context.shutdown()
+        context.terminate()
     }
 
     /// Operations per second with `concurrency` tasks each running `operation` in a loop, after a
@@ -126,4 +143,11 @@ struct RunBenchmarks: AsyncParsableCommand {
         try await run(total)
         return Double(total) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
     }
+}
+
+/// The median of some figures.
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
