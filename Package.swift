@@ -10,6 +10,9 @@ let package = Package(
         .library(name: "StoreBus", targets: ["StoreBus"]),
         .library(name: "StoreBusStorage", targets: ["StoreBusStorage"]),
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
+        .library(name: "Catalog", targets: ["Catalog"]),
+        .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
+        .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
     ],
@@ -61,6 +64,29 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "Catalog",
+            dependencies: [
+                "StoreBus", "StoreSchema",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-catalog",
+            dependencies: [
+                "Catalog", "StoreBus", "StoreSchema",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "storectl",
+            dependencies: [
+                "Catalog", "StoreBus", "StoreSchema",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // protoc plugin writing typed method descriptors for every proto service (`make protos`).
         .executableTarget(
             name: "protoc-gen-storebus",
@@ -81,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "StoreBus", "StoreBusStorage", "StoreSchema", "ZeroMQ",
+                "Catalog", "StoreBus", "StoreBusStorage", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -90,6 +116,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(
+            name: "CatalogTests",
+            dependencies: ["Catalog", "StoreBus", "StoreBusTesting", "StoreSchema"]
+        ),
         .testTarget(
             name: "StoreBusTests",
             dependencies: [

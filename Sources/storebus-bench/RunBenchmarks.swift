@@ -1,4 +1,5 @@
 import ArgumentParser
+import Catalog
 import Foundation
 import Histogram
 import Logging
@@ -25,6 +26,9 @@ struct RunBenchmarks: AsyncParsableCommand {
 
     @Option(help: "Rounds per figure (the median is printed).")
     var rounds = 5
+
+    @Option(help: "The catalog file for the catalog benchmark.")
+    var catalog = "deploy/catalog/catalog.json"
 
     @Flag(help: "Print each round's figures on standard error.")
     var verbose = false
@@ -72,8 +76,18 @@ struct RunBenchmarks: AsyncParsableCommand {
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: server.boundEndpoints), context: context)
         let request = RunBenchmarks.echoRequest
 
+        // The catalog service on the sample catalog: FetchProducts with 20 identifiers in one storefront.
+        let catalogStore = try CatalogStore(path: catalog, logger: Logger(label: "bench.catalog"))
+        let catalogServer = try RPCServer(
+            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: CatalogService.router(store: catalogStore),
+            context: context, logger: Logger(label: "bench.catalog")
+        )
+        catalogServer.start()
+        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalogServer.boundEndpoints), context: context)
+        let fetch20 = RunBenchmarks.fetch20Request(catalogStore.catalog)
+
         var bareRTT: [Double] = [], bareRate: [Double] = [], jsonRate: [Double] = []
-        var rpcP50: [Double] = [], rpcP99: [Double] = [], rpcRate: [Double] = []
+        var rpcP50: [Double] = [], rpcP99: [Double] = [], rpcRate: [Double] = [], catalogRate: [Double] = []
         for _ in 0..<rounds {
             let rtt = try await onThread("bench") { try latencyBench.roundTrips(endpoint: bareEndpoint, context: context) }
             bareRTT.append(Double(rtt.valueAtPercentile(50)) / 1000)
@@ -101,6 +115,9 @@ struct RunBenchmarks: AsyncParsableCommand {
             rpcRate.append(try await RunBenchmarks.concurrentRate(total: messages, concurrency: window) {
                 _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
             })
+            catalogRate.append(try await RunBenchmarks.concurrentRate(total: messages / 4, concurrency: window) {
+                _ = try await catalogClient.call(Storebus_Catalog_V1_Catalog.fetchProducts, fetch20)
+            })
             if verbose {
                 FileHandle.standardError.write(Data(String(
                     format: "round: rtt %.0f json %.0f | rpc p50 %.0f p99 %.0f rate %.0f\n",
@@ -117,11 +134,32 @@ struct RunBenchmarks: AsyncParsableCommand {
         // The targets as ratios of the floors, per round and then the median.
         report("rpc_pipelined_over_json_floor", median(zip(rpcRate, jsonRate).map { $0 / $1 }), "ratio")
         report("rpc_rtt_p50_over_floor", median(zip(rpcP50, bareRTT).map { $0 / $1 }), "ratio")
+        report("catalog_fetch20_per_s", median(catalogRate), "req/s")
+
+        await catalogClient.shutdown()
+        await catalogServer.shutdown()
 
         await client.shutdown()
         await server.shutdown()
         context.shutdown()
         context.terminate()
+    }
+
+    /// FetchProducts for 20 identifiers of the catalog's first app (valid ones first, then made-up
+    /// ones to reach 20), in the app's default storefront.
+    static func fetch20Request(_ catalog: Catalog) -> Storebus_Catalog_V1_FetchProductsRequest {
+        let app = catalog.apps[catalog.appOrder[0]]!
+        var identifiers = app.products.keys.sorted()
+        var filler = 0
+        while identifiers.count < 20 {
+            identifiers.append("\(app.bundleID).unknown\(filler)")
+            filler += 1
+        }
+        return .with {
+            $0.appBundleID = app.bundleID
+            $0.productIdentifiers = Array(identifiers.prefix(20))
+            $0.storefront = "FRA"
+        }
     }
 
     /// Operations per second with `concurrency` tasks each running `operation` in a loop, after a

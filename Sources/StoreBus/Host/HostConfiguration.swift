@@ -17,6 +17,8 @@ public struct HostConfiguration: Sendable, Equatable {
     public var failPoints: String
     /// The `service` section of the config file, for the service's own settings (JSON object).
     public var serviceSection: Data?
+    /// The directory of the config file, when there is one: relative paths in it resolve from there.
+    public var configDirectory: URL?
 
     /// A configuration with the given defaults.
     public init(
@@ -33,6 +35,13 @@ public struct HostConfiguration: Sendable, Equatable {
         self.logLevel = logLevel
         self.failPoints = failPoints
         self.serviceSection = serviceSection
+    }
+
+    /// A path from the config file's `service` section, made absolute against the config file's
+    /// directory (paths given as flags or environment are used as they are).
+    public func resolvingConfigPath(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let configDirectory else { return path }
+        return configDirectory.appendingPathComponent(path).standardizedFileURL.path
     }
 }
 

@@ -54,6 +54,7 @@ public struct HostOptions: ParsableArguments, Sendable {
                 configuration.dataDirectory = value.hasPrefix("/") ? value : URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(value).path
             }
             if let value = file.logLevel { configuration.logLevel = try Self.level(value, source: path) }
+            configuration.configDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
             if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let service = object["service"] {
                 configuration.serviceSection = try? JSONSerialization.data(withJSONObject: service)
             }

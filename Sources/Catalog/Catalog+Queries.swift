@@ -1,0 +1,179 @@
+import Foundation
+import StoreBus
+import StoreSchema
+
+extension Catalog {
+    /// Most identifiers one request may name.
+    public static let maxIdentifiersPerRequest = 1000
+
+    /// The storefront a request names, or the app's default when it names none.
+    func storefront(named code: String, for app: App) throws(RPCError) -> Storefront {
+        let resolved = code.isEmpty ? app.defaultStorefront : code
+        guard let storefront = storefronts[resolved] else {
+            throw RPCError.invalidArgument(field: "storefront", "unknown storefront \"\(code)\" (known: \(storefrontOrder.joined(separator: ", ")))")
+        }
+        return storefront
+    }
+
+    func app(_ bundleID: String) throws(RPCError) -> App {
+        guard let app = apps[bundleID] else {
+            throw RPCError.resource(.notFound, type: "app", name: bundleID, "unknown app \"\(bundleID)\"")
+        }
+        return app
+    }
+
+    static func checkCount(_ identifiers: [String]) throws(RPCError) {
+        guard identifiers.count <= maxIdentifiersPerRequest else {
+            throw RPCError.invalidArgument(field: "productIdentifiers", "at most \(maxIdentifiersPerRequest) identifiers per request; got \(identifiers.count)")
+        }
+    }
+
+    /// SKProductsRequest: the products that can be bought in the storefront, localized for it, and
+    /// every other identifier as invalid. Unknown identifiers, products not cleared for sale and
+    /// products without a price in the storefront are invalid; an empty identifier is invalid, not an
+    /// error; a repeated identifier is answered once. Order follows the request.
+    public func fetchProducts(_ request: Storebus_Catalog_V1_FetchProductsRequest) throws(RPCError) -> Storebus_Catalog_V1_FetchProductsResponse {
+        try Self.checkCount(request.productIdentifiers)
+        let app = try app(request.appBundleID)
+        let storefront = try storefront(named: request.storefront, for: app)
+        var response = Storebus_Catalog_V1_FetchProductsResponse()
+        response.storefront = storefront.countryCode
+        var seen = Set<String>()
+        for identifier in request.productIdentifiers where seen.insert(identifier).inserted {
+            guard let product = app.products[identifier], product.clearedForSale,
+                  let price = product.prices[storefront.countryCode]
+            else {
+                response.invalidProductIdentifiers.append(identifier)
+                continue
+            }
+            response.products.append(product.message(price: price, in: storefront, app: app))
+        }
+        return response
+    }
+
+    /// Product facts for other services: type, sale status, price in the storefront, hosted content.
+    public func lookupProducts(_ request: Storebus_Catalog_V1_LookupProductsRequest) throws(RPCError) -> Storebus_Catalog_V1_LookupProductsResponse {
+        try Self.checkCount(request.productIdentifiers)
+        let app = try app(request.appBundleID)
+        let storefront = try storefront(named: request.storefront, for: app)
+        var response = Storebus_Catalog_V1_LookupProductsResponse()
+        response.catalogVersion = version
+        response.storefront = storefront.countryCode
+        var seen = Set<String>()
+        for identifier in request.productIdentifiers where seen.insert(identifier).inserted {
+            guard let product = app.products[identifier] else {
+                response.unknownProductIdentifiers.append(identifier)
+                continue
+            }
+            response.products.append(.with {
+                $0.productIdentifier = product.identifier
+                $0.productType = product.type
+                $0.clearedForSale = product.clearedForSale
+                if let price = product.prices[storefront.countryCode] {
+                    $0.price = price
+                    $0.currencyCode = storefront.currencyCode
+                }
+                if let content = product.hostedContent { $0.hostedContent = [content.message] }
+                if let subscription = product.subscription {
+                    $0.subscriptionPeriod = subscription.period.message
+                    $0.subscriptionGroupIdentifier = subscription.groupID
+                    if let offer = subscription.introductoryOffer, let message = offer.message(in: storefront) {
+                        $0.introductoryPrice = message
+                    }
+                }
+                $0.isFamilyShareable = product.familyShareable
+            })
+        }
+        return response
+    }
+
+    /// What the catalog holds, for GetCatalogInfo.
+    public var info: Storebus_Catalog_V1_GetCatalogInfoResponse {
+        .with { info in
+            info.catalogVersion = version
+            info.loadedAt = .init(date: loadedAt)
+            info.apps = appOrder.map { bundleID in
+                let app = apps[bundleID]!
+                return .with {
+                    $0.bundleID = app.bundleID
+                    $0.defaultLocale = app.defaultLocale
+                    $0.defaultStorefront = app.defaultStorefront
+                }
+            }
+            info.storefronts = storefrontOrder.map { code in
+                let storefront = storefronts[code]!
+                return .with {
+                    $0.countryCode = storefront.countryCode
+                    $0.currencyCode = storefront.currencyCode
+                    $0.locale = storefront.locale
+                }
+            }
+        }
+    }
+}
+
+extension Catalog.Product {
+    /// Title and description for a locale: the exact locale, else one of the same language, else the
+    /// app's default locale.
+    func localization(for locale: String, app: Catalog.App) -> (title: String, description: String) {
+        if let exact = localizations[locale] { return exact }
+        let language = locale.prefix { $0 != "_" }
+        if let sameLanguage = localizations.keys.sorted().first(where: { $0.prefix { $0 != "_" } == language }) {
+            return localizations[sameLanguage]!
+        }
+        return localizations[app.defaultLocale] ?? ("", "")
+    }
+
+    func message(price: String, in storefront: Catalog.Storefront, app: Catalog.App) -> Storebus_Catalog_V1_Product {
+        let text = localization(for: storefront.locale, app: app)
+        return .with {
+            $0.productIdentifier = identifier
+            $0.localizedTitle = text.title
+            $0.localizedDescription = text.description
+            $0.price = price
+            $0.priceLocale = storefront.locale
+            $0.currencyCode = storefront.currencyCode
+            $0.formattedPrice = formattedPrices[storefront.countryCode] ?? price
+            $0.productType = type
+            $0.isFamilyShareable = familyShareable
+            if let content = hostedContent {
+                $0.isDownloadable = true
+                $0.downloadContentLengths = [content.totalLength]
+                $0.downloadContentVersion = content.version
+            }
+            if let subscription {
+                $0.subscriptionPeriod = subscription.period.message
+                $0.subscriptionGroupIdentifier = subscription.groupID
+                if let offer = subscription.introductoryOffer, let message = offer.message(in: storefront) {
+                    $0.introductoryPrice = message
+                }
+            }
+        }
+    }
+}
+
+extension Catalog.IntroductoryOffer {
+    /// The offer in a storefront; nil when it has no price there.
+    func message(in storefront: Catalog.Storefront) -> Storebus_Catalog_V1_IntroductoryPrice? {
+        guard let price = prices[storefront.countryCode] else { return nil }
+        return .with {
+            $0.price = price
+            $0.formattedPrice = formattedPrices[storefront.countryCode] ?? price
+            $0.paymentMode = paymentMode
+            $0.subscriptionPeriod = period.message
+            $0.numberOfPeriods = periods
+        }
+    }
+}
+
+extension Catalog.HostedContent {
+    var message: Storebus_Catalog_V1_HostedContent {
+        .with {
+            $0.contentIdentifier = contentID
+            $0.version = version
+            $0.contentLength = totalLength
+            $0.location = location
+            $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length } }
+        }
+    }
+}

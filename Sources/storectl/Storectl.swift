@@ -1,0 +1,16 @@
+import ArgumentParser
+
+/// `storectl`: StoreBus at a terminal.
+@main
+struct Storectl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storectl",
+        abstract: "Talk to a StoreBus deployment from a terminal.",
+        subcommands: [HealthCommand.self, CatalogCommands.self]
+    )
+}
+
+/// Prints an error as a sentence and exits non-zero, instead of a stack trace.
+struct Failure: Error, CustomStringConvertible {
+    let description: String
+}

@@ -1,0 +1,222 @@
+import Foundation
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import Testing
+
+/// A no-break space, as CLDR puts between a French price and its currency symbol.
+let nbsp = "\u{00A0}"
+
+@Suite("Catalog service, against the real storebus-catalog process")
+struct CatalogServiceTests {
+    func fetch(_ client: RPCClient, app: String = puzzle, _ identifiers: [String], storefront: String = "") async throws -> Storebus_Catalog_V1_FetchProductsResponse {
+        try await client.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
+            $0.appBundleID = app
+            $0.productIdentifiers = identifiers
+            $0.storefront = storefront
+        })
+    }
+
+    @Test("products and invalid identifiers, as SKProductsResponse: unknown, not cleared for sale, unpriced in the storefront, empty; repeats answered once")
+    func validAndInvalidIdentifiers() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        // Given a request mixing valid and invalid identifiers, in the French storefront
+        let response = try await fetch(client, [coins, "com.storebus.demo.puzzle.nope", retired, usOnly, "", coins, levelPack, "com.storebus.demo.puzzle.nope"], storefront: "FRA")
+        // Then the sellable ones come back in request order, once each
+        #expect(response.products.map(\.productIdentifier) == [coins, levelPack])
+        // And every other identifier is invalid, once each, in request order
+        #expect(response.invalidProductIdentifiers == ["com.storebus.demo.puzzle.nope", retired, usOnly, ""])
+        #expect(response.storefront == "FRA")
+        // The US-only product is valid in its own storefront
+        let us = try await fetch(client, [usOnly], storefront: "USA")
+        #expect(us.products.map(\.productIdentifier) == [usOnly])
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("titles and prices follow the storefront, whatever the caller's locale", arguments: [
+        ("FRA", "100 pièces", "0.99", "EUR", "fr_FR", "0,99\u{00A0}€"),
+        ("JPN", "コイン100枚", "120", "JPY", "ja_JP", "¥120"),
+        ("USA", "100 Coins", "0.99", "USD", "en_US", "$0.99"),
+    ])
+    func localizedPricing(storefront: String, title: String, price: String, currency: String, locale: String, formatted: String) async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let product = try #require(try await fetch(client, [coins], storefront: storefront).products.first)
+        #expect(product.localizedTitle == title)
+        #expect(!product.localizedDescription.isEmpty)
+        #expect(product.price == price)
+        #expect(product.currencyCode == currency)
+        #expect(product.priceLocale == locale)
+        #expect(product.formattedPrice == formatted)
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("a product without the storefront's localization falls back to the app's default locale; the app's default storefront applies when none is named")
+    func fallbacks() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        // The sticker refill has en_US and ja_JP texts only
+        let french = try #require(try await fetch(client, app: notes, ["com.storebus.demo.notes.stickers"], storefront: "FRA").products.first)
+        #expect(french.localizedTitle == "Sticker Refill")
+        #expect(french.formattedPrice == "0,99\(nbsp)€")
+        // Field Notes' default storefront is FRA
+        let defaulted = try await fetch(client, app: notes, ["com.storebus.demo.notes.pro"])
+        #expect(defaulted.storefront == "FRA")
+        #expect(defaulted.products.first?.price == "5.49")
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("every product type carries its StoreKit fields")
+    func productFields() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let response = try await fetch(client, [coins, levelPack, removeAds, monthly, yearly, seasonPass], storefront: "JPN")
+        let byID = Dictionary(uniqueKeysWithValues: response.products.map { ($0.productIdentifier, $0) })
+        #expect(byID[coins]?.productType == .consumable)
+        #expect(byID[coins]?.isDownloadable == false)
+
+        let pack = try #require(byID[levelPack])
+        #expect(pack.productType == .nonConsumable)
+        #expect(pack.isDownloadable)
+        #expect(pack.downloadContentVersion == "1.0")
+        #expect(pack.downloadContentLengths == [26865 + 57124])
+
+        #expect(byID[removeAds]?.isFamilyShareable == true)
+
+        let month = try #require(byID[monthly])
+        #expect(month.productType == .autoRenewableSubscription)
+        #expect(month.subscriptionPeriod.unit == .month && month.subscriptionPeriod.numberOfUnits == 1 && month.subscriptionPeriod.iso8601 == "P1M")
+        #expect(month.subscriptionGroupIdentifier == "puzzle.premium")
+        #expect(month.introductoryPrice.paymentMode == .freeTrial)
+        #expect(month.introductoryPrice.price == "0")
+        #expect(month.introductoryPrice.subscriptionPeriod.iso8601 == "P1W")
+
+        let year = try #require(byID[yearly])
+        #expect(year.subscriptionPeriod.unit == .year)
+        #expect(year.introductoryPrice.paymentMode == .payUpFront)
+        #expect(year.introductoryPrice.formattedPrice == "¥1,200")
+        #expect(year.introductoryPrice.numberOfPeriods == 1)
+
+        #expect(byID[seasonPass]?.productType == .nonRenewingSubscription)
+        #expect(byID[seasonPass]?.hasSubscriptionPeriod == false)
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("bad input: unknown app is NOT_FOUND, more than 1,000 identifiers and an unknown storefront are INVALID_ARGUMENT naming them")
+    func badInput() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let unknownApp = await #expect(throws: RPCError.self) { _ = try await fetch(client, app: "com.example.nobody", [coins]) }
+        #expect(unknownApp?.code == .notFound)
+        #expect(unknownApp?.details.resource.resourceName == "com.example.nobody")
+
+        let tooMany = await #expect(throws: RPCError.self) { _ = try await fetch(client, (0...1000).map { "p\($0)" }) }
+        #expect(tooMany?.code == .invalidArgument)
+        #expect(tooMany?.details.fieldViolations.first?.field == "productIdentifiers")
+        // Exactly 1,000 is fine
+        #expect(try await fetch(client, (0..<1000).map { "p\($0)" }).invalidProductIdentifiers.count == 1000)
+
+        let storefront = await #expect(throws: RPCError.self) { _ = try await fetch(client, [coins], storefront: "ATL") }
+        #expect(storefront?.code == .invalidArgument)
+        #expect(storefront?.details.fieldViolations.first?.field == "storefront")
+        #expect(storefront?.message.contains("ATL") == true)
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("lookups for other services: type, sale status, price in the storefront, hosted content, catalog version")
+    func lookups() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let response = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
+            $0.appBundleID = puzzle
+            $0.productIdentifiers = [levelPack, retired, usOnly, "com.storebus.demo.puzzle.nope"]
+            $0.storefront = "FRA"
+        })
+        let info = try await client.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init())
+        #expect(response.catalogVersion == info.catalogVersion && info.catalogVersion != 0)
+        #expect(response.unknownProductIdentifiers == ["com.storebus.demo.puzzle.nope"])
+        let byID = Dictionary(uniqueKeysWithValues: response.products.map { ($0.productIdentifier, $0) })
+        let pack = try #require(byID[levelPack])
+        #expect(pack.productType == .nonConsumable && pack.clearedForSale && pack.price == "2.99" && pack.currencyCode == "EUR")
+        let content = try #require(pack.hostedContent.first)
+        #expect(content.contentIdentifier == levelPack && content.version == "1.0" && content.contentLength == 26865 + 57124)
+        #expect(content.files.map(\.path) == ["levels.json", "palette.txt"])
+        #expect(content.location.hasSuffix("content/puzzle-levelpack1"))
+        #expect(byID[retired]?.clearedForSale == false)
+        #expect(byID[usOnly]?.price == "", "no price in FRA")
+        #expect(info.storefronts.map(\.countryCode) == ["USA", "FRA", "JPN"])
+        #expect(info.apps.map(\.bundleID) == [puzzle, notes])
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("reload by admin call and by SIGHUP: a product removed from sale is invalid from the next request on; a bad file is rejected and the old catalog keeps serving")
+    func reload() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let before = try await client.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init()).catalogVersion
+
+        // Unchanged file: same version
+        let same = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init())
+        #expect(same.catalogVersion == before && !same.changed)
+
+        // When coins are taken off sale and the catalog is reloaded by the admin call
+        try catalog.editCatalog { $0.editProduct(app: 0, id: coins) { $0["clearedForSale"] = false } }
+        let reloaded = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init())
+        #expect(reloaded.changed && reloaded.catalogVersion != before)
+        // Then they are invalid from the next request on
+        #expect(try await fetch(client, [coins]).invalidProductIdentifiers == [coins])
+
+        // When a broken file is reloaded
+        try catalog.editCatalog { $0.editProduct(app: 0, id: levelPack) { $0["prices"] = ["FRA": "two euros"] } }
+        let rejected = await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init()) }
+        // Then the reason names the file, the field and the problem
+        #expect(rejected?.code == .failedPrecondition)
+        #expect(rejected?.details.fieldViolations.first?.field == "apps[0].products[1].prices.FRA")
+        #expect(rejected?.message.contains(catalog.catalogPath) == true)
+        // And the previous catalog keeps serving
+        #expect(try await client.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init()).catalogVersion == reloaded.catalogVersion)
+        #expect(try await fetch(client, [levelPack]).products.count == 1)
+        // A dry run lists the problems without failing
+        let dry = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .with { $0.dryRun = true })
+        #expect(dry.problems.first?.location == "apps[0].products[1].prices.FRA")
+
+        // When the file is fixed (coins back on sale) and the process gets SIGHUP
+        try catalog.editCatalog {
+            $0.editProduct(app: 0, id: levelPack) { $0["prices"] = ["USA": "2.99", "FRA": "2.99", "JPN": "360"] }
+            $0.editProduct(app: 0, id: coins) { $0["clearedForSale"] = true }
+        }
+        catalog.process.signal(SIGHUP)
+        // Then coins are sold again
+        #expect(await waitUntil { (try? await fetch(client, [coins]).products.count) == 1 })
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("a catalog file that does not validate stops the process at start with the file, field and reason")
+    func badFileAtStart() async throws {
+        let catalog = try CatalogFixture()
+        try catalog.editCatalog { $0.editProduct(app: 1, id: "com.storebus.demo.notes.pro") { $0["type"] = "lifetime" } }
+        try catalog.process.start()
+        let status = await catalog.process.waitForExit(timeout: .seconds(20))
+        #expect(status != nil && status != 0)
+        #expect(catalog.process.output.contains("apps[1].products[0].type"), "\(catalog.process.output)")
+        #expect(catalog.process.output.contains(catalog.catalogPath))
+        catalog.directory.remove()
+    }
+}
+
+import Glibc

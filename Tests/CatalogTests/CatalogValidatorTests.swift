@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+@testable import Catalog
+
+@Suite("Catalog file validation")
+struct CatalogValidatorTests {
+    /// A minimal valid file, edited per case.
+    func file(_ edit: (inout CatalogFile) -> Void = { _ in }) -> CatalogFile {
+        var file = CatalogFile(
+            storefronts: [.init(countryCode: "FRA", currency: "EUR", locale: "fr_FR"), .init(countryCode: "JPN", currency: "JPY", locale: "ja_JP")],
+            apps: [.init(bundleId: "com.example.app", defaultLocale: "en_US", products: [
+                .init(productId: "p1", type: "consumable", prices: ["FRA": "0.99", "JPN": "120"], localizations: ["en_US": .init(title: "One", description: "")]),
+            ])]
+        )
+        edit(&file)
+        return file
+    }
+
+    func problems(_ file: CatalogFile) -> [CatalogProblem] {
+        do {
+            _ = try CatalogValidator.validate(file, fileName: "test.json", baseDirectory: URL(fileURLWithPath: "/tmp"))
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    @Test("the sample catalog in deploy/ loads")
+    func sampleLoads() throws {
+        let catalog = try CatalogValidator.load(path: deployDirectory.appendingPathComponent("catalog/catalog.json").path)
+        #expect(catalog.apps.count == 2)
+        #expect(catalog.storefrontOrder == ["USA", "FRA", "JPN"])
+    }
+
+    @Test("a valid file has no problems, and its version depends on its content only")
+    func versionIsContentHash() throws {
+        #expect(problems(file()).isEmpty)
+        let a = try CatalogValidator.validate(file(), fileName: "a", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        let b = try CatalogValidator.validate(file(), fileName: "b", baseDirectory: URL(fileURLWithPath: "/tmp"), now: Date(timeIntervalSince1970: 0))
+        let c = try CatalogValidator.validate(file { $0.apps![0].products![0].prices!["FRA"] = "1.09" }, fileName: "c", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        #expect(a.version == b.version)
+        #expect(a.version != c.version)
+    }
+
+    @Test("each problem names the field and the reason", arguments: [
+        ({ @Sendable (f: inout CatalogFile) in f.storefronts = [] }, "storefronts", "at least one"),
+        ({ @Sendable (f: inout CatalogFile) in f.storefronts![0].countryCode = "FR" }, "storefronts[0].countryCode", "alpha-3"),
+        ({ @Sendable (f: inout CatalogFile) in f.storefronts![1].countryCode = "FRA" }, "storefronts[1].countryCode", "twice"),
+        ({ @Sendable (f: inout CatalogFile) in f.storefronts![0].currency = "euro" }, "storefronts[0].currency", "ISO 4217"),
+        ({ @Sendable (f: inout CatalogFile) in f.storefronts![0].locale = "French" }, "storefronts[0].locale", "locale"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].bundleId = "" }, "apps[0].bundleId", "required"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].defaultStorefront = "USA" }, "apps[0].defaultStorefront", "not one of the storefronts"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].productId = "has space" }, "apps[0].products[0].productId", "no spaces"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products!.append(f.apps![0].products![0]) }, "apps[0].products[1].productId", "twice"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].type = "lifetime" }, "apps[0].products[0].type", "must be consumable"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].prices!["USA"] = "0.99" }, "apps[0].products[0].prices.USA", "not one of the storefronts"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].prices!["JPN"] = "120.5" }, "apps[0].products[0].prices.JPN", "at most 0 decimals"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].prices!["FRA"] = "-1" }, "apps[0].products[0].prices.FRA", "not a price"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].localizations = ["fr_FR": .init(title: "Un")] }, "apps[0].products[0].localizations", "default locale en_US"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].localizations!["en_US"] = .init(title: "") }, "apps[0].products[0].localizations.en_US.title", "required"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].type = "autoRenewableSubscription" }, "apps[0].products[0].subscription", "need subscription terms"),
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "autoRenewableSubscription"
+            f.apps![0].products![0].subscription = .init(groupId: "g", period: "P1Q")
+        }, "apps[0].products[0].subscription.period", "ISO 8601"),
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "autoRenewableSubscription"
+            f.apps![0].products![0].subscription = .init(groupId: "g", period: "P1M", introductoryOffer: .init(paymentMode: "freeTrial", period: "P1W", prices: ["FRA": "0.99"]))
+        }, "apps[0].products[0].subscription.introductoryOffer.prices.FRA", "free trial costs 0"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].subscription = .init(groupId: "g", period: "P1M") }, "apps[0].products[0].subscription", "only auto-renewable"),
+        ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: 1)]) }, "apps[0].products[0].hostedContent", "only non-consumable"),
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "nonConsumable"
+            f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "../etc/passwd", length: 1)])
+        }, "apps[0].products[0].hostedContent.files[0].path", "inside the content root"),
+    ] as [(@Sendable (inout CatalogFile) -> Void, String, String)])
+    func problemsNameTheField(edit: @Sendable (inout CatalogFile) -> Void, field: String, reason: String) {
+        let found = problems(file(edit))
+        #expect(found.contains { $0.field == field && $0.reason.contains(reason) && $0.file == "test.json" }, "\(found)")
+    }
+
+    @Test("a file that is not JSON, or has a wrong type, is named with its path")
+    func decodingErrors() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catalog-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let broken = directory.appendingPathComponent("broken.json")
+        try Data("{\"apps\": [".utf8).write(to: broken)
+        #expect(throws: CatalogLoadError.self) { _ = try CatalogValidator.load(path: broken.path) }
+        let wrongType = directory.appendingPathComponent("wrong.json")
+        try Data(#"{"storefronts": [{"countryCode": 250}]}"#.utf8).write(to: wrongType)
+        do {
+            _ = try CatalogValidator.load(path: wrongType.path)
+            Issue.record("expected a problem")
+        } catch {
+            #expect(error.problems.first?.field == "storefronts[0].countryCode")
+            #expect(error.problems.first?.file == wrongType.path)
+        }
+    }
+
+    @Test("prices are normalized decimal strings", arguments: [
+        ("0.990", "EUR", "0.99"), ("120", "JPY", "120"), ("007.50", "USD", "7.5"), ("1.234", "KWD", "1.234"),
+        ("1.", "EUR", nil), (".5", "EUR", nil), ("1,5", "EUR", nil), ("1e3", "EUR", nil), ("12.345", "EUR", nil),
+    ] as [(String, String, String?)])
+    func prices(text: String, currency: String, expected: String?) {
+        #expect(CatalogValidator.normalizedPrice(text, currency: currency) == expected)
+    }
+}
