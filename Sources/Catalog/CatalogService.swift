@@ -16,7 +16,8 @@ public enum CatalogService {
             store.catalog.info
         }
         router.register(Storebus_Catalog_V1_Catalog.reloadCatalog) { request, _ in
-            try reload(store: store, request: request)
+            // Reading and validating a file is slow next to a query: do it off the RPC reactor.
+            try await Task.detached { try reload(store: store, request: request) }.value
         }
         return router
     }

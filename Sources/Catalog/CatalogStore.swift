@@ -8,6 +8,8 @@ public final class CatalogStore: Sendable {
     /// The catalog file.
     public let path: String
     private let current: Mutex<Catalog>
+    /// Held across load and swap, so overlapping reloads (SIGHUP and an admin call) apply in order.
+    private let reloading = Mutex(())
     private let logger: Logger
 
     /// Loads the file; throws its problems when it does not validate.
@@ -25,6 +27,10 @@ public final class CatalogStore: Sendable {
     /// thrown.
     @discardableResult
     public func reload(dryRun: Bool = false) throws(CatalogLoadError) -> Catalog {
+        try reloading.withLock { _ throws(CatalogLoadError) in try reloadLocked(dryRun: dryRun) }
+    }
+
+    private func reloadLocked(dryRun: Bool) throws(CatalogLoadError) -> Catalog {
         let loaded: Catalog
         do {
             loaded = try CatalogValidator.load(path: path)

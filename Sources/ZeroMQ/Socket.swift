@@ -15,7 +15,8 @@ import Darwin
 /// Receiving goes through `zmq_msg_recv` into a heap-allocated `zmq_msg_t` owned by the socket (a
 /// `zmq_msg_t` stores messages of up to 33 bytes inside itself, so it must never be copied while in
 /// use), and every frame is copied out into Swift-owned bytes before the next call.
-/// Interrupted calls (`EINTR`) are retried; every other failure is thrown as ``ZMQError``.
+/// Interrupted calls (`EINTR`) are retried; every other failure is thrown as ``ZMQError``. Sending or
+/// receiving on a closed socket throws `ENOTSOCK` instead of touching the freed handle.
 public final class Socket {
     /// The libzmq socket handle, valid until ``close()``.
     let handle: UnsafeMutableRawPointer
@@ -98,6 +99,7 @@ public final class Socket {
     }
 
     private func sendFrame(_ frame: [UInt8], flags: Int32) throws(ZMQError) {
+        guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_send") }
         while true {
             let rc = frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, flags) }
             if rc >= 0 { return }
@@ -130,6 +132,7 @@ public final class Socket {
     }
 
     private func receiveFrame(flags: Int32) throws(ZMQError) -> (frame: [UInt8], more: Bool) {
+        guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_msg_recv") }
         zmq_msg_init(scratch)
         defer { zmq_msg_close(scratch) }
         while true {

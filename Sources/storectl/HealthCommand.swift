@@ -14,6 +14,12 @@ struct HealthCommand: AsyncParsableCommand {
 
     static let localDefaults = ["catalog=tcp://127.0.0.1:7301"]
 
+    func validate() throws {
+        guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
+            throw ValidationError("--timeout must be a number of seconds from 0 to 3600")
+        }
+    }
+
     func run() async throws {
         var allServing = true
         for entry in services.isEmpty ? Self.localDefaults : services {

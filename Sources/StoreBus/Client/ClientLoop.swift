@@ -23,6 +23,8 @@ final class ClientLoop {
     private var waiting: [UInt64] = []
     private var retryTimerArmed = false
     private var rotation = 0
+    /// Set when the reactor stops: calls that still arrive are cancelled at once.
+    private var closed = false
 
     init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger) throws {
         self.configuration = configuration
@@ -31,14 +33,10 @@ final class ClientLoop {
         for address in configuration.endpoints {
             let socket = try Socket(context: reactor.context, type: .dealer)
             try socket.set(.immediate(true))
-            try socket.set(.maxMessageSize(configuration.maxMessageBytes))
-            try socket.set(.sendHighWaterMark(configuration.highWaterMark))
-            try socket.set(.receiveHighWaterMark(configuration.highWaterMark))
-            try socket.set(.heartbeat(
-                interval: configuration.heartbeatInterval.socketMilliseconds,
-                timeout: configuration.heartbeatTimeout.socketMilliseconds,
-                ttl: configuration.heartbeatTimeout.socketMilliseconds
-            ))
+            try socket.applyRPCLimits(
+                maxMessageBytes: configuration.maxMessageBytes, highWaterMark: configuration.highWaterMark,
+                heartbeatInterval: configuration.heartbeatInterval, heartbeatTimeout: configuration.heartbeatTimeout
+            )
             try socket.set(.reconnect(
                 interval: configuration.reconnectInterval.socketMilliseconds,
                 max: configuration.reconnectIntervalMax.socketMilliseconds
@@ -63,6 +61,10 @@ final class ClientLoop {
     // MARK: Calls
 
     func start(_ call: PendingCall) {
+        if closed {
+            call.finish(.failure(RPCError(.cancelled, "\(call.path): the client was shut down")))
+            return
+        }
         if call.cancelRequested.load(ordering: .acquiring) {
             call.finish(.failure(RPCError(.cancelled, "the call was cancelled")))
             return
@@ -229,6 +231,7 @@ final class ClientLoop {
     }
 
     private func close() {
+        closed = true
         for call in pending.values {
             call.finish(.failure(RPCError(.cancelled, "\(call.path): the client was shut down")))
         }

@@ -39,6 +39,7 @@ public final class RPCClient: Sendable {
     private let nextID = Atomic<UInt64>(1)
     /// The context made by the client itself (terminated on shutdown), if no context was given.
     private let ownedContext: ZeroMQ.Context?
+    private let contextTerminated = Atomic<Bool>(false)
 
     /// Creates a client and starts connecting. With no `context`, the client makes its own and
     /// terminates it in ``shutdown()``.
@@ -80,7 +81,10 @@ public final class RPCClient: Sendable {
         let result: Result<RawResponse, RPCError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>) in
                 call.continuation = continuation
-                reactor.execute { [loop, call] in loop.value.start(call) }
+                let accepted = reactor.execute { [loop, call] in loop.value.start(call) }
+                if !accepted {
+                    call.finish(.failure(RPCError(.cancelled, "\(path): the client was shut down")))
+                }
             }
         } onCancel: {
             // The flag covers a cancellation that runs before the start job reaches the loop.
@@ -94,7 +98,8 @@ public final class RPCClient: Sendable {
     public func shutdown() async {
         reactor.stop()
         await reactor.join()
-        if let ownedContext {
+        // Only the first shutdown terminates the context.
+        if let ownedContext, !contextTerminated.exchange(true, ordering: .acquiringAndReleasing) {
             ownedContext.shutdown()
             ownedContext.terminate()
         }

@@ -114,6 +114,7 @@ final class DoorbellListener: Sendable {
         var highestKeySeq: UInt64 = 0
         var waiters: [(id: UInt64, beyond: UInt64, keyed: Bool, continuation: CheckedContinuation<Void, Never>)] = []
         var nextWaiter: UInt64 = 0
+        var timers: [UInt64: Task<Void, Never>] = [:]
     }
 
     private let reactor: Reactor
@@ -156,14 +157,12 @@ final class DoorbellListener: Sendable {
     }
 
     /// Returns when a doorbell beyond `position` has rung (maybe already), or after `timeout`.
+    ///
+    /// The waiter is registered before its timer starts, so a timer that fires at once still finds it.
     func wait(beyond position: UInt64, keyed: Bool, timeout: Duration) async {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter += 1
             return state.nextWaiter
-        }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            self?.release(id)
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -173,12 +172,20 @@ final class DoorbellListener: Sendable {
                     state.waiters.append((id, position, keyed, continuation))
                     return false
                 }
-                if now { continuation.resume() }
+                if now {
+                    continuation.resume()
+                    return
+                }
+                let timer = Task { [weak self] in
+                    try? await Task.sleep(for: timeout)
+                    self?.release(id)
+                }
+                state.withLock { $0.timers[id] = timer }
             }
         } onCancel: { [weak self] in
             self?.release(id)
         }
-        timer.cancel()
+        state.withLock { $0.timers.removeValue(forKey: id) }?.cancel()
     }
 
     private func release(_ id: UInt64) {

@@ -59,8 +59,11 @@ public struct HostOptions: ParsableArguments, Sendable {
                 configuration.serviceSection = try? JSONSerialization.data(withJSONObject: service)
             }
         }
+        // An empty variable counts as unset, as for STOREBUS_DATA_DIR.
         func list(_ name: String) -> [String]? {
-            environment[name].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+            guard let value = environment[name] else { return nil }
+            let items = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            return items.isEmpty ? nil : items
         }
         if let value = list("STOREBUS_RPC_ENDPOINTS") { configuration.rpcEndpoints = value }
         if let value = list("STOREBUS_EVENT_ENDPOINTS") { configuration.eventEndpoints = value }

@@ -35,6 +35,8 @@ public final class Reactor: @unchecked Sendable {
 
     private let jobs = JobQueue()
     private let finished = Atomic<Bool>(false)
+    /// Producers between their look at `finished` and their push (see `execute`).
+    private let entering = Atomic<Int>(0)
     private let lifecycle = Mutex(Lifecycle())
     /// Wake-up pipe: jobs write a byte to `wakeWriteFD`; the loop polls `wakeReadFD`.
     private let wakeReadFD: Int32
@@ -76,16 +78,21 @@ public final class Reactor: @unchecked Sendable {
         thread.start()
     }
 
-    /// Queues a job to run on the loop thread and wakes the loop. Jobs run in the order queued.
-    /// Jobs queued after the reactor stopped are dropped. A job queued from the loop thread itself
-    /// (a task resuming there, see ``ReactorExecutor``) costs neither a lock nor a wake-up.
-    public func execute(_ job: @escaping @Sendable () -> Void) {
+    /// Queues a job to run on the loop thread and wakes the loop; returns false, without queueing,
+    /// once the reactor has finished. Jobs run in the order queued; every job accepted runs, those
+    /// accepted while the reactor stops included. A job queued from the loop thread itself (a task
+    /// resuming there, see ``ReactorExecutor``) costs neither a lock nor a wake-up.
+    @discardableResult
+    public func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
         if isInLoop {
             localJobs.append(job)
-            return
+            return true
         }
-        if finished.load(ordering: .acquiring) { return }
+        entering.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        defer { entering.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        if finished.load(ordering: .sequentiallyConsistent) { return false }
         if jobs.push(job) { signal() }
+        return true
     }
 
     /// Whether the caller runs on the loop thread.
@@ -172,11 +179,12 @@ public final class Reactor: @unchecked Sendable {
         loopThread.store(UInt(pthread_self()), ordering: .releasing)
         var running = true
         while running {
-            for job in jobs.takeAll() { job() }
+            // Read the stop request first: every job queued before stop() was called then runs.
             let stopRequested = lifecycle.withLock { $0.stopRequested }
+            for job in jobs.takeAll() { job() }
             runLocalJobs()
             if stopRequested { break }
-            timers.runExpired(now: .now)
+            for action in timers.takeExpired(now: .now) { action() }
             runLocalJobs()
 
             let timeout = timers.millisecondsUntilNext(now: .now)
@@ -203,8 +211,15 @@ public final class Reactor: @unchecked Sendable {
         stopActions.removeAll()
         handlers.removeAll()
         timers.removeAll()
-        finished.store(true, ordering: .releasing)
-        _ = jobs.takeAll()
+        runLocalJobs()
+        // From here on `execute` refuses jobs. Producers that looked before the flag was set are
+        // counted in `entering`; once they have pushed, the last jobs run here, on the loop thread,
+        // against components that are stopped (they fail their callers instead of using sockets).
+        finished.store(true, ordering: .sequentiallyConsistent)
+        while entering.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
+        for job in jobs.takeAll() { job() }
+        runLocalJobs()
+        loopThread.store(0, ordering: .releasing)
         let joiners = lifecycle.withLock { lifecycle -> [CheckedContinuation<Void, Never>] in
             lifecycle.finished = true
             let joiners = lifecycle.joiners
@@ -261,11 +276,16 @@ struct TimerQueue {
         return Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
-    mutating func runExpired(now: ContinuousClock.Instant) {
+    /// Removes and returns the actions that are due. The caller runs them after this mutating call
+    /// has returned, so an action may schedule or cancel timers (Swift's exclusivity checks would stop
+    /// the process if it did so during the call).
+    mutating func takeExpired(now: ContinuousClock.Instant) -> [() -> Void] {
+        var due: [() -> Void] = []
         while let top = heap.first, top.deadline <= now {
             popTop()
-            if let action = actions.removeValue(forKey: top.id) { action() }
+            if let action = actions.removeValue(forKey: top.id) { due.append(action) }
         }
+        return due
     }
 
     private mutating func compact() {

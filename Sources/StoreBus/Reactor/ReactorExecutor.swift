@@ -16,8 +16,12 @@ public final class ReactorExecutor: TaskExecutor, @unchecked Sendable {
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        reactor.execute { [self] in
+        let accepted = reactor.execute { [self] in
             job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
+        if !accepted {
+            // The reactor has stopped: the task still runs to its end, on the global executor.
+            job.runSynchronously(on: globalConcurrentExecutor.asUnownedTaskExecutor())
         }
     }
 }

@@ -33,14 +33,10 @@ public final class RPCServer: Service, Sendable {
         do {
             socket = try Socket(context: context, type: .router)
             try socket.set(.routerMandatory(true))
-            try socket.set(.maxMessageSize(configuration.maxMessageBytes))
-            try socket.set(.sendHighWaterMark(configuration.highWaterMark))
-            try socket.set(.receiveHighWaterMark(configuration.highWaterMark))
-            try socket.set(.heartbeat(
-                interval: configuration.heartbeatInterval.socketMilliseconds,
-                timeout: configuration.heartbeatTimeout.socketMilliseconds,
-                ttl: configuration.heartbeatTimeout.socketMilliseconds
-            ))
+            try socket.applyRPCLimits(
+                maxMessageBytes: configuration.maxMessageBytes, highWaterMark: configuration.highWaterMark,
+                heartbeatInterval: configuration.heartbeatInterval, heartbeatTimeout: configuration.heartbeatTimeout
+            )
         } catch {
             throw StartupError("cannot create the RPC socket: \(error.message)")
         }
@@ -75,10 +71,15 @@ public final class RPCServer: Service, Sendable {
     /// drained running requests.
     public func run() async {
         start()
-        await withGracefulShutdownHandler {
-            await reactor.join()
-        } onGracefulShutdown: { [self] in
-            beginGracefulShutdown()
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await reactor.join()
+            } onGracefulShutdown: { [self] in
+                beginGracefulShutdown()
+            }
+        } onCancel: { [reactor] in
+            // The service group cancels its services when one of them ends: stop at once.
+            reactor.stop()
         }
     }
 
@@ -150,7 +151,11 @@ final class ServerLoop {
 
     func attach() {
         reactor.register(socket) { [unowned self] in self.readAvailable() }
-        reactor.onStop { [socket] in socket.close() }
+        reactor.onStop { [socket] in
+            // Give replies sent just before the stop (the last ones of a drain) a second to leave.
+            try? socket.set(.linger(1000))
+            socket.close()
+        }
     }
 
     private func readAvailable() {
