@@ -1,0 +1,58 @@
+import Foundation
+import Logging
+import StoreSchema
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import StoreBus
+
+@Suite("Event follower")
+struct EventFollowerTests {
+    /// An event as the log serves it.
+    static func event(seq: UInt64) -> Storebus_Eventlog_V1_Event {
+        .with {
+            $0.seq = seq
+            $0.key = "k"
+            $0.keySeq = seq
+            $0.type = "google.protobuf.Struct"
+        }
+    }
+
+    @Test("a page with a gap is not applied past the gap: the follower reads again until the missing event is there")
+    func neverSkipsAGap() async throws {
+        // Given a log whose first answers lack event 3 (as if its commit were not visible yet)
+        let reads = Atomic<Int>(0)
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            let attempt = reads.wrappingAdd(1, ordering: .relaxed).newValue
+            let available: [UInt64] = attempt < 3 ? [1, 2, 4, 5] : [1, 2, 3, 4, 5]
+            return .with {
+                $0.events = available.filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = 5
+            }
+        }
+        let server = try TestServer(extra: router)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: [])
+        configuration.retryDelay = .milliseconds(5)
+        configuration.idlePoll = .milliseconds(20)
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = Mutex<[UInt64]>([])
+
+        // When the follower runs until it has applied five events
+        let run = Task {
+            try await follower.follow(after: 0) { event in
+                let count = applied.withLock { list -> Int in list.append(event.seq); return list.count }
+                if count == 5 { throw CancellationError() }
+            }
+        }
+        _ = await run.result
+
+        // Then it applied 1, 2, and waited for 3 before 4 and 5: nothing skipped, nothing twice
+        #expect(applied.withLock { $0 } == [1, 2, 3, 4, 5])
+        #expect(reads.load(ordering: .relaxed) >= 3)
+        await follower.shutdown()
+        await client.shutdown()
+        await server.stop()
+    }
+}
