@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "StoreBusStorage", targets: ["StoreBusStorage"]),
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
         .library(name: "Catalog", targets: ["Catalog"]),
+        .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
@@ -73,6 +74,14 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        .target(
+            name: "PaymentQueue",
+            dependencies: [
+                "StoreBus", "StoreBusStorage", "StoreSchema",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "storebus-catalog",
             dependencies: [
@@ -116,6 +125,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(
+            name: "PaymentQueueTests",
+            dependencies: ["PaymentQueue", "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]
+        ),
         .testTarget(
             name: "CatalogTests",
             dependencies: ["Catalog", "StoreBus", "StoreBusTesting", "StoreSchema"]

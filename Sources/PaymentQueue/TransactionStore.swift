@@ -1,0 +1,379 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+
+/// The payment queue's durable state: transactions, idempotency keys, the charge ledger and sandbox
+/// policies. Every change is one database transaction with the `QueueEvent`s that describe it
+/// (see docs/payment-queue.md).
+public final class TransactionStore: Sendable {
+    /// The event log's name.
+    public static let logName = "payment-queue"
+    /// First transaction identifier; identifiers are this plus a counter, as numeric strings.
+    public static let identifierBase: Int64 = 1_000_000_000_000_000
+
+    let writer: EventLogWriter
+    var pool: DatabasePool { writer.database.pool }
+
+    /// A store writing through `writer` (whose database was migrated with ``PaymentQueueSchema``).
+    public init(writer: EventLogWriter) {
+        self.writer = writer
+    }
+
+    /// What AddPayment decided to create.
+    public struct NewTransaction: Sendable {
+        public var queue: Storebus_PaymentQueue_V1_QueueRef
+        public var payment: Storebus_PaymentQueue_V1_Payment
+        public var productType: Storebus_Catalog_V1_ProductType
+        public var storefront: String
+        public var price: String
+        public var currency: String
+        /// PURCHASING with the policy to apply at `decideAt`, or FAILED at once with an error.
+        public var start: Start
+        /// The idempotency key and a digest of the request that carried it.
+        public var idempotency: (key: String, digest: String)?
+
+        public enum Start: Sendable {
+            case purchasing(policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAt: Date)
+            case failed(Storebus_PaymentQueue_V1_StoreKitError)
+        }
+
+        public init(
+            queue: Storebus_PaymentQueue_V1_QueueRef, payment: Storebus_PaymentQueue_V1_Payment,
+            productType: Storebus_Catalog_V1_ProductType, storefront: String, price: String, currency: String,
+            start: Start, idempotency: (key: String, digest: String)?
+        ) {
+            self.queue = queue
+            self.payment = payment
+            self.productType = productType
+            self.storefront = storefront
+            self.price = price
+            self.currency = currency
+            self.start = start
+            self.idempotency = idempotency
+        }
+    }
+
+    // MARK: Creating
+
+    /// The transaction an idempotency key created, if any. Throws FAILED_PRECONDITION when the key
+    /// was used for a different request.
+    public func transaction(forKey key: String, app: String, account: String, digest: String) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        try await pool.read { db in try Self.keyed(db, key: key, app: app, account: account, digest: digest) }
+    }
+
+    static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?", arguments: [app, account, key]) else {
+            return nil
+        }
+        guard row["request_digest"] as String == digest else {
+            throw RPCError(.failedPrecondition, "idempotency key \"\(key)\" was already used for a different payment")
+                .withReason("IDEMPOTENCY_KEY_REUSED", domain: "storebus.payment_queue")
+        }
+        return try transaction(db, id: row["transaction_id"])
+    }
+
+    /// Creates a transaction with its `updatedTransactions` event. With an idempotency key already
+    /// used for the same request (a retry racing the first call), returns that transaction instead.
+    public func create(_ new: NewTransaction, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        try await writer.write { db, batch in
+            if let idempotency = new.idempotency,
+               let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
+                return existing
+            }
+            let id = try Self.nextIdentifier(db)
+            let nowMS = Self.milliseconds(now)
+            var state = Storebus_PaymentQueue_V1_TransactionState.purchasing
+            var policy = Storebus_PaymentQueue_V1_PaymentPolicy()
+            var decideAt = nowMS
+            var error: Storebus_PaymentQueue_V1_StoreKitError?
+            switch new.start {
+            case .purchasing(let startPolicy, let at):
+                policy = startPolicy
+                decideAt = Self.milliseconds(at)
+            case .failed(let failure):
+                state = .failed
+                error = failure
+            }
+            try db.execute(sql: """
+                INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
+                    application_username, request_data, ask_to_buy, storefront, price, currency, error_code, error_message,
+                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [
+                    id, new.queue.appBundleID, new.queue.accountID, new.queue.deviceID, new.queue.key, state.rawValue,
+                    new.payment.productIdentifier, new.productType.rawValue, max(1, new.payment.quantity),
+                    new.payment.applicationUsername, new.payment.requestData, new.payment.simulatesAskToBuyInSandbox,
+                    new.storefront, new.price, new.currency, error.map { $0.code.rawValue }, error?.localizedDescription,
+                    policy.mode.rawValue, policy.failError.rawValue, decideAt, nowMS, nowMS,
+                ])
+            if let idempotency = new.idempotency {
+                try db.execute(
+                    sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
+                )
+            }
+            let transaction = try Self.transaction(db, id: id)!
+            try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue))
+            return transaction
+        }
+    }
+
+    // MARK: Deciding
+
+    /// PURCHASING transactions whose decision time has come, oldest first.
+    public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM pq_transaction WHERE state = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?",
+                                arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Self.milliseconds(now), limit])
+        }
+    }
+
+    /// The earliest decision time of a PURCHASING transaction, if any.
+    public func nextDecision() async throws -> Date? {
+        try await pool.read { db in
+            try Int64.fetchOne(db, sql: "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = ?", arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue])
+                .map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        }
+    }
+
+    /// Applies the policy copied onto a PURCHASING transaction: PURCHASED (charged unless the account
+    /// already holds the product), FAILED, DEFERRED (ask to buy) or FAILED-and-interrupted. Returns the
+    /// transaction, or nil when it was no longer PURCHASING (decided already).
+    @discardableResult
+    public func decide(_ id: String, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        try await writer.write { db, batch in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]),
+                  row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
+            else { return nil }
+            let nowMS = Self.milliseconds(now)
+            let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["policy_mode"]) ?? .approve
+            if row["ask_to_buy"] as Bool || mode == .askToBuy {
+                try Self.setState(db, id: id, .deferred, at: nowMS)
+            } else {
+                switch mode {
+                case .fail:
+                    let code = Storebus_PaymentQueue_V1_SKError(rawValue: row["policy_error"]) ?? .unknown
+                    try Self.fail(db, id: id, .make(code), at: nowMS)
+                case .interrupt:
+                    try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS)
+                    try db.execute(sql: "UPDATE pq_transaction SET interrupted = 1 WHERE id = ?", arguments: [id])
+                default:
+                    try Self.purchase(db, id: id, at: nowMS)
+                }
+            }
+            let transaction = try Self.transaction(db, id: id)!
+            try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
+            return transaction
+        }
+    }
+
+    /// Ask to Buy: a DEFERRED transaction approved becomes PURCHASED (and charged); declined, FAILED
+    /// with paymentCancelled. Approving an approved one (or declining a declined one) is OK.
+    public func answerAskToBuy(_ id: String, approve: Bool, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        try await writer.write { db, batch in
+            guard let current = try Self.transaction(db, id: id) else {
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
+            }
+            switch (current.transactionState, approve) {
+            case (.deferred, true): try Self.purchase(db, id: id, at: Self.milliseconds(now))
+            case (.deferred, false): try Self.fail(db, id: id, .make(.paymentCancelled, "The request to buy was declined."), at: Self.milliseconds(now))
+            case (.purchased, true), (.failed, false): return current
+            default:
+                throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState), not waiting for Ask to Buy")
+            }
+            let transaction = try Self.transaction(db, id: id)!
+            try batch.append(key: current.queue.key, Self.updated([transaction], queue: current.queue))
+            return transaction
+        }
+    }
+
+    // MARK: Finishing and reading
+
+    /// finishTransaction: PURCHASED, FAILED and RESTORED transactions leave the queue with a
+    /// `removedTransactions` event; PURCHASING and DEFERRED ones cannot be finished; finishing twice is
+    /// OK (returns true for "already finished"). A transaction of another account is PERMISSION_DENIED;
+    /// one of another device of the same account is not in this queue (NOT_FOUND).
+    public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
+        try await writer.write { db, batch in
+            guard let current = try Self.transaction(db, id: id), current.queue.appBundleID == queue.appBundleID else {
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
+            }
+            guard current.queue.accountID == queue.accountID else {
+                throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(id) belongs to another account")
+            }
+            guard current.queue.deviceID == queue.deviceID else {
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
+            }
+            if current.finished { return true }
+            switch current.transactionState {
+            case .purchasing, .deferred:
+                throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState) and cannot be finished yet")
+            default:
+                break
+            }
+            try db.execute(sql: "UPDATE pq_transaction SET finished = 1 WHERE id = ?", arguments: [id])
+            var removed = current
+            removed.finished = true
+            try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.queue = queue
+                $0.removedTransactions = .with { $0.transactions = [removed] }
+            })
+            return false
+        }
+    }
+
+    /// A transaction by identifier.
+    public func transaction(_ id: String) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        try await pool.read { db in try Self.transaction(db, id: id) }
+    }
+
+    /// The queue's unfinished transactions, oldest first, and the queue's position in the event log
+    /// that this snapshot reflects.
+    public func unfinished(_ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], keySeq: UInt64) {
+        try await pool.read { db in
+            let ids = try String.fetchAll(db, sql: "SELECT id FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id", arguments: [queue.key])
+            return (try ids.map { try Self.transaction(db, id: $0)! }, try EventLog.head(db, key: queue.key))
+        }
+    }
+
+    /// The ledger of an account in an app, oldest first.
+    public func charges(app: String, account: String) async throws -> [Storebus_PaymentQueue_V1_Charge] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? ORDER BY id", arguments: [app, account]).map { row in
+                .with {
+                    $0.chargeID = String(row["id"] as Int64)
+                    $0.transactionIdentifier = row["transaction_id"]
+                    $0.productIdentifier = row["product_id"]
+                    $0.amount = row["amount"]
+                    $0.currencyCode = row["currency"]
+                    $0.storefront = row["storefront"]
+                    $0.chargedAt = .init(date: Date(timeIntervalSince1970: Double(row["charged_ms"] as Int64) / 1000))
+                    $0.refunded = row["refunded"]
+                }
+            }
+        }
+    }
+
+    // MARK: Policies
+
+    /// The policy in force for an account: its own, else the app's default, else APPROVE.
+    public func policy(app: String, account: String) async throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
+        try await pool.read { db in
+            for (candidate, isDefault) in [(account, false), ("", true)] {
+                if let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_policy WHERE app = ? AND account = ?", arguments: [app, candidate]) {
+                    return (Self.policy(row), isDefault || account.isEmpty)
+                }
+            }
+            return (.with { $0.mode = .approve }, true)
+        }
+    }
+
+    /// Sets the policy of an account (or the app's default with an empty account).
+    public func setPolicy(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy, app: String, account: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO pq_policy (app, account, mode, fail_error, delay_ms, restricted) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (app, account) DO UPDATE SET mode = excluded.mode, fail_error = excluded.fail_error,
+                    delay_ms = excluded.delay_ms, restricted = excluded.restricted
+                """, arguments: [app, account, policy.mode.rawValue, policy.failError.rawValue, policy.delayMs, policy.purchasesRestricted])
+        }
+    }
+
+    // MARK: Rows
+
+    static func policy(_ row: Row) -> Storebus_PaymentQueue_V1_PaymentPolicy {
+        .with {
+            $0.mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["mode"]) ?? .approve
+            $0.failError = Storebus_PaymentQueue_V1_SKError(rawValue: row["fail_error"]) ?? .unknown
+            $0.delayMs = row["delay_ms"]
+            $0.purchasesRestricted = row["restricted"]
+        }
+    }
+
+    static func nextIdentifier(_ db: Database) throws -> String {
+        try db.execute(sql: "INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
+        let value = try Int64.fetchOne(db, sql: "SELECT value FROM pq_sequence WHERE name = 'transaction'")!
+        return String(identifierBase + value)
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    static func setState(_ db: Database, id: String, _ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) throws {
+        try db.execute(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ?", arguments: [state.rawValue, ms, id])
+    }
+
+    static func fail(_ db: Database, id: String, _ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64) throws {
+        try db.execute(
+            sql: "UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ? WHERE id = ?",
+            arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, id]
+        )
+    }
+
+    /// PURCHASED, with a charge unless the account already holds this non-consumable or
+    /// auto-renewable subscription (a regular purchased transaction, but no second charge).
+    static func purchase(_ db: Database, id: String, at ms: Int64) throws {
+        try setState(db, id: id, .purchased, at: ms)
+        let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id])!
+        let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
+        if type == .nonConsumable || type == .autoRenewableSubscription {
+            let held = try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM pq_charge WHERE app = ? AND account = ? AND product_id = ? AND refunded = 0)
+                """, arguments: [row["app"], row["account"], row["product_id"]]) ?? false
+            if held { return }
+        }
+        try db.execute(sql: """
+            INSERT INTO pq_charge (transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [id, row["app"], row["account"], row["product_id"], Self.amount(price: row["price"], quantity: row["quantity"]), row["currency"], row["storefront"], ms])
+    }
+
+    /// Price times quantity, as a decimal string.
+    static func amount(price: String, quantity: Int) -> String {
+        guard quantity > 1, let value = Decimal(string: price, locale: Locale(identifier: "en_US_POSIX")) else { return price }
+        return NSDecimalNumber(decimal: value * Decimal(quantity)).stringValue
+    }
+
+    static func transaction(_ db: Database, id: String, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]) else { return nil }
+        var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
+        transaction.transactionIdentifier = row["id"]
+        transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: row["state"]) ?? .purchasing
+        transaction.transactionDate = .init(date: Date(timeIntervalSince1970: Double(row["date_ms"] as Int64) / 1000))
+        transaction.payment = .with {
+            $0.productIdentifier = row["product_id"]
+            $0.quantity = row["quantity"]
+            $0.applicationUsername = row["application_username"]
+            $0.requestData = row["request_data"]
+            $0.simulatesAskToBuyInSandbox = row["ask_to_buy"]
+        }
+        transaction.queue = .with {
+            $0.appBundleID = row["app"]
+            $0.accountID = row["account"]
+            $0.deviceID = row["device"]
+        }
+        transaction.storefront = row["storefront"]
+        transaction.productType = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .unspecified
+        transaction.finished = row["finished"]
+        if let code = row["error_code"] as Int? {
+            transaction.error = .with {
+                $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code) ?? .unknown
+                $0.localizedDescription = row["error_message"] ?? ""
+            }
+        }
+        if let original = row["original_id"] as String?, depth == 0, let originalTransaction = try Self.transaction(db, id: original, depth: 1) {
+            transaction.originalTransaction = originalTransaction
+        }
+        return transaction
+    }
+
+    static func updated(_ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], queue: Storebus_PaymentQueue_V1_QueueRef) -> Storebus_PaymentQueue_V1_QueueEvent {
+        .with {
+            $0.queue = queue
+            $0.updatedTransactions = .with { $0.transactions = transactions }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreBusTesting
+import StoreSchema
+import Testing
+@testable import PaymentQueue
+
+/// A store on a fresh SQLite file in a temporary directory (no doorbell: followers would poll).
+struct StoreFixture {
+    let directory: TemporaryDirectory
+    let database: StoreDatabase
+    let store: TransactionStore
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "pq")
+        database = try StoreDatabase(directory: directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
+        store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: nil))
+    }
+
+    static let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+        $0.appBundleID = "com.storebus.demo.puzzle"
+        $0.accountID = "alice"
+        $0.deviceID = "phone"
+    }
+
+    func purchase(
+        _ product: String, type: Storebus_Catalog_V1_ProductType = .consumable, queue: Storebus_PaymentQueue_V1_QueueRef = StoreFixture.queue,
+        policy: Storebus_PaymentQueue_V1_PaymentPolicy = .with { $0.mode = .approve }, askToBuy: Bool = false, key: String? = nil
+    ) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        let new = TransactionStore.NewTransaction(
+            queue: queue, payment: .with { $0.productIdentifier = product; $0.quantity = 1; $0.simulatesAskToBuyInSandbox = askToBuy },
+            productType: type, storefront: "FRA", price: "0.99", currency: "EUR",
+            start: .purchasing(policy: policy, decideAt: Date()), idempotency: key.map { ($0, "digest-\(product)") }
+        )
+        return try await store.create(new)
+    }
+
+    /// The queue's events, decoded.
+    func events(_ queue: Storebus_PaymentQueue_V1_QueueRef = StoreFixture.queue) async throws -> [Storebus_PaymentQueue_V1_QueueEvent] {
+        try await database.pool.read { db in
+            try EventLog.read(db, key: queue.key, after: 0, limit: 1000).map { stored in
+                let event = try Storebus_Eventlog_V1_Event(jsonString: stored.json)
+                return try Storebus_PaymentQueue_V1_QueueEvent(jsonString: try event.payload.jsonString())
+            }
+        }
+    }
+
+    func remove() { directory.remove() }
+}
+
+@Suite("Payment queue storage and state machine")
+struct TransactionStoreTests {
+    @Test("a payment is added PURCHASING, then approved to PURCHASED and charged, each change an event of its queue")
+    func approvedPurchase() async throws {
+        let fixture = try StoreFixture()
+        let added = try await fixture.purchase("coins")
+        #expect(added.transactionState == .purchasing)
+        #expect(Int64(added.transactionIdentifier)! > TransactionStore.identifierBase)
+        #expect(try await fixture.store.due() == [added.transactionIdentifier])
+        let decided = try #require(try await fixture.store.decide(added.transactionIdentifier))
+        #expect(decided.transactionState == .purchased)
+        #expect(try await fixture.store.decide(added.transactionIdentifier) == nil, "decided once")
+        let charges = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice")
+        #expect(charges.map(\.transactionIdentifier) == [added.transactionIdentifier])
+        #expect(charges.first?.amount == "0.99" && charges.first?.currencyCode == "EUR")
+        let states = try await fixture.events().map { $0.updatedTransactions.transactions.first?.transactionState }
+        #expect(states == [.purchasing, .purchased])
+        fixture.remove()
+    }
+
+    @Test("a consumable can be bought again and again; a held non-consumable or subscription is purchased again without a second charge")
+    func chargingRules() async throws {
+        let fixture = try StoreFixture()
+        for _ in 0..<3 {
+            try await fixture.store.decide(try await fixture.purchase("coins").transactionIdentifier)
+            try await fixture.store.decide(try await fixture.purchase("pack", type: .nonConsumable).transactionIdentifier)
+            try await fixture.store.decide(try await fixture.purchase("premium", type: .autoRenewableSubscription).transactionIdentifier)
+        }
+        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").map(\.productIdentifier)
+        #expect(charged.filter { $0 == "coins" }.count == 3)
+        #expect(charged.filter { $0 == "pack" }.count == 1)
+        #expect(charged.filter { $0 == "premium" }.count == 1)
+        fixture.remove()
+    }
+
+    @Test("policies: FAIL gives the chosen SKError, ASK_TO_BUY defers until approved or declined, INTERRUPT fails and marks the purchase")
+    func policies() async throws {
+        let fixture = try StoreFixture()
+        let failing = try await fixture.purchase("coins", policy: .with { $0.mode = .fail; $0.failError = .paymentCancelled })
+        let failed = try #require(try await fixture.store.decide(failing.transactionIdentifier))
+        #expect(failed.transactionState == .failed && failed.error.code == .paymentCancelled)
+
+        let asked = try await fixture.purchase("pack", type: .nonConsumable, askToBuy: true)
+        #expect(try await fixture.store.decide(asked.transactionIdentifier)?.transactionState == .deferred)
+        let approved = try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true)
+        #expect(approved.transactionState == .purchased)
+        #expect(try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true).transactionState == .purchased, "approving twice is OK")
+        await #expect(throws: RPCError.self) { _ = try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: false) }
+
+        let declined = try await fixture.purchase("coins", policy: .with { $0.mode = .askToBuy })
+        try await fixture.store.decide(declined.transactionIdentifier)
+        let answer = try await fixture.store.answerAskToBuy(declined.transactionIdentifier, approve: false)
+        #expect(answer.transactionState == .failed && answer.error.code == .paymentCancelled)
+
+        let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
+        #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
+        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice")
+        #expect(charged.map(\.transactionIdentifier) == [asked.transactionIdentifier], "only the approved Ask to Buy was charged")
+        fixture.remove()
+    }
+
+    @Test("finishTransaction: not while PURCHASING or DEFERRED; twice is OK; the transaction leaves the queue with a removed event")
+    func finishing() async throws {
+        let fixture = try StoreFixture()
+        let transaction = try await fixture.purchase("coins")
+        let id = transaction.transactionIdentifier
+        let early = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: StoreFixture.queue) }
+        #expect(early?.code == .failedPrecondition)
+        try await fixture.store.decide(id)
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.map(\.transactionIdentifier) == [id])
+        #expect(try await fixture.store.finish(id, queue: StoreFixture.queue) == false)
+        #expect(try await fixture.store.finish(id, queue: StoreFixture.queue) == true, "finishing twice is OK")
+        let (unfinished, keySeq) = try await fixture.store.unfinished(StoreFixture.queue)
+        #expect(unfinished.isEmpty)
+        #expect(keySeq == 3)
+        let last = try #require(try await fixture.events().last)
+        #expect(last.removedTransactions.transactions.map(\.transactionIdentifier) == [id])
+
+        var otherAccount = StoreFixture.queue
+        otherAccount.accountID = "mallory"
+        let denied = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: otherAccount) }
+        #expect(denied?.code == .permissionDenied)
+        var otherDevice = StoreFixture.queue
+        otherDevice.deviceID = "tablet"
+        let notHere = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: otherDevice) }
+        #expect(notHere?.code == .notFound)
+        fixture.remove()
+    }
+
+    @Test("an idempotency key returns the transaction it created for the same payment, and refuses a different one")
+    func idempotency() async throws {
+        let fixture = try StoreFixture()
+        let first = try await fixture.purchase("coins", key: "k1")
+        let again = try await fixture.purchase("coins", key: "k1")
+        #expect(again.transactionIdentifier == first.transactionIdentifier)
+        let found = try await fixture.store.transaction(forKey: "k1", app: StoreFixture.queue.appBundleID, account: "alice", digest: "digest-coins")
+        #expect(found?.transactionIdentifier == first.transactionIdentifier)
+        let reused = await #expect(throws: RPCError.self) { _ = try await fixture.purchase("pack", key: "k1") }
+        #expect(reused?.code == .failedPrecondition)
+        fixture.remove()
+    }
+
+    @Test("identifiers and data survive a reopen of the database")
+    func durable() async throws {
+        let fixture = try StoreFixture()
+        let first = try await fixture.purchase("coins")
+        try fixture.database.close()
+        let reopened = try StoreDatabase(directory: fixture.directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
+        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: reopened, publisher: nil))
+        #expect(try await store.due() == [first.transactionIdentifier], "still PURCHASING: decided after a restart")
+        try await store.setPolicy(.with { $0.mode = .fail; $0.failError = .paymentNotAllowed; $0.purchasesRestricted = true }, app: "a", account: "")
+        let policy = try await store.policy(app: "a", account: "bob")
+        #expect(policy.isDefault && policy.policy.purchasesRestricted && policy.policy.failError == .paymentNotAllowed)
+        fixture.remove()
+    }
+}
