@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "Catalog", targets: ["Catalog"]),
         .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
+        .executable(name: "storebus-payment-queue", targets: ["storebus-payment-queue"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
@@ -80,12 +81,20 @@ let package = Package(
                 "StoreBus", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(
             name: "storebus-catalog",
             dependencies: [
                 "Catalog", "StoreBus", "StoreSchema",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-payment-queue",
+            dependencies: [
+                "PaymentQueue", "StoreBus", "StoreBusStorage", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

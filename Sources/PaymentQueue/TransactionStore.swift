@@ -189,7 +189,48 @@ public final class TransactionStore: Sendable {
         }
     }
 
+    /// An interrupted purchase resolved outside the app: a new PURCHASED transaction for the same
+    /// payment in the same queue, charged once. Resolving again returns that same transaction.
+    public func resolveInterrupted(_ id: String, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        try await writer.write { db, batch in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]) else {
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
+            }
+            guard row["interrupted"] as Bool else {
+                throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")
+            }
+            if let resolved = row["resolved_by"] as String? { return try Self.transaction(db, id: resolved)! }
+            let newID = try Self.nextIdentifier(db)
+            let nowMS = Self.milliseconds(now)
+            try db.execute(sql: """
+                INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
+                    application_username, request_data, ask_to_buy, storefront, price, currency,
+                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms)
+                SELECT ?, app, account, device, queue_key, ?, product_id, product_type, quantity,
+                    application_username, request_data, 0, storefront, price, currency, ?, 0, ?, ?, ?
+                FROM pq_transaction WHERE id = ?
+                """, arguments: [newID, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue,
+                                 Storebus_PaymentQueue_V1_PolicyMode.approve.rawValue, nowMS, nowMS, nowMS, id])
+            try Self.purchase(db, id: newID, at: nowMS)
+            try db.execute(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?", arguments: [newID, id])
+            let transaction = try Self.transaction(db, id: newID)!
+            try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
+            return transaction
+        }
+    }
+
     // MARK: Finishing and reading
+
+    /// Every transaction of an account in an app, across its devices, oldest first.
+    public func accountTransactions(app: String, account: String, includeFinished: Bool) async throws -> [Storebus_PaymentQueue_V1_PaymentTransaction] {
+        try await pool.read { db in
+            let ids = try String.fetchAll(db, sql: """
+                SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND (? OR finished = 0) ORDER BY created_ms, id
+                """, arguments: [app, account, includeFinished])
+            return try ids.map { try Self.transaction(db, id: $0)! }
+        }
+    }
+
 
     /// finishTransaction: PURCHASED, FAILED and RESTORED transactions leave the queue with a
     /// `removedTransactions` event; PURCHASING and DEFERRED ones cannot be finished; finishing twice is

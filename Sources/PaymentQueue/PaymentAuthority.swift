@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The sandbox payment authority: decides PURCHASING transactions when their time comes, by the
+/// policy copied onto each. It starts by deciding whatever a crash left PURCHASING, so no
+/// transaction stays PURCHASING across a restart.
+public final class PaymentAuthority: Service, Sendable {
+    let store: TransactionStore
+    let logger: Logger
+    private let bell = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let stopping = Atomic<Bool>(false)
+
+    /// An authority deciding the transactions of `store`.
+    public init(store: TransactionStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Tells the authority that a transaction was added (or that it should look again).
+    public func poke() {
+        let waiter = bell.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            while !stopping.load(ordering: .acquiring) && !Task.isCancelled {
+                do {
+                    try await decideDue()
+                } catch {
+                    logger.error("Deciding transactions failed; retrying", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: .milliseconds(100))
+                    continue
+                }
+                let next = try? await store.nextDecision()
+                let seconds = next.map { max(0, $0.timeIntervalSinceNow) } ?? 3600
+                await waitForPoke(timeout: .milliseconds(Int64(seconds * 1000) + 1))
+            }
+        } onGracefulShutdown: { [self] in
+            stopping.store(true, ordering: .releasing)
+            poke()
+        }
+    }
+
+    /// Decides every PURCHASING transaction that is due.
+    public func decideDue() async throws {
+        while true {
+            let due = try await store.due()
+            if due.isEmpty { return }
+            for id in due {
+                try await store.decide(id)
+            }
+        }
+    }
+
+    private func waitForPoke(timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let now = bell.withLock { state -> Bool in
+                        if state.pending {
+                            state.pending = false
+                            return true
+                        }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            // Whichever came first, release the other: the stored waiter (if still there) and the sleep.
+            let waiter = bell.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+            group.cancelAll()
+        }
+    }
+}

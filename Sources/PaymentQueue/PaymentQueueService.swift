@@ -1,0 +1,146 @@
+import Foundation
+import StoreBus
+import StoreSchema
+
+/// The handlers of `storebus.payment_queue.v1.PaymentQueue` and `PaymentQueueAdmin`.
+///
+/// Not served yet (answered UNIMPLEMENTED by the RPC layer): RestoreCompletedTransactions,
+/// RefundTransaction, ClearAccountTransactions and Reset.
+public struct PaymentQueueService: Sendable {
+    let store: TransactionStore
+    let catalog: CatalogLookup
+    let authority: PaymentAuthority
+
+    /// Handlers over `store`, asking `catalog` about products and poking `authority` on new payments.
+    public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority) {
+        self.store = store
+        self.catalog = catalog
+        self.authority = authority
+    }
+
+    /// A router answering the client and admin methods.
+    public var router: RPCRouter {
+        var router = RPCRouter()
+        let service = self
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments) { request, _ in
+            try await service.canMakePayments(request)
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment) { request, context in
+            try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, _ in
+            try request.queue.validate()
+            let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
+            return .with { $0.alreadyFinished = already }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions) { request, _ in
+            try request.queue.validate()
+            let (transactions, keySeq) = try await service.store.unfinished(request.queue)
+            return .with {
+                $0.transactions = transactions
+                $0.keySeq = keySeq
+                $0.queueKey = request.queue.key
+            }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy) { request, _ in
+            try await service.catalog.checkApp(request.appBundleID)
+            guard request.policy.mode != .unspecified else {
+                throw RPCError.invalidArgument(field: "policy.mode", "must be APPROVE, FAIL, ASK_TO_BUY or INTERRUPT")
+            }
+            guard request.policy.delayMs <= 600_000 else {
+                throw RPCError.invalidArgument(field: "policy.delayMs", "must be at most 600000")
+            }
+            try await service.store.setPolicy(request.policy, app: request.appBundleID, account: request.accountID)
+            service.authority.poke()
+            return .init()
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy) { request, _ in
+            try await service.catalog.checkApp(request.appBundleID)
+            let (policy, isDefault) = try await service.store.policy(app: request.appBundleID, account: request.accountID)
+            return .with {
+                $0.policy = policy
+                $0.isDefault = isDefault
+            }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy) { request, _ in
+            let transaction = try await service.store.answerAskToBuy(request.transactionIdentifier, approve: true)
+            return .with { $0.transaction = transaction }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy) { request, _ in
+            let transaction = try await service.store.answerAskToBuy(request.transactionIdentifier, approve: false)
+            return .with { $0.transaction = transaction }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase) { request, _ in
+            let transaction = try await service.store.resolveInterrupted(request.transactionIdentifier)
+            return .with { $0.transaction = transaction }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions) { request, _ in
+            try await service.catalog.checkApp(request.appBundleID)
+            let transactions = try await service.store.accountTransactions(app: request.appBundleID, account: request.accountID, includeFinished: request.includeFinished)
+            return .with { $0.transactions = transactions }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges) { request, _ in
+            try await service.catalog.checkApp(request.appBundleID)
+            let charges = try await service.store.charges(app: request.appBundleID, account: request.accountID)
+            return .with { $0.charges = charges }
+        }
+        return router
+    }
+
+    func canMakePayments(_ request: Storebus_PaymentQueue_V1_CanMakePaymentsRequest) async throws -> Storebus_PaymentQueue_V1_CanMakePaymentsResponse {
+        guard !request.accountID.isEmpty else { throw RPCError.invalidArgument(field: "accountId", "is required") }
+        try await catalog.checkApp(request.appBundleID)
+        let (policy, _) = try await store.policy(app: request.appBundleID, account: request.accountID)
+        return .with { $0.canMakePayments = !policy.purchasesRestricted }
+    }
+
+    /// SKPaymentQueue.add: validates, applies the idempotency key, asks the catalog, and creates the
+    /// transaction PURCHASING (decided by the authority) or FAILED at once.
+    func addPayment(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest, metadataKey: String?) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse {
+        try request.queue.validate()
+        var payment = request.payment
+        guard !payment.productIdentifier.isEmpty else {
+            throw RPCError.invalidArgument(field: "payment.productIdentifier", "is required")
+        }
+        if payment.quantity == 0 { payment.quantity = 1 }
+        guard (1...10).contains(payment.quantity) else {
+            throw RPCError.invalidArgument(field: "payment.quantity", "must be from 1 to 10")
+        }
+        let key = request.idempotencyKey.isEmpty ? (metadataKey ?? "") : request.idempotencyKey
+        var idempotency: (key: String, digest: String)?
+        if !key.isEmpty {
+            var canonical = request
+            canonical.idempotencyKey = ""
+            canonical.payment = payment
+            let digest = try canonical.jsonString()
+            idempotency = (key, digest)
+            if let existing = try await store.transaction(forKey: key, app: request.queue.appBundleID, account: request.queue.accountID, digest: digest) {
+                return .with { $0.transaction = existing }
+            }
+        }
+        let (record, storefront) = try await catalog.product(app: request.queue.appBundleID, identifier: payment.productIdentifier, storefront: request.storefront)
+        let type = record?.productType ?? .unspecified
+        let start: TransactionStore.NewTransaction.Start
+        if let record, record.clearedForSale, !record.price.isEmpty {
+            guard payment.quantity == 1 || type == .consumable else {
+                throw RPCError.invalidArgument(field: "payment.quantity", "can be more than 1 for consumable products only")
+            }
+            let (policy, _) = try await store.policy(app: request.queue.appBundleID, account: request.queue.accountID)
+            if policy.purchasesRestricted {
+                start = .failed(.make(.paymentNotAllowed))
+            } else if !payment.requestData.isEmpty {
+                start = .failed(.make(.unauthorizedRequestData))
+            } else {
+                start = .purchasing(policy: policy, decideAt: Date().addingTimeInterval(Double(policy.delayMs) / 1000))
+            }
+        } else {
+            start = .failed(.make(.storeProductNotAvailable))
+        }
+        let transaction = try await store.create(TransactionStore.NewTransaction(
+            queue: request.queue, payment: payment, productType: type, storefront: storefront,
+            price: record?.price ?? "", currency: record?.currencyCode ?? "", start: start, idempotency: idempotency
+        ))
+        authority.poke()
+        return .with { $0.transaction = transaction }
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import PaymentQueue
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+
+/// `storebus-payment-queue`: the durable payment queues, their state machine and the sandbox payment
+/// authority (storebus.payment_queue.v1).
+@main
+struct PaymentQueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storebus-payment-queue",
+        abstract: "Serve payment queues: transactions, the sandbox payment authority, the charge ledger."
+    )
+
+    @OptionGroup var host: HostOptions
+
+    @Option(name: .customLong("catalog-endpoint"), help: "RPC endpoint of storebus-catalog (repeatable). Also STOREBUS_CATALOG_ENDPOINTS or service.catalogEndpoints.")
+    var catalogEndpoints: [String] = []
+
+    @Option(help: "SQLite durability: full (default) or normal.")
+    var durability: Durability?
+
+    /// The config file's `service` section.
+    struct Settings: Decodable {
+        var catalogEndpoints: [String]?
+        var durability: Durability?
+    }
+
+    func run() async throws {
+        let configuration = try host.resolve(defaults: HostConfiguration(
+            rpcEndpoints: ["tcp://127.0.0.1:7302"], eventEndpoints: ["tcp://127.0.0.1:7312"], dataDirectory: "data/payment-queue"
+        ))
+        ServiceHost.bootstrapLogging(level: configuration.logLevel)
+        let settings = try configuration.serviceSection.map { try JSONDecoder().decode(Settings.self, from: $0) }
+        let environment = ProcessInfo.processInfo.environment["STOREBUS_CATALOG_ENDPOINTS"].map {
+            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        let catalog = catalogEndpoints.isEmpty ? (environment.flatMap { $0.isEmpty ? nil : $0 } ?? settings?.catalogEndpoints ?? ["tcp://127.0.0.1:7301"]) : catalogEndpoints
+        let host = try ServiceHost(process: "storebus-payment-queue", configuration: configuration)
+        let database = try StoreDatabase(
+            directory: try host.dataDirectory(), name: "payment-queue",
+            durability: durability ?? settings?.durability ?? .full, migrator: PaymentQueueSchema.migrator
+        )
+        let publisher = try host.makePublisher()
+        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints))
+        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), context: host.context, logger: host.logger)
+        let authority = PaymentAuthority(store: store, logger: host.logger)
+        var router = EventLogService.router(database: database)
+        router.merge(PaymentQueueService(store: store, catalog: CatalogLookup(client: catalogClient), authority: authority).router)
+        try await host.serve(
+            router: router,
+            services: [Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],
+            background: [authority],
+            publisher: publisher,
+            onShutdown: {
+                await catalogClient.shutdown()
+                try? database.close()
+            }
+        )
+    }
+}
+
+extension Durability: ExpressibleByArgument {}

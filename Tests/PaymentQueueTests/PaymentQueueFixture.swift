@@ -1,0 +1,106 @@
+import Foundation
+import Logging
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import ZeroMQ
+
+let deployDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("deploy")
+let puzzle = "com.storebus.demo.puzzle"
+let coins = "com.storebus.demo.puzzle.coins100"
+let levelPack = "com.storebus.demo.puzzle.levelpack1"
+
+/// Real `storebus-catalog` and `storebus-payment-queue` processes on ipc endpoints in a temporary
+/// directory, the payment queue's data kept across restarts.
+final class PaymentQueueFixture: Sendable {
+    let directory: TemporaryDirectory
+    let catalog: ServiceProcess
+    let queue: ServiceProcess
+    let catalogEndpoint: String
+    let rpcEndpoint: String
+    let eventEndpoint: String
+    static let context: ZeroMQ.Context = try! ZeroMQ.Context()
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "pq")
+        catalogEndpoint = directory.ipcEndpoint("catalog")
+        rpcEndpoint = directory.ipcEndpoint("pq")
+        eventEndpoint = directory.ipcEndpoint("pq-events")
+        catalog = ServiceProcess(
+            name: "storebus-catalog",
+            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", "warning"],
+            logFile: directory.url.appendingPathComponent("catalog.log")
+        )
+        queue = ServiceProcess(
+            name: "storebus-payment-queue",
+            arguments: ["--rpc-endpoint", rpcEndpoint, "--event-endpoint", eventEndpoint, "--data-dir", directory.path("data"),
+                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"],
+            logFile: directory.url.appendingPathComponent("payment-queue.log")
+        )
+    }
+
+    func start() async throws {
+        try catalog.start()
+        try await catalog.waitUntilServing(endpoint: catalogEndpoint)
+        try await startQueue()
+    }
+
+    func startQueue() async throws {
+        try queue.start()
+        try await queue.waitUntilServing(endpoint: rpcEndpoint)
+    }
+
+    func client() throws -> RPCClient {
+        try RPCClient(configuration: ClientConfiguration(endpoints: [rpcEndpoint]), context: Self.context)
+    }
+
+    /// A follower of one queue's events.
+    func follower(_ queueRef: Storebus_PaymentQueue_V1_QueueRef, client: RPCClient) throws -> EventFollower {
+        var configuration = EventFollower.Configuration(log: "payment-queue", key: queueRef.key, doorbellEndpoints: [eventEndpoint])
+        configuration.idlePoll = .milliseconds(200)
+        return try EventFollower(configuration: configuration, client: client, context: Self.context, logger: Logger(label: "test"))
+    }
+
+    func stop() async {
+        await queue.stop()
+        await catalog.stop()
+        directory.remove()
+    }
+}
+
+/// The callbacks an observer of one queue receives, collected in order.
+final class Observed: Sendable {
+    private let events = Mutex<[Storebus_PaymentQueue_V1_QueueEvent]>([])
+
+    func append(_ event: Storebus_Eventlog_V1_Event) throws {
+        let decoded = try Storebus_PaymentQueue_V1_QueueEvent(jsonString: try event.payload.jsonString())
+        events.withLock { $0.append(decoded) }
+    }
+
+    /// Every (transaction id, state) of updatedTransactions, and "removed" for removedTransactions.
+    var timeline: [(String, String)] {
+        events.withLock { events in
+            events.flatMap { event -> [(String, String)] in
+                switch event.event {
+                case .updatedTransactions(let updated): updated.transactions.map { ($0.transactionIdentifier, "\($0.transactionState)") }
+                case .removedTransactions(let removed): removed.transactions.map { ($0.transactionIdentifier, "removed") }
+                default: []
+                }
+            }
+        }
+    }
+
+    func states(of id: String) -> [String] {
+        timeline.filter { $0.0 == id }.map(\.1)
+    }
+}
+
+import Synchronization
+
+func queueRef(account: String = "alice", device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
+    .with {
+        $0.appBundleID = puzzle
+        $0.accountID = account
+        $0.deviceID = device
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import Testing
+
+@Suite("Payment queue, against the real storebus-payment-queue and storebus-catalog processes")
+struct PaymentQueueProcessTests {
+    func add(_ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String, quantity: Int32 = 1, storefront: String = "FRA", key: String = "") async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = product; $0.quantity = quantity }
+            $0.storefront = storefront
+            $0.idempotencyKey = key
+        }).transaction
+    }
+
+    @Test("a purchase goes purchasing -> purchased; the app delivers, finishes, and the transaction is removed from the queue")
+    func purchaseAndFinish() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        let observed = Observed()
+        let follower = try fixture.follower(queue, client: client)
+        let observing = Task { try await follower.follow(after: 0) { try observed.append($0) } }
+
+        // When the app adds a payment for coins
+        let added = try await add(client, queue, coins)
+        // Then the payment queue answers with a purchasing transaction with a numeric identifier
+        #expect(added.transactionState == .purchasing)
+        #expect(UInt64(added.transactionIdentifier) != nil)
+        // And the observer sees it purchasing, then purchased
+        #expect(await waitUntil { observed.states(of: added.transactionIdentifier) == ["purchasing", "purchased"] })
+        // And the unfinished transaction stays in the queue (it comes back at every launch) until finished
+        let pending = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue })
+        #expect(pending.transactions.map(\.transactionIdentifier) == [added.transactionIdentifier])
+        // When the app finishes it
+        let finished = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier })
+        #expect(!finished.alreadyFinished)
+        // Then it is removed and never listed again; finishing again is OK
+        #expect(await waitUntil { observed.states(of: added.transactionIdentifier).last == "removed" })
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.isEmpty)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier }).alreadyFinished)
+        // And the ledger has one charge in euros
+        let charges = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges
+        #expect(charges.map(\.amount) == ["0.99"] && charges.first?.currencyCode == "EUR")
+        observing.cancel()
+        await follower.shutdown()
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("unknown, not cleared and unpriced products fail with storeProductNotAvailable; bad quantities and unknown apps are call errors")
+    func invalidPayments() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        for product in ["com.storebus.demo.puzzle.nope", "com.storebus.demo.puzzle.retired", "com.storebus.demo.puzzle.usonly"] {
+            let failed = try await add(client, queue, product)
+            #expect(failed.transactionState == .failed)
+            #expect(failed.error.code == .storeProductNotAvailable)
+        }
+        let tooMany = await #expect(throws: RPCError.self) { _ = try await add(client, queue, coins, quantity: 11) }
+        #expect(tooMany?.details.fieldViolations.first?.field == "payment.quantity")
+        let notConsumable = await #expect(throws: RPCError.self) { _ = try await add(client, queue, levelPack, quantity: 2) }
+        #expect(notConsumable?.code == .invalidArgument)
+        let three = try await add(client, queue, coins, quantity: 3)
+        #expect(three.payment.quantity == 3)
+        var unknownApp = queue
+        unknownApp.appBundleID = "com.example.nobody"
+        let notFound = await #expect(throws: RPCError.self) { _ = try await add(client, unknownApp, coins) }
+        #expect(notFound?.code == .notFound)
+        #expect(await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.map(\.amount)) == ["2.97"]
+        })
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("an idempotency key returns the same transaction and never charges twice; reused for another payment it is FAILED_PRECONDITION")
+    func idempotencyKeys() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        let first = try await add(client, queue, coins, key: "order-1")
+        let retried = try await add(client, queue, coins, key: "order-1")
+        #expect(retried.transactionIdentifier == first.transactionIdentifier)
+        // The key may also travel as metadata, as the RPC layer's retries use it
+        let viaMetadata = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
+            $0.storefront = "FRA"
+        }, options: CallOptions(idempotencyKey: "order-1"))
+        #expect(viaMetadata.transaction.transactionIdentifier == first.transactionIdentifier)
+        let reused = await #expect(throws: RPCError.self) { _ = try await add(client, queue, levelPack, key: "order-1") }
+        #expect(reused?.code == .failedPrecondition)
+        #expect(await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count) == 1
+        })
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("Ask to Buy: deferred until a parent approves (purchased) or declines (failed); a deferred transaction cannot be finished")
+    func askToBuy() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef(account: "child")
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = "child"
+            $0.policy = .with { $0.mode = .askToBuy }
+        })
+        let asked = try await add(client, queue, levelPack)
+        #expect(await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .deferred
+        })
+        let early = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = asked.transactionIdentifier })
+        }
+        #expect(early?.code == .failedPrecondition)
+        let approved = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = asked.transactionIdentifier })
+        #expect(approved.transaction.transactionState == .purchased)
+        let second = try await add(client, queue, coins)
+        _ = await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.last?.transactionState) == .deferred
+        }
+        let declined = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy, .with { $0.transactionIdentifier = second.transactionIdentifier })
+        #expect(declined.transaction.transactionState == .failed && declined.transaction.error.code == .paymentCancelled)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("an account with purchase restrictions cannot make payments, and its payments fail with paymentNotAllowed")
+    func restrictedAccount() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments)
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = "kid"
+            $0.policy = .with { $0.mode = .approve; $0.purchasesRestricted = true }
+        })
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments == false)
+        let refused = try await add(client, queueRef(account: "kid"), coins)
+        #expect(refused.transactionState == .failed && refused.error.code == .paymentNotAllowed)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("killed with SIGKILL while a purchase is still purchasing, the restarted service completes it: nothing stays purchasing")
+    func purchasingSurvivesKill() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        // Given a policy that decides two seconds after the payment
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = "alice"
+            $0.policy = .with { $0.mode = .approve; $0.delayMs = 2_000 }
+        })
+        let added = try await add(client, queue, coins, key: "before-the-crash")
+        #expect(added.transactionState == .purchasing)
+        // When the service is killed before deciding, and restarted
+        await fixture.queue.kill()
+        try await fixture.startQueue()
+        // Then the purchase completes, once, and a retry with the key finds it
+        #expect(await waitUntil(timeout: .seconds(15)) {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
+        })
+        #expect(try await add(client, queue, coins, key: "before-the-crash").transactionIdentifier == added.transactionIdentifier)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count == 1)
+        await client.shutdown()
+        await fixture.stop()
+    }
+}
