@@ -79,6 +79,22 @@ public enum PaymentQueueSchema {
                 """)
             try db.execute(sql: "CREATE TABLE pq_sequence (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
         }
+        migrator.registerMigration("payment_queue_v2_restore_refund_clear") { db in
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN revoked_ms INTEGER")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN cleared INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: """
+                CREATE TABLE pq_restore (
+                    id TEXT PRIMARY KEY,
+                    app TEXT NOT NULL,
+                    account TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    count INTEGER NOT NULL,
+                    created_ms INTEGER NOT NULL
+                )
+                """)
+            try db.execute(sql: "CREATE UNIQUE INDEX pq_restore_key ON pq_restore (app, account, key) WHERE key != ''")
+        }
         return migrator
     }
 }

@@ -4,8 +4,7 @@ import StoreSchema
 
 /// The handlers of `storebus.payment_queue.v1.PaymentQueue` and `PaymentQueueAdmin`.
 ///
-/// Not served yet (answered UNIMPLEMENTED by the RPC layer): RestoreCompletedTransactions,
-/// RefundTransaction, ClearAccountTransactions and Reset.
+/// Not served yet (answered UNIMPLEMENTED by the RPC layer): Reset.
 public struct PaymentQueueService: Sendable {
     let store: TransactionStore
     let catalog: CatalogLookup
@@ -41,6 +40,32 @@ public struct PaymentQueueService: Sendable {
                 $0.keySeq = keySeq
                 $0.queueKey = request.queue.key
             }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { request, context in
+            try request.queue.validate()
+            try await service.catalog.checkApp(request.queue.appBundleID)
+            let key = request.idempotencyKey.isEmpty ? (context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "") : request.idempotencyKey
+            let (restoreID, count) = try await service.store.restore(
+                queue: request.queue, applicationUsername: request.hasApplicationUsername ? request.applicationUsername : nil, key: key
+            )
+            return .with {
+                $0.restoreID = restoreID
+                $0.restoredCount = UInt32(count)
+            }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction) { request, _ in
+            let (transaction, charge, revoked) = try await service.store.refund(request.transactionIdentifier)
+            return .with {
+                $0.transaction = transaction
+                if let charge { $0.charge = charge }
+                $0.revokedProductIdentifiers = revoked
+            }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions) { request, _ in
+            try await service.catalog.checkApp(request.appBundleID)
+            guard !request.accountID.isEmpty else { throw RPCError.invalidArgument(field: "accountId", "is required") }
+            let count = try await service.store.clear(app: request.appBundleID, account: request.accountID)
+            return .with { $0.clearedCount = UInt32(count) }
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy) { request, _ in
             try await service.catalog.checkApp(request.appBundleID)

@@ -282,18 +282,7 @@ public final class TransactionStore: Sendable {
     /// The ledger of an account in an app, oldest first.
     public func charges(app: String, account: String) async throws -> [Storebus_PaymentQueue_V1_Charge] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? ORDER BY id", arguments: [app, account]).map { row in
-                .with {
-                    $0.chargeID = String(row["id"] as Int64)
-                    $0.transactionIdentifier = row["transaction_id"]
-                    $0.productIdentifier = row["product_id"]
-                    $0.amount = row["amount"]
-                    $0.currencyCode = row["currency"]
-                    $0.storefront = row["storefront"]
-                    $0.chargedAt = .init(date: Date(timeIntervalSince1970: Double(row["charged_ms"] as Int64) / 1000))
-                    $0.refunded = row["refunded"]
-                }
-            }
+            try Row.fetchAll(db, sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? ORDER BY id", arguments: [app, account]).map(Self.charge)
         }
     }
 
@@ -362,7 +351,8 @@ public final class TransactionStore: Sendable {
         let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
         if type == .nonConsumable || type == .autoRenewableSubscription {
             let held = try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM pq_charge WHERE app = ? AND account = ? AND product_id = ? AND refunded = 0)
+                SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
+                               WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
                 """, arguments: [row["app"], row["account"], row["product_id"]]) ?? false
             if held { return }
         }
@@ -399,6 +389,9 @@ public final class TransactionStore: Sendable {
         transaction.storefront = row["storefront"]
         transaction.productType = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .unspecified
         transaction.finished = row["finished"]
+        if let revoked = row["revoked_ms"] as Int64? {
+            transaction.cancellationDate = .init(date: Date(timeIntervalSince1970: Double(revoked) / 1000))
+        }
         if let code = row["error_code"] as Int? {
             transaction.error = .with {
                 $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code) ?? .unknown

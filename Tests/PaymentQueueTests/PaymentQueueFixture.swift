@@ -90,6 +90,16 @@ final class Observed: Sendable {
         }
     }
 
+    /// The restore counts of every restoreCompletedTransactionsFinished, in order.
+    var restoresFinished: [UInt32] {
+        events.withLock { events in
+            events.compactMap { event in
+                if case .restoreCompletedTransactionsFinished(let finished) = event.event { return finished.restoredCount }
+                return nil
+            }
+        }
+    }
+
     func states(of id: String) -> [String] {
         timeline.filter { $0.0 == id }.map(\.1)
     }

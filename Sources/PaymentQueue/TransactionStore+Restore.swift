@@ -1,0 +1,162 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+
+extension TransactionStore {
+    /// restoreCompletedTransactions: for every completed non-consumable and auto-renewable purchase
+    /// of the account (with that applicationUsername, when given), a new RESTORED transaction in the
+    /// requesting queue pointing at the original, then restoreCompletedTransactionsFinished with the
+    /// count (0 is a definite answer). Restoring twice restores twice. With an idempotency key, a retry
+    /// returns the first restore's answer and restores nothing more. One database transaction.
+    public func restore(
+        queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, key: String, now: Date = Date()
+    ) async throws -> (restoreID: String, count: Int) {
+        try await writer.write { db, batch in
+            if !key.isEmpty, let row = try Row.fetchOne(db, sql: "SELECT id, count FROM pq_restore WHERE app = ? AND account = ? AND key = ?",
+                                                        arguments: [queue.appBundleID, queue.accountID, key]) {
+                return (row["id"], row["count"])
+            }
+            let nowMS = Self.milliseconds(now)
+            var sql = """
+                SELECT id FROM pq_transaction
+                WHERE app = ? AND account = ? AND state = ? AND product_type IN (?, ?) AND original_id IS NULL
+                  AND revoked_ms IS NULL AND cleared = 0
+                """
+            var arguments: StatementArguments = [
+                queue.appBundleID, queue.accountID, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
+                Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue,
+            ]
+            if let applicationUsername {
+                sql += " AND application_username = ?"
+                arguments += [applicationUsername]
+            }
+            let originals = try String.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
+            var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
+            for original in originals {
+                let id = try Self.nextIdentifier(db)
+                try db.execute(sql: """
+                    INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
+                        application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
+                        policy_mode, policy_error, decide_at_ms, created_ms, date_ms)
+                    SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
+                        application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?
+                    FROM pq_transaction WHERE id = ?
+                    """, arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
+                                     nowMS, nowMS, nowMS, original])
+                restored.append(try Self.transaction(db, id: id)!)
+            }
+            let restoreID = "restore-" + (try Self.nextIdentifier(db))
+            try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, restored.count, nowMS])
+            if !restored.isEmpty {
+                try batch.append(key: queue.key, Self.updated(restored, queue: queue))
+            }
+            try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.queue = queue
+                $0.restoreCompletedTransactionsFinished = .with {
+                    $0.restoreID = restoreID
+                    $0.restoredCount = UInt32(restored.count)
+                }
+            })
+            return (restoreID, restored.count)
+        }
+    }
+
+    /// Refunds a PURCHASED transaction: its charge is marked refunded, its cancellation date set, and
+    /// for non-consumables and subscriptions every queue of the account hears that the entitlement is
+    /// revoked (didRevokeEntitlementsForProductIdentifiers). Refunding twice changes nothing.
+    public func refund(_ id: String, now: Date = Date()) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
+        try await writer.write { db, batch in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]) else {
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
+            }
+            guard row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue else {
+                throw RPCError(.failedPrecondition, "only purchased transactions can be refunded; restored ones through their original")
+            }
+            let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
+            let product: String = row["product_id"]
+            let revokes = type == .nonConsumable || type == .autoRenewableSubscription
+            if row["revoked_ms"] as Int64? == nil {
+                let nowMS = Self.milliseconds(now)
+                try db.execute(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?", arguments: [nowMS, id, id])
+                try db.execute(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?", arguments: [id])
+                if revokes {
+                    let queues = try Row.fetchAll(db, sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key",
+                                                  arguments: [row["app"], row["account"]])
+                    for queueRow in queues {
+                        let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+                            $0.appBundleID = queueRow["app"]
+                            $0.accountID = queueRow["account"]
+                            $0.deviceID = queueRow["device"]
+                        }
+                        try batch.append(key: queueRow["queue_key"], Storebus_PaymentQueue_V1_QueueEvent.with {
+                            $0.queue = queue
+                            $0.revokedEntitlements = .with {
+                                $0.productIdentifiers = [product]
+                                $0.transactionIdentifiers = [id]
+                                $0.revokedAt = .init(date: now)
+                            }
+                        })
+                    }
+                }
+            }
+            let charge = try Row.fetchOne(db, sql: "SELECT * FROM pq_charge WHERE transaction_id = ?", arguments: [id]).map(Self.charge)
+            return (try Self.transaction(db, id: id)!, charge, revokes ? [product] : [])
+        }
+    }
+
+    /// The sandbox's "clear purchase history": the account's transactions no longer count as held or
+    /// restorable, unfinished ones leave their queues (removed events) and held entitlements are
+    /// revoked. The ledger is kept. Returns how many transactions were cleared.
+    public func clear(app: String, account: String, now: Date = Date()) async throws -> Int {
+        try await writer.write { db, batch in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id",
+                                        arguments: [app, account])
+            var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
+            for row in rows where !(row["finished"] as Bool) {
+                var transaction = try Self.transaction(db, id: row["id"])!
+                transaction.finished = true
+                removedByQueue[row["queue_key"], default: []].append(transaction)
+            }
+            let held = try String.fetchAll(db, sql: """
+                SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
+                  AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
+                """, arguments: [app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
+                                 Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue])
+            let queues = try Row.fetchAll(db, sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key", arguments: [app, account])
+            try db.execute(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?", arguments: [app, account])
+            for queueRow in queues {
+                let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
+                let key: String = queueRow["queue_key"]
+                if let removed = removedByQueue[key] {
+                    try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                        $0.queue = queue
+                        $0.removedTransactions = .with { $0.transactions = removed }
+                    })
+                }
+                if !held.isEmpty {
+                    try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                        $0.queue = queue
+                        $0.revokedEntitlements = .with { $0.productIdentifiers = held; $0.revokedAt = .init(date: now) }
+                    })
+                }
+            }
+            return rows.count
+        }
+    }
+
+    static func charge(_ row: Row) -> Storebus_PaymentQueue_V1_Charge {
+        .with {
+            $0.chargeID = String(row["id"] as Int64)
+            $0.transactionIdentifier = row["transaction_id"]
+            $0.productIdentifier = row["product_id"]
+            $0.amount = row["amount"]
+            $0.currencyCode = row["currency"]
+            $0.storefront = row["storefront"]
+            $0.chargedAt = .init(date: Date(timeIntervalSince1970: Double(row["charged_ms"] as Int64) / 1000))
+            $0.refunded = row["refunded"]
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import Testing
+
+@Suite("Restoring, refunding and clearing, against the real processes")
+struct RestoreAndRefundTests {
+    let removeAds = "com.storebus.demo.puzzle.removeads"
+    let monthly = "com.storebus.demo.puzzle.premium.monthly"
+
+    func buy(_ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String, username: String = "") async throws -> String {
+        let id = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1; $0.applicationUsername = username }
+            $0.storefront = "USA"
+        }).transaction.transactionIdentifier
+        _ = await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions
+                .first { $0.transactionIdentifier == id }?.transactionState) == .purchased
+        }
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = id })
+        return id
+    }
+
+    func restore(_ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, username: String? = nil) async throws -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
+        try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
+            $0.queue = queue
+            if let username { $0.applicationUsername = username }
+        })
+    }
+
+    @Test("restore on a new device gives a restored transaction per completed non-consumable and subscription purchase, pointing at the original; twice gives two each")
+    func restoreTwice() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        // Given purchases on the phone: a consumable, a non-consumable and a subscription
+        let phone = queueRef(device: "phone")
+        _ = try await buy(client, phone, coins)
+        let adsID = try await buy(client, phone, removeAds)
+        let monthlyID = try await buy(client, phone, monthly)
+        // When the tablet restores twice
+        let tablet = queueRef(device: "tablet")
+        let observed = Observed()
+        let follower = try fixture.follower(tablet, client: client)
+        let observing = Task {
+            try await follower.follow(after: 0) { event in
+                try observed.append(event)
+            }
+        }
+        let first = try await restore(client, tablet)
+        let second = try await restore(client, tablet)
+        // Then each restore restored the two non-consumable/subscription purchases, not the coins
+        #expect(first.restoredCount == 2 && second.restoredCount == 2)
+        let restored = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = tablet }).transactions
+        #expect(restored.count == 4)
+        #expect(restored.allSatisfy { $0.transactionState == .restored })
+        #expect(Set(restored.map(\.originalTransaction.transactionIdentifier)) == [adsID, monthlyID])
+        #expect(Set(restored.map(\.transactionIdentifier)).count == 4, "each restore makes new identifiers")
+        // And the observer heard the four restored transactions and restoreCompletedTransactionsFinished after each batch
+        #expect(await waitUntil { observed.restoresFinished == [2, 2] })
+        #expect(observed.timeline.map(\.1) == ["restored", "restored", "restored", "restored"])
+        await follower.shutdown()
+        observing.cancel()
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("restore filtered by applicationUsername; an account with nothing to restore gets a definite 0")
+    func restoreFilterAndNothing() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let phone = queueRef()
+        _ = try await buy(client, phone, removeAds, username: "player-1")
+        _ = try await buy(client, phone, monthly, username: "player-2")
+        #expect(try await restore(client, phone, username: "player-1").restoredCount == 1)
+        #expect(try await restore(client, phone, username: "nobody").restoredCount == 0)
+        #expect(try await restore(client, queueRef(account: "newcomer")).restoredCount == 0)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("a refund revokes the entitlement on every queue of the account, and the purchase is no longer restored")
+    func refund() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let phone = queueRef(device: "phone"), tablet = queueRef(device: "tablet")
+        let adsID = try await buy(client, phone, removeAds)
+        _ = try await buy(client, tablet, coins)
+        let refunded = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with { $0.transactionIdentifier = adsID })
+        #expect(refunded.revokedProductIdentifiers == [removeAds])
+        #expect(refunded.charge.refunded)
+        #expect(refunded.transaction.hasCancellationDate)
+        // Refunding twice changes nothing
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with { $0.transactionIdentifier = adsID }).charge.refunded)
+        // Both devices' queues carry the revocation
+        for queue in [phone, tablet] {
+            let revoked = try await fixture.events(queue, client: client).filter { $0.revokedEntitlements.productIdentifiers == [removeAds] }
+            #expect(revoked.count == 1, "\(queue.deviceID)")
+        }
+        #expect(try await restore(client, phone).restoredCount == 0)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("clearing an account's history lets a held non-consumable be bought and charged afresh; the ledger is kept")
+    func clearHistory() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let phone = queueRef()
+        _ = try await buy(client, phone, removeAds)
+        _ = try await buy(client, phone, removeAds)  // held: no second charge
+        let charges = { try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count }
+        #expect(try await charges() == 1)
+        let cleared = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions, .with { $0.appBundleID = puzzle; $0.accountID = "alice" })
+        #expect(cleared.clearedCount == 2)
+        #expect(try await restore(client, phone).restoredCount == 0)
+        _ = try await buy(client, phone, removeAds)
+        #expect(try await charges() == 2)
+        await client.shutdown()
+        await fixture.stop()
+    }
+}
+
+extension PaymentQueueFixture {
+    /// Every event of a queue so far.
+    func events(_ queue: Storebus_PaymentQueue_V1_QueueRef, client: RPCClient) async throws -> [Storebus_PaymentQueue_V1_QueueEvent] {
+        let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with { $0.key = queue.key; $0.limit = 1000 })
+        return try page.events.map { try Storebus_PaymentQueue_V1_QueueEvent(jsonString: try $0.payload.jsonString()) }
+    }
+}
