@@ -4,7 +4,6 @@ import StoreSchema
 
 /// The handlers of `storebus.payment_queue.v1.PaymentQueue` and `PaymentQueueAdmin`.
 ///
-/// Not served yet (answered UNIMPLEMENTED by the RPC layer): Reset.
 public struct PaymentQueueService: Sendable {
     let store: TransactionStore
     let catalog: CatalogLookup
@@ -66,6 +65,10 @@ public struct PaymentQueueService: Sendable {
             guard !request.accountID.isEmpty else { throw RPCError.invalidArgument(field: "accountId", "is required") }
             let count = try await service.store.clear(app: request.appBundleID, account: request.accountID)
             return .with { $0.clearedCount = UInt32(count) }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset) { _, _ in
+            try await service.store.reset()
+            return .init()
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy) { request, _ in
             try await service.catalog.checkApp(request.appBundleID)

@@ -112,39 +112,58 @@ extension TransactionStore {
     /// revoked. The ledger is kept. Returns how many transactions were cleared.
     public func clear(app: String, account: String, now: Date = Date()) async throws -> Int {
         try await writer.write { db, batch in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id",
-                                        arguments: [app, account])
-            var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
-            for row in rows where !(row["finished"] as Bool) {
-                var transaction = try Self.transaction(db, id: row["id"])!
-                transaction.finished = true
-                removedByQueue[row["queue_key"], default: []].append(transaction)
-            }
-            let held = try String.fetchAll(db, sql: """
-                SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
-                  AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
-                """, arguments: [app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
-                                 Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue])
-            let queues = try Row.fetchAll(db, sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key", arguments: [app, account])
-            try db.execute(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?", arguments: [app, account])
-            for queueRow in queues {
-                let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
-                let key: String = queueRow["queue_key"]
-                if let removed = removedByQueue[key] {
-                    try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                        $0.queue = queue
-                        $0.removedTransactions = .with { $0.transactions = removed }
-                    })
-                }
-                if !held.isEmpty {
-                    try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                        $0.queue = queue
-                        $0.revokedEntitlements = .with { $0.productIdentifiers = held; $0.revokedAt = .init(date: now) }
-                    })
-                }
-            }
-            return rows.count
+            try Self.clear(db, &batch, app: app, account: account, now: now)
         }
+    }
+
+    /// Reset of the whole sandbox: every account is cleared (its queues hear removed and revoked
+    /// events, so followers stay consistent), then every transaction, key, charge, restore and policy
+    /// is deleted. The event log is never rewound and identifiers keep counting up, so nothing issued
+    /// before a reset is ever issued again.
+    public func reset(now: Date = Date()) async throws {
+        try await writer.write { db, batch in
+            for row in try Row.fetchAll(db, sql: "SELECT DISTINCT app, account FROM pq_transaction ORDER BY app, account") {
+                _ = try Self.clear(db, &batch, app: row["app"], account: row["account"], now: now)
+            }
+            for table in ["pq_idempotency", "pq_charge", "pq_restore", "pq_transaction", "pq_policy"] {
+                try db.execute(sql: "DELETE FROM \(table)")
+            }
+        }
+    }
+
+    static func clear(_ db: Database, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
+        let rows = try Row.fetchAll(db, sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id",
+                                    arguments: [app, account])
+        var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
+        for row in rows where !(row["finished"] as Bool) {
+            var transaction = try Self.transaction(db, id: row["id"])!
+            transaction.finished = true
+            removedByQueue[row["queue_key"], default: []].append(transaction)
+        }
+        let held = try String.fetchAll(db, sql: """
+            SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
+              AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
+            """, arguments: [app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
+                             Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue])
+        let queues = try Row.fetchAll(db, sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key", arguments: [app, account])
+        try db.execute(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?", arguments: [app, account])
+        for queueRow in queues {
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
+            let key: String = queueRow["queue_key"]
+            if let removed = removedByQueue[key] {
+                try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                    $0.queue = queue
+                    $0.removedTransactions = .with { $0.transactions = removed }
+                })
+            }
+            if !held.isEmpty {
+                try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                    $0.queue = queue
+                    $0.revokedEntitlements = .with { $0.productIdentifiers = held; $0.revokedAt = .init(date: now) }
+                })
+            }
+        }
+        return rows.count
     }
 
     static func charge(_ row: Row) -> Storebus_PaymentQueue_V1_Charge {

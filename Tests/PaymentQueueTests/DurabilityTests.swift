@@ -1,0 +1,160 @@
+import Foundation
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+import Testing
+
+@Suite("Payment queue durability and sandbox controls, against the real processes")
+struct DurabilityTests {
+    @Test("under load, through repeated SIGKILL and restart: every acknowledged purchase is charged exactly once and nothing stays purchasing")
+    func killUnderLoad() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let clients = 8, purchasesPerClient = 25
+        let acknowledged = Acknowledged()  // idempotency key -> transaction id
+        let buyersDone = Atomic<Bool>(false)
+        // Decisions come 200 ms after each payment, so kills find transactions still purchasing
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.policy = .with { $0.mode = .approve; $0.delayMs = 200 }
+        })
+
+        // Given clients buying coins, each purchase retried with its idempotency key until answered
+        let buyers = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for buyer in 0..<clients {
+                    group.addTask {
+                        for purchase in 0..<purchasesPerClient {
+                            let key = "buyer\(buyer)-purchase\(purchase)"
+                            let queue = queueRef(account: "buyer\(buyer)", device: "device")
+                            while true {
+                                do {
+                                    let answer = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                                        $0.queue = queue
+                                        $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
+                                        $0.storefront = "USA"
+                                        $0.idempotencyKey = key
+                                    }, options: CallOptions(timeout: .seconds(2), idempotencyKey: key))
+                                    acknowledged.withLock { $0[key] = answer.transaction.transactionIdentifier }
+                                    break
+                                } catch {
+                                    try await Task.sleep(for: .milliseconds(20))  // the service is restarting: retry
+                                }
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            buyersDone.store(true, ordering: .releasing)
+        }
+        // When the service is killed with SIGKILL three times while they buy
+        var random = SystemRandomNumberGenerator()
+        var killsDuringLoad = 0
+        for _ in 0..<3 {
+            try await Task.sleep(for: .milliseconds(Int.random(in: 30...120, using: &random)))
+            if !buyersDone.load(ordering: .acquiring) { killsDuringLoad += 1 }
+            await fixture.queue.kill()
+            try await fixture.startQueue()
+        }
+        try await buyers.value
+        #expect(killsDuringLoad >= 2, "the kills must land while purchases are being made")
+        #expect(acknowledged.withLock { $0.count } == clients * purchasesPerClient)
+
+        // Then, once the authority has caught up, nothing is purchasing
+        var all: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
+        #expect(await waitUntil(timeout: .seconds(20)) {
+            all = []
+            for buyer in 0..<clients {
+                all += (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
+                    $0.appBundleID = puzzle
+                    $0.accountID = "buyer\(buyer)"
+                    $0.includeFinished = true
+                }).transactions) ?? []
+            }
+            return all.count == clients * purchasesPerClient && all.allSatisfy { $0.transactionState == .purchased }
+        }, "states: \(Dictionary(grouping: all, by: \.transactionState).mapValues(\.count))")
+        // And each acknowledged purchase is in the ledger exactly once, with no charge for anything else
+        var charged: [String] = []
+        for buyer in 0..<clients {
+            charged += try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
+                $0.appBundleID = puzzle
+                $0.accountID = "buyer\(buyer)"
+            }).charges.map(\.transactionIdentifier)
+        }
+        #expect(charged.sorted() == acknowledged.withLock { Array($0.values) }.sorted())
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("an interrupted purchase fails, then a new purchased transaction appears once the issue is resolved")
+    func interruptedPurchase() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = "alice"
+            $0.policy = .with { $0.mode = .interrupt }
+        })
+        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
+        }).transaction
+        #expect(await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .failed
+        })
+        let resolved = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, .with { $0.transactionIdentifier = added.transactionIdentifier })
+        #expect(resolved.transaction.transactionState == .purchased)
+        #expect(resolved.transaction.transactionIdentifier != added.transactionIdentifier)
+        let again = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, .with { $0.transactionIdentifier = added.transactionIdentifier })
+        #expect(again.transaction.transactionIdentifier == resolved.transaction.transactionIdentifier, "resolving twice adds nothing")
+        let pending = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions
+        #expect(pending.map(\.transactionState) == [.failed, .purchased])
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count == 1)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("reset empties the sandbox: queues hear removed events, policies go, identifiers keep counting up")
+    func reset() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        let before = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
+        }).transaction
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = "alice"
+            $0.policy = .with { $0.mode = .fail; $0.failError = .paymentInvalid }
+        })
+        _ = await waitUntil {
+            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
+        }
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, .init())
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.isEmpty)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).isDefault)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.isEmpty)
+        let events = try await fixture.events(queue, client: client)
+        #expect(events.last?.removedTransactions.transactions.map(\.transactionIdentifier) == [before.transactionIdentifier])
+        let after = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
+        }).transaction
+        #expect(UInt64(after.transactionIdentifier)! > UInt64(before.transactionIdentifier)!)
+        await client.shutdown()
+        await fixture.stop()
+    }
+}
+
+/// Answers clients received, by idempotency key, shared by concurrent buyers.
+final class Acknowledged: Sendable {
+    private let state = Mutex<[String: String]>([:])
+    func withLock<T>(_ body: (inout [String: String]) -> T) -> T { state.withLock { body(&$0) } }
+}
