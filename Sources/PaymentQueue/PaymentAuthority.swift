@@ -56,9 +56,7 @@ public final class PaymentAuthority: Service, Sendable {
         while true {
             let due = try await store.due()
             if due.isEmpty { return }
-            for id in due {
-                try await store.decide(id)
-            }
+            try await store.decide(due)
         }
     }
 

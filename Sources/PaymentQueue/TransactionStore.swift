@@ -143,30 +143,41 @@ public final class TransactionStore: Sendable {
     /// transaction, or nil when it was no longer PURCHASING (decided already).
     @discardableResult
     public func decide(_ id: String, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        try await decide([id], now: now).first
+    }
+
+    /// Decides several transactions in one database transaction (one commit, one fsync for all: the
+    /// authority's group commit). Returns the ones that were still PURCHASING, decided.
+    @discardableResult
+    public func decide(_ ids: [String], now: Date = Date()) async throws -> [Storebus_PaymentQueue_V1_PaymentTransaction] {
         try await writer.write { db, batch in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]),
-                  row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
-            else { return nil }
-            let nowMS = Self.milliseconds(now)
-            let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["policy_mode"]) ?? .approve
-            if row["ask_to_buy"] as Bool || mode == .askToBuy {
-                try Self.setState(db, id: id, .deferred, at: nowMS)
-            } else {
-                switch mode {
-                case .fail:
-                    let code = Storebus_PaymentQueue_V1_SKError(rawValue: row["policy_error"]) ?? .unknown
-                    try Self.fail(db, id: id, .make(code), at: nowMS)
-                case .interrupt:
-                    try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS)
-                    try db.execute(sql: "UPDATE pq_transaction SET interrupted = 1 WHERE id = ?", arguments: [id])
-                default:
-                    try Self.purchase(db, id: id, at: nowMS)
-                }
-            }
-            let transaction = try Self.transaction(db, id: id)!
-            try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
-            return transaction
+            try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }
         }
+    }
+
+    static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, id: String, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]),
+              row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
+        else { return nil }
+        let nowMS = Self.milliseconds(now)
+        let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["policy_mode"]) ?? .approve
+        if row["ask_to_buy"] as Bool || mode == .askToBuy {
+            try Self.setState(db, id: id, .deferred, at: nowMS)
+        } else {
+            switch mode {
+            case .fail:
+                let code = Storebus_PaymentQueue_V1_SKError(rawValue: row["policy_error"]) ?? .unknown
+                try Self.fail(db, id: id, .make(code), at: nowMS)
+            case .interrupt:
+                try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS)
+                try db.execute(sql: "UPDATE pq_transaction SET interrupted = 1 WHERE id = ?", arguments: [id])
+            default:
+                try Self.purchase(db, id: id, at: nowMS)
+            }
+        }
+        let transaction = try Self.transaction(db, id: id)!
+        try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
+        return transaction
     }
 
     /// Ask to Buy: a DEFERRED transaction approved becomes PURCHASED (and charged); declined, FAILED
@@ -237,7 +248,15 @@ public final class TransactionStore: Sendable {
     /// OK (returns true for "already finished"). A transaction of another account is PERMISSION_DENIED;
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
-        try await writer.write { db, batch in
+        // Refusals and repeats are answered from a read, without taking the single writer.
+        let current = try await pool.read { db in try Self.transaction(db, id: id) }
+        if let current, current.queue.key == queue.key {
+            if current.finished { return true }
+            if current.transactionState == .purchasing || current.transactionState == .deferred {
+                throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState) and cannot be finished yet")
+            }
+        }
+        return try await writer.write { db, batch in
             guard let current = try Self.transaction(db, id: id), current.queue.appBundleID == queue.appBundleID else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }

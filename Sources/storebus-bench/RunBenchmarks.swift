@@ -33,7 +33,10 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(help: "Print each round's figures on standard error.")
     var verbose = false
 
-    @Option(help: "Run only the benchmarks of these groups (transport); all when omitted.")
+    @Option(help: "Purchase flows per round for the durable purchase figure.")
+    var purchases = 2_000
+
+    @Option(help: "Run only the benchmarks of these groups (transport, durable); all when omitted.")
     var only: [String] = []
 
     func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
@@ -45,6 +48,9 @@ struct RunBenchmarks: AsyncParsableCommand {
             return handler
         }
         if wants("transport") { try await transportAndRPC() }
+        if wants("durable") {
+            try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
+        }
     }
 
     /// The ~300-byte JSON body of every transport and RPC benchmark.
