@@ -95,6 +95,10 @@ public enum PaymentQueueSchema {
                 """)
             try db.execute(sql: "CREATE UNIQUE INDEX pq_restore_key ON pq_restore (app, account, key) WHERE key != ''")
         }
+        migrator.registerMigration("payment_queue_v3_downloads") { db in
+            // Hosted content of the product, as a JSON array of storebus.payment_queue.v1.Download.
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN downloads TEXT NOT NULL DEFAULT '[]'")
+        }
         return migrator
     }
 }

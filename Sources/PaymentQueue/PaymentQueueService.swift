@@ -44,6 +44,12 @@ public struct PaymentQueueService: Sendable {
             try request.queue.validate()
             try await service.catalog.checkApp(request.queue.appBundleID)
             let key = request.idempotencyKey.isEmpty ? (context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "") : request.idempotencyKey
+            let (policy, _) = try await service.store.policy(app: request.queue.appBundleID, account: request.queue.accountID)
+            if policy.mode == .fail {
+                // The sandbox fails restores as it fails payments: the observer hears the reason.
+                let restoreID = try await service.store.failRestore(queue: request.queue, error: .make(policy.failError))
+                return .with { $0.restoreID = restoreID }
+            }
             let (restoreID, count) = try await service.store.restore(
                 queue: request.queue, applicationUsername: request.hasApplicationUsername ? request.applicationUsername : nil, key: key
             )
@@ -164,10 +170,19 @@ public struct PaymentQueueService: Sendable {
         } else {
             start = .failed(.make(.storeProductNotAvailable))
         }
-        let transaction = try await store.create(TransactionStore.NewTransaction(
+        var new = TransactionStore.NewTransaction(
             queue: request.queue, payment: payment, productType: type, storefront: storefront,
             price: record?.price ?? "", currency: record?.currencyCode ?? "", start: start, idempotency: idempotency
-        ))
+        )
+        new.downloads = (record?.hostedContent ?? []).map { content in
+            .with {
+                $0.contentIdentifier = content.contentIdentifier
+                $0.contentVersion = content.version
+                $0.contentLength = content.contentLength
+                $0.state = .waiting
+            }
+        }
+        let transaction = try await store.create(new)
         authority.poke()
         return .with { $0.transaction = transaction }
     }

@@ -39,9 +39,9 @@ extension TransactionStore {
                 try db.execute(sql: """
                     INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                         application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
-                        policy_mode, policy_error, decide_at_ms, created_ms, date_ms)
+                        policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                     SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
-                        application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?
+                        application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads
                     FROM pq_transaction WHERE id = ?
                     """, arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
                                      nowMS, nowMS, nowMS, original])
@@ -61,6 +61,24 @@ extension TransactionStore {
                 }
             })
             return (restoreID, restored.count)
+        }
+    }
+
+    /// A restore that the sandbox makes fail (the account's policy is FAIL): nothing is restored and
+    /// the queue hears restoreCompletedTransactionsFailedWithError with the reason.
+    public func failRestore(queue: Storebus_PaymentQueue_V1_QueueRef, error: Storebus_PaymentQueue_V1_StoreKitError, now: Date = Date()) async throws -> String {
+        try await writer.write { db, batch in
+            let restoreID = "restore-" + (try Self.nextIdentifier(db))
+            try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, '', 0, ?)",
+                           arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, Self.milliseconds(now)])
+            try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.queue = queue
+                $0.restoreCompletedTransactionsFailed = .with {
+                    $0.restoreID = restoreID
+                    $0.error = error
+                }
+            })
+            return restoreID
         }
     }
 

@@ -33,6 +33,8 @@ public final class TransactionStore: Sendable {
         public var start: Start
         /// The idempotency key and a digest of the request that carried it.
         public var idempotency: (key: String, digest: String)?
+        /// The product's hosted content, offered as downloads once purchased or restored.
+        public var downloads: [Storebus_PaymentQueue_V1_Download] = []
 
         public enum Start: Sendable {
             case purchasing(policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAt: Date)
@@ -99,14 +101,15 @@ public final class TransactionStore: Sendable {
             try db.execute(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                     application_username, request_data, ask_to_buy, storefront, price, currency, error_code, error_message,
-                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [
                     id, new.queue.appBundleID, new.queue.accountID, new.queue.deviceID, new.queue.key, state.rawValue,
                     new.payment.productIdentifier, new.productType.rawValue, max(1, new.payment.quantity),
                     new.payment.applicationUsername, new.payment.requestData, new.payment.simulatesAskToBuyInSandbox,
                     new.storefront, new.price, new.currency, error.map { $0.code.rawValue }, error?.localizedDescription,
                     policy.mode.rawValue, policy.failError.rawValue, decideAt, nowMS, nowMS,
+                    try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads),
                 ])
             if let idempotency = new.idempotency {
                 try db.execute(
@@ -216,9 +219,9 @@ public final class TransactionStore: Sendable {
             try db.execute(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                     application_username, request_data, ask_to_buy, storefront, price, currency,
-                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms)
+                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                 SELECT ?, app, account, device, queue_key, ?, product_id, product_type, quantity,
-                    application_username, request_data, 0, storefront, price, currency, ?, 0, ?, ?, ?
+                    application_username, request_data, 0, storefront, price, currency, ?, 0, ?, ?, ?, downloads
                 FROM pq_transaction WHERE id = ?
                 """, arguments: [newID, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue,
                                  Storebus_PaymentQueue_V1_PolicyMode.approve.rawValue, nowMS, nowMS, nowMS, id])
@@ -408,6 +411,14 @@ public final class TransactionStore: Sendable {
         transaction.storefront = row["storefront"]
         transaction.productType = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .unspecified
         transaction.finished = row["finished"]
+        if transaction.transactionState == .purchased || transaction.transactionState == .restored,
+           let text = row["downloads"] as String?, text != "[]" {
+            transaction.downloads = try Storebus_PaymentQueue_V1_Download.array(fromJSONString: text).map { download in
+                var download = download
+                download.transactionIdentifier = transaction.transactionIdentifier
+                return download
+            }
+        }
         if let revoked = row["revoked_ms"] as Int64? {
             transaction.cancellationDate = .init(date: Date(timeIntervalSince1970: Double(revoked) / 1000))
         }

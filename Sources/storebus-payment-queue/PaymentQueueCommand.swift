@@ -46,6 +46,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         let publisher = try host.makePublisher()
         let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), context: host.context, logger: host.logger)
+        try await applyConfiguredPolicies(configuration.serviceSection, store: store)
         let authority = PaymentAuthority(store: store, logger: host.logger)
         var router = EventLogService.router(database: database)
         router.merge(PaymentQueueService(store: store, catalog: CatalogLookup(client: catalogClient), authority: authority).router)
@@ -63,3 +64,25 @@ struct PaymentQueueCommand: AsyncParsableCommand {
 }
 
 extension Durability: ExpressibleByArgument {}
+
+/// Applies the config file's `service.policies`: a list of
+/// `{"app": ..., "account": ... (omit for the app's default), "policy": <PaymentPolicy as proto3 JSON>}`,
+/// such as `{"app": "com.example", "account": "kid", "policy": {"mode": "POLICY_MODE_APPROVE",
+/// "purchasesRestricted": true}}` for an account with purchase restrictions.
+func applyConfiguredPolicies(_ section: Data?, store: TransactionStore) async throws {
+    guard let section, let object = try JSONSerialization.jsonObject(with: section) as? [String: Any],
+          let entries = object["policies"] as? [[String: Any]]
+    else { return }
+    for (index, entry) in entries.enumerated() {
+        guard let app = entry["app"] as? String, !app.isEmpty, let policyObject = entry["policy"] else {
+            throw StartupError("service.policies[\(index)] needs \"app\" and \"policy\"")
+        }
+        let policy: Storebus_PaymentQueue_V1_PaymentPolicy
+        do {
+            policy = try Storebus_PaymentQueue_V1_PaymentPolicy(jsonUTF8Data: JSONSerialization.data(withJSONObject: policyObject))
+        } catch {
+            throw StartupError("service.policies[\(index)].policy is not a PaymentPolicy: \(error)")
+        }
+        try await store.setPolicy(policy.mode == .unspecified ? { var p = policy; p.mode = .approve; return p }() : policy, app: app, account: entry["account"] as? String ?? "")
+    }
+}

@@ -21,7 +21,7 @@ final class PaymentQueueFixture: Sendable {
     let eventEndpoint: String
     static let context: ZeroMQ.Context = try! ZeroMQ.Context()
 
-    init() throws {
+    init(configFile: (TemporaryDirectory) throws -> String? = { _ in nil }) throws {
         directory = try TemporaryDirectory(prefix: "pq")
         catalogEndpoint = directory.ipcEndpoint("catalog")
         rpcEndpoint = directory.ipcEndpoint("pq")
@@ -31,10 +31,11 @@ final class PaymentQueueFixture: Sendable {
             arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", "warning"],
             logFile: directory.url.appendingPathComponent("catalog.log")
         )
+        let config = try configFile(directory)
         queue = ServiceProcess(
             name: "storebus-payment-queue",
             arguments: ["--rpc-endpoint", rpcEndpoint, "--event-endpoint", eventEndpoint, "--data-dir", directory.path("data"),
-                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"],
+                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"] + (config.map { ["--config", $0] } ?? []),
             logFile: directory.url.appendingPathComponent("payment-queue.log")
         )
     }

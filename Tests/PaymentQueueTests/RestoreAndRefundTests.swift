@@ -133,3 +133,72 @@ extension PaymentQueueFixture {
         return try page.events.map { try Storebus_PaymentQueue_V1_QueueEvent(jsonString: try $0.payload.jsonString()) }
     }
 }
+
+@Suite("Hosted content, failing restores and configured restrictions, against the real processes")
+struct PaymentQueueExtrasTests {
+    @Test("a purchased or restored product with hosted content carries its downloads: content identifier, version, length")
+    func downloads() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = levelPack; $0.quantity = 1 }
+        }).transaction
+        #expect(added.downloads.isEmpty, "not while purchasing")
+        var purchased: Storebus_PaymentQueue_V1_PaymentTransaction?
+        #expect(await waitUntil {
+            purchased = try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first
+            return purchased?.transactionState == .purchased
+        })
+        let download = try #require(purchased?.downloads.first)
+        #expect(download.contentIdentifier == levelPack && download.contentVersion == "1.0" && download.contentLength == 26865 + 57124)
+        #expect(download.transactionIdentifier == added.transactionIdentifier && download.state == .waiting)
+        let tablet = queueRef(device: "tablet")
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = tablet })
+        let restored = try #require(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = tablet }).transactions.first)
+        #expect(restored.downloads.map(\.contentIdentifier) == [levelPack])
+        #expect(restored.downloads.first?.transactionIdentifier == restored.transactionIdentifier)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("when the sandbox fails payments it fails restores too: restoreCompletedTransactionsFailedWithError with the reason")
+    func failingRestore() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = "alice"
+            $0.policy = .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed }
+        })
+        let answer = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue })
+        let events = try await fixture.events(queue, client: client)
+        let failed = try #require(events.last?.restoreCompletedTransactionsFailed)
+        #expect(failed.restoreID == answer.restoreID)
+        #expect(failed.error.code == .cloudServiceNetworkConnectionFailed)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.isEmpty)
+        await client.shutdown()
+        await fixture.stop()
+    }
+
+    @Test("purchase restrictions can be set in the service's configuration")
+    func configuredRestriction() async throws {
+        let fixture = try PaymentQueueFixture { directory in
+            let path = directory.path("payment-queue.json")
+            try Data(#"""
+            {"service": {"policies": [{"app": "com.storebus.demo.puzzle", "account": "kid", "policy": {"mode": "POLICY_MODE_APPROVE", "purchasesRestricted": true}}]}}
+            """#.utf8).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        try await fixture.start()
+        let client = try fixture.client()
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments == false)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "parent" }).canMakePayments)
+        await client.shutdown()
+        await fixture.stop()
+    }
+}
