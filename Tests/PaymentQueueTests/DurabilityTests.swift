@@ -95,15 +95,8 @@ struct DurabilityTests {
         try await fixture.start()
         let client = try fixture.client()
         let queue = queueRef()
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = "alice"
-            $0.policy = .with { $0.mode = .interrupt }
-        })
-        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
-        }).transaction
+        try await client.setPolicy(account: "alice", .with { $0.mode = .interrupt })
+        let added = try await client.addPayment(queue, coins)
         #expect(await waitUntil {
             (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .failed
         })
@@ -125,15 +118,8 @@ struct DurabilityTests {
         try await fixture.start()
         let client = try fixture.client()
         let queue = queueRef()
-        let before = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
-        }).transaction
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = "alice"
-            $0.policy = .with { $0.mode = .fail; $0.failError = .paymentInvalid }
-        })
+        let before = try await client.addPayment(queue, coins)
+        try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .paymentInvalid })
         _ = await waitUntil {
             (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
         }
@@ -143,10 +129,7 @@ struct DurabilityTests {
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.isEmpty)
         let events = try await fixture.events(queue, client: client)
         #expect(events.last?.removedTransactions.transactions.map(\.transactionIdentifier) == [before.transactionIdentifier])
-        let after = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
-        }).transaction
+        let after = try await client.addPayment(queue, coins)
         #expect(UInt64(after.transactionIdentifier)! > UInt64(before.transactionIdentifier)!)
         await client.shutdown()
         await fixture.stop()

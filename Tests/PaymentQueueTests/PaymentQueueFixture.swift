@@ -115,3 +115,22 @@ func queueRef(account: String = "alice", device: String = "phone") -> Storebus_P
         $0.deviceID = device
     }
 }
+
+extension RPCClient {
+    /// Sets the sandbox policy of an account of the puzzle app (admin call).
+    func setPolicy(account: String, _ policy: Storebus_PaymentQueue_V1_PaymentPolicy) async throws {
+        _ = try await call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.policy = policy
+        })
+    }
+
+    /// Adds a payment for one unit of `product` to `queue`, in the app's default storefront.
+    func addPayment(_ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        try await call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
+        }).transaction
+    }
+}

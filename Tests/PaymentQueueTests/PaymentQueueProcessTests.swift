@@ -110,11 +110,7 @@ struct PaymentQueueProcessTests {
         try await fixture.start()
         let client = try fixture.client()
         let queue = queueRef(account: "child")
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = "child"
-            $0.policy = .with { $0.mode = .askToBuy }
-        })
+        try await client.setPolicy(account: "child", .with { $0.mode = .askToBuy })
         let asked = try await add(client, queue, levelPack)
         #expect(await waitUntil {
             (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .deferred
@@ -141,11 +137,7 @@ struct PaymentQueueProcessTests {
         try await fixture.start()
         let client = try fixture.client()
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments)
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = "kid"
-            $0.policy = .with { $0.mode = .approve; $0.purchasesRestricted = true }
-        })
+        try await client.setPolicy(account: "kid", .with { $0.mode = .approve; $0.purchasesRestricted = true })
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments == false)
         let refused = try await add(client, queueRef(account: "kid"), coins)
         #expect(refused.transactionState == .failed && refused.error.code == .paymentNotAllowed)
@@ -160,11 +152,7 @@ struct PaymentQueueProcessTests {
         let client = try fixture.client()
         let queue = queueRef()
         // Given a policy that decides two seconds after the payment
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = "alice"
-            $0.policy = .with { $0.mode = .approve; $0.delayMs = 2_000 }
-        })
+        try await client.setPolicy(account: "alice", .with { $0.mode = .approve; $0.delayMs = 2_000 })
         let added = try await add(client, queue, coins, key: "before-the-crash")
         #expect(added.transactionState == .purchasing)
         // When the service is killed before deciding, and restarted

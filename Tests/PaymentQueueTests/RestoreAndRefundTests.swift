@@ -142,10 +142,7 @@ struct PaymentQueueExtrasTests {
         try await fixture.start()
         let client = try fixture.client()
         let queue = queueRef()
-        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = levelPack; $0.quantity = 1 }
-        }).transaction
+        let added = try await client.addPayment(queue, levelPack)
         #expect(added.downloads.isEmpty, "not while purchasing")
         var purchased: Storebus_PaymentQueue_V1_PaymentTransaction?
         #expect(await waitUntil {
@@ -170,11 +167,7 @@ struct PaymentQueueExtrasTests {
         try await fixture.start()
         let client = try fixture.client()
         let queue = queueRef()
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = "alice"
-            $0.policy = .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed }
-        })
+        try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
         let answer = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue })
         let events = try await fixture.events(queue, client: client)
         let failed = try #require(events.last?.restoreCompletedTransactionsFailed)
