@@ -84,7 +84,7 @@ public nonisolated struct Storebus_Diagnostics_V1_ServerStats: Sendable {
   /// Replies that could not be delivered (peer gone or its queue full).
   public var repliesDropped: UInt64 = 0
 
-  /// Requests whose handlers are running in tasks right now (requests answered inline never count).
+  /// Requests being handled right now.
   public var inFlight: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
