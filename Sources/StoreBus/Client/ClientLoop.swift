@@ -25,6 +25,10 @@ final class ClientLoop {
     private var rotation = 0
     /// Set when the reactor stops: calls that still arrive are cancelled at once.
     private var closed = false
+    /// Call deadlines, earliest first. Entries of finished calls are skipped when they surface and
+    /// dropped in bulk when they outnumber live calls; one reactor timer is armed for the earliest.
+    private var deadlines = DeadlineHeap()
+    private var deadlineTimer: (at: ContinuousClock.Instant, id: TimerID)?
 
     init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger) throws {
         self.configuration = configuration
@@ -70,7 +74,11 @@ final class ClientLoop {
             return
         }
         pending[call.id] = call
-        call.timer = reactor.schedule(at: call.deadline) { [unowned self] in self.expire(call.id) }
+        deadlines.push(call.deadline, call.id)
+        if deadlines.count > 1024 && deadlines.count > 3 * pending.count {
+            deadlines.removeAll { pending[$0] == nil }
+        }
+        armDeadlineTimer()
         dispatch(call)
     }
 
@@ -80,9 +88,28 @@ final class ClientLoop {
         call.finish(.failure(RPCError(.cancelled, "the call was cancelled")))
     }
 
+    /// Keeps one reactor timer armed at the earliest deadline of a live call.
+    private func armDeadlineTimer() {
+        while let top = deadlines.peek(), pending[top.id] == nil { deadlines.pop() }
+        guard let top = deadlines.peek() else { return }
+        if let armed = deadlineTimer {
+            if armed.at <= top.deadline { return }
+            reactor.cancel(armed.id)
+        }
+        let id = reactor.schedule(at: top.deadline) { [unowned self] in
+            self.deadlineTimer = nil
+            let now = ContinuousClock.now
+            while let top = self.deadlines.peek(), top.deadline <= now {
+                self.deadlines.pop()
+                if let call = self.pending[top.id], call.deadline <= now { self.expire(top.id) }
+            }
+            self.armDeadlineTimer()
+        }
+        deadlineTimer = (top.deadline, id)
+    }
+
     private func expire(_ id: UInt64) {
         guard let call = pending.removeValue(forKey: id) else { return }
-        call.timer = nil
         let sent = call.endpoint != nil
         // The server knows the deadline too and drops the work itself; no cancel message is needed.
         abandon(call, tellServer: false)
@@ -97,8 +124,6 @@ final class ClientLoop {
     /// Forgets a call that will not be answered: stops its timer and, if asked, tells its server to
     /// drop the work.
     private func abandon(_ call: PendingCall, tellServer: Bool) {
-        if let timer = call.timer { reactor.cancel(timer) }
-        call.timer = nil
         if let index = call.endpoint {
             endpoints[index].inFlight -= 1
             call.endpoint = nil
@@ -195,7 +220,6 @@ final class ClientLoop {
                 continue
             }
             pending[id] = nil
-            if let timer = call.timer { reactor.cancel(timer) }
             call.finish(.success(RawResponse(code: response.code, body: response.body)))
         }
     }
@@ -224,7 +248,6 @@ final class ClientLoop {
                 dispatch(call)
             } else {
                 pending[call.id] = nil
-                if let timer = call.timer { reactor.cancel(timer) }
                 call.finish(.failure(RPCError(.unavailable, "\(call.path): the connection to \(endpoints[index].address) was lost before it answered")))
             }
         }
@@ -240,6 +263,56 @@ final class ClientLoop {
             endpoint.socket.stopMonitor()
             endpoint.monitor.close()
             endpoint.socket.close()
+        }
+    }
+}
+
+/// A min-heap of (deadline, call id) with bulk removal.
+struct DeadlineHeap {
+    private var heap: [(deadline: ContinuousClock.Instant, id: UInt64)] = []
+
+    var count: Int { heap.count }
+
+    func peek() -> (deadline: ContinuousClock.Instant, id: UInt64)? { heap.first }
+
+    mutating func push(_ deadline: ContinuousClock.Instant, _ id: UInt64) {
+        heap.append((deadline, id))
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].deadline < heap[parent].deadline else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        siftDown(0)
+    }
+
+    /// Drops the entries `shouldRemove` selects and restores heap order.
+    mutating func removeAll(where shouldRemove: (UInt64) -> Bool) {
+        heap.removeAll { shouldRemove($0.id) }
+        var index = heap.count / 2 - 1
+        while index >= 0 {
+            siftDown(index)
+            index -= 1
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count && heap[left].deadline < heap[smallest].deadline { smallest = left }
+            if right < heap.count && heap[right].deadline < heap[smallest].deadline { smallest = right }
+            if smallest == parent { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
         }
     }
 }

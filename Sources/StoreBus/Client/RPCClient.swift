@@ -79,7 +79,9 @@ public final class RPCClient: Sendable {
             deadline: deadline, retryable: idempotent || options.idempotencyKey != nil
         )
         let result: Result<RawResponse, RPCError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>) in
+            // Unsafe rather than checked: a checked continuation allocates per call, and PendingCall.finish
+            // already guarantees exactly one resume (it clears the continuation as it resumes).
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<RawResponse, RPCError>, Never>) in
                 call.continuation = continuation
                 let accepted = reactor.execute { [loop, call] in loop.value.start(call) }
                 if !accepted {
@@ -136,12 +138,11 @@ final class PendingCall: @unchecked Sendable {
     let body: [UInt8]
     let deadline: ContinuousClock.Instant
     let retryable: Bool
-    var continuation: CheckedContinuation<Result<RawResponse, RPCError>, Never>?
+    var continuation: UnsafeContinuation<Result<RawResponse, RPCError>, Never>?
     /// Set by the caller's cancellation handler, from any thread.
     let cancelRequested = Atomic<Bool>(false)
     var attempts = 0
     var endpoint: Int?
-    var timer: TimerID?
 
     init(id: UInt64, path: String, metadata: Metadata, body: [UInt8], deadline: ContinuousClock.Instant, retryable: Bool) {
         self.id = id

@@ -21,30 +21,32 @@ public enum BuiltinServices {
         let started = ContinuousClock.now
         let hosted = Set(services + [Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName])
         var router = RPCRouter()
-        router.register(Storebus_Health_V1_Health.check) { request, _ in
+        router.registerStaged(Storebus_Health_V1_Health.check) { request, _ in
             guard request.service.isEmpty || hosted.contains(request.service) else {
                 throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(request.service)")
             }
-            return .with {
+            return .now(.with {
                 $0.status = isServing() ? .serving : .notServing
                 $0.process = process
                 $0.version = StoreBusVersion.current
                 $0.services = hosted.sorted()
                 $0.uptimeSeconds = Double(started.duration(to: .now).components.seconds)
-            }
+            })
         }
-        router.register(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in
+        router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in
             guard request.delayMs <= maxEchoDelayMilliseconds else {
                 throw RPCError.invalidArgument(field: "delayMs", "must be at most \(maxEchoDelayMilliseconds)")
             }
-            if request.delayMs > 0 {
+            let response = Storebus_Diagnostics_V1_EchoResponse.with { $0.payload = request.payload }
+            guard request.delayMs > 0 else { return .now(response) }
+            return .later {
                 // Throws CancellationError when the deadline passes or the caller cancels: the work stops.
                 try await Task.sleep(for: .milliseconds(Int(request.delayMs)))
+                return response
             }
-            return .with { $0.payload = request.payload }
         }
-        router.register(Storebus_Diagnostics_V1_Diagnostics.getServerStats) { _, _ in
-            statistics.snapshot
+        router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.getServerStats) { _, _ in
+            .now(statistics.snapshot)
         }
         return router
     }

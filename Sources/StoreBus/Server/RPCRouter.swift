@@ -9,8 +9,18 @@ import SwiftProtobuf
 public struct RPCRouter: Sendable {
     /// A handler on encoded bodies.
     public typealias RawHandler = @Sendable (_ body: [UInt8], _ context: ServerContext) async throws -> [UInt8]
+    /// A handler that answers at once when it can, or hands back the asynchronous rest of its work.
+    public typealias StagedRawHandler = @Sendable (_ body: [UInt8], _ context: ServerContext) throws -> Staged<[UInt8]>
 
-    private(set) var handlers: [String: RawHandler] = [:]
+    /// How a method is served.
+    enum Entry: Sendable {
+        /// In a task of its own.
+        case async(RawHandler)
+        /// Inline on the server's reactor; a task only for the part that has to wait.
+        case staged(StagedRawHandler)
+    }
+
+    private(set) var handlers: [String: Entry] = [:]
 
     /// An empty router.
     public init() {}
@@ -20,16 +30,35 @@ public struct RPCRouter: Sendable {
         _ method: MethodDescriptor<Request, Response>,
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
-        handlers[method.path] = { body, context in
+        handlers[method.path] = .async { body, context in
             let request = try JSONCodec.decode(Request.self, from: body)
             let response = try await handler(request, context)
             return try JSONCodec.encode(response)
         }
     }
 
+    /// Answers `method` with a handler that runs inline on the server's reactor and either answers
+    /// at once (`.now`), with no task and no timer, or returns the part that has to wait (`.later`),
+    /// which then runs in a task with the request's deadline, like any handler. For work that is
+    /// usually in memory (health, counters, catalog queries); the immediate part must not block.
+    public mutating func registerStaged<Request, Response>(
+        _ method: MethodDescriptor<Request, Response>,
+        _ handler: @escaping @Sendable (Request, ServerContext) throws -> Staged<Response>
+    ) {
+        handlers[method.path] = .staged { body, context in
+            let request = try JSONCodec.decode(Request.self, from: body)
+            switch try handler(request, context) {
+            case .now(let response):
+                return .now(try JSONCodec.encode(response))
+            case .later(let work):
+                return .later { try JSONCodec.encode(try await work()) }
+            }
+        }
+    }
+
     /// Answers `path` with a handler working on JSON bytes.
     public mutating func registerRaw(path: String, _ handler: @escaping RawHandler) {
-        handlers[path] = handler
+        handlers[path] = .async(handler)
     }
 
     /// Adds every method of another router.
@@ -37,9 +66,17 @@ public struct RPCRouter: Sendable {
         handlers.merge(other.handlers) { _, new in new }
     }
 
-    /// The handler for a path.
-    public func handler(for path: String) -> RawHandler? { handlers[path] }
+    /// How a path is served.
+    func entry(for path: String) -> Entry? { handlers[path] }
 
     /// Every registered method path, sorted.
     public var methods: [String] { handlers.keys.sorted() }
+}
+
+/// The outcome of a staged handler: the answer now, or the work that produces it later.
+public enum Staged<Response: Sendable>: Sendable {
+    /// Answered at once, inline.
+    case now(Response)
+    /// The rest of the work, run in a task with the request's deadline.
+    case later(@Sendable () async throws -> Response)
 }

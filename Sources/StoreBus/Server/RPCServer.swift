@@ -197,7 +197,7 @@ final class ServerLoop {
         if draining {
             return reject(request, RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 }))
         }
-        guard let handler = router.handler(for: request.method) else {
+        guard let entry = router.entry(for: request.method) else {
             return reject(request, RPCError(.unimplemented, "unknown method \(request.method)").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
         }
         guard inFlight[key] == nil else {
@@ -217,23 +217,40 @@ final class ServerLoop {
             }
             deadline = .now + .milliseconds(Int64(timeout))
         }
-        let token = nextToken
-        nextToken += 1
-        var entry = Entry(token: token)
-        if let deadline {
-            entry.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
-        }
         let idText = String(decoding: request.requestID, as: UTF8.self)
         let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: logger)
         let body = request.body
+        let work: @Sendable () async throws -> [UInt8]
+        switch entry {
+        case .async(let handler):
+            work = { try await handler(body, context) }
+        case .staged(let handler):
+            do {
+                switch try handler(body, context) {
+                case .now(let answer):
+                    ServerStatistics.bump(statistics.requestsSucceeded)
+                    return send(envelope: request.envelope, requestID: request.requestID, code: .ok, body: answer)
+                case .later(let rest):
+                    work = rest
+                }
+            } catch {
+                return complete(request.envelope, request.requestID, failure: error)
+            }
+        }
+        let token = nextToken
+        nextToken += 1
+        var inFlightEntry = Entry(token: token)
+        if let deadline {
+            inFlightEntry.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
+        }
         let statistics = self.statistics
         guard let box else { return }
         let reactor = self.reactor
-        entry.task = Task(executorPreference: executor) {
+        inFlightEntry.task = Task(executorPreference: executor) {
             statistics.handlersRunning.wrappingAdd(1, ordering: .relaxed)
             let outcome: Result<[UInt8], any Error>
             do {
-                outcome = .success(try await handler(body, context))
+                outcome = .success(try await work())
             } catch {
                 outcome = .failure(error)
             }
@@ -244,7 +261,7 @@ final class ServerLoop {
                 reactor.execute { box.value.complete(key, token: token, outcome: outcome) }
             }
         }
-        inFlight[key] = entry
+        inFlight[key] = inFlightEntry
     }
 
     private func reject(_ request: InboundRequest, _ error: RPCError) {
@@ -260,20 +277,27 @@ final class ServerLoop {
         case .success(let body):
             ServerStatistics.bump(statistics.requestsSucceeded)
             send(envelope: key.envelope, requestID: key.requestID, code: .ok, body: body)
-        case .failure(let error as RPCError):
-            ServerStatistics.bump(statistics.requestsFailed)
-            send(envelope: key.envelope, requestID: key.requestID, error: error)
-        case .failure(let error as CancellationError):
-            ServerStatistics.bump(statistics.requestsFailed)
-            send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.cancelled, "the request was cancelled", cause: error))
         case .failure(let error):
-            ServerStatistics.bump(statistics.requestsFailed)
-            logger.error("Handler failed", metadata: [
-                "request.id": "\(String(decoding: key.requestID, as: UTF8.self))", "error": "\(String(reflecting: error))",
-            ])
-            send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.internalError, "internal error"))
+            complete(key.envelope, key.requestID, failure: error)
         }
         finishIfDrained()
+    }
+
+    /// Answers a request whose handler threw: its RPCError as is, anything else as INTERNAL (logged,
+    /// never shown to the caller).
+    private func complete(_ envelope: Envelope, _ requestID: [UInt8], failure error: any Error) {
+        ServerStatistics.bump(statistics.requestsFailed)
+        switch error {
+        case let error as RPCError:
+            send(envelope: envelope, requestID: requestID, error: error)
+        case let error as CancellationError:
+            send(envelope: envelope, requestID: requestID, error: RPCError(.cancelled, "the request was cancelled", cause: error))
+        default:
+            logger.error("Handler failed", metadata: [
+                "request.id": "\(String(decoding: requestID, as: UTF8.self))", "error": "\(String(reflecting: error))",
+            ])
+            send(envelope: envelope, requestID: requestID, error: RPCError(.internalError, "internal error"))
+        }
     }
 
     private func expire(_ key: Key, token: UInt64) {

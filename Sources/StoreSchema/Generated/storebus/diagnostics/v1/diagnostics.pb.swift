@@ -84,7 +84,7 @@ public nonisolated struct Storebus_Diagnostics_V1_ServerStats: Sendable {
   /// Replies that could not be delivered (peer gone or its queue full).
   public var repliesDropped: UInt64 = 0
 
-  /// Requests being handled right now.
+  /// Requests whose handlers are running in tasks right now (requests answered inline never count).
   public var inFlight: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
