@@ -12,8 +12,11 @@ let package = Package(
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
         .library(name: "Catalog", targets: ["Catalog"]),
         .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
+        .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
         .executable(name: "storebus-payment-queue", targets: ["storebus-payment-queue"]),
+        .executable(name: "storebus-gateway", targets: ["storebus-gateway"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
@@ -25,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -84,6 +88,30 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "StoreBus", "StoreSchema",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The Swift client SDK: StoreKit's original API over the gateway.
+        .target(
+            name: "StoreBusSDK",
+            dependencies: [
+                "StoreBus", "StoreSchema",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-gateway",
+            dependencies: [
+                "Gateway", "StoreBus", "StoreSchema",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "storebus-catalog",
             dependencies: [
@@ -101,7 +129,7 @@ let package = Package(
         .executableTarget(
             name: "storectl",
             dependencies: [
-                "Catalog", "StoreBus", "StoreSchema",
+                "Catalog", "StoreBus", "StoreBusSDK", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -137,6 +165,10 @@ let package = Package(
         .testTarget(
             name: "PaymentQueueTests",
             dependencies: ["PaymentQueue", "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: ["Gateway", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]
         ),
         .testTarget(
             name: "CatalogTests",

@@ -6,8 +6,9 @@ public enum CatalogService {
     /// A router answering every Catalog method from `store`.
     public static func router(store: CatalogStore) -> RPCRouter {
         var router = RPCRouter()
-        router.register(Storebus_Catalog_V1_Catalog.fetchProducts) { request, _ in
-            try store.catalog.fetchProducts(request)
+        router.register(Storebus_Catalog_V1_Catalog.fetchProducts) { request, context in
+            try context.authorize(app: request.appBundleID)
+            return try store.catalog.fetchProducts(request)
         }
         router.register(Storebus_Catalog_V1_Catalog.lookupProducts) { request, _ in
             try store.catalog.lookupProducts(request)

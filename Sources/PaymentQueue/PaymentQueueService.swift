@@ -20,18 +20,22 @@ public struct PaymentQueueService: Sendable {
     public var router: RPCRouter {
         var router = RPCRouter()
         let service = self
-        router.register(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments) { request, _ in
-            try await service.canMakePayments(request)
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments) { request, context in
+            try context.authorize(app: request.appBundleID, account: request.accountID)
+            return try await service.canMakePayments(request)
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment) { request, context in
-            try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
+            try context.authorize(request.queue)
+            return try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
         }
-        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, _ in
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, context in
+            try context.authorize(request.queue)
             try request.queue.validate()
             let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
             return .with { $0.alreadyFinished = already }
         }
-        router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions) { request, _ in
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions) { request, context in
+            try context.authorize(request.queue)
             try request.queue.validate()
             let (transactions, keySeq) = try await service.store.unfinished(request.queue)
             return .with {
@@ -41,6 +45,7 @@ public struct PaymentQueueService: Sendable {
             }
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { request, context in
+            try context.authorize(request.queue)
             try request.queue.validate()
             try await service.catalog.checkApp(request.queue.appBundleID)
             let key = request.idempotencyKey.isEmpty ? (context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "") : request.idempotencyKey

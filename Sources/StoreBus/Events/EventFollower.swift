@@ -121,24 +121,10 @@ final class DoorbellListener: Sendable {
     private let state = Mutex(State())
 
     init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context) throws {
-        let socket = try Socket(context: context, type: .sub)
-        try socket.set(.subscribe(prefix))
-        try socket.set(.receiveHighWaterMark(10_000))
-        try socket.set(.reconnect(interval: 100, max: 2000))
-        try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))
-        for endpoint in endpoints { try socket.connect(endpoint) }
         reactor = Reactor(name: "storebus-doorbell-sub", context: context)
-        let box = LoopBound(socket, on: reactor)
-        reactor.execute { [reactor, box, weak self] in
-            let socket = box.value
-            reactor.register(socket) {
-                while let message = try? socket.receive(dontWait: true) {
-                    if let doorbell = Doorbell(frames: message.frames) { self?.announced(doorbell) }
-                }
-            }
-            reactor.onStop { socket.close() }
+        try DoorbellSubscription.start(endpoints: endpoints, prefix: prefix, context: context, reactor: reactor) { [weak self] doorbell in
+            self?.announced(doorbell)
         }
-        reactor.start()
     }
 
     private func announced(_ doorbell: Doorbell) {

@@ -49,10 +49,10 @@ public nonisolated struct Storebus_Gateway_V1_AuthenticateResponse: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Opaque session id to put in every later call's envelope.
+  /// Opaque session token to send as the `session` metadata entry of every later call.
   public var sessionID: String = String()
 
-  /// When the session stops being accepted.
+  /// When the session stops being accepted; authenticate again before then.
   public var expiresAt: SwiftProtobuf.Google_Protobuf_Timestamp {
     get {_expiresAt ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
     set {_expiresAt = newValue}
@@ -75,6 +75,9 @@ public nonisolated struct Storebus_Gateway_V1_AuthenticateResponse: Sendable {
   /// Clears the value of `queue`. Subsequent reads from it will return its default value.
   public mutating func clearQueue() {self._queue = nil}
 
+  /// True when the key is an admin key (admin methods allowed).
+  public var admin: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -83,86 +86,46 @@ public nonisolated struct Storebus_Gateway_V1_AuthenticateResponse: Sendable {
   fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
 }
 
-/// Client -> gateway on the Observe stream.
+/// Arguments of Gateway.Observe: an acknowledgement and a grant of credit.
 public nonisolated struct Storebus_Gateway_V1_ObserveRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The message kind.
-  public var request: Storebus_Gateway_V1_ObserveRequest.OneOf_Request? = nil
+  /// The queue position (seq of the last callback) the client has processed; callbacks after it are
+  /// sent. Ignored with `replay`.
+  public var afterSeq: UInt64 = 0
 
-  /// First message: which session, from where, and how many events may be sent.
-  public var attach: Storebus_Gateway_V1_Attach {
-    get {
-      if case .attach(let v)? = request {return v}
-      return Storebus_Gateway_V1_Attach()
-    }
-    set {request = .attach(newValue)}
-  }
-
-  /// Later messages: progress and more credit.
-  public var ack: Storebus_Gateway_V1_Ack {
-    get {
-      if case .ack(let v)? = request {return v}
-      return Storebus_Gateway_V1_Ack()
-    }
-    set {request = .ack(newValue)}
-  }
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  /// The message kind.
-  public nonisolated enum OneOf_Request: Equatable, Sendable {
-    /// First message: which session, from where, and how many events may be sent.
-    case attach(Storebus_Gateway_V1_Attach)
-    /// Later messages: progress and more credit.
-    case ack(Storebus_Gateway_V1_Ack)
-
-  }
-
-  public init() {}
-}
-
-/// Starts (or resumes) observing the session's queue.
-public nonisolated struct Storebus_Gateway_V1_Attach: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// The session from Authenticate.
-  public var sessionID: String = String()
-
-  /// Last payment-queue position the client processed; 0 on a fresh app launch: the gateway first replays
-  /// every unfinished transaction, then sends replay_complete, then live callbacks.
-  public var resumeAfterSeq: UInt64 = 0
-
-  /// Last download-log position the client processed; 0 on a fresh launch: the replay then also sends
-  /// the current state of the downloads of the replayed transactions.
-  public var resumeAfterDownloadSeq: UInt64 = 0
-
-  /// Events the gateway may send before the first Ack.
-  public var initialCredit: UInt32 = 0
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-}
-
-/// Acknowledges processed events and grants more credit.
-public nonisolated struct Storebus_Gateway_V1_Ack: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// Payment-queue position processed so far.
-  public var upToSeq: UInt64 = 0
-
-  /// Additional events the gateway may send.
+  /// Most callbacks to send in this answer (1 to 500; 0 means 64). The launch replay counts as its two
+  /// callbacks whatever the number of transactions.
   public var credit: UInt32 = 0
 
-  /// Download-log position processed so far.
-  public var upToDownloadSeq: UInt64 = 0
+  /// How long to hold the call when nothing is pending (0 to 30000 ms; 0 answers at once). The call's
+  /// own deadline must be longer.
+  public var waitMs: UInt32 = 0
+
+  /// An app launch: answer with every unfinished transaction of the queue (one updated_transactions
+  /// callback marked `replayed`, left out when there are none) and a replay_complete callback, both
+  /// carrying the position the snapshot reflects; the client then observes after that position.
+  public var replay: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Gateway.Observe.
+public nonisolated struct Storebus_Gateway_V1_ObserveResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Callbacks after `after_seq`, in order, at most the credit.
+  public var events: [Storebus_Gateway_V1_ObserverEvent] = []
+
+  /// The queue's newest position when the answer was made; more callbacks are pending when it is past
+  /// the last event's seq.
+  public var headSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -268,7 +231,7 @@ public nonisolated struct Storebus_Gateway_V1_DidRevokeEntitlements: Sendable {
   public init() {}
 }
 
-/// End of the launch-time replay of unfinished transactions (and their downloads' states).
+/// End of the launch-time replay of unfinished transactions.
 public nonisolated struct Storebus_Gateway_V1_Replayed: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -282,14 +245,15 @@ public nonisolated struct Storebus_Gateway_V1_Replayed: Sendable {
   public init() {}
 }
 
-/// Gateway -> client on the Observe stream: one observer callback.
+/// One observer callback, as Gateway.Observe sends it.
 public nonisolated struct Storebus_Gateway_V1_ObserverEvent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Payment-queue position (key_seq in its event log) of this callback; for replayed transactions 0,
-  /// and for replay_complete the position the replay reflects. 0 on download callbacks.
+  /// Payment-queue position (key_seq in its event log) of this callback: consecutive (1, 2, 3, ...)
+  /// within a queue, so a gap or a repeat is visible. The launch replay's two callbacks carry the
+  /// position the replay reflects. Acknowledge it as ObserveRequest.after_seq once processed.
   public var seq: UInt64 = 0
 
   /// The callback.
@@ -358,9 +322,13 @@ public nonisolated struct Storebus_Gateway_V1_ObserverEvent: Sendable {
     set {callback = .replayComplete(newValue)}
   }
 
-  /// Download-log position (key_seq) of a logged updated_downloads callback, and for replay_complete the
-  /// download position the replay reflects; 0 for live-only progress ticks, replayed events and the rest.
+  /// Reserved for the download service's log: the download-log position of an updated_downloads
+  /// callback; 0 until that service exists, and on every other callback.
   public var downloadSeq: UInt64 = 0
+
+  /// True on the launch replay's updated_transactions: the transactions were unfinished when the
+  /// client attached, not changed just now.
+  public var replayed: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -437,7 +405,7 @@ nonisolated extension Storebus_Gateway_V1_AuthenticateRequest: SwiftProtobuf.Mes
 
 nonisolated extension Storebus_Gateway_V1_AuthenticateResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AuthenticateResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_id\0\u{3}expires_at\0\u{3}allowed_methods\0\u{1}queue\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_id\0\u{3}expires_at\0\u{3}allowed_methods\0\u{1}queue\0\u{1}admin\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -449,6 +417,7 @@ nonisolated extension Storebus_Gateway_V1_AuthenticateResponse: SwiftProtobuf.Me
       case 2: try { try decoder.decodeSingularMessageField(value: &self._expiresAt) }()
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.allowedMethods) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.admin) }()
       default: break
       }
     }
@@ -471,6 +440,9 @@ nonisolated extension Storebus_Gateway_V1_AuthenticateResponse: SwiftProtobuf.Me
     try { if let v = self._queue {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    if self.admin != false {
+      try visitor.visitSingularBoolField(value: self.admin, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -479,6 +451,7 @@ nonisolated extension Storebus_Gateway_V1_AuthenticateResponse: SwiftProtobuf.Me
     if lhs._expiresAt != rhs._expiresAt {return false}
     if lhs.allowedMethods != rhs.allowedMethods {return false}
     if lhs._queue != rhs._queue {return false}
+    if lhs.admin != rhs.admin {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -486,7 +459,7 @@ nonisolated extension Storebus_Gateway_V1_AuthenticateResponse: SwiftProtobuf.Me
 
 nonisolated extension Storebus_Gateway_V1_ObserveRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ObserveRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}attach\0\u{1}ack\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}after_seq\0\u{1}credit\0\u{3}wait_ms\0\u{1}replay\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -494,143 +467,71 @@ nonisolated extension Storebus_Gateway_V1_ObserveRequest: SwiftProtobuf.Message,
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try {
-        var v: Storebus_Gateway_V1_Attach?
-        var hadOneofValue = false
-        if let current = self.request {
-          hadOneofValue = true
-          if case .attach(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.request = .attach(v)
-        }
-      }()
-      case 2: try {
-        var v: Storebus_Gateway_V1_Ack?
-        var hadOneofValue = false
-        if let current = self.request {
-          hadOneofValue = true
-          if case .ack(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.request = .ack(v)
-        }
-      }()
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.afterSeq) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.credit) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.waitMs) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.replay) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    switch self.request {
-    case .attach?: try {
-      guard case .attach(let v)? = self.request else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
-    }()
-    case .ack?: try {
-      guard case .ack(let v)? = self.request else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-    }()
-    case nil: break
+    if self.afterSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.afterSeq, fieldNumber: 1)
+    }
+    if self.credit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.credit, fieldNumber: 2)
+    }
+    if self.waitMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.waitMs, fieldNumber: 3)
+    }
+    if self.replay != false {
+      try visitor.visitSingularBoolField(value: self.replay, fieldNumber: 4)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Gateway_V1_ObserveRequest, rhs: Storebus_Gateway_V1_ObserveRequest) -> Bool {
-    if lhs.request != rhs.request {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Storebus_Gateway_V1_Attach: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".Attach"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_id\0\u{3}resume_after_seq\0\u{3}resume_after_download_seq\0\u{3}initial_credit\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.sessionID) }()
-      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.resumeAfterSeq) }()
-      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.resumeAfterDownloadSeq) }()
-      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.initialCredit) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.sessionID.isEmpty {
-      try visitor.visitSingularStringField(value: self.sessionID, fieldNumber: 1)
-    }
-    if self.resumeAfterSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.resumeAfterSeq, fieldNumber: 2)
-    }
-    if self.resumeAfterDownloadSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.resumeAfterDownloadSeq, fieldNumber: 3)
-    }
-    if self.initialCredit != 0 {
-      try visitor.visitSingularUInt32Field(value: self.initialCredit, fieldNumber: 4)
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Storebus_Gateway_V1_Attach, rhs: Storebus_Gateway_V1_Attach) -> Bool {
-    if lhs.sessionID != rhs.sessionID {return false}
-    if lhs.resumeAfterSeq != rhs.resumeAfterSeq {return false}
-    if lhs.resumeAfterDownloadSeq != rhs.resumeAfterDownloadSeq {return false}
-    if lhs.initialCredit != rhs.initialCredit {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Storebus_Gateway_V1_Ack: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".Ack"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}up_to_seq\0\u{1}credit\0\u{3}up_to_download_seq\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.upToSeq) }()
-      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.credit) }()
-      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.upToDownloadSeq) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.upToSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.upToSeq, fieldNumber: 1)
-    }
-    if self.credit != 0 {
-      try visitor.visitSingularUInt32Field(value: self.credit, fieldNumber: 2)
-    }
-    if self.upToDownloadSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.upToDownloadSeq, fieldNumber: 3)
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Storebus_Gateway_V1_Ack, rhs: Storebus_Gateway_V1_Ack) -> Bool {
-    if lhs.upToSeq != rhs.upToSeq {return false}
+    if lhs.afterSeq != rhs.afterSeq {return false}
     if lhs.credit != rhs.credit {return false}
-    if lhs.upToDownloadSeq != rhs.upToDownloadSeq {return false}
+    if lhs.waitMs != rhs.waitMs {return false}
+    if lhs.replay != rhs.replay {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Gateway_V1_ObserveResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ObserveResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 1)
+    }
+    if self.headSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.headSeq, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Gateway_V1_ObserveResponse, rhs: Storebus_Gateway_V1_ObserveResponse) -> Bool {
+    if lhs.events != rhs.events {return false}
+    if lhs.headSeq != rhs.headSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -862,7 +763,7 @@ nonisolated extension Storebus_Gateway_V1_Replayed: SwiftProtobuf.Message, Swift
 
 nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ObserverEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed_with_error\0\u{3}updated_downloads\0\u{3}did_revoke_entitlements_for_product_identifiers\0\u{3}replay_complete\0\u{3}download_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed_with_error\0\u{3}updated_downloads\0\u{3}did_revoke_entitlements_for_product_identifiers\0\u{3}replay_complete\0\u{3}download_seq\0\u{1}replayed\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -963,6 +864,7 @@ nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, 
         }
       }()
       case 9: try { try decoder.decodeSingularUInt64Field(value: &self.downloadSeq) }()
+      case 10: try { try decoder.decodeSingularBoolField(value: &self.replayed) }()
       default: break
       }
     }
@@ -1010,6 +912,9 @@ nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, 
     if self.downloadSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.downloadSeq, fieldNumber: 9)
     }
+    if self.replayed != false {
+      try visitor.visitSingularBoolField(value: self.replayed, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1017,6 +922,7 @@ nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, 
     if lhs.seq != rhs.seq {return false}
     if lhs.callback != rhs.callback {return false}
     if lhs.downloadSeq != rhs.downloadSeq {return false}
+    if lhs.replayed != rhs.replayed {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

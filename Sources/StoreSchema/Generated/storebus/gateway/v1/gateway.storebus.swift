@@ -4,28 +4,33 @@
 
 import SwiftProtobuf
 
-/// Gateway opens client sessions and streams observer callbacks (SKPaymentTransactionObserver). Other
+/// Gateway opens client sessions and serves observer callbacks (SKPaymentTransactionObserver). Other
 /// services' methods, for example /storebus.catalog.v1.Catalog/FetchProducts, are called through the
-/// gateway under their own paths with the session id in the request envelope; the gateway checks that
-/// any queue or account they name is the session's (PERMISSION_DENIED otherwise).
+/// gateway under their own paths with the session token as the `session` metadata entry; the gateway
+/// forwards them with the session's principal (`principal-app`, `principal-account`,
+/// `principal-device` metadata) and the services refuse any queue or account that is not the
+/// principal's (PERMISSION_DENIED). Admin methods need a session opened with an admin key.
 public enum Storebus_Gateway_V1_Gateway: ServiceDescription {
     /// The service's fully qualified proto name.
     public static let serviceName = "storebus.gateway.v1.Gateway"
 
     /// Opens a session for one queue (app, account, device). UNAUTHENTICATED: unknown or revoked api_key.
-    /// PERMISSION_DENIED: the key may not act for this app or account. NOT_FOUND: unknown app.
-    /// INVALID_ARGUMENT: an empty id. Idempotent: a retry opens another session, and unused ones expire.
+    /// PERMISSION_DENIED: the key may not act for this app. INVALID_ARGUMENT: an empty or unusable id.
+    /// Idempotent: a retry opens another session; sessions are signed tokens that expire by themselves.
     public static let authenticate = MethodDescriptor<Storebus_Gateway_V1_AuthenticateRequest, Storebus_Gateway_V1_AuthenticateResponse>(
         service: serviceName, method: "Authenticate", idempotent: true, streaming: .unary
     )
 
-    /// The observer stream of the session's queue. The client sends Attach first, then Acks; the gateway
-    /// sends callbacks in order, never more than the credit granted. After a restart of any gateway copy,
-    /// attaching with the last seen positions resumes without loss or repeat. UNAUTHENTICATED: unknown or
-    /// expired session. INVALID_ARGUMENT: first message not Attach, or a second Attach. OUT_OF_RANGE: a
-    /// resume position beyond the log's head. Idempotent: re-attaching with the same positions is safe.
-    public static let observe = MethodDescriptor<Storebus_Gateway_V1_ObserveRequest, Storebus_Gateway_V1_ObserverEvent>(
-        service: serviceName, method: "Observe", idempotent: false, streaming: .bidirectionalStreaming
+    /// The observer stream of the session's queue, as a chain of long polls. Each call acknowledges
+    /// every callback up to `after_seq` and grants `credit` more; the gateway answers as soon as it has
+    /// at least one callback past `after_seq` (never more than the credit), or with none when `wait_ms`
+    /// passes. The client then calls again with the `seq` of the last callback it processed. The
+    /// gateway keeps nothing between calls, so any gateway copy, restarted or not, continues the stream
+    /// where the client's acknowledgement says, without loss or repeat. UNAUTHENTICATED: missing,
+    /// expired or forged session. OUT_OF_RANGE: `after_seq` beyond the queue's newest position.
+    /// Without side effects: a retry is always safe.
+    public static let observe = MethodDescriptor<Storebus_Gateway_V1_ObserveRequest, Storebus_Gateway_V1_ObserveResponse>(
+        service: serviceName, method: "Observe", idempotent: true, streaming: .unary
     )
 
     /// Every method of the service, in declaration order.

@@ -957,6 +957,71 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
   fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
 }
 
+/// A page of the payment queue's event log with its payloads typed: the answer of
+/// storebus.eventlog.v1.EventLog/ReadEvents, field for field, with `payload` a QueueEvent. A follower
+/// of this log (the gateway) may decode ReadEvents' JSON as this message.
+public nonisolated struct Storebus_PaymentQueue_V1_QueueEventPage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Consecutive events, oldest first.
+  public var events: [Storebus_PaymentQueue_V1_QueueEventRecord] = []
+
+  /// The newest committed position.
+  public var headSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// storebus.eventlog.v1.Event of the payment queue's log, with its payload typed.
+public nonisolated struct Storebus_PaymentQueue_V1_QueueEventRecord: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Position in the whole log.
+  public var seq: UInt64 = 0
+
+  /// The queue's key (`<app>|<account>|<device>`).
+  public var key: String = String()
+
+  /// Position within the queue.
+  public var keySeq: UInt64 = 0
+
+  /// Always "storebus.payment_queue.v1.QueueEvent".
+  public var type: String = String()
+
+  /// Commit time.
+  public var time: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_time ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_time = newValue}
+  }
+  /// Returns true if `time` has been explicitly set.
+  public var hasTime: Bool {self._time != nil}
+  /// Clears the value of `time`. Subsequent reads from it will return its default value.
+  public mutating func clearTime() {self._time = nil}
+
+  /// The event.
+  public var payload: Storebus_PaymentQueue_V1_QueueEvent {
+    get {_payload ?? Storebus_PaymentQueue_V1_QueueEvent()}
+    set {_payload = newValue}
+  }
+  /// Returns true if `payload` has been explicitly set.
+  public var hasPayload: Bool {self._payload != nil}
+  /// Clears the value of `payload`. Subsequent reads from it will return its default value.
+  public mutating func clearPayload() {self._payload = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _time: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _payload: Storebus_PaymentQueue_V1_QueueEvent? = nil
+}
+
 /// The sandbox payment authority's behaviour for an account.
 public nonisolated struct Storebus_PaymentQueue_V1_PaymentPolicy: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -2422,6 +2487,100 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
   public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEvent, rhs: Storebus_PaymentQueue_V1_QueueEvent) -> Bool {
     if lhs.event != rhs.event {return false}
     if lhs._queue != rhs._queue {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QueueEventPage"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.events.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.events, fieldNumber: 1)
+    }
+    if self.headSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.headSeq, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEventPage, rhs: Storebus_PaymentQueue_V1_QueueEventPage) -> Bool {
+    if lhs.events != rhs.events {return false}
+    if lhs.headSeq != rhs.headSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_QueueEventRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QueueEventRecord"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{1}key\0\u{3}key_seq\0\u{1}type\0\u{1}time\0\u{1}payload\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.keySeq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.type) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._time) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._payload) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.seq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 1)
+    }
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 2)
+    }
+    if self.keySeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.keySeq, fieldNumber: 3)
+    }
+    if !self.type.isEmpty {
+      try visitor.visitSingularStringField(value: self.type, fieldNumber: 4)
+    }
+    try { if let v = self._time {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._payload {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEventRecord, rhs: Storebus_PaymentQueue_V1_QueueEventRecord) -> Bool {
+    if lhs.seq != rhs.seq {return false}
+    if lhs.key != rhs.key {return false}
+    if lhs.keySeq != rhs.keySeq {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs._time != rhs._time {return false}
+    if lhs._payload != rhs._payload {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

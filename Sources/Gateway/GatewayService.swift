@@ -1,0 +1,350 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import StoreBus
+import StoreSchema
+import Synchronization
+
+/// The gateway's handlers: Authenticate, Observe, and the forwarding of client and admin calls to
+/// the services.
+///
+/// It holds no state of its own: sessions are signed tokens (``SessionSigner``), the observer stream
+/// is read from the payment queue's event log at the position each call acknowledges, and forwarded
+/// calls carry their bodies through undecoded.
+public final class GatewayService: Sendable {
+    /// The metadata entry that carries the session token.
+    public static let sessionMetadataKey = "session"
+    /// Longest Observe hold.
+    public static let maxWaitMilliseconds: UInt32 = 30_000
+    /// Most callbacks one Observe answer may carry.
+    public static let maxCredit: UInt32 = 500
+    /// Credit of an Observe call that grants none.
+    public static let defaultCredit: UInt32 = 64
+    /// Longest a parked Observe trusts doorbells alone before reading the log again.
+    static let recheckInterval: Duration = .seconds(1)
+
+    /// Which service answers a forwarded method, and who may call it.
+    struct Route: Sendable {
+        var method: AnyMethodDescriptor
+        var upstream: Upstream
+        var adminOnly: Bool
+    }
+
+    enum Upstream: Sendable { case catalog, paymentQueue }
+
+    /// Methods clients may call through the gateway.
+    static let clientMethods: [(AnyMethodDescriptor, Upstream)] = [
+        (Storebus_Catalog_V1_Catalog.fetchProducts.erased, .catalog),
+        (Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments.erased, .paymentQueue),
+        (Storebus_PaymentQueue_V1_PaymentQueue.addPayment.erased, .paymentQueue),
+        (Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.erased, .paymentQueue),
+        (Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.erased, .paymentQueue),
+        (Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.erased, .paymentQueue),
+    ]
+
+    /// Methods only admin sessions may call.
+    static let adminMethods: [(AnyMethodDescriptor, Upstream)] =
+        Storebus_PaymentQueue_V1_PaymentQueueAdmin.methods.map { ($0, .paymentQueue) } + [
+            (Storebus_Catalog_V1_Catalog.lookupProducts.erased, .catalog),
+            (Storebus_Catalog_V1_Catalog.getCatalogInfo.erased, .catalog),
+            (Storebus_Catalog_V1_Catalog.reloadCatalog.erased, .catalog),
+        ]
+
+    private let keyring: APIKeyring
+    private let signer: SessionSigner
+    private let sessionLifetime: Int64
+    private let catalog: RPCClient
+    private let paymentQueue: RPCClient
+    private let board: DoorbellBoard
+    private let logger: Logger
+    private let closing = Atomic<Bool>(false)
+
+    /// A gateway over the given service clients; `board` rings for the payment queue's log.
+    public init(
+        keyring: APIKeyring, signer: SessionSigner, sessionLifetimeSeconds: Int = 3600,
+        catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, logger: Logger
+    ) {
+        self.keyring = keyring
+        self.signer = signer
+        self.sessionLifetime = Int64(sessionLifetimeSeconds)
+        self.catalog = catalog
+        self.paymentQueue = paymentQueue
+        self.board = board
+        self.logger = logger
+    }
+
+    /// Every method the gateway answers besides the built-in Health and Diagnostics.
+    public var router: RPCRouter {
+        var router = RPCRouter()
+        router.register(Storebus_Gateway_V1_Gateway.authenticate) { [self] request, _ in
+            try authenticate(request)
+        }
+        router.register(Storebus_Gateway_V1_Gateway.observe) { [self] request, context in
+            try await observe(request, context: context)
+        }
+        let routes = Self.clientMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: false) }
+            + Self.adminMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: true) }
+        for route in routes {
+            router.registerRaw(path: route.method.path) { [self] body, context in
+                try await forward(route, body: body, context: context)
+            }
+        }
+        return router
+    }
+
+    /// Answers parked Observe calls at once from now on (the process is stopping).
+    public func beginClosing() async {
+        guard !closing.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        await board.shutdown()
+    }
+
+    // MARK: Sessions
+
+    func authenticate(_ request: Storebus_Gateway_V1_AuthenticateRequest) throws(RPCError) -> Storebus_Gateway_V1_AuthenticateResponse {
+        guard !request.apiKey.isEmpty, let key = keyring.key(for: request.apiKey) else {
+            logger.info("Authentication refused: unknown API key", metadata: ["app": "\(request.appBundleID)"])
+            throw RPCError(.unauthenticated, "the API key is not valid").withReason("INVALID_API_KEY", domain: "storebus.gateway")
+        }
+        for (field, value) in [("appBundleId", request.appBundleID), ("accountId", request.accountID), ("deviceId", request.deviceID)] {
+            guard !value.isEmpty, value.utf8.count <= 255, !value.contains("|"), !value.contains("\n") else {
+                throw RPCError.invalidArgument(field: field, "must be 1 to 255 characters without | or a newline")
+            }
+        }
+        guard key.allows(app: request.appBundleID) else {
+            throw RPCError(.permissionDenied, "the API key \(key.name) may not act for app \(request.appBundleID)")
+        }
+        let expires = Int64(Date().timeIntervalSince1970) + sessionLifetime
+        let claims = SessionClaims(
+            app: request.appBundleID, account: request.accountID, device: request.deviceID,
+            key: key.name, admin: key.admin, expires: expires
+        )
+        return .with {
+            $0.sessionID = signer.token(for: claims)
+            $0.expiresAt = .init(seconds: expires, nanos: 0)
+            $0.allowedMethods = [Storebus_Gateway_V1_Gateway.observe.path]
+                + Self.clientMethods.map(\.0.path)
+                + (key.admin ? Self.adminMethods.map(\.0.path) : [])
+            $0.queue = .with {
+                $0.appBundleID = request.appBundleID
+                $0.accountID = request.accountID
+                $0.deviceID = request.deviceID
+            }
+            $0.admin = key.admin
+        }
+    }
+
+    /// The claims of the call's session, or UNAUTHENTICATED.
+    func session(_ context: ServerContext) throws(RPCError) -> SessionClaims {
+        guard let token = context.metadata[Self.sessionMetadataKey], !token.isEmpty else {
+            throw RPCError(.unauthenticated, "this call needs a session: call \(Storebus_Gateway_V1_Gateway.authenticate.path) and send its sessionId as the \"\(Self.sessionMetadataKey)\" metadata entry")
+                .withReason("SESSION_REQUIRED", domain: "storebus.gateway")
+        }
+        let claims: SessionClaims
+        do {
+            claims = try signer.claims(of: token)
+        } catch .expired {
+            throw RPCError(.unauthenticated, "the session has expired; authenticate again").withReason("SESSION_EXPIRED", domain: "storebus.gateway")
+        } catch {
+            throw RPCError(.unauthenticated, "the session is not valid").withReason("SESSION_INVALID", domain: "storebus.gateway")
+        }
+        guard keyring.contains(name: claims.key) else {
+            throw RPCError(.unauthenticated, "the session's API key has been revoked").withReason("SESSION_REVOKED", domain: "storebus.gateway")
+        }
+        return claims
+    }
+
+    /// The metadata a service sees for a call of this session: the principal (none for admin
+    /// sessions, which act across accounts) and the caller's idempotency key. Anything else the
+    /// client sent, a forged principal included, stays behind.
+    private func upstreamMetadata(_ claims: SessionClaims, from context: ServerContext) -> Metadata {
+        var metadata = Metadata()
+        if let key = context.metadata[WireProtocol.idempotencyKeyMetadata] {
+            metadata[WireProtocol.idempotencyKeyMetadata] = key
+        }
+        if !claims.admin {
+            Principal(app: claims.app, account: claims.account, device: claims.device).apply(to: &metadata)
+        }
+        return metadata
+    }
+
+    // MARK: Forwarding
+
+    private func client(_ upstream: Upstream) -> RPCClient {
+        switch upstream {
+        case .catalog: catalog
+        case .paymentQueue: paymentQueue
+        }
+    }
+
+    /// Time a forwarded call may take: what the caller left, less a margin for the answer's way back.
+    private func upstreamTimeout(_ context: ServerContext) -> Duration? {
+        context.timeRemaining.map { max($0 - .milliseconds(5), .milliseconds(1)) }
+    }
+
+    func forward(_ route: Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
+        let claims = try session(context)
+        if route.adminOnly && !claims.admin {
+            throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session")
+        }
+        let response = try await client(route.upstream).callRaw(
+            path: route.method.path, idempotent: route.method.idempotent, body: body,
+            options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(claims, from: context))
+        )
+        guard response.code == .ok else {
+            throw response.error ?? RPCError(response.code, "\(route.method.path) failed")
+        }
+        return response.body
+    }
+
+    // MARK: The observer stream
+
+    func observe(_ request: Storebus_Gateway_V1_ObserveRequest, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
+        let claims = try session(context)
+        guard request.credit <= Self.maxCredit else {
+            throw RPCError.invalidArgument(field: "credit", "must be at most \(Self.maxCredit)")
+        }
+        guard request.waitMs <= Self.maxWaitMilliseconds else {
+            throw RPCError.invalidArgument(field: "waitMs", "must be at most \(Self.maxWaitMilliseconds)")
+        }
+        let credit = request.credit == 0 ? Self.defaultCredit : request.credit
+        let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = claims.app
+            $0.accountID = claims.account
+            $0.deviceID = claims.device
+        }
+        let metadata = upstreamMetadata(claims, from: context)
+        if request.replay {
+            return try await replay(queue, metadata: metadata, context: context)
+        }
+        // Hold the call until something arrives, the client's wait ends, or its deadline nears.
+        var wait = Duration.milliseconds(Int64(request.waitMs))
+        if let remaining = context.timeRemaining { wait = min(wait, remaining - .milliseconds(50)) }
+        let waitEnd = ContinuousClock.now + wait
+        while true {
+            let ticket = board.ticket(key: queue.key, beyond: request.afterSeq)
+            let page: Storebus_PaymentQueue_V1_QueueEventPage
+            do {
+                page = try await readEvents(key: queue.key, after: request.afterSeq, limit: credit, context: context)
+            } catch {
+                board.cancel(ticket)
+                throw error
+            }
+            guard request.afterSeq <= page.headSeq else {
+                board.cancel(ticket)
+                throw RPCError(.outOfRange, "afterSeq \(request.afterSeq) is past the queue's newest position \(page.headSeq)")
+            }
+            let events = callbacks(page, after: request.afterSeq)
+            let now = ContinuousClock.now
+            if !events.isEmpty || now >= waitEnd || closing.load(ordering: .acquiring) {
+                board.cancel(ticket)
+                return .with {
+                    $0.events = events
+                    $0.headSeq = page.headSeq
+                }
+            }
+            await board.wait(ticket, timeout: min(now.duration(to: waitEnd), Self.recheckInterval))
+            try Task.checkCancellation()
+        }
+    }
+
+    /// An app launch: every unfinished transaction of the queue, then the end of the replay, both at
+    /// the position the snapshot reflects.
+    private func replay(_ queue: Storebus_PaymentQueue_V1_QueueRef, metadata: Metadata, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
+        let snapshot = try await paymentQueue.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue },
+            options: CallOptions(timeout: upstreamTimeout(context), metadata: metadata)
+        )
+        var events: [Storebus_Gateway_V1_ObserverEvent] = []
+        if !snapshot.transactions.isEmpty {
+            events.append(.with {
+                $0.seq = snapshot.keySeq
+                $0.updatedTransactions.transactions = snapshot.transactions
+                $0.replayed = true
+            })
+        }
+        events.append(.with {
+            $0.seq = snapshot.keySeq
+            $0.replayComplete.replayedCount = UInt32(snapshot.transactions.count)
+        })
+        return .with {
+            $0.events = events
+            $0.headSeq = snapshot.keySeq
+        }
+    }
+
+    /// A page of the queue's events, read from the payment queue's log and decoded with typed payloads.
+    private func readEvents(key: String, after position: UInt64, limit: UInt32, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_QueueEventPage {
+        let body = try JSONCodec.encode(Storebus_Eventlog_V1_ReadEventsRequest.with {
+            $0.key = key
+            $0.afterSeq = position
+            $0.limit = limit
+        })
+        let method = Storebus_Eventlog_V1_EventLog.readEvents
+        let response = try await paymentQueue.callRaw(
+            path: method.path, idempotent: true, body: body, options: CallOptions(timeout: upstreamTimeout(context))
+        )
+        guard response.code == .ok else {
+            throw response.error ?? RPCError(response.code, "reading the payment queue's log failed")
+        }
+        return try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventPage.self, from: response.body)
+    }
+
+    /// The callbacks of a page: its events after `position`, consecutive, one callback each.
+    private func callbacks(_ page: Storebus_PaymentQueue_V1_QueueEventPage, after position: UInt64) -> [Storebus_Gateway_V1_ObserverEvent] {
+        var next = position + 1
+        var events: [Storebus_Gateway_V1_ObserverEvent] = []
+        for record in page.events where record.keySeq >= next {
+            guard record.keySeq == next else {
+                // Never skip: the client gets what is consecutive and asks again for the rest.
+                logger.error("Gap in the payment queue's log", metadata: ["queue.key": "\(record.key)", "expected": "\(next)", "got": "\(record.keySeq)"])
+                break
+            }
+            events.append(Self.callback(record))
+            next += 1
+        }
+        return events
+    }
+
+    /// The observer callback of one queue event.
+    static func callback(_ record: Storebus_PaymentQueue_V1_QueueEventRecord) -> Storebus_Gateway_V1_ObserverEvent {
+        var event = Storebus_Gateway_V1_ObserverEvent()
+        event.seq = record.keySeq
+        switch record.payload.event {
+        case .updatedTransactions(let updated):
+            event.updatedTransactions.transactions = updated.transactions
+        case .removedTransactions(let removed):
+            event.removedTransactions.transactions = removed.transactions
+        case .restoreCompletedTransactionsFinished(let finished):
+            event.restoreCompletedTransactionsFinished = .with {
+                $0.restoreID = finished.restoreID
+                $0.restoredCount = finished.restoredCount
+            }
+        case .restoreCompletedTransactionsFailed(let failed):
+            event.restoreCompletedTransactionsFailedWithError = .with {
+                $0.restoreID = failed.restoreID
+                $0.error = failed.error
+            }
+        case .revokedEntitlements(let revoked):
+            event.didRevokeEntitlementsForProductIdentifiers.productIdentifiers = revoked.productIdentifiers
+        case nil:
+            // An event kind newer than this gateway: still delivered (without a callback), so the
+            // client's positions stay consecutive.
+            break
+        }
+        return event
+    }
+}
+
+/// Closes the gateway's parked observer calls when the process begins to stop, so that the RPC
+/// server's drain does not wait out their holds.
+public struct GatewayCloser: Service {
+    let gateway: GatewayService
+
+    /// A closer for `gateway`.
+    public init(gateway: GatewayService) { self.gateway = gateway }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await gateway.beginClosing()
+    }
+}

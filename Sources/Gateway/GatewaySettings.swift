@@ -1,0 +1,98 @@
+import Crypto
+import Foundation
+import StoreBus
+
+/// An API key the gateway accepts, from the `service.apiKeys` list of its config file.
+public struct APIKey: Decodable, Sendable, Equatable {
+    /// A name for logs and sessions (the key itself is never logged).
+    public var name: String
+    /// The secret the client presents.
+    public var key: String
+    /// Apps the key may act for; empty or `["*"]` for any app.
+    public var apps: [String]
+    /// Whether the key opens admin sessions (PaymentQueueAdmin, catalog reloads).
+    public var admin: Bool
+
+    /// A key.
+    public init(name: String, key: String, apps: [String] = [], admin: Bool = false) {
+        self.name = name
+        self.key = key
+        self.apps = apps
+        self.admin = admin
+    }
+
+    enum CodingKeys: String, CodingKey { case name, key, apps, admin }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        key = try container.decode(String.self, forKey: .key)
+        name = try container.decodeIfPresent(String.self, forKey: .name) ?? "unnamed"
+        apps = try container.decodeIfPresent([String].self, forKey: .apps) ?? []
+        admin = try container.decodeIfPresent(Bool.self, forKey: .admin) ?? false
+    }
+
+    /// Whether the key may act for `app`.
+    public func allows(app: String) -> Bool {
+        apps.isEmpty || apps.contains("*") || apps.contains(app)
+    }
+}
+
+/// The keys a gateway accepts, found by a digest of the key so that lookups do not compare secrets
+/// character by character.
+public struct APIKeyring: Sendable {
+    private let byDigest: [String: APIKey]
+    private let names: Set<String>
+
+    /// A keyring; refuses empty, short or repeated keys and repeated names.
+    public init(_ keys: [APIKey]) throws {
+        var byDigest: [String: APIKey] = [:]
+        var names = Set<String>()
+        for (index, key) in keys.enumerated() {
+            guard key.key.utf8.count >= 16 else {
+                throw StartupError("service.apiKeys[\(index)] (\(key.name)): a key needs at least 16 characters")
+            }
+            guard names.insert(key.name).inserted else {
+                throw StartupError("service.apiKeys[\(index)]: the name \(key.name) is used twice")
+            }
+            guard byDigest.updateValue(key, forKey: Self.digest(key.key)) == nil else {
+                throw StartupError("service.apiKeys[\(index)] (\(key.name)): the same key is listed twice")
+            }
+        }
+        self.byDigest = byDigest
+        self.names = names
+    }
+
+    /// The key entry for a presented secret.
+    public func key(for secret: String) -> APIKey? {
+        byDigest[Self.digest(secret)]
+    }
+
+    /// Whether a key of that name is still configured (sessions of removed keys are refused).
+    public func contains(name: String) -> Bool { names.contains(name) }
+
+    /// How many keys there are.
+    public var count: Int { byDigest.count }
+
+    private static func digest(_ secret: String) -> String {
+        SHA256.hash(data: Data(secret.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// The config file's `service` section for `storebus-gateway`.
+public struct GatewaySettings: Decodable, Sendable {
+    /// RPC endpoints of storebus-catalog.
+    public var catalogEndpoints: [String]?
+    /// RPC endpoints of storebus-payment-queue.
+    public var paymentQueueEndpoints: [String]?
+    /// Doorbell (PUB) endpoints of storebus-payment-queue.
+    public var paymentQueueEventEndpoints: [String]?
+    /// The secret every gateway of a deployment shares to sign sessions.
+    public var sessionSecret: String?
+    /// How long a session lasts. Default 3600 s.
+    public var sessionLifetimeSeconds: Int?
+    /// The accepted API keys.
+    public var apiKeys: [APIKey]?
+
+    /// Empty settings.
+    public init() {}
+}

@@ -1,0 +1,137 @@
+import Synchronization
+import ZeroMQ
+
+/// Doorbells of every key of one log, for servers that park many readers, each waiting on one key
+/// (the gateway's observer calls, one per device).
+///
+/// A reader takes a ticket *before* it reads the log and waits on it only if the read came back
+/// empty: a doorbell that rings between the read and the wait is then not missed. Doorbells may
+/// still be lost on the way, so a reader never waits longer than it can afford to poll.
+/// The board remembers nothing about keys nobody waits on, so its memory follows the waiters.
+public final class DoorbellBoard: Sendable {
+    /// A reader's place in line for one key.
+    public struct Ticket: Sendable, Hashable {
+        fileprivate let id: UInt64
+        fileprivate let key: String
+    }
+
+    private struct Waiter {
+        var beyond: UInt64
+        var rung = false
+        var continuation: CheckedContinuation<Void, Never>?
+        var timer: Task<Void, Never>?
+    }
+
+    private struct State {
+        var waiters: [String: [UInt64: Waiter]] = [:]
+        var nextID: UInt64 = 0
+        var closed = false
+    }
+
+    private let reactor: Reactor
+    private let state = Mutex(State())
+
+    /// Subscribes to every key of `log` on the publishers at `endpoints`.
+    public init(endpoints: [String], log: String, context: ZeroMQ.Context) throws {
+        reactor = Reactor(name: "storebus-doorbell-board", context: context)
+        if !endpoints.isEmpty {
+            try DoorbellSubscription.start(
+                endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor
+            ) { [weak self] doorbell in
+                self?.rang(key: doorbell.key, position: doorbell.keySeq)
+            }
+        } else {
+            reactor.start()
+        }
+    }
+
+    /// Takes a ticket that a doorbell of `key` past `position` will ring.
+    public func ticket(key: String, beyond position: UInt64) -> Ticket {
+        state.withLock { state in
+            state.nextID += 1
+            state.waiters[key, default: [:]][state.nextID] = Waiter(beyond: position, rung: state.closed)
+            return Ticket(id: state.nextID, key: key)
+        }
+    }
+
+    /// Returns when the ticket's doorbell has rung (maybe already), after `timeout`, or when the
+    /// calling task is cancelled. The ticket is used up either way.
+    public func wait(_ ticket: Ticket, timeout: Duration) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = state.withLock { state -> Bool in
+                    guard var waiter = state.waiters[ticket.key]?[ticket.id], !waiter.rung else { return true }
+                    waiter.continuation = continuation
+                    waiter.timer = Task { [weak self] in
+                        try? await Task.sleep(for: timeout)
+                        self?.release(ticket)
+                    }
+                    state.waiters[ticket.key]?[ticket.id] = waiter
+                    return false
+                }
+                if ready {
+                    release(ticket)
+                    continuation.resume()
+                }
+            }
+        } onCancel: {
+            release(ticket)
+        }
+    }
+
+    /// Gives a ticket back unused (the read found something).
+    public func cancel(_ ticket: Ticket) {
+        release(ticket)
+    }
+
+    /// Readers currently holding tickets (for statistics and tests).
+    public var waiting: Int {
+        state.withLock { $0.waiters.values.reduce(0) { $0 + $1.count } }
+    }
+
+    private func rang(key: String, position: UInt64) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard var waiters = state.waiters[key] else { return [] }
+            var ready: [CheckedContinuation<Void, Never>] = []
+            for (id, var waiter) in waiters where !waiter.rung && position > waiter.beyond {
+                waiter.rung = true
+                if let continuation = waiter.continuation {
+                    ready.append(continuation)
+                    waiter.timer?.cancel()
+                    waiters[id] = nil
+                } else {
+                    waiters[id] = waiter
+                }
+            }
+            state.waiters[key] = waiters.isEmpty ? nil : waiters
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    private func release(_ ticket: Ticket) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard let waiter = state.waiters[ticket.key]?.removeValue(forKey: ticket.id) else { return nil }
+            if state.waiters[ticket.key]?.isEmpty == true { state.waiters[ticket.key] = nil }
+            return waiter
+        }
+        waiter?.timer?.cancel()
+        waiter?.continuation?.resume()
+    }
+
+    /// Wakes every waiter and closes the subscription.
+    public func shutdown() async {
+        let waiters = state.withLock { state -> [Waiter] in
+            state.closed = true
+            let all = state.waiters.values.flatMap(\.values)
+            state.waiters.removeAll()
+            return all
+        }
+        for waiter in waiters {
+            waiter.timer?.cancel()
+            waiter.continuation?.resume()
+        }
+        reactor.stop()
+        await reactor.join()
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+import StoreSchema
+
+/// A product for sale, localized for the storefront it was asked in (SKProduct).
+public struct Product: Sendable, Equatable, Identifiable {
+    /// The product identifier.
+    public var productIdentifier: String
+    /// Display name in the storefront's language.
+    public var localizedTitle: String
+    /// Description in the storefront's language.
+    public var localizedDescription: String
+    /// Price as a decimal, in the storefront's currency.
+    public var price: Decimal
+    /// Locale the price is formatted for, such as `fr_FR`.
+    public var priceLocale: Locale
+    /// ISO 4217 currency code.
+    public var currencyCode: String
+    /// The price as the storefront shows it, such as `0,99 €`.
+    public var formattedPrice: String
+    /// Whether the product has hosted content to download.
+    public var isDownloadable: Bool
+    /// Sizes of the hosted content packages.
+    public var downloadContentLengths: [Int64]
+    /// Version of the hosted content.
+    public var downloadContentVersion: String
+    /// The full record, with subscription details.
+    public var record: Storebus_Catalog_V1_Product
+
+    public var id: String { productIdentifier }
+
+    init(_ product: Storebus_Catalog_V1_Product) {
+        productIdentifier = product.productIdentifier
+        localizedTitle = product.localizedTitle
+        localizedDescription = product.localizedDescription
+        price = Decimal(string: product.price, locale: Locale(identifier: "en_US_POSIX")) ?? 0
+        priceLocale = Locale(identifier: product.priceLocale)
+        currencyCode = product.currencyCode
+        formattedPrice = product.formattedPrice
+        isDownloadable = product.isDownloadable
+        downloadContentLengths = product.downloadContentLengths
+        downloadContentVersion = product.downloadContentVersion
+        record = product
+    }
+}
+
+/// A request to buy a product (SKPayment / SKMutablePayment).
+public struct Payment: Sendable, Equatable {
+    /// The product to buy.
+    public var productIdentifier: String
+    /// How many, 1 to 10.
+    public var quantity: Int
+    /// An opaque id of the user in your app.
+    public var applicationUsername: String?
+    /// Sandbox only: answer this payment with Ask to Buy.
+    public var simulatesAskToBuyInSandbox: Bool
+
+    /// A payment for one unit of `productIdentifier`.
+    public init(productIdentifier: String, quantity: Int = 1, applicationUsername: String? = nil, simulatesAskToBuyInSandbox: Bool = false) {
+        self.productIdentifier = productIdentifier
+        self.quantity = quantity
+        self.applicationUsername = applicationUsername
+        self.simulatesAskToBuyInSandbox = simulatesAskToBuyInSandbox
+    }
+
+    /// A payment for `product`.
+    public init(product: Product) {
+        self.init(productIdentifier: product.productIdentifier)
+    }
+
+    init(_ payment: Storebus_PaymentQueue_V1_Payment) {
+        productIdentifier = payment.productIdentifier
+        quantity = Int(payment.quantity)
+        applicationUsername = payment.applicationUsername.isEmpty ? nil : payment.applicationUsername
+        simulatesAskToBuyInSandbox = payment.simulatesAskToBuyInSandbox
+    }
+
+    var message: Storebus_PaymentQueue_V1_Payment {
+        .with {
+            $0.productIdentifier = productIdentifier
+            $0.quantity = Int32(clamping: quantity)
+            $0.applicationUsername = applicationUsername ?? ""
+            $0.simulatesAskToBuyInSandbox = simulatesAskToBuyInSandbox
+        }
+    }
+}
+
+/// SKPaymentTransactionState.
+public enum PaymentTransactionState: String, Sendable, Equatable, CaseIterable {
+    /// Being processed by the store.
+    case purchasing
+    /// Paid: deliver the content, then finish the transaction.
+    case purchased
+    /// Not paid: `error` says why; finish the transaction.
+    case failed
+    /// A past purchase restored: deliver the content, then finish.
+    case restored
+    /// Waiting for an outside action, such as a parent's approval (Ask to Buy).
+    case deferred
+
+    init(_ state: Storebus_PaymentQueue_V1_TransactionState) {
+        switch state {
+        case .purchased: self = .purchased
+        case .failed: self = .failed
+        case .restored: self = .restored
+        case .deferred: self = .deferred
+        default: self = .purchasing
+        }
+    }
+}
+
+/// A StoreKit error (SKError) as transactions and restores report it.
+public struct StoreKitError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// SKError.Code, with StoreKit's raw values (2 is paymentCancelled, 5 storeProductNotAvailable).
+    public var code: Code
+    /// Text for the user.
+    public var localizedDescription: String
+
+    /// SKError.Code.
+    public struct Code: RawRepresentable, Sendable, Equatable, Hashable, CustomStringConvertible {
+        public var rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+
+        public static let unknown = Code(rawValue: 0)
+        public static let clientInvalid = Code(rawValue: 1)
+        public static let paymentCancelled = Code(rawValue: 2)
+        public static let paymentInvalid = Code(rawValue: 3)
+        public static let paymentNotAllowed = Code(rawValue: 4)
+        public static let storeProductNotAvailable = Code(rawValue: 5)
+        public static let cloudServiceNetworkConnectionFailed = Code(rawValue: 7)
+        public static let unauthorizedRequestData = Code(rawValue: 10)
+
+        public var description: String {
+            Storebus_PaymentQueue_V1_SKError(rawValue: rawValue).map { "\($0)" } ?? "code \(rawValue)"
+        }
+    }
+
+    init(_ error: Storebus_PaymentQueue_V1_StoreKitError) {
+        code = Code(rawValue: error.code.rawValue)
+        localizedDescription = error.localizedDescription
+    }
+
+    public var description: String { "\(localizedDescription) (\(code))" }
+}
+
+/// Hosted content of a transaction (SKDownload), as attached when it was purchased or restored.
+public struct Download: Sendable, Equatable {
+    /// The content's identifier.
+    public var contentIdentifier: String
+    /// The content's version.
+    public var contentVersion: String
+    /// Size in bytes.
+    public var contentLength: Int64
+    /// The transaction it belongs to.
+    public var transactionIdentifier: String
+    /// Fraction done.
+    public var progress: Double
+    /// The full record.
+    public var record: Storebus_PaymentQueue_V1_Download
+
+    init(_ download: Storebus_PaymentQueue_V1_Download) {
+        contentIdentifier = download.contentIdentifier
+        contentVersion = download.contentVersion
+        contentLength = download.contentLength
+        transactionIdentifier = download.transactionIdentifier
+        progress = download.progress
+        record = download
+    }
+}
+
+/// A transaction in the payment queue (SKPaymentTransaction).
+public struct PaymentTransaction: Sendable, Equatable, Identifiable {
+    /// Unique identifier.
+    public var transactionIdentifier: String
+    /// Current state.
+    public var transactionState: PaymentTransactionState
+    /// The payment that created it.
+    public var payment: Payment
+    /// When it entered its current state.
+    public var transactionDate: Date?
+    /// For restored transactions, the purchase restored.
+    public var originalTransactionIdentifier: String?
+    /// For failed transactions, why.
+    public var error: StoreKitError?
+    /// Hosted content.
+    public var downloads: [Download]
+    /// Whether the transaction was finished (it is then in a removedTransactions callback).
+    public var isFinished: Bool
+    /// The full record (storefront, product type, subscription dates, ...).
+    public var record: Storebus_PaymentQueue_V1_PaymentTransaction
+
+    public var id: String { transactionIdentifier }
+
+    init(_ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) {
+        transactionIdentifier = transaction.transactionIdentifier
+        transactionState = PaymentTransactionState(transaction.transactionState)
+        payment = Payment(transaction.payment)
+        transactionDate = transaction.hasTransactionDate ? transaction.transactionDate.date : nil
+        originalTransactionIdentifier = transaction.hasOriginalTransaction ? transaction.originalTransaction.transactionIdentifier : nil
+        error = transaction.hasError ? StoreKitError(transaction.error) : nil
+        downloads = transaction.downloads.map(Download.init)
+        isFinished = transaction.finished
+        record = transaction
+    }
+}

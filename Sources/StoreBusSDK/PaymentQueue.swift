@@ -1,0 +1,291 @@
+import Foundation
+import Logging
+import StoreBus
+import StoreSchema
+import Synchronization
+
+/// A device's payment queue (SKPaymentQueue): add payments, finish transactions, restore purchases,
+/// and observe every change.
+///
+/// Observing starts with the first observer added (or the first `callbacks` sequence asked for): the
+/// queue first re-sends its unfinished transactions, as at an app launch, then every change as it
+/// happens. It acknowledges each callback once it has been handed over, and after a lost connection
+/// or a gateway restart it continues from the last acknowledged position: nothing is lost or repeated.
+///
+/// ```swift
+/// let queue = try PaymentQueue(configuration: configuration)
+/// queue.add(observer)
+/// queue.add(Payment(productIdentifier: "com.example.gems100"))
+/// ```
+public final class PaymentQueue: Sendable {
+    /// The connection to the gateways.
+    public let connection: StoreConnection
+
+    private struct State {
+        var observers: [ObjectIdentifier: any PaymentTransactionObserver] = [:]
+        var streams: [UInt64: AsyncStream<PaymentQueueCallback>.Continuation] = [:]
+        var nextStream: UInt64 = 0
+        var transactions: [String: PaymentTransaction] = [:]
+        var order: [String] = []
+        var position: UInt64 = 0
+        var replayed = false
+        var observing: Task<Void, Never>?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    private let logger: Logger
+
+    /// A queue for the device `configuration` names.
+    public convenience init(configuration: StoreConfiguration) throws {
+        try self.init(connection: StoreConnection(configuration: configuration))
+    }
+
+    /// A queue over an existing connection.
+    public init(connection: StoreConnection, logger: Logger = Logger(label: "storebus.sdk.queue")) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    // MARK: Observing
+
+    /// Adds an observer and, with the first one, starts observing.
+    public func add(_ observer: any PaymentTransactionObserver) {
+        state.withLock { $0.observers[ObjectIdentifier(observer)] = observer }
+        startObserving()
+    }
+
+    /// Removes an observer. Observing goes on (other observers and sequences may be listening).
+    public func remove(_ observer: any PaymentTransactionObserver) {
+        _ = state.withLock { $0.observers.removeValue(forKey: ObjectIdentifier(observer)) }
+    }
+
+    /// Every callback from now on, as an asynchronous sequence (starts observing). Each call returns a
+    /// sequence of its own; it ends when the queue is closed.
+    public var callbacks: AsyncStream<PaymentQueueCallback> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PaymentQueueCallback.self)
+        let id = state.withLock { state -> UInt64? in
+            guard !state.closed else { return nil }
+            state.nextStream += 1
+            state.streams[state.nextStream] = continuation
+            return state.nextStream
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
+        }
+        startObserving()
+        return stream
+    }
+
+    /// The queue's unfinished transactions, as the callbacks so far describe them, oldest first.
+    public var transactions: [PaymentTransaction] {
+        state.withLock { state in state.order.compactMap { state.transactions[$0] } }
+    }
+
+    /// The position of the last callback handed over (acknowledged to the gateway with the next call).
+    public var acknowledgedPosition: UInt64 {
+        state.withLock { $0.position }
+    }
+
+    private func startObserving() {
+        state.withLock { state in
+            guard state.observing == nil, !state.closed else { return }
+            state.observing = Task { [weak self] in await self?.observe() }
+        }
+    }
+
+    /// The long-poll chain: each call acknowledges the position reached and asks for what follows.
+    private func observe() async {
+        let configuration = connection.configuration
+        var delay = configuration.reconnectDelay
+        while !Task.isCancelled {
+            let (position, replayed) = state.withLock { ($0.position, $0.replayed) }
+            let response: Storebus_Gateway_V1_ObserveResponse
+            do {
+                response = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
+                    $0.replay = !replayed
+                    $0.afterSeq = position
+                    $0.credit = configuration.observerCredit
+                    $0.waitMs = UInt32(clamping: configuration.observerHold.components.seconds * 1000)
+                }, timeout: configuration.observerHold + configuration.callTimeout)
+            } catch {
+                if Task.isCancelled { return }
+                logger.debug("Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(delay)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+                continue
+            }
+            delay = configuration.reconnectDelay
+            for event in response.events {
+                deliver(event)
+            }
+        }
+    }
+
+    private func deliver(_ event: Storebus_Gateway_V1_ObserverEvent) {
+        let callback = PaymentQueueCallback(seq: event.seq, event: Self.translate(event))
+        let (observers, streams) = state.withLock { state -> ([any PaymentTransactionObserver], [AsyncStream<PaymentQueueCallback>.Continuation]) in
+            switch callback.event {
+            case .updatedTransactions(let transactions, let replayed):
+                if replayed {
+                    state.transactions.removeAll()
+                    state.order.removeAll()
+                }
+                for transaction in transactions {
+                    if state.transactions.updateValue(transaction, forKey: transaction.transactionIdentifier) == nil {
+                        state.order.append(transaction.transactionIdentifier)
+                    }
+                }
+            case .removedTransactions(let transactions):
+                let removed = Set(transactions.map(\.transactionIdentifier))
+                for id in removed { state.transactions[id] = nil }
+                state.order.removeAll { removed.contains($0) }
+            case .replayCompleted:
+                state.replayed = true
+            default:
+                break
+            }
+            state.position = callback.seq
+            return (Array(state.observers.values), Array(state.streams.values))
+        }
+        for observer in observers {
+            switch callback.event {
+            case .updatedTransactions(let transactions, _):
+                observer.paymentQueue(self, updatedTransactions: transactions)
+            case .removedTransactions(let transactions):
+                observer.paymentQueue(self, removedTransactions: transactions)
+            case .restoreCompletedTransactionsFinished:
+                observer.paymentQueueRestoreCompletedTransactionsFinished(self)
+            case .restoreCompletedTransactionsFailed(_, let error):
+                observer.paymentQueue(self, restoreCompletedTransactionsFailedWithError: error)
+            case .updatedDownloads(let downloads):
+                observer.paymentQueue(self, updatedDownloads: downloads)
+            case .didRevokeEntitlements(let products):
+                observer.paymentQueue(self, didRevokeEntitlementsForProductIdentifiers: products)
+            case .replayCompleted, .unknown:
+                break
+            }
+        }
+        for stream in streams { stream.yield(callback) }
+    }
+
+    static func translate(_ event: Storebus_Gateway_V1_ObserverEvent) -> PaymentQueueCallback.Event {
+        switch event.callback {
+        case .updatedTransactions(let updated):
+            .updatedTransactions(updated.transactions.map(PaymentTransaction.init), replayed: event.replayed)
+        case .removedTransactions(let removed):
+            .removedTransactions(removed.transactions.map(PaymentTransaction.init))
+        case .restoreCompletedTransactionsFinished(let finished):
+            .restoreCompletedTransactionsFinished(restoreID: finished.restoreID, restoredCount: Int(finished.restoredCount))
+        case .restoreCompletedTransactionsFailedWithError(let failed):
+            .restoreCompletedTransactionsFailed(restoreID: failed.restoreID, error: StoreKitError(failed.error))
+        case .updatedDownloads(let updated):
+            .updatedDownloads(updated.downloads.map { Download($0.download) })
+        case .didRevokeEntitlementsForProductIdentifiers(let revoked):
+            .didRevokeEntitlements(productIdentifiers: revoked.productIdentifiers)
+        case .replayComplete(let done):
+            .replayCompleted(count: Int(done.replayedCount))
+        case nil:
+            .unknown
+        }
+    }
+
+    // MARK: Payments
+
+    /// Whether the account may pay in this app (false under purchase restrictions).
+    public func canMakePayments() async throws -> Bool {
+        let configuration = connection.configuration
+        return try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with {
+            $0.appBundleID = configuration.appBundleID
+            $0.accountID = configuration.accountID
+        }).canMakePayments
+    }
+
+    /// Adds a payment and returns its transaction, PURCHASING or already FAILED; later states arrive
+    /// as callbacks. Retried safely under `idempotencyKey` (one is made up when none is given).
+    @discardableResult
+    public func addPayment(_ payment: Payment, storefront: String? = nil, idempotencyKey: String = UUID().uuidString) async throws -> PaymentTransaction {
+        let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = connection.configuration.queue
+            $0.payment = payment.message
+            $0.storefront = storefront ?? ""
+        }, idempotencyKey: idempotencyKey)
+        return PaymentTransaction(response.transaction)
+    }
+
+    /// Adds a payment (SKPaymentQueue.add); the transaction arrives through the observers. Errors
+    /// reaching the store are logged; use ``addPayment(_:storefront:idempotencyKey:)`` to handle them.
+    public func add(_ payment: Payment) {
+        Task {
+            do {
+                try await addPayment(payment)
+            } catch {
+                logger.error("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Finishes a transaction; it then arrives in a removedTransactions callback. Returns true when it
+    /// had been finished already.
+    @discardableResult
+    public func finish(_ transaction: PaymentTransaction) async throws -> Bool {
+        try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
+            $0.queue = connection.configuration.queue
+            $0.transactionIdentifier = transaction.transactionIdentifier
+        }).alreadyFinished
+    }
+
+    /// Finishes a transaction (SKPaymentQueue.finishTransaction). Errors are logged; use
+    /// ``finish(_:)`` to handle them.
+    public func finishTransaction(_ transaction: PaymentTransaction) {
+        Task {
+            do {
+                try await finish(transaction)
+            } catch {
+                logger.error("Finishing a transaction failed", metadata: ["transaction": "\(transaction.transactionIdentifier)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Starts a restore of the account's completed purchases and returns its id and how many
+    /// transactions it adds; the RESTORED transactions and the end of the restore arrive as callbacks.
+    @discardableResult
+    public func restore(applicationUsername: String? = nil, idempotencyKey: String = UUID().uuidString) async throws -> (restoreID: String, restoredCount: Int) {
+        let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
+            $0.queue = connection.configuration.queue
+            if let applicationUsername { $0.applicationUsername = applicationUsername }
+        }, idempotencyKey: idempotencyKey)
+        return (response.restoreID, Int(response.restoredCount))
+    }
+
+    /// Restores completed purchases (SKPaymentQueue.restoreCompletedTransactions). When the store
+    /// cannot be reached, observers hear restoreCompletedTransactionsFailedWithError.
+    public func restoreCompletedTransactions(withApplicationUsername username: String? = nil) {
+        Task {
+            do {
+                try await restore(applicationUsername: username)
+            } catch {
+                let observers = state.withLock { Array($0.observers.values) }
+                for observer in observers { observer.paymentQueue(self, restoreCompletedTransactionsFailedWithError: error) }
+            }
+        }
+    }
+
+    /// Stops observing, ends every `callbacks` sequence and closes the connection.
+    public func close() async {
+        let (task, streams) = state.withLock { state -> (Task<Void, Never>?, [AsyncStream<PaymentQueueCallback>.Continuation]) in
+            state.closed = true
+            let streams = Array(state.streams.values)
+            state.streams.removeAll()
+            return (state.observing, streams)
+        }
+        task?.cancel()
+        await task?.value
+        for stream in streams { stream.finish() }
+        await connection.close()
+    }
+}

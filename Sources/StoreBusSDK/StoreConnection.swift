@@ -1,0 +1,146 @@
+import Foundation
+import Logging
+import StoreBus
+import StoreSchema
+import Synchronization
+
+/// Where a client finds StoreBus and who it is.
+public struct StoreConfiguration: Sendable {
+    /// The gateways' RPC endpoints, such as `tcp://127.0.0.1:7300`. Calls go to a connected one; when
+    /// one goes away the client continues on another, or on the same one once it is back.
+    public var gatewayEndpoints: [String]
+    /// The app's API key, as configured in the gateways.
+    public var apiKey: String
+    /// The app's bundle identifier.
+    public var appBundleID: String
+    /// The App Store account.
+    public var accountID: String
+    /// This device.
+    public var deviceID: String
+    /// Timeout of each call. Default 10 s.
+    public var callTimeout: Duration = .seconds(10)
+    /// Callbacks the gateway may send per answer. Default 64.
+    public var observerCredit: UInt32 = 64
+    /// How long the gateway holds an observer call when nothing happens. Default 20 s.
+    public var observerHold: Duration = .seconds(20)
+    /// First pause before reconnecting after a failure; it doubles up to 2 s.
+    public var reconnectDelay: Duration = .milliseconds(100)
+
+    /// A configuration.
+    public init(gatewayEndpoints: [String], apiKey: String, appBundleID: String, accountID: String, deviceID: String) {
+        self.gatewayEndpoints = gatewayEndpoints
+        self.apiKey = apiKey
+        self.appBundleID = appBundleID
+        self.accountID = accountID
+        self.deviceID = deviceID
+    }
+
+    /// The queue this configuration names.
+    var queue: Storebus_PaymentQueue_V1_QueueRef {
+        .with {
+            $0.appBundleID = appBundleID
+            $0.accountID = accountID
+            $0.deviceID = deviceID
+        }
+    }
+}
+
+/// An error from StoreBus, with the status code and the sentence the service gave.
+public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// gRPC status code name, such as `PERMISSION_DENIED`.
+    public var code: String
+    /// What went wrong.
+    public var message: String
+    /// The underlying status.
+    public var status: StatusCode
+
+    init(_ error: RPCError) {
+        code = error.code.name
+        message = error.message
+        status = error.code
+    }
+
+    public var description: String { "\(message) (\(code))" }
+}
+
+/// An authenticated link to the gateways: one RPC client and a session that is opened on first use
+/// and opened again when it expires.
+public final class StoreConnection: Sendable {
+    /// The configuration.
+    public let configuration: StoreConfiguration
+    let client: RPCClient
+    private let session = Mutex<String?>(nil)
+    private let logger: Logger
+
+    /// Connects to the gateways (the session opens with the first call).
+    public init(configuration: StoreConfiguration, logger: Logger = Logger(label: "storebus.sdk")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        var clientConfiguration = ClientConfiguration(endpoints: configuration.gatewayEndpoints)
+        clientConfiguration.defaultTimeout = configuration.callTimeout
+        do {
+            client = try RPCClient(configuration: clientConfiguration, logger: logger)
+        } catch let error as RPCError {
+            throw StoreError(error)
+        }
+    }
+
+    /// Opens a session now (otherwise the first call does); throws UNAUTHENTICATED for a wrong key.
+    @discardableResult
+    public func authenticate() async throws -> Storebus_Gateway_V1_AuthenticateResponse {
+        let response: Storebus_Gateway_V1_AuthenticateResponse
+        do {
+            response = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
+                $0.apiKey = configuration.apiKey
+                $0.appBundleID = configuration.appBundleID
+                $0.accountID = configuration.accountID
+                $0.deviceID = configuration.deviceID
+            })
+        } catch {
+            throw StoreError(error)
+        }
+        session.withLock { $0 = response.sessionID }
+        return response
+    }
+
+    /// Calls `method` through the gateway in this connection's session, opening or renewing the
+    /// session as needed. Retryable failures (no gateway reachable) are retried by the RPC layer for
+    /// idempotent methods, or when `idempotencyKey` is set.
+    public func call<Request, Response>(
+        _ method: MethodDescriptor<Request, Response>, _ request: Request,
+        timeout: Duration? = nil, idempotencyKey: String? = nil
+    ) async throws -> Response {
+        var renewed = false
+        while true {
+            let token: String
+            if let current = session.withLock({ $0 }) {
+                token = current
+            } else {
+                token = try await authenticate().sessionID
+                renewed = true
+            }
+            var options = CallOptions(timeout: timeout, metadata: [GatewayMetadata.session: token], idempotencyKey: idempotencyKey)
+            options.timeout = timeout ?? configuration.callTimeout
+            do {
+                return try await client.call(method, request, options: options)
+            } catch let error where error.code == .unauthenticated && !renewed {
+                // Expired or signed by a secret the gateways no longer share: open a new session once.
+                logger.debug("Session refused; authenticating again", metadata: ["reason": "\(error.message)"])
+                session.withLock { if $0 == token { $0 = nil } }
+            } catch {
+                throw StoreError(error)
+            }
+        }
+    }
+
+    /// Closes the connection; later calls fail.
+    public func close() async {
+        await client.shutdown()
+    }
+}
+
+/// Metadata keys of the gateway's client protocol.
+enum GatewayMetadata {
+    /// The session token from Authenticate.
+    static let session = "session"
+}

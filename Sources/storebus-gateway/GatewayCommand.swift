@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import Gateway
+import StoreBus
+import StoreSchema
+
+/// `storebus-gateway`: the one endpoint clients talk to (storebus.gateway.v1).
+@main
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storebus-gateway",
+        abstract: "Authenticate clients, forward their calls to the services, and serve each device's observer callbacks."
+    )
+
+    @OptionGroup var host: HostOptions
+
+    @Option(name: .customLong("catalog-endpoint"), help: "RPC endpoint of storebus-catalog (repeatable). Also STOREBUS_CATALOG_ENDPOINTS or service.catalogEndpoints.")
+    var catalogEndpoints: [String] = []
+
+    @Option(name: .customLong("payment-queue-endpoint"), help: "RPC endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_ENDPOINTS or service.paymentQueueEndpoints.")
+    var paymentQueueEndpoints: [String] = []
+
+    @Option(name: .customLong("payment-queue-events"), help: "Doorbell endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_EVENTS or service.paymentQueueEventEndpoints.")
+    var paymentQueueEvents: [String] = []
+
+    func run() async throws {
+        let configuration = try host.resolve(defaults: HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7300"], eventEndpoints: []))
+        ServiceHost.bootstrapLogging(level: configuration.logLevel)
+        let settings = try configuration.serviceSection.map { try JSONDecoder().decode(GatewaySettings.self, from: $0) } ?? GatewaySettings()
+        let environment = ProcessInfo.processInfo.environment
+        func endpoints(_ flags: [String], _ variable: String, _ configured: [String]?, _ fallback: String) -> [String] {
+            if !flags.isEmpty { return flags }
+            let fromEnvironment = environment[variable].map {
+                $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            } ?? []
+            if !fromEnvironment.isEmpty { return fromEnvironment }
+            return configured ?? [fallback]
+        }
+        let catalog = endpoints(catalogEndpoints, "STOREBUS_CATALOG_ENDPOINTS", settings.catalogEndpoints, "tcp://127.0.0.1:7301")
+        let paymentQueue = endpoints(paymentQueueEndpoints, "STOREBUS_PAYMENT_QUEUE_ENDPOINTS", settings.paymentQueueEndpoints, "tcp://127.0.0.1:7302")
+        let events = endpoints(paymentQueueEvents, "STOREBUS_PAYMENT_QUEUE_EVENTS", settings.paymentQueueEventEndpoints, "tcp://127.0.0.1:7312")
+
+        let keyring = try APIKeyring(settings.apiKeys ?? [])
+        let host = try ServiceHost(process: "storebus-gateway", configuration: configuration)
+        if keyring.count == 0 {
+            host.logger.warning("No API keys configured (service.apiKeys): every client will be refused")
+        }
+        let secret: String
+        if let configured = environment["STOREBUS_SESSION_SECRET"] ?? settings.sessionSecret, !configured.isEmpty {
+            secret = configured
+        } else {
+            secret = UUID().uuidString + UUID().uuidString
+            host.logger.warning("No session secret configured (service.sessionSecret): sessions are valid on this gateway process only")
+        }
+        let lifetime = settings.sessionLifetimeSeconds ?? 3600
+        guard lifetime > 0 else { throw StartupError("service.sessionLifetimeSeconds must be positive") }
+
+        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), context: host.context, logger: host.logger)
+        let paymentQueueClient = try RPCClient(configuration: ClientConfiguration(endpoints: paymentQueue), context: host.context, logger: host.logger)
+        let board = try DoorbellBoard(endpoints: events, log: "payment-queue", context: host.context)
+        let gateway = GatewayService(
+            keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: lifetime,
+            catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, logger: host.logger
+        )
+        try await host.serve(
+            router: gateway.router,
+            services: [Storebus_Gateway_V1_Gateway.serviceName],
+            background: [GatewayCloser(gateway: gateway)],
+            onShutdown: {
+                await gateway.beginClosing()
+                await catalogClient.shutdown()
+                await paymentQueueClient.shutdown()
+            }
+        )
+    }
+}

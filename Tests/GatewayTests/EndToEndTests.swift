@@ -1,0 +1,305 @@
+import Foundation
+import StoreBus
+import StoreBusSDK
+import StoreBusTesting
+import StoreSchema
+import Testing
+
+/// Every live callback's seq follows the one before: nothing lost, nothing repeated.
+func expectConsecutive(_ callbacks: [PaymentQueueCallback], after start: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
+    let seqs = callbacks.map(\.seq)
+    #expect(seqs == Array((start + 1)..<(start + 1 + UInt64(seqs.count))), "callback positions \(seqs)", sourceLocation: sourceLocation)
+}
+
+extension StoreConnection {
+    func setPolicy(account: String, _ policy: Storebus_PaymentQueue_V1_PaymentPolicy) async throws {
+        _ = try await call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.policy = policy
+        })
+    }
+}
+
+@Suite("End to end: every service as its own process, clients through the gateways", .serialized)
+struct EndToEndTests {
+    @Test("products, purchase, finish, Ask to Buy, a cancelled payment, an interrupted purchase and two restores, in order")
+    func purchaseFlows() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let queue = try PaymentQueue(configuration: store.configuration(account: "alice"))
+        let admin = try store.admin()
+        let recorder = Recorder(queue)
+
+        // An app launch on an empty queue: the replay says so, then live callbacks follow.
+        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        let start = recorder.callbacks.last!.seq
+
+        // Products, one identifier invalid.
+        let response = try await ProductsRequest(productIdentifiers: [coins, "com.storebus.demo.puzzle.nothing", levelPack], connection: queue.connection).start()
+        #expect(response.products.map(\.productIdentifier) == [coins, levelPack])
+        #expect(response.invalidProductIdentifiers == ["com.storebus.demo.puzzle.nothing"])
+        #expect(response.products.allSatisfy { !$0.formattedPrice.isEmpty && $0.price > 0 })
+        #expect(try await queue.canMakePayments())
+
+        // Buy: purchasing, then purchased; finish: removed.
+        let bought = try await queue.addPayment(Payment(productIdentifier: coins))
+        #expect(bought.transactionState == .purchasing)
+        #expect(await recorder.wait { $0.states(of: bought.id) == [.purchasing, .purchased] })
+        try await queue.finish(bought)
+        #expect(await recorder.wait { $0.removed(bought.id) })
+
+        // Ask to Buy: deferred until a parent approves.
+        let asked = try await queue.addPayment(Payment(productIdentifier: coins, simulatesAskToBuyInSandbox: true))
+        #expect(await recorder.wait { $0.states(of: asked.id) == [.purchasing, .deferred] })
+        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = asked.id })
+        #expect(await recorder.wait { $0.states(of: asked.id) == [.purchasing, .deferred, .purchased] })
+        try await queue.finish(asked)
+
+        // The user cancels the payment sheet.
+        try await admin.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .paymentCancelled })
+        let cancelled = try await queue.addPayment(Payment(productIdentifier: coins))
+        #expect(await recorder.wait { $0.states(of: cancelled.id).last == .failed })
+        let failed = try #require(queue.transactions.first { $0.id == cancelled.id })
+        #expect(failed.error?.code == .paymentCancelled)
+        try await queue.finish(failed)
+
+        // An interrupted purchase fails; once resolved, a new purchased transaction arrives.
+        try await admin.setPolicy(account: "alice", .with { $0.mode = .interrupt })
+        let interrupted = try await queue.addPayment(Payment(productIdentifier: coins))
+        #expect(await recorder.wait { $0.states(of: interrupted.id).last == .failed })
+        let resolved = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, .with { $0.transactionIdentifier = interrupted.id }).transaction
+        #expect(await recorder.wait { $0.states(of: resolved.transactionIdentifier) == [.purchased] })
+        try await queue.finish(queue.transactions.first { $0.id == interrupted.id }!)
+        try await queue.finish(queue.transactions.first { $0.id == resolved.transactionIdentifier }!)
+
+        // A non-consumable, then two restores: each adds a RESTORED transaction and ends with finished.
+        try await admin.setPolicy(account: "alice", .with { $0.mode = .approve })
+        let lasting = try await queue.addPayment(Payment(productIdentifier: removeAds))
+        #expect(await recorder.wait { $0.states(of: lasting.id).last == .purchased })
+        try await queue.finish(lasting)
+        for round in 1...2 {
+            let (restoreID, count) = try await queue.restore()
+            #expect(count == 1)
+            #expect(await recorder.wait {
+                $0.callbacks.contains { $0.event == .restoreCompletedTransactionsFinished(restoreID: restoreID, restoredCount: 1) }
+            }, "restore \(round)")
+            let restored = queue.transactions.filter { $0.transactionState == .restored }
+            #expect(restored.count == 1 && restored.first?.originalTransactionIdentifier == lasting.id)
+            for transaction in restored { try await queue.finish(transaction) }
+            #expect(await recorder.wait { recorder in restored.allSatisfy { recorder.removed($0.id) } })
+        }
+
+        #expect(queue.transactions.isEmpty)
+        expectConsecutive(recorder.live, after: start)
+
+        // The next launch replays nothing more: every transaction was finished.
+        let relaunch = try PaymentQueue(configuration: store.configuration(account: "alice"))
+        let second = Recorder(relaunch)
+        #expect(await second.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        #expect(second.callbacks.first?.seq == recorder.callbacks.last?.seq)
+
+        recorder.cancel()
+        second.cancel()
+        await relaunch.close()
+        await queue.close()
+        await admin.close()
+        await store.stop()
+    }
+
+    @Test("unfinished transactions come back at the next launch, marked as replayed")
+    func launchReplay() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let first = try PaymentQueue(configuration: store.configuration(account: "carol"))
+        let recorder = Recorder(first)
+        let bought = try await first.addPayment(Payment(productIdentifier: coins))
+        #expect(await recorder.wait { $0.states(of: bought.id).last == .purchased })
+        await first.close()
+
+        // The app starts again without having finished the purchase.
+        let relaunched = try PaymentQueue(configuration: store.configuration(account: "carol"))
+        let replay = Recorder(relaunched)
+        #expect(await replay.wait { $0.callbacks.count >= 2 })
+        let callbacks = replay.callbacks
+        guard case .updatedTransactions(let transactions, replayed: true) = callbacks.first?.event else {
+            Issue.record("expected the replay first, got \(callbacks)")
+            return
+        }
+        #expect(transactions.map(\.id) == [bought.id])
+        #expect(transactions.first?.transactionState == .purchased)
+        #expect(callbacks[1].event == .replayCompleted(count: 1))
+        #expect(callbacks[0].seq == callbacks[1].seq && callbacks[0].seq == recorder.callbacks.last?.seq)
+        try await relaunched.finish(transactions[0])
+        #expect(await replay.wait { $0.removed(bought.id) })
+        expectConsecutive(replay.live, after: callbacks[1].seq)
+        replay.cancel()
+        recorder.cancel()
+        await relaunched.close()
+        await store.stop()
+    }
+
+    @Test("a gateway killed with SIGKILL and restarted mid-stream: clients resume with no callback lost or repeated")
+    func gatewayKilledMidStream() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let admin = try store.admin()
+        // Dave's device knows only the first gateway: it waits for it to come back.
+        // Erin's device knows both: it moves to the second.
+        let dave = try PaymentQueue(configuration: store.configuration(account: "dave", gateways: [0]))
+        let erin = try PaymentQueue(configuration: store.configuration(account: "erin", gateways: [0, 1]))
+        let daveCallbacks = Recorder(dave)
+        let erinCallbacks = Recorder(erin)
+        #expect(await daveCallbacks.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        #expect(await erinCallbacks.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+
+        try await admin.setPolicy(account: "dave", .with { $0.mode = .askToBuy })
+        var asked: [String] = []
+        for _ in 0..<5 {
+            asked.append(try await dave.addPayment(Payment(productIdentifier: coins)).id)
+        }
+        let deferred = asked
+        #expect(await daveCallbacks.wait { recorder in deferred.allSatisfy { recorder.states(of: $0).last == .deferred } })
+
+        // Purchases keep going for Erin while the first gateway dies.
+        let buying = Task {
+            var ids: [String] = []
+            for _ in 0..<30 {
+                if let transaction = try? await erin.addPayment(Payment(productIdentifier: coins), idempotencyKey: UUID().uuidString) {
+                    ids.append(transaction.id)
+                }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            return ids
+        }
+        try await Task.sleep(for: .milliseconds(150))
+        await store.gateways[0].kill()
+
+        // While it is down, the parent approves Dave's purchases through the other gateway.
+        for id in deferred {
+            _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = id })
+        }
+        let erinIDs = await buying.value
+        #expect(erinIDs.count == 30, "every purchase went through, on the surviving gateway")
+        #expect(await erinCallbacks.wait { recorder in erinIDs.allSatisfy { recorder.states(of: $0) == [.purchasing, .purchased] } })
+
+        // The first gateway comes back on the same endpoint; Dave resumes where he acknowledged.
+        try await store.startGateway(0)
+        #expect(await daveCallbacks.wait(timeout: .seconds(15)) { recorder in deferred.allSatisfy { recorder.states(of: $0) == [.purchasing, .deferred, .purchased] } })
+
+        expectConsecutive(daveCallbacks.live, after: daveCallbacks.callbacks.first { $0.event == .replayCompleted(count: 0) }!.seq)
+        expectConsecutive(erinCallbacks.live, after: erinCallbacks.callbacks.first { $0.event == .replayCompleted(count: 0) }!.seq)
+
+        daveCallbacks.cancel()
+        erinCallbacks.cancel()
+        await dave.close()
+        await erin.close()
+        await admin.close()
+        await store.stop()
+    }
+
+    @Test("a client sees and acts on its own account only; a wrong API key is refused")
+    func isolationAndKeys() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+
+        // A wrong key: UNAUTHENTICATED, and nothing else is answered without a session.
+        let intruder = try StoreConnection(configuration: store.configuration(account: "alice", key: "not-a-key-at-all-000000"))
+        await #expect(throws: StoreError.self) { try await intruder.authenticate() }
+        do {
+            try await intruder.authenticate()
+        } catch let error as StoreError {
+            #expect(error.status == .unauthenticated)
+        }
+        let raw = try RPCClient(configuration: ClientConfiguration(endpoints: [store.gatewayEndpoints[0]]))
+        var forged = Metadata()
+        Principal(app: puzzle, account: "alice", device: "phone").apply(to: &forged)
+        let anonymous = try await raw.callRaw(
+            path: Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path, idempotent: true,
+            body: Array(#"{"queue": {"appBundleId": "com.storebus.demo.puzzle", "accountId": "alice", "deviceId": "phone"}}"#.utf8),
+            options: CallOptions(metadata: forged)
+        )
+        #expect(anonymous.code == .unauthenticated, "a client's own principal metadata is not a session")
+        let badSession = try await raw.callRaw(
+            path: Storebus_Catalog_V1_Catalog.fetchProducts.path, idempotent: true, body: Array("{}".utf8),
+            options: CallOptions(metadata: ["session": "v1.e30.AAAA"])
+        )
+        #expect(badSession.code == .unauthenticated)
+        await raw.shutdown()
+        await intruder.close()
+
+        // Alice buys.
+        let alice = try PaymentQueue(configuration: store.configuration(account: "alice"))
+        let bought = try await alice.addPayment(Payment(productIdentifier: coins))
+        let aliceQueue = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = puzzle
+            $0.accountID = "alice"
+            $0.deviceID = "phone"
+        }
+
+        // Bob, signed in with the same app key, tries to read and finish Alice's transaction.
+        let bob = try StoreConnection(configuration: store.configuration(account: "bob"))
+        func expectDenied<R>(_ what: String, _ body: () async throws -> R) async {
+            do {
+                _ = try await body()
+                Issue.record("\(what) was allowed")
+            } catch let error as StoreError {
+                #expect(error.status == .permissionDenied, "\(what): \(error)")
+            } catch {
+                Issue.record("\(what): \(error)")
+            }
+        }
+        await expectDenied("reading another account's queue") {
+            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = aliceQueue })
+        }
+        await expectDenied("finishing another account's transaction") {
+            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
+                $0.queue = aliceQueue
+                $0.transactionIdentifier = bought.id
+            })
+        }
+        await expectDenied("buying into another account's queue") {
+            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = aliceQueue
+                $0.payment.productIdentifier = coins
+            })
+        }
+        await expectDenied("asking another app's products") {
+            try await bob.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
+                $0.appBundleID = notes
+                $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
+            })
+        }
+        await expectDenied("an admin method without an admin key") {
+            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
+                $0.appBundleID = puzzle
+                $0.accountID = "alice"
+            })
+        }
+        // Naming his own queue, Bob still may not finish Alice's transaction.
+        do {
+            _ = try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
+                $0.queue = .with { $0.appBundleID = puzzle; $0.accountID = "bob"; $0.deviceID = "phone" }
+                $0.transactionIdentifier = bought.id
+            })
+            Issue.record("finishing Alice's transaction from Bob's queue was allowed")
+        } catch let error as StoreError {
+            #expect(error.status == .permissionDenied)
+        }
+        // A key for one app opens no session for another.
+        let otherApp = try StoreConnection(configuration: store.configuration(account: "alice", app: notes))
+        do {
+            try await otherApp.authenticate()
+            Issue.record("the puzzle key opened a session for the notes app")
+        } catch let error as StoreError {
+            #expect(error.status == .permissionDenied)
+        }
+
+        // Alice's transaction is untouched and still hers to finish.
+        #expect(try await alice.finish(bought) == false)
+        await otherApp.close()
+        await bob.close()
+        await alice.close()
+        await store.stop()
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import StoreBus
+import StoreBusSDK
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+
+let deployDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("deploy")
+let puzzle = "com.storebus.demo.puzzle"
+let notes = "com.storebus.demo.notes"
+let coins = "com.storebus.demo.puzzle.coins100"
+let levelPack = "com.storebus.demo.puzzle.levelpack1"
+let removeAds = "com.storebus.demo.puzzle.removeads"
+let appKey = "puzzle-test-key-0123456789"
+let adminKey = "admin-test-key-0123456789"
+
+/// The whole system as separate OS processes on ipc endpoints in a temporary directory:
+/// storebus-catalog, storebus-payment-queue and two storebus-gateway copies sharing a session secret.
+final class StoreFixture: Sendable {
+    let directory: TemporaryDirectory
+    let catalog: ServiceProcess
+    let queue: ServiceProcess
+    let gateways: [ServiceProcess]
+    let gatewayEndpoints: [String]
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "gw")
+        let catalogEndpoint = directory.ipcEndpoint("catalog")
+        let queueEndpoint = directory.ipcEndpoint("pq")
+        let queueEvents = directory.ipcEndpoint("pq-events")
+        catalog = ServiceProcess(
+            name: "storebus-catalog",
+            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", "warning"],
+            logFile: directory.url.appendingPathComponent("catalog.log")
+        )
+        queue = ServiceProcess(
+            name: "storebus-payment-queue",
+            arguments: ["--rpc-endpoint", queueEndpoint, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
+                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"],
+            logFile: directory.url.appendingPathComponent("payment-queue.log")
+        )
+        let config = directory.url.appendingPathComponent("gateway.json")
+        let settings: [String: Any] = [
+            "service": [
+                "catalogEndpoints": [catalogEndpoint],
+                "paymentQueueEndpoints": [queueEndpoint],
+                "paymentQueueEventEndpoints": [queueEvents],
+                "sessionSecret": "test-secret-shared-by-both-gateways",
+                "apiKeys": [
+                    ["name": "puzzle", "key": appKey, "apps": [puzzle]],
+                    ["name": "operator", "key": adminKey, "admin": true],
+                ],
+            ],
+        ]
+        try JSONSerialization.data(withJSONObject: settings).write(to: config)
+        let endpoints = [directory.ipcEndpoint("gw1"), directory.ipcEndpoint("gw2")]
+        let logs = directory.url
+        gatewayEndpoints = endpoints
+        gateways = endpoints.enumerated().map { index, endpoint in
+            ServiceProcess(
+                name: "storebus-gateway",
+                arguments: ["--config", config.path, "--rpc-endpoint", endpoint, "--log-level", "warning"],
+                logFile: logs.appendingPathComponent("gateway\(index + 1).log")
+            )
+        }
+    }
+
+    func start() async throws {
+        try catalog.start()
+        try await catalog.waitUntilServing(endpoint: directory.ipcEndpoint("catalog"))
+        try queue.start()
+        try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
+        for index in gateways.indices { try await startGateway(index) }
+    }
+
+    func startGateway(_ index: Int) async throws {
+        try gateways[index].start()
+        try await gateways[index].waitUntilServing(endpoint: gatewayEndpoints[index])
+    }
+
+    /// A configuration for a device of `account`, through the gateways at `indices`.
+    func configuration(account: String, device: String = "phone", app: String = puzzle, key: String = appKey, gateways indices: [Int] = [0, 1]) -> StoreConfiguration {
+        var configuration = StoreConfiguration(
+            gatewayEndpoints: indices.map { gatewayEndpoints[$0] }, apiKey: key,
+            appBundleID: app, accountID: account, deviceID: device
+        )
+        configuration.observerHold = .seconds(5)
+        configuration.callTimeout = .seconds(5)
+        return configuration
+    }
+
+    /// An admin connection (an admin key; acts across accounts).
+    func admin() throws -> StoreConnection {
+        try StoreConnection(configuration: configuration(account: "operator", device: "console", key: adminKey))
+    }
+
+    func stop() async {
+        for gateway in gateways { await gateway.stop() }
+        await queue.stop()
+        await catalog.stop()
+        directory.remove()
+    }
+}
+
+/// Collects a queue's callbacks in arrival order.
+final class Recorder: Sendable {
+    private final class Log: Sendable {
+        let callbacks = Mutex<[PaymentQueueCallback]>([])
+    }
+
+    private let log = Log()
+    private let task: Task<Void, Never>
+
+    init(_ queue: PaymentQueue) {
+        let stream = queue.callbacks
+        let log = self.log
+        task = Task {
+            for await callback in stream { log.callbacks.withLock { $0.append(callback) } }
+        }
+    }
+
+    var callbacks: [PaymentQueueCallback] { log.callbacks.withLock { $0 } }
+
+    /// The live (non-replay) callbacks.
+    var live: [PaymentQueueCallback] {
+        callbacks.filter {
+            switch $0.event {
+            case .replayCompleted: false
+            case .updatedTransactions(_, let replayed): !replayed
+            default: true
+            }
+        }
+    }
+
+    /// Every state each transaction was reported in, in order.
+    func states(of id: String) -> [PaymentTransactionState] {
+        callbacks.flatMap { callback -> [PaymentTransactionState] in
+            if case .updatedTransactions(let transactions, false) = callback.event {
+                return transactions.filter { $0.transactionIdentifier == id }.map(\.transactionState)
+            }
+            return []
+        }
+    }
+
+    /// Whether `id` was reported removed.
+    func removed(_ id: String) -> Bool {
+        callbacks.contains {
+            if case .removedTransactions(let transactions) = $0.event { return transactions.contains { $0.transactionIdentifier == id } }
+            return false
+        }
+    }
+
+    /// Waits until `condition` holds of the callbacks so far.
+    func wait(timeout: Duration = .seconds(10), _ condition: @escaping @Sendable (Recorder) -> Bool) async -> Bool {
+        await waitUntil(timeout: timeout) { condition(self) }
+    }
+
+    func cancel() { task.cancel() }
+}
