@@ -97,7 +97,8 @@ public enum PaymentTransactionState: String, Sendable, Equatable, CaseIterable {
     /// Waiting for an outside action, such as a parent's approval (Ask to Buy).
     case deferred
 
-    init(_ state: Storebus_PaymentQueue_V1_TransactionState) {
+    /// The state of a transaction record.
+    public init(_ state: Storebus_PaymentQueue_V1_TransactionState) {
         switch state {
         case .purchased: self = .purchased
         case .failed: self = .failed

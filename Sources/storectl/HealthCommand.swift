@@ -12,7 +12,7 @@ struct HealthCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for each service.")
     var timeout: Double = 3
 
-    static let localDefaults = ["catalog=tcp://127.0.0.1:7301", "payment-queue=tcp://127.0.0.1:7302"]
+    static let localDefaults = ["gateway=tcp://127.0.0.1:7300", "catalog=tcp://127.0.0.1:7301", "payment-queue=tcp://127.0.0.1:7302"]
 
     func validate() throws {
         guard timeout.isFinite, timeout > 0, timeout <= 3600 else {

@@ -6,7 +6,10 @@ struct Storectl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "storectl",
         abstract: "Talk to a StoreBus deployment from a terminal.",
-        subcommands: [HealthCommand.self, CatalogCommands.self]
+        subcommands: [
+            ProductsCommand.self, BuyCommand.self, FinishCommand.self, TransactionsCommand.self, RestoreCommand.self,
+            WatchCommand.self, DemoCommand.self, AdminCommands.self, HealthCommand.self, CatalogCommands.self,
+        ]
     )
 }
 

@@ -1,0 +1,203 @@
+import ArgumentParser
+import Foundation
+import StoreBus
+import StoreBusSDK
+import StoreSchema
+
+/// `storectl admin`: the sandbox payment authority and account tools, through the gateway with an
+/// admin key.
+struct AdminCommands: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "Drive the sandbox: payment policies, Ask to Buy, interrupted purchases, refunds, reset.",
+        subcommands: [Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Reset.self]
+    )
+
+    struct Options: ParsableArguments {
+        @OptionGroup var client: ClientOptions
+        @Option(name: .customLong("admin-key"), help: "An admin API key. Default: STOREBUS_ADMIN_KEY or the local demo admin key.")
+        var adminKey: String?
+
+        func connection() async throws -> StoreConnection {
+            try await client.admin(key: adminKey)
+        }
+    }
+
+    enum Mode: String, ExpressibleByArgument, CaseIterable {
+        case approve, fail, askToBuy = "ask-to-buy", interrupt
+        var proto: Storebus_PaymentQueue_V1_PolicyMode {
+            switch self {
+            case .approve: .approve
+            case .fail: .fail
+            case .askToBuy: .askToBuy
+            case .interrupt: .interrupt
+            }
+        }
+    }
+
+    enum FailError: String, ExpressibleByArgument, CaseIterable {
+        case paymentCancelled = "payment-cancelled", paymentInvalid = "payment-invalid", paymentNotAllowed = "payment-not-allowed"
+        case networkFailed = "network-failed", unknown
+        var proto: Storebus_PaymentQueue_V1_SKError {
+            switch self {
+            case .paymentCancelled: .paymentCancelled
+            case .paymentInvalid: .paymentInvalid
+            case .paymentNotAllowed: .paymentNotAllowed
+            case .networkFailed: .cloudServiceNetworkConnectionFailed
+            case .unknown: .unknown
+            }
+        }
+    }
+
+    struct Policy: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set how the sandbox answers an account's payments (--account for one account, --all-accounts for the app's default).")
+        @OptionGroup var options: Options
+        @Option(help: "approve, fail, ask-to-buy or interrupt.")
+        var mode: Mode
+        @Option(help: "With --mode fail: payment-cancelled, payment-invalid, payment-not-allowed, network-failed or unknown.")
+        var failError: FailError?
+        @Option(help: "Milliseconds before the sandbox answers.")
+        var delayMs: UInt32 = 0
+        @Flag(help: "Purchase restrictions on: canMakePayments is false and payments fail.")
+        var restricted = false
+        @Flag(help: "Set the app's default, for every account without its own policy.")
+        var allAccounts = false
+
+        func validate() throws {
+            if mode == .fail && failError == nil { throw ValidationError("--mode fail needs --fail-error") }
+        }
+
+        func run() async throws {
+            let admin = try await options.connection()
+            try await sentence {
+                _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+                    $0.appBundleID = options.client.app
+                    $0.accountID = allAccounts ? "" : options.client.account
+                    $0.policy = .with {
+                        $0.mode = mode.proto
+                        if let failError { $0.failError = failError.proto }
+                        $0.delayMs = delayMs
+                        $0.purchasesRestricted = restricted
+                    }
+                })
+            }
+            print("policy of \(allAccounts ? "every account" : "account \(options.client.account)") in \(options.client.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")")
+            await admin.close()
+        }
+    }
+
+    struct Approve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Approve a deferred (Ask to Buy) purchase.")
+        @OptionGroup var options: Options
+        @Argument var transaction: String
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence {
+                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = transaction })
+            }
+            print("\(transaction) is now \(PaymentTransactionState(answer.transaction.transactionState))")
+            await admin.close()
+        }
+    }
+
+    struct Decline: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Decline a deferred (Ask to Buy) purchase.")
+        @OptionGroup var options: Options
+        @Argument var transaction: String
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence {
+                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy, .with { $0.transactionIdentifier = transaction })
+            }
+            print("\(transaction) is now \(PaymentTransactionState(answer.transaction.transactionState))")
+            await admin.close()
+        }
+    }
+
+    struct Resolve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resolve an interrupted purchase: a new purchased transaction appears in its queue.")
+        @OptionGroup var options: Options
+        @Argument var transaction: String
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence {
+                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, .with { $0.transactionIdentifier = transaction })
+            }
+            print("resolved \(transaction): new transaction \(answer.transaction.transactionIdentifier) is \(PaymentTransactionState(answer.transaction.transactionState))")
+            await admin.close()
+        }
+    }
+
+    struct Refund: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Refund a purchased transaction (revokes non-consumables and subscriptions).")
+        @OptionGroup var options: Options
+        @Argument var transaction: String
+        @Option(help: "Why, for the ledger.")
+        var reason: String = "refunded with storectl"
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence {
+                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
+                    $0.transactionIdentifier = transaction
+                    $0.reason = reason
+                })
+            }
+            let revoked = answer.revokedProductIdentifiers
+            print("refunded \(transaction)\(revoked.isEmpty ? "" : "; revoked: \(revoked.joined(separator: ", "))")")
+            await admin.close()
+        }
+    }
+
+    struct History: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "transactions", abstract: "Every transaction of an account, across its devices.")
+        @OptionGroup var options: Options
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence {
+                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
+                    $0.appBundleID = options.client.app
+                    $0.accountID = options.client.account
+                    $0.includeFinished = true
+                })
+            }
+            if answer.transactions.isEmpty { print("no transactions") }
+            for transaction in answer.transactions {
+                print("\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")")
+            }
+            await admin.close()
+        }
+    }
+
+    struct Charges: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The charge ledger of an account.")
+        @OptionGroup var options: Options
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence {
+                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
+                    $0.appBundleID = options.client.app
+                    $0.accountID = options.client.account
+                })
+            }
+            if answer.charges.isEmpty { print("no charges") }
+            for charge in answer.charges {
+                print("\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")")
+            }
+            await admin.close()
+        }
+    }
+
+    struct Reset: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete every transaction, policy and charge of the deployment.")
+        @OptionGroup var options: Options
+        @Flag(help: "Confirm.")
+        var yes = false
+        func run() async throws {
+            guard yes else { throw Failure(description: "Reset deletes every transaction, policy and charge; run it again with --yes to confirm.") }
+            let admin = try await options.connection()
+            try await sentence { _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, .init()) }
+            print("reset: every transaction, policy and charge deleted")
+            await admin.close()
+        }
+    }
+}

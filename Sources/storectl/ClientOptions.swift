@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import StoreBusSDK
+
+/// Who storectl acts as, and through which gateways. Every option has an environment variable and a
+/// default that matches the local deployment `make run` starts (deploy/local/gateway.json).
+struct ClientOptions: ParsableArguments {
+    /// The local deployment's demo keys (deploy/local/gateway.json); for local use only.
+    static let localAppKey = "storebus-local-demo-app-key"
+    static let localAdminKey = "storebus-local-demo-admin-key"
+
+    @Option(name: .customLong("gateway"), help: "Gateway RPC endpoint (repeatable). Default: STOREBUS_GATEWAY or tcp://127.0.0.1:7300.")
+    var gateways: [String] = []
+
+    @Option(name: .customLong("api-key"), help: "The app's API key. Default: STOREBUS_API_KEY or the local demo key.")
+    var apiKey: String?
+
+    @Option(help: "The app's bundle identifier.")
+    var app: String = "com.storebus.demo.puzzle"
+
+    @Option(help: "The App Store account acting.")
+    var account: String = "demo"
+
+    @Option(help: "The device.")
+    var device: String = "storectl"
+
+    @Option(help: "Seconds to wait for each call.")
+    var timeout: Double = 10
+
+    func validate() throws {
+        guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
+            throw ValidationError("--timeout must be a number of seconds from 0 to 3600")
+        }
+    }
+
+    var endpoints: [String] {
+        if !gateways.isEmpty { return gateways }
+        if let variable = ProcessInfo.processInfo.environment["STOREBUS_GATEWAY"], !variable.isEmpty {
+            return variable.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        return ["tcp://127.0.0.1:7300"]
+    }
+
+    func configuration(key: String? = nil) -> StoreConfiguration {
+        let environment = ProcessInfo.processInfo.environment
+        var configuration = StoreConfiguration(
+            gatewayEndpoints: endpoints,
+            apiKey: key ?? apiKey ?? environment["STOREBUS_API_KEY"] ?? Self.localAppKey,
+            appBundleID: app, accountID: account, deviceID: device
+        )
+        configuration.callTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.observerHold = .seconds(5)
+        return configuration
+    }
+
+    /// A payment queue for the device, its session opened (so a wrong key fails here, clearly).
+    func queue() async throws -> PaymentQueue {
+        let queue = try PaymentQueue(configuration: configuration())
+        try await sentence { try await queue.connection.authenticate() }
+        return queue
+    }
+
+    /// An admin connection: the admin key from --admin-key, STOREBUS_ADMIN_KEY or the local default.
+    func admin(key: String?) async throws -> StoreConnection {
+        let connection = try StoreConnection(configuration: configuration(
+            key: key ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? Self.localAdminKey
+        ))
+        try await sentence { try await connection.authenticate() }
+        return connection
+    }
+}
+
+/// Runs `body`, turning StoreBus errors into sentences for the terminal.
+@discardableResult
+func sentence<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as StoreError {
+        switch error.status {
+        case .unauthenticated:
+            throw Failure(description: "The gateway refused the credentials: \(error.message).")
+        case .unavailable, .deadlineExceeded:
+            throw Failure(description: "StoreBus did not answer (\(error.message)). Is it running? Start it with `make run`.")
+        default:
+            throw Failure(description: "\(error.message) (\(error.code)).")
+        }
+    }
+}
+
+/// One line per callback, for `watch`, `buy` and `demo`.
+func describe(_ callback: PaymentQueueCallback) -> String {
+    func list(_ transactions: [PaymentTransaction]) -> String {
+        transactions.map { transaction in
+            var text = "\(transaction.transactionIdentifier) \(transaction.payment.productIdentifier) \(transaction.transactionState.rawValue)"
+            if let error = transaction.error { text += " (\(error.localizedDescription), \(error.code))" }
+            if let original = transaction.originalTransactionIdentifier { text += " original \(original)" }
+            return text
+        }.joined(separator: "; ")
+    }
+    let body: String = switch callback.event {
+    case .updatedTransactions(let transactions, let replayed):
+        "updatedTransactions\(replayed ? " (unfinished at launch)" : ""): \(list(transactions))"
+    case .removedTransactions(let transactions):
+        "removedTransactions: \(list(transactions))"
+    case .restoreCompletedTransactionsFinished(let id, let count):
+        "restoreCompletedTransactionsFinished: restore \(id), \(count) restored"
+    case .restoreCompletedTransactionsFailed(let id, let error):
+        "restoreCompletedTransactionsFailedWithError: restore \(id): \(error.localizedDescription) (\(error.code))"
+    case .updatedDownloads(let downloads):
+        "updatedDownloads: " + downloads.map { "\($0.contentIdentifier) \(Int($0.progress * 100))%" }.joined(separator: "; ")
+    case .didRevokeEntitlements(let products):
+        "didRevokeEntitlementsForProductIdentifiers: \(products.joined(separator: ", "))"
+    case .replayCompleted(let count):
+        "replay complete: \(count) unfinished transaction\(count == 1 ? "" : "s"); live callbacks follow"
+    case .unknown:
+        "a callback this storectl does not know"
+    }
+    return "[\(callback.seq)] \(body)"
+}
+
+/// Waits for callbacks until `done` says so or `timeout` passes; prints each when `echo` is set.
+/// Returns whether `done` held.
+func follow(
+    _ stream: AsyncStream<PaymentQueueCallback>, timeout: Duration, echo: Bool = true,
+    until done: @escaping @Sendable (PaymentQueueCallback) -> Bool
+) async -> Bool {
+    await withTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            for await callback in stream {
+                if echo { print(describe(callback)) }
+                if done(callback) { return true }
+            }
+            return false
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return false
+        }
+        let result = await group.next() ?? false
+        group.cancelAll()
+        return result
+    }
+}

@@ -1,0 +1,215 @@
+import ArgumentParser
+import Foundation
+import StoreBusSDK
+
+/// `storectl products`: SKProductsRequest at a terminal.
+struct ProductsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "products", abstract: "Show products as the store sells them in a storefront.")
+
+    @OptionGroup var client: ClientOptions
+    @Option(help: "ISO 3166-1 alpha-3 storefront, such as FRA (default: the app's).")
+    var storefront: String?
+    @Argument(help: "Product identifiers.")
+    var identifiers: [String]
+
+    func run() async throws {
+        let connection = try StoreConnection(configuration: client.configuration())
+        let response = try await sentence {
+            try await ProductsRequest(productIdentifiers: identifiers, storefront: storefront, connection: connection).start()
+        }
+        print("storefront \(response.storefront)")
+        for product in response.products {
+            print("\(product.productIdentifier)  \(product.localizedTitle)  \(product.formattedPrice)\(product.isDownloadable ? "  (hosted content)" : "")")
+        }
+        for identifier in response.invalidProductIdentifiers {
+            print("\(identifier)  invalid: not for sale in \(response.storefront)")
+        }
+        await connection.close()
+    }
+}
+
+/// `storectl buy`: adds a payment and prints its callbacks until it settles.
+struct BuyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "buy", abstract: "Buy a product and print the callbacks until the transaction settles.")
+
+    @OptionGroup var client: ClientOptions
+    @Argument(help: "The product identifier.")
+    var product: String
+    @Option(help: "How many, 1 to 10.")
+    var quantity: Int = 1
+    @Flag(help: "Answer with Ask to Buy (sandbox).")
+    var askToBuy = false
+    @Flag(help: "Finish the transaction once it is purchased or failed.")
+    var finish = false
+    @Option(help: "ISO 3166-1 alpha-3 storefront.")
+    var storefront: String?
+
+    func run() async throws {
+        let queue = try await client.queue()
+        let callbacks = queue.callbacks
+        let transaction = try await sentence {
+            try await queue.addPayment(Payment(productIdentifier: product, quantity: quantity, simulatesAskToBuyInSandbox: askToBuy), storefront: storefront)
+        }
+        print("added transaction \(transaction.transactionIdentifier) for \(product)")
+        let id = transaction.transactionIdentifier
+        let settled = await follow(callbacks, timeout: .seconds(30)) { callback in
+            guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
+            return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
+        }
+        guard settled else {
+            await queue.close()
+            throw Failure(description: "Transaction \(id) did not settle within 30 seconds; `storectl watch` shows it when it does.")
+        }
+        if finish, let current = queue.transactions.first(where: { $0.transactionIdentifier == id }), current.transactionState != .deferred {
+            try await sentence { try await queue.finish(current) }
+            _ = await follow(callbacks, timeout: .seconds(10)) { callback in
+                if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
+                return false
+            }
+        }
+        await queue.close()
+    }
+}
+
+/// `storectl finish`: finishes a transaction.
+struct FinishCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "finish", abstract: "Finish a transaction of this device's queue.")
+
+    @OptionGroup var client: ClientOptions
+    @Argument(help: "Transaction identifiers.")
+    var transactions: [String]
+
+    func run() async throws {
+        let queue = try await client.queue()
+        let callbacks = queue.callbacks
+        // Wait for the launch replay so that the queue knows its transactions.
+        _ = await follow(callbacks, timeout: .seconds(10), echo: false) { $0.event.isReplayEnd }
+        for id in transactions {
+            guard let transaction = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
+                await queue.close()
+                throw Failure(description: "Transaction \(id) is not an unfinished transaction of account \(client.account) on device \(client.device).")
+            }
+            let already = try await sentence { try await queue.finish(transaction) }
+            print(already ? "\(id) was already finished" : "finished \(id)")
+        }
+        await queue.close()
+    }
+}
+
+/// `storectl transactions`: the queue's unfinished transactions.
+struct TransactionsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "transactions", abstract: "List this device's unfinished transactions.")
+
+    @OptionGroup var client: ClientOptions
+
+    func run() async throws {
+        let queue = try await client.queue()
+        let callbacks = queue.callbacks
+        guard await follow(callbacks, timeout: .seconds(10), echo: false, until: { $0.event.isReplayEnd }) else {
+            await queue.close()
+            throw Failure(description: "The gateway did not send the queue's transactions within 10 seconds.")
+        }
+        let transactions = queue.transactions
+        if transactions.isEmpty { print("no unfinished transactions") }
+        for transaction in transactions {
+            print("\(transaction.transactionIdentifier)  \(transaction.payment.productIdentifier)  \(transaction.transactionState.rawValue)")
+        }
+        await queue.close()
+    }
+}
+
+/// `storectl restore`: restores completed purchases and prints the callbacks.
+struct RestoreCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "restore", abstract: "Restore completed purchases into this device's queue.")
+
+    @OptionGroup var client: ClientOptions
+    @Option(help: "Restore only purchases made with this applicationUsername.")
+    var applicationUsername: String?
+
+    func run() async throws {
+        let queue = try await client.queue()
+        let callbacks = queue.callbacks
+        let (restoreID, count) = try await sentence { try await queue.restore(applicationUsername: applicationUsername) }
+        print("restore \(restoreID): \(count) transaction\(count == 1 ? "" : "s") to restore")
+        let ended = await follow(callbacks, timeout: .seconds(30)) { callback in
+            switch callback.event {
+            case .restoreCompletedTransactionsFinished(let id, _), .restoreCompletedTransactionsFailed(let id, _): id == restoreID
+            default: false
+            }
+        }
+        await queue.close()
+        if !ended { throw Failure(description: "Restore \(restoreID) did not end within 30 seconds.") }
+    }
+}
+
+/// `storectl watch`: the observer stream, live.
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "watch", abstract: "Print this device's observer callbacks as they arrive (Ctrl-C stops).")
+
+    @OptionGroup var client: ClientOptions
+    @Option(help: "Stop after this many callbacks.")
+    var count: Int?
+
+    func run() async throws {
+        let queue = try await client.queue()
+        var seen = 0
+        for await callback in queue.callbacks {
+            print(describe(callback))
+            fflush(nil)
+            seen += 1
+            if let count, seen >= count { break }
+        }
+        await queue.close()
+    }
+}
+
+/// `storectl demo`: one complete purchase flow, printing each callback.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "demo", abstract: "Run one complete purchase flow and print each callback as it arrives.")
+
+    @OptionGroup var client: ClientOptions
+    @Option(help: "The product to buy.")
+    var product: String = "com.storebus.demo.puzzle.coins100"
+
+    func run() async throws {
+        let queue = try await client.queue()
+        let callbacks = queue.callbacks
+        print("1. products")
+        let response = try await sentence { try await ProductsRequest(productIdentifiers: [product], connection: queue.connection).start() }
+        guard let item = response.products.first else {
+            await queue.close()
+            throw Failure(description: "\(product) is not for sale in \(response.storefront).")
+        }
+        print("   \(item.productIdentifier): \(item.localizedTitle), \(item.formattedPrice)")
+        print("2. can make payments: \(try await sentence { try await queue.canMakePayments() })")
+        print("3. add payment")
+        let transaction = try await sentence { try await queue.addPayment(Payment(product: item)) }
+        let id = transaction.transactionIdentifier
+        guard await follow(callbacks, timeout: .seconds(30), until: { callback in
+            guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
+            return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
+        }) else {
+            await queue.close()
+            throw Failure(description: "Transaction \(id) did not settle within 30 seconds.")
+        }
+        guard let settled = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
+            await queue.close()
+            throw Failure(description: "Transaction \(id) left the queue unexpectedly.")
+        }
+        print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
+        try await sentence { try await queue.finish(settled) }
+        _ = await follow(callbacks, timeout: .seconds(10)) { callback in
+            if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
+            return false
+        }
+        print("done")
+        await queue.close()
+    }
+}
+
+extension PaymentQueueCallback.Event {
+    var isReplayEnd: Bool {
+        if case .replayCompleted = self { return true }
+        return false
+    }
+}

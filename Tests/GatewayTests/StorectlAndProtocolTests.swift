@@ -1,0 +1,139 @@
+import Foundation
+import StoreBus
+import StoreBusSDK
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+import Testing
+
+@Suite("storectl and the client protocol against the running system", .serialized)
+struct StorectlAndProtocolTests {
+    /// Runs storectl against the fixture's first gateway; returns its exit status and output.
+    func storectl(_ store: StoreFixture, _ arguments: [String], name: String) async throws -> (Int32?, String) {
+        let process = ServiceProcess(
+            name: "storectl",
+            arguments: arguments + ["--gateway", store.gatewayEndpoints[0]],
+            logFile: store.directory.url.appendingPathComponent("\(name).log")
+        )
+        try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey])
+        let status = await process.waitForExit(timeout: .seconds(60))
+        return (status, process.output)
+    }
+
+    @Test("storectl demo, buy with Ask to Buy, admin approve, transactions, finish; errors read as sentences")
+    func storectlFlows() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+
+        let (demoStatus, demo) = try await storectl(store, ["demo", "--account", "frank"], name: "demo")
+        #expect(demoStatus == 0, "\(demo)")
+        #expect(demo.contains("updatedTransactions: ") && demo.contains(" purchasing"))
+        #expect(demo.contains(" purchased"))
+        #expect(demo.contains("removedTransactions: "))
+
+        let (buyStatus, buy) = try await storectl(store, ["buy", removeAds, "--ask-to-buy", "--account", "gina"], name: "buy")
+        #expect(buyStatus == 0, "\(buy)")
+        #expect(buy.contains(" deferred"))
+        let id = try #require(buy.split(separator: "\n").first { $0.hasPrefix("added transaction ") }?.split(separator: " ")[2]).description
+
+        let (approveStatus, approve) = try await storectl(store, ["admin", "approve", id], name: "approve")
+        #expect(approveStatus == 0, "\(approve)")
+        #expect(approve.contains("\(id) is now purchased"))
+
+        let (listStatus, list) = try await storectl(store, ["transactions", "--account", "gina"], name: "list")
+        #expect(listStatus == 0)
+        #expect(list.contains("\(id)  \(removeAds)  purchased"), "\(list)")
+
+        let (finishStatus, finish) = try await storectl(store, ["finish", id, "--account", "gina"], name: "finish")
+        #expect(finishStatus == 0, "\(finish)")
+        #expect(finish.contains("finished \(id)"))
+
+        // Another account cannot finish it; a wrong key is a sentence, not a stack trace.
+        let (otherStatus, other) = try await storectl(store, ["finish", id, "--account", "hank"], name: "other")
+        #expect(otherStatus != 0)
+        #expect(other.contains("is not an unfinished transaction of account hank"))
+        let (keyStatus, key) = try await storectl(store, ["products", coins, "--api-key", "wrong-key-0000000000"], name: "key")
+        #expect(keyStatus != 0)
+        #expect(key.contains("The gateway refused the credentials"), "\(key)")
+        #expect(!key.contains("Fatal error"))
+
+        await store.stop()
+    }
+
+    @Test("Observe never sends more than the credit granted, holds the call while nothing happens, and refuses positions past the head")
+    func creditAndHold() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let queue = try PaymentQueue(configuration: store.configuration(account: "ivan"))
+        let connection = queue.connection
+        var transactions: [PaymentTransaction] = []
+        for _ in 0..<6 { transactions.append(try await queue.addPayment(Payment(productIdentifier: coins))) }
+        let ids = transactions.map(\.id)
+
+        // Wait until every purchase is decided (the authority may decide several in one event).
+        let head = Mutex<UInt64>(0)
+        let settled = await waitUntil {
+            guard let page = try? await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 0; $0.credit = 500 }) else { return false }
+            let purchased = Set(page.events.flatMap(\.updatedTransactions.transactions).filter { $0.transactionState == .purchased }.map(\.transactionIdentifier))
+            head.withLock { $0 = page.headSeq }
+            return purchased == Set(ids)
+        }
+        #expect(settled)
+        let last = head.withLock { $0 }
+        #expect(last >= 7, "six additions and at least one decision")
+
+        // Credit 5: at most five callbacks an answer, consecutive, and the head says what is waiting.
+        var position: UInt64 = 0
+        var seen: [UInt64] = []
+        while position < last {
+            let page = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
+                $0.afterSeq = position
+                $0.credit = 5
+            })
+            #expect(page.events.count <= 5)
+            #expect(page.headSeq == last)
+            seen += page.events.map(\.seq)
+            position = page.events.last?.seq ?? position
+        }
+        #expect(seen == Array(1...last))
+
+        // Nothing new: the call is held for its wait, then answered empty.
+        let started = ContinuousClock.now
+        let idle = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
+            $0.afterSeq = last
+            $0.waitMs = 400
+        })
+        #expect(idle.events.isEmpty)
+        #expect(started.duration(to: .now) >= .milliseconds(350))
+
+        // A held call answers as soon as the queue changes.
+        let held = Task {
+            try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
+                $0.afterSeq = last
+                $0.waitMs = 10_000
+            })
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let heldStart = ContinuousClock.now
+        try await queue.finish(transactions[0])
+        let woke = try await held.value
+        #expect(woke.events.first?.seq == last + 1)
+        #expect(heldStart.duration(to: .now) < .seconds(5))
+
+        // Past the head: OUT_OF_RANGE; too much credit: INVALID_ARGUMENT naming the field.
+        do {
+            _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 99 })
+            Issue.record("a position past the head was accepted")
+        } catch let error as StoreError {
+            #expect(error.status == .outOfRange)
+        }
+        do {
+            _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 1; $0.credit = 501 })
+            Issue.record("credit over the limit was accepted")
+        } catch let error as StoreError {
+            #expect(error.status == .invalidArgument && error.message.contains("credit"))
+        }
+        await queue.close()
+        await store.stop()
+    }
+}
