@@ -55,7 +55,7 @@ check-protos: generators
 
 ## bench: release build, then every benchmark as `<metric> <value> <unit>` lines.
 bench: deps
-	$(SWIFT) build -c release --product storebus-bench
+	@for product in storebus-bench storebus-catalog storebus-payment-queue storebus-gateway; do $(SWIFT) build -c release --product $$product || exit 1; done
 	.build/release/storebus-bench
 
 clean:

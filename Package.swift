@@ -153,7 +153,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "PaymentQueue", "StoreBus", "StoreBusStorage", "StoreSchema", "ZeroMQ",
+                "Catalog", "PaymentQueue", "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

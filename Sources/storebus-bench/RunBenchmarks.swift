@@ -36,7 +36,13 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Option(help: "Purchase flows per round for the durable purchase figure.")
     var purchases = 2_000
 
-    @Option(help: "Run only the benchmarks of these groups (transport, durable); all when omitted.")
+    @Option(help: "Purchase flows per round for the flow figures (through the gateway).")
+    var flows = 4_000
+
+    @Option(help: "Simulated devices for the flow figures.")
+    var devices = 64
+
+    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows); all when omitted.")
     var only: [String] = []
 
     func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
@@ -50,6 +56,9 @@ struct RunBenchmarks: AsyncParsableCommand {
         if wants("transport") { try await transportAndRPC() }
         if wants("durable") {
             try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
+        }
+        if wants("flows") {
+            try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
         }
     }
 

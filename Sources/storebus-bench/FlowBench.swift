@@ -1,0 +1,191 @@
+import Catalog
+import Foundation
+import Logging
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+import ZeroMQ
+
+/// The full purchase flow through the gateway, with the system running as separate processes
+/// (storebus-catalog, storebus-payment-queue, storebus-gateway, built next to this benchmark):
+/// fetch products, add a payment, receive the purchased callback, finish, receive the removed
+/// callback, for `devices` simulated devices at once, each with its own session and observer chain.
+struct FlowBench {
+    let flows: Int
+    let devices: Int
+    let rounds: Int
+    let catalogPath: String
+
+    static let key = "storebus-bench-app-key-0000"
+
+    func run() async throws {
+        let directory = try TemporaryDirectory(prefix: "flow")
+        defer { directory.remove() }
+        let catalogEndpoint = directory.ipcEndpoint("catalog")
+        let queueRPC = directory.ipcEndpoint("pq")
+        let queueEvents = directory.ipcEndpoint("pq-events")
+        let gatewayEndpoint = "tcp://127.0.0.1:17300"
+        let config = directory.url.appendingPathComponent("gateway.json")
+        try JSONSerialization.data(withJSONObject: ["service": [
+            "catalogEndpoints": [catalogEndpoint],
+            "paymentQueueEndpoints": [queueRPC],
+            "paymentQueueEventEndpoints": [queueEvents],
+            "sessionSecret": "bench",
+            "apiKeys": [["name": "bench", "key": Self.key]],
+        ]]).write(to: config)
+        let catalog = ServiceProcess(name: "storebus-catalog", arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", "error"], logFile: directory.url.appendingPathComponent("catalog.log"))
+        let queue = ServiceProcess(name: "storebus-payment-queue", arguments: [
+            "--rpc-endpoint", queueRPC, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
+            "--catalog-endpoint", catalogEndpoint, "--log-level", "error",
+        ], logFile: directory.url.appendingPathComponent("payment-queue.log"))
+        let gateway = ServiceProcess(name: "storebus-gateway", arguments: ["--config", config.path, "--rpc-endpoint", gatewayEndpoint, "--log-level", "error"], logFile: directory.url.appendingPathComponent("gateway.log"))
+        try catalog.start()
+        try await catalog.waitUntilServing(endpoint: catalogEndpoint)
+        try queue.start()
+        try await queue.waitUntilServing(endpoint: queueRPC)
+        try gateway.start()
+        try await gateway.waitUntilServing(endpoint: gatewayEndpoint)
+
+        let context = try ZeroMQ.Context()
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [gatewayEndpoint]), context: context)
+        let store = try CatalogStore(path: catalogPath, logger: Logger(label: "bench.flow"))
+        let app = store.catalog.appOrder[0]
+        let product = store.catalog.apps[app]!.products.values.first { $0.type == .consumable && $0.clearedForSale && $0.prices["USA"] != nil }!.identifier
+
+        var simulated: [Device] = []
+        for index in 0..<devices {
+            simulated.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product))
+        }
+
+        var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = []
+        var commitRates: [Double] = []
+        for round in 0..<rounds {
+            commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
+            // Warm-up, then the measured run.
+            _ = try await Self.drive(simulated, flows: max(devices, flows / 10))
+            let (rate, latencies) = try await Self.drive(simulated, flows: flows)
+            let sorted = latencies.sorted()
+            rates.append(rate)
+            p50s.append(Double(sorted[sorted.count / 2]) / 1e6)
+            p99s.append(Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1e6)
+        }
+        let rtt = try Self.bareRoundTripMicroseconds(context: context)
+        report("purchase_flows_per_s", median(rates), "flows/s")
+        report("purchase_flow_p50_ms", median(p50s), "ms")
+        report("purchase_flow_p99_ms", median(p99s), "ms")
+        report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
+        report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
+
+        await client.shutdown()
+        context.shutdown()
+        context.terminate()
+        await gateway.stop()
+        await queue.stop()
+        await catalog.stop()
+    }
+
+    /// Runs `flows` flows over the devices, each device one flow at a time; flows per second.
+    /// Also returns each flow's latency in nanoseconds.
+    static func drive(_ devices: [Device], flows: Int) async throws -> (Double, [UInt64]) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+            for (index, device) in devices.enumerated() {
+                let share = flows / devices.count + (index < flows % devices.count ? 1 : 0)
+                group.addTask {
+                    var mine: [UInt64] = []
+                    mine.reserveCapacity(share)
+                    for _ in 0..<share {
+                        let begin = DispatchTime.now().uptimeNanoseconds
+                        try await device.purchaseFlow()
+                        mine.append(DispatchTime.now().uptimeNanoseconds - begin)
+                    }
+                    return mine
+                }
+            }
+            var all: [UInt64] = []
+            for try await mine in group { all += mine }
+            return all
+        }
+        return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
+    }
+
+    /// The transport floor of the same run: a plain libzmq DEALER/ROUTER echo, p50 in microseconds.
+    static func bareRoundTripMicroseconds(context: ZeroMQ.Context) throws -> Double {
+        let endpoint = try TransportBench.startEcho(context: context) { $0 }
+        let histogram = try TransportBench(body: Array(repeating: 0x61, count: 300), iterations: 2_000, window: 1).roundTrips(endpoint: endpoint, context: context)
+        return Double(histogram.valueAtPercentile(50)) / 1000
+    }
+}
+
+/// One simulated device: a session, its queue position, and the flow it repeats.
+final class Device: Sendable {
+    let client: RPCClient
+    let options: CallOptions
+    let queue: Storebus_PaymentQueue_V1_QueueRef
+    let product: String
+    private let position: Mutex<UInt64>
+
+    private init(client: RPCClient, options: CallOptions, queue: Storebus_PaymentQueue_V1_QueueRef, product: String, position: UInt64) {
+        self.client = client
+        self.options = options
+        self.queue = queue
+        self.product = product
+        self.position = Mutex(position)
+    }
+
+    /// Authenticates and attaches (the launch replay) as an app would.
+    static func open(client: RPCClient, app: String, account: String, product: String) async throws -> Device {
+        let session = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
+            $0.apiKey = FlowBench.key
+            $0.appBundleID = app
+            $0.accountID = account
+            $0.deviceID = "device"
+        })
+        let options = CallOptions(timeout: .seconds(30), metadata: ["session": session.sessionID])
+        let replay = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.replay = true }, options: options)
+        return Device(client: client, options: options, queue: session.queue, product: product, position: replay.headSeq)
+    }
+
+    /// Fetch, add, purchased callback, finish, removed callback.
+    func purchaseFlow() async throws {
+        _ = try await client.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
+            $0.appBundleID = queue.appBundleID
+            $0.productIdentifiers = [product]
+        }, options: options)
+        var addOptions = options
+        addOptions.idempotencyKey = UUID().uuidString
+        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
+        }, options: addOptions)
+        let id = added.transaction.transactionIdentifier
+        try await observe { event in
+            event.updatedTransactions.transactions.contains { $0.transactionIdentifier == id && $0.transactionState == .purchased }
+        }
+        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
+            $0.queue = queue
+            $0.transactionIdentifier = id
+        }, options: options)
+        try await observe { event in
+            event.removedTransactions.transactions.contains { $0.transactionIdentifier == id }
+        }
+    }
+
+    /// Follows the observer chain until `seen` holds of a callback.
+    private func observe(until seen: (Storebus_Gateway_V1_ObserverEvent) -> Bool) async throws {
+        while true {
+            let after = position.withLock { $0 }
+            let page = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with {
+                $0.afterSeq = after
+                $0.waitMs = 5_000
+            }, options: options)
+            var found = false
+            for event in page.events {
+                found = found || seen(event)
+                position.withLock { $0 = event.seq }
+            }
+            if found { return }
+        }
+    }
+}
