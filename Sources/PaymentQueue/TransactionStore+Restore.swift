@@ -14,7 +14,7 @@ extension TransactionStore {
         queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, key: String, now: Date = Date()
     ) async throws -> (restoreID: String, count: Int) {
         try await writer.write { db, batch in
-            if !key.isEmpty, let row = try Row.fetchOne(db, sql: "SELECT id, count FROM pq_restore WHERE app = ? AND account = ? AND key = ?",
+            if !key.isEmpty, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
                                                         arguments: [queue.appBundleID, queue.accountID, key]) {
                 return (row["id"], row["count"])
             }
@@ -36,14 +36,14 @@ extension TransactionStore {
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             for original in originals {
                 let id = try Self.nextIdentifier(db)
-                try db.execute(sql: """
+                try db.cachedStatement(sql: """
                     INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                         application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
                         policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                     SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
                         application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads
                     FROM pq_transaction WHERE id = ?
-                    """, arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
+                    """).execute(arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
                                      nowMS, nowMS, nowMS, original])
                 restored.append(try Self.transaction(db, id: id)!)
             }
@@ -87,7 +87,7 @@ extension TransactionStore {
     /// revoked (didRevokeEntitlementsForProductIdentifiers). Refunding twice changes nothing.
     public func refund(_ id: String, now: Date = Date()) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
         try await writer.write { db, batch in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]) else {
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
             guard row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue else {
@@ -98,10 +98,10 @@ extension TransactionStore {
             let revokes = type == .nonConsumable || type == .autoRenewableSubscription
             if row["revoked_ms"] as Int64? == nil {
                 let nowMS = Self.milliseconds(now)
-                try db.execute(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?", arguments: [nowMS, id, id])
-                try db.execute(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?", arguments: [id])
+                try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, id, id])
+                try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
                 if revokes {
-                    let queues = try Row.fetchAll(db, sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key",
+                    let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"),
                                                   arguments: [row["app"], row["account"]])
                     for queueRow in queues {
                         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
@@ -120,7 +120,7 @@ extension TransactionStore {
                     }
                 }
             }
-            let charge = try Row.fetchOne(db, sql: "SELECT * FROM pq_charge WHERE transaction_id = ?", arguments: [id]).map(Self.charge)
+            let charge = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_charge WHERE transaction_id = ?"), arguments: [id]).map(Self.charge)
             return (try Self.transaction(db, id: id)!, charge, revokes ? [product] : [])
         }
     }
@@ -140,17 +140,17 @@ extension TransactionStore {
     /// before a reset is ever issued again.
     public func reset(now: Date = Date()) async throws {
         try await writer.write { db, batch in
-            for row in try Row.fetchAll(db, sql: "SELECT DISTINCT app, account FROM pq_transaction ORDER BY app, account") {
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account FROM pq_transaction ORDER BY app, account")) {
                 _ = try Self.clear(db, &batch, app: row["app"], account: row["account"], now: now)
             }
             for table in ["pq_idempotency", "pq_charge", "pq_restore", "pq_transaction", "pq_policy"] {
-                try db.execute(sql: "DELETE FROM \(table)")
+                try db.cachedStatement(sql: "DELETE FROM \(table)").execute()
             }
         }
     }
 
     static func clear(_ db: Database, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
-        let rows = try Row.fetchAll(db, sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id",
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
                                     arguments: [app, account])
         var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for row in rows where !(row["finished"] as Bool) {
@@ -158,13 +158,13 @@ extension TransactionStore {
             transaction.finished = true
             removedByQueue[row["queue_key"], default: []].append(transaction)
         }
-        let held = try String.fetchAll(db, sql: """
+        let held = try String.fetchAll(db.cachedStatement(sql: """
             SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
               AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
-            """, arguments: [app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
+            """), arguments: [app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
                              Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue])
-        let queues = try Row.fetchAll(db, sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key", arguments: [app, account])
-        try db.execute(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?", arguments: [app, account])
+        let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"), arguments: [app, account])
+        try db.cachedStatement(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?").execute(arguments: [app, account])
         for queueRow in queues {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
             let key: String = queueRow["queue_key"]

@@ -66,7 +66,7 @@ public final class TransactionStore: Sendable {
     }
 
     static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?", arguments: [app, account, key]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?"), arguments: [app, account, key]) else {
             return nil
         }
         guard row["request_digest"] as String == digest else {
@@ -98,12 +98,12 @@ public final class TransactionStore: Sendable {
                 state = .failed
                 error = failure
             }
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                     application_username, request_data, ask_to_buy, storefront, price, currency, error_code, error_message,
                     policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [
+                """).execute(arguments: [
                     id, new.queue.appBundleID, new.queue.accountID, new.queue.deviceID, new.queue.key, state.rawValue,
                     new.payment.productIdentifier, new.productType.rawValue, max(1, new.payment.quantity),
                     new.payment.applicationUsername, new.payment.requestData, new.payment.simulatesAskToBuyInSandbox,
@@ -112,9 +112,7 @@ public final class TransactionStore: Sendable {
                     try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads),
                 ])
             if let idempotency = new.idempotency {
-                try db.execute(
-                    sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
+                try db.cachedStatement(sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)").execute(arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
                 )
             }
             let transaction = try Self.transaction(db, id: id)!
@@ -128,7 +126,7 @@ public final class TransactionStore: Sendable {
     /// PURCHASING transactions whose decision time has come, oldest first.
     public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
         try await pool.read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM pq_transaction WHERE state = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?",
+            try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE state = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"),
                                 arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Self.milliseconds(now), limit])
         }
     }
@@ -136,7 +134,7 @@ public final class TransactionStore: Sendable {
     /// The earliest decision time of a PURCHASING transaction, if any.
     public func nextDecision() async throws -> Date? {
         try await pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = ?", arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue])
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = ?"), arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue])
                 .map { Date(timeIntervalSince1970: Double($0) / 1000) }
         }
     }
@@ -159,7 +157,7 @@ public final class TransactionStore: Sendable {
     }
 
     static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, id: String, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]),
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]),
               row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
         else { return nil }
         let nowMS = Self.milliseconds(now)
@@ -173,7 +171,7 @@ public final class TransactionStore: Sendable {
                 try Self.fail(db, id: id, .make(code), at: nowMS)
             case .interrupt:
                 try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS)
-                try db.execute(sql: "UPDATE pq_transaction SET interrupted = 1 WHERE id = ?", arguments: [id])
+                try db.cachedStatement(sql: "UPDATE pq_transaction SET interrupted = 1 WHERE id = ?").execute(arguments: [id])
             default:
                 try Self.purchase(db, id: id, at: nowMS)
             }
@@ -207,7 +205,7 @@ public final class TransactionStore: Sendable {
     /// payment in the same queue, charged once. Resolving again returns that same transaction.
     public func resolveInterrupted(_ id: String, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         try await writer.write { db, batch in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]) else {
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
             guard row["interrupted"] as Bool else {
@@ -216,17 +214,17 @@ public final class TransactionStore: Sendable {
             if let resolved = row["resolved_by"] as String? { return try Self.transaction(db, id: resolved)! }
             let newID = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                     application_username, request_data, ask_to_buy, storefront, price, currency,
                     policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                 SELECT ?, app, account, device, queue_key, ?, product_id, product_type, quantity,
                     application_username, request_data, 0, storefront, price, currency, ?, 0, ?, ?, ?, downloads
                 FROM pq_transaction WHERE id = ?
-                """, arguments: [newID, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue,
+                """).execute(arguments: [newID, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue,
                                  Storebus_PaymentQueue_V1_PolicyMode.approve.rawValue, nowMS, nowMS, nowMS, id])
             try Self.purchase(db, id: newID, at: nowMS)
-            try db.execute(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?", arguments: [newID, id])
+            try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [newID, id])
             let transaction = try Self.transaction(db, id: newID)!
             try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
             return transaction
@@ -238,9 +236,9 @@ public final class TransactionStore: Sendable {
     /// Every transaction of an account in an app, across its devices, oldest first.
     public func accountTransactions(app: String, account: String, includeFinished: Bool) async throws -> [Storebus_PaymentQueue_V1_PaymentTransaction] {
         try await pool.read { db in
-            let ids = try String.fetchAll(db, sql: """
+            let ids = try String.fetchAll(db.cachedStatement(sql: """
                 SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND (? OR finished = 0) ORDER BY created_ms, id
-                """, arguments: [app, account, includeFinished])
+                """), arguments: [app, account, includeFinished])
             return try ids.map { try Self.transaction(db, id: $0)! }
         }
     }
@@ -276,7 +274,7 @@ public final class TransactionStore: Sendable {
             default:
                 break
             }
-            try db.execute(sql: "UPDATE pq_transaction SET finished = 1 WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "UPDATE pq_transaction SET finished = 1 WHERE id = ?").execute(arguments: [id])
             var removed = current
             removed.finished = true
             try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
@@ -296,7 +294,7 @@ public final class TransactionStore: Sendable {
     /// that this snapshot reflects.
     public func unfinished(_ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], keySeq: UInt64) {
         try await pool.read { db in
-            let ids = try String.fetchAll(db, sql: "SELECT id FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id", arguments: [queue.key])
+            let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id"), arguments: [queue.key])
             return (try ids.map { try Self.transaction(db, id: $0)! }, try EventLog.head(db, key: queue.key))
         }
     }
@@ -304,7 +302,7 @@ public final class TransactionStore: Sendable {
     /// The ledger of an account in an app, oldest first.
     public func charges(app: String, account: String) async throws -> [Storebus_PaymentQueue_V1_Charge] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? ORDER BY id", arguments: [app, account]).map(Self.charge)
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? ORDER BY id"), arguments: [app, account]).map(Self.charge)
         }
     }
 
@@ -314,7 +312,7 @@ public final class TransactionStore: Sendable {
     public func policy(app: String, account: String) async throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
         try await pool.read { db in
             for (candidate, isDefault) in [(account, false), ("", true)] {
-                if let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_policy WHERE app = ? AND account = ?", arguments: [app, candidate]) {
+                if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_policy WHERE app = ? AND account = ?"), arguments: [app, candidate]) {
                     return (Self.policy(row), isDefault || account.isEmpty)
                 }
             }
@@ -325,11 +323,11 @@ public final class TransactionStore: Sendable {
     /// Sets the policy of an account (or the app's default with an empty account).
     public func setPolicy(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy, app: String, account: String) async throws {
         try await pool.write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO pq_policy (app, account, mode, fail_error, delay_ms, restricted) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app, account) DO UPDATE SET mode = excluded.mode, fail_error = excluded.fail_error,
                     delay_ms = excluded.delay_ms, restricted = excluded.restricted
-                """, arguments: [app, account, policy.mode.rawValue, policy.failError.rawValue, policy.delayMs, policy.purchasesRestricted])
+                """).execute(arguments: [app, account, policy.mode.rawValue, policy.failError.rawValue, policy.delayMs, policy.purchasesRestricted])
         }
     }
 
@@ -345,8 +343,8 @@ public final class TransactionStore: Sendable {
     }
 
     static func nextIdentifier(_ db: Database) throws -> String {
-        try db.execute(sql: "INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
-        let value = try Int64.fetchOne(db, sql: "SELECT value FROM pq_sequence WHERE name = 'transaction'")!
+        try db.cachedStatement(sql: "INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1").execute()
+        let value = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM pq_sequence WHERE name = 'transaction'"))!
         return String(identifierBase + value)
     }
 
@@ -355,13 +353,11 @@ public final class TransactionStore: Sendable {
     }
 
     static func setState(_ db: Database, id: String, _ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) throws {
-        try db.execute(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ?", arguments: [state.rawValue, ms, id])
+        try db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ?").execute(arguments: [state.rawValue, ms, id])
     }
 
     static func fail(_ db: Database, id: String, _ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64) throws {
-        try db.execute(
-            sql: "UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ? WHERE id = ?",
-            arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, id]
+        try db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ? WHERE id = ?").execute(arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, id]
         )
     }
 
@@ -369,19 +365,19 @@ public final class TransactionStore: Sendable {
     /// auto-renewable subscription (a regular purchased transaction, but no second charge).
     static func purchase(_ db: Database, id: String, at ms: Int64) throws {
         try setState(db, id: id, .purchased, at: ms)
-        let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id])!
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id])!
         let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
         if type == .nonConsumable || type == .autoRenewableSubscription {
-            let held = try Bool.fetchOne(db, sql: """
+            let held = try Bool.fetchOne(db.cachedStatement(sql: """
                 SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
                                WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
-                """, arguments: [row["app"], row["account"], row["product_id"]]) ?? false
+                """), arguments: [row["app"], row["account"], row["product_id"]]) ?? false
             if held { return }
         }
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO pq_charge (transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [id, row["app"], row["account"], row["product_id"], Self.amount(price: row["price"], quantity: row["quantity"]), row["currency"], row["storefront"], ms])
+            """).execute(arguments: [id, row["app"], row["account"], row["product_id"], Self.amount(price: row["price"], quantity: row["quantity"]), row["currency"], row["storefront"], ms])
     }
 
     /// Price times quantity, as a decimal string.
@@ -391,7 +387,7 @@ public final class TransactionStore: Sendable {
     }
 
     static func transaction(_ db: Database, id: String, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pq_transaction WHERE id = ?", arguments: [id]) else { return nil }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else { return nil }
         var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
         transaction.transactionIdentifier = row["id"]
         transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: row["state"]) ?? .purchasing

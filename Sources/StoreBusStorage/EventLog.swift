@@ -53,13 +53,11 @@ public enum EventLog {
 
     /// Appends an event whose payload is already proto3 JSON.
     public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-        let seq = try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event")!
-        let keySeq = try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?", arguments: [key])!
+        let seq = try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event"))!
+        let keySeq = try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?"), arguments: [key])!
         let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         let json = "{\"seq\":\"\(seq)\",\"key\":\(JSONText.quoted(key)),\"keySeq\":\"\(keySeq)\",\"type\":\(JSONText.quoted(type)),\"time\":\"\(JSONText.timestamp(milliseconds: timeMS))\",\"payload\":\(payloadJSON)}"
-        try db.execute(
-            sql: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [seq, key, keySeq, type, timeMS, json]
+        try db.cachedStatement(sql: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [seq, key, keySeq, type, timeMS, json]
         )
         return StoredEvent(seq: seq, key: key, keySeq: keySeq, json: json)
     }
@@ -69,9 +67,9 @@ public enum EventLog {
     public static func read(_ db: Database, key: String, after position: UInt64, limit: Int) throws -> [StoredEvent] {
         let rows: [Row]
         if key.isEmpty {
-            rows = try Row.fetchAll(db, sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [position, limit])
+            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? ORDER BY seq LIMIT ?"), arguments: [position, limit])
         } else {
-            rows = try Row.fetchAll(db, sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? ORDER BY key_seq LIMIT ?", arguments: [key, position, limit])
+            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? ORDER BY key_seq LIMIT ?"), arguments: [key, position, limit])
         }
         return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
     }
@@ -79,8 +77,8 @@ public enum EventLog {
     /// The newest position: seq of the whole log, or key seq of one key (0 when empty).
     public static func head(_ db: Database, key: String) throws -> UInt64 {
         if key.isEmpty {
-            return try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event")!
+            return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event"))!
         }
-        return try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(key_seq), 0) FROM storebus_event WHERE stream_key = ?", arguments: [key])!
+        return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(key_seq), 0) FROM storebus_event WHERE stream_key = ?"), arguments: [key])!
     }
 }
