@@ -52,20 +52,13 @@ struct BuyCommand: AsyncParsableCommand {
         }
         print("added transaction \(transaction.transactionIdentifier) for \(product)")
         let id = transaction.transactionIdentifier
-        let settled = await follow(callbacks, timeout: .seconds(30)) { callback in
-            guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
-            return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
-        }
-        guard settled else {
+        guard await settles(id, callbacks) else {
             await queue.close()
             throw Failure(description: "Transaction \(id) did not settle within 30 seconds; `storectl watch` shows it when it does.")
         }
         if finish, let current = queue.transactions.first(where: { $0.transactionIdentifier == id }), current.transactionState != .deferred {
             try await sentence { try await queue.finish(current) }
-            _ = await follow(callbacks, timeout: .seconds(10)) { callback in
-                if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
-                return false
-            }
+            _ = await isRemoved(id, callbacks)
         }
         await queue.close()
     }
@@ -185,10 +178,7 @@ struct DemoCommand: AsyncParsableCommand {
         print("3. add payment")
         let transaction = try await sentence { try await queue.addPayment(Payment(product: item)) }
         let id = transaction.transactionIdentifier
-        guard await follow(callbacks, timeout: .seconds(30), until: { callback in
-            guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
-            return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
-        }) else {
+        guard await settles(id, callbacks) else {
             await queue.close()
             throw Failure(description: "Transaction \(id) did not settle within 30 seconds.")
         }
@@ -198,12 +188,25 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
         try await sentence { try await queue.finish(settled) }
-        _ = await follow(callbacks, timeout: .seconds(10)) { callback in
-            if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
-            return false
-        }
+        _ = await isRemoved(id, callbacks)
         print("done")
         await queue.close()
+    }
+}
+
+/// Prints callbacks until transaction `id` has left PURCHASING (30 s at most); whether it did.
+func settles(_ id: String, _ callbacks: AsyncStream<PaymentQueueCallback>) async -> Bool {
+    await follow(callbacks, timeout: .seconds(30)) { callback in
+        guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
+        return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
+    }
+}
+
+/// Prints callbacks until transaction `id` is reported removed (10 s at most); whether it was.
+func isRemoved(_ id: String, _ callbacks: AsyncStream<PaymentQueueCallback>) async -> Bool {
+    await follow(callbacks, timeout: .seconds(10)) { callback in
+        if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
+        return false
     }
 }
 

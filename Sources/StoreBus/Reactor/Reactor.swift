@@ -242,7 +242,7 @@ public struct TimerID: Hashable, Sendable {
 /// deadlines) are cancelled long before they are due, so this keeps cancellation off the hot path
 /// while bounding memory to a small multiple of the live timers.
 struct TimerQueue {
-    private var heap: [(deadline: ContinuousClock.Instant, id: UInt64)] = []
+    private var heap = DeadlineHeap()
     private var actions: [UInt64: () -> Void] = [:]
     private var nextID: UInt64 = 1
 
@@ -250,26 +250,27 @@ struct TimerQueue {
         let id = nextID
         nextID += 1
         actions[id] = action
-        heap.append((deadline, id))
-        siftUp(heap.count - 1)
+        heap.push(deadline, id)
         return TimerID(raw: id)
     }
 
     mutating func cancel(_ timer: TimerID) {
         guard actions.removeValue(forKey: timer.raw) != nil else { return }
-        if heap.count > 64 && heap.count > 2 * actions.count { compact() }
+        if heap.count > 64 && heap.count > 2 * actions.count {
+            heap.removeAll { actions[$0] == nil }
+        }
     }
 
     mutating func removeAll() {
-        heap.removeAll()
+        heap.removeAll { _ in true }
         actions.removeAll()
     }
 
     /// Milliseconds until the next timer, rounded up; -1 when there is none. A cancelled entry at the
     /// top may make the loop wake early once; it is dropped then.
     mutating func millisecondsUntilNext(now: ContinuousClock.Instant) -> Int {
-        while let top = heap.first, actions[top.id] == nil { popTop() }
-        guard let top = heap.first else { return -1 }
+        while let top = heap.peek(), actions[top.id] == nil { heap.pop() }
+        guard let top = heap.peek() else { return -1 }
         let remaining = now.duration(to: top.deadline)
         if remaining <= .zero { return 0 }
         let (seconds, attoseconds) = remaining.components
@@ -281,51 +282,11 @@ struct TimerQueue {
     /// the process if it did so during the call).
     mutating func takeExpired(now: ContinuousClock.Instant) -> [() -> Void] {
         var due: [() -> Void] = []
-        while let top = heap.first, top.deadline <= now {
-            popTop()
+        while let top = heap.peek(), top.deadline <= now {
+            heap.pop()
             if let action = actions.removeValue(forKey: top.id) { due.append(action) }
         }
         return due
-    }
-
-    private mutating func compact() {
-        heap.removeAll { actions[$0.id] == nil }
-        // Floyd's heap construction.
-        var index = heap.count / 2 - 1
-        while index >= 0 {
-            siftDown(index)
-            index -= 1
-        }
-    }
-
-    private mutating func popTop() {
-        let last = heap.removeLast()
-        guard !heap.isEmpty else { return }
-        heap[0] = last
-        siftDown(0)
-    }
-
-    private mutating func siftUp(_ start: Int) {
-        var child = start
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard heap[child].deadline < heap[parent].deadline else { return }
-            heap.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    private mutating func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            let left = 2 * parent + 1, right = left + 1
-            var smallest = parent
-            if left < heap.count && heap[left].deadline < heap[smallest].deadline { smallest = left }
-            if right < heap.count && heap[right].deadline < heap[smallest].deadline { smallest = right }
-            if smallest == parent { return }
-            heap.swapAt(parent, smallest)
-            parent = smallest
-        }
     }
 }
 
