@@ -3,6 +3,7 @@ import StoreBus
 import StoreBusSDK
 import StoreBusTesting
 import StoreSchema
+import Synchronization
 import Testing
 
 /// Every live callback's seq follows the one before: nothing lost, nothing repeated.
@@ -21,9 +22,31 @@ extension StoreConnection {
     }
 }
 
+/// The StoreKit pattern: deliver purchased transactions, then finish them, from the observer.
+final class AutoFinisher: PaymentTransactionObserver {
+    let delivered = Mutex<[String]>([])
+    let removed = Mutex<[String]>([])
+    let revoked = Mutex<[String]>([])
+
+    func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+        for transaction in transactions where transaction.transactionState == .purchased {
+            delivered.withLock { $0.append(transaction.transactionIdentifier) }
+            queue.finishTransaction(transaction)
+        }
+    }
+
+    func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {
+        removed.withLock { $0 += transactions.map(\.transactionIdentifier) }
+    }
+
+    func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {
+        revoked.withLock { $0 += productIdentifiers }
+    }
+}
+
 @Suite("End to end: every service as its own process, clients through the gateways", .serialized)
 struct EndToEndTests {
-    @Test("products, purchase, finish, Ask to Buy, a cancelled payment, an interrupted purchase and two restores, in order")
+    @Test("products, purchase, finish, Ask to Buy, a cancelled payment, an interrupted purchase, two restores, a failed restore and a refund, in order")
     func purchaseFlows() async throws {
         let store = try StoreFixture()
         try await store.start()
@@ -89,6 +112,20 @@ struct EndToEndTests {
             for transaction in restored { try await queue.finish(transaction) }
             #expect(await recorder.wait { recorder in restored.allSatisfy { recorder.removed($0.id) } })
         }
+
+        // A restore the store fails: the observer hears restoreCompletedTransactionsFailedWithError.
+        try await admin.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
+        let (failedRestore, _) = try await queue.restore()
+        #expect(await recorder.wait {
+            $0.callbacks.contains {
+                if case .restoreCompletedTransactionsFailed(failedRestore, let error) = $0.event { return error.code == .cloudServiceNetworkConnectionFailed }
+                return false
+            }
+        })
+
+        // A refund revokes the non-consumable: didRevokeEntitlementsForProductIdentifiers.
+        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with { $0.transactionIdentifier = lasting.id })
+        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .didRevokeEntitlements(productIdentifiers: [removeAds]) } })
 
         #expect(queue.transactions.isEmpty)
         expectConsecutive(recorder.live, after: start)
@@ -300,6 +337,24 @@ struct EndToEndTests {
         await otherApp.close()
         await bob.close()
         await alice.close()
+        await store.stop()
+    }
+
+    @Test("an observer registered at launch delivers and finishes each purchase, StoreKit style")
+    func observerPattern() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let queue = try PaymentQueue(configuration: store.configuration(account: "judy"))
+        let observer = AutoFinisher()
+        queue.add(observer)
+        queue.add(Payment(productIdentifier: coins))
+        queue.add(Payment(productIdentifier: coins, quantity: 2))
+        queue.add(Payment(productIdentifier: removeAds))
+        #expect(await waitUntil { observer.removed.withLock { $0.count } == 3 })
+        #expect(Set(observer.delivered.withLock { $0 }) == Set(observer.removed.withLock { $0 }))
+        #expect(queue.transactions.isEmpty)
+        queue.remove(observer)
+        await queue.close()
         await store.stop()
     }
 }
