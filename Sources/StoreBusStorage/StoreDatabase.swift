@@ -34,6 +34,17 @@ public final class StoreDatabase: Sendable {
         try migrator.migrate(pool)
     }
 
+    /// A read-only connection of its own, for one thread that reads small pages synchronously (an RPC
+    /// server's loop). In WAL mode it never waits for the writer, and a connection used by one thread
+    /// only never waits for another: its reads run on the calling thread, without the pool's hops.
+    public func makeReadOnlyConnection() throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(10)
+        configuration.label = "storebus.reader"
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+
     /// Waits for running statements and closes every connection.
     public func close() throws {
         try pool.close()

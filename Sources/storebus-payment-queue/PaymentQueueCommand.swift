@@ -48,7 +48,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), context: host.context, logger: host.logger)
         try await applyConfiguredPolicies(configuration.serviceSection, store: store)
         let authority = PaymentAuthority(store: store, logger: host.logger)
-        var router = EventLogService.router(database: database)
+        var router = try EventLogService.router(database: database)
         router.merge(PaymentQueueService(store: store, catalog: CatalogLookup(client: catalogClient), authority: authority).router)
         try await host.serve(
             router: router,

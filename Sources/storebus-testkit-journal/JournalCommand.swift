@@ -32,7 +32,7 @@ struct JournalCommand: AsyncParsableCommand {
         let publisher = try host.makePublisher()
         let writer = EventLogWriter(logName: "journal", database: database, publisher: publisher, failPoints: host.failPoints)
 
-        var router = EventLogService.router(database: database)
+        var router = try EventLogService.router(database: database)
         router.register(Storebus_Testkit_V1_Journal.append) { request, _ in
             guard !request.key.isEmpty, request.key.utf8.count <= 200, !request.key.contains("\n") else {
                 throw RPCError.invalidArgument(field: "key", "must be 1 to 200 bytes without a newline")

@@ -56,6 +56,11 @@ public struct RPCRouter: Sendable {
         }
     }
 
+    /// Answers `path` with a staged handler working on JSON bytes (see ``registerStaged(_:_:)``).
+    public mutating func registerStagedRaw(path: String, _ handler: @escaping StagedRawHandler) {
+        handlers[path] = .staged(handler)
+    }
+
     /// Answers `path` with a handler working on JSON bytes.
     public mutating func registerRaw(path: String, _ handler: @escaping RawHandler) {
         handlers[path] = .async(handler)
