@@ -34,15 +34,16 @@ public final class PaymentAuthority: Service, Sendable {
     public func run() async throws {
         await withGracefulShutdownHandler {
             while !stopping.load(ordering: .acquiring) && !Task.isCancelled {
+                let round: (decided: Int, moreDue: Bool, next: Date?)
                 do {
-                    try await decideDue()
+                    round = try await store.decideDue()
                 } catch {
                     logger.error("Deciding transactions failed; retrying", metadata: ["error": "\(error)"])
                     try? await Task.sleep(for: .milliseconds(100))
                     continue
                 }
-                let next = try? await store.nextDecision()
-                let seconds = next.map { max(0, $0.timeIntervalSinceNow) } ?? 3600
+                if round.moreDue { continue }
+                let seconds = round.next.map { max(0, $0.timeIntervalSinceNow) } ?? 3600
                 await waitForPoke(timeout: .milliseconds(Int64(seconds * 1000) + 1))
             }
         } onGracefulShutdown: { [self] in
@@ -53,11 +54,7 @@ public final class PaymentAuthority: Service, Sendable {
 
     /// Decides every PURCHASING transaction that is due.
     public func decideDue() async throws {
-        while true {
-            let due = try await store.due()
-            if due.isEmpty { return }
-            try await store.decide(due)
-        }
+        while try await store.decideDue().moreDue {}
     }
 
     private func waitForPoke(timeout: Duration) async {

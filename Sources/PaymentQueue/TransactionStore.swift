@@ -139,6 +139,23 @@ public final class TransactionStore: Sendable {
         }
     }
 
+    /// Decides the PURCHASING transactions that are due (at most `limit`, oldest first) in one write,
+    /// which also finds whether more are due and when the next one will be: the authority's whole
+    /// round in one transaction, with no reads of its own.
+    public func decideDue(now: Date = Date(), limit: Int = 256) async throws -> (decided: Int, moreDue: Bool, next: Date?) {
+        let purchasing = Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
+        let nowMS = Self.milliseconds(now)
+        return try await writer.write { db, batch in
+            let ids = try String.fetchAll(
+                db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE state = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"),
+                arguments: [purchasing, nowMS, limit]
+            )
+            let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
+            let next = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = ?"), arguments: [purchasing])
+            return (decided, next.map { $0 <= nowMS } ?? false, next.map { Date(timeIntervalSince1970: Double($0) / 1000) })
+        }
+    }
+
     /// Applies the policy copied onto a PURCHASING transaction: PURCHASED (charged unless the account
     /// already holds the product), FAILED, DEFERRED (ask to buy) or FAILED-and-interrupted. Returns the
     /// transaction, or nil when it was no longer PURCHASING (decided already).
