@@ -187,8 +187,9 @@ public struct PaymentQueueService: Sendable {
                 $0.state = .waiting
             }
         }
-        let transaction = try await store.create(new)
-        authority.poke()
+        // A policy without delay is decided in the same commit; the authority handles the rest.
+        let (transaction, decided) = try await store.create(new, decideWhenDue: true)
+        if !decided { authority.poke() }
         return .with { $0.transaction = transaction }
     }
 }

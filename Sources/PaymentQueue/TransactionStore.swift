@@ -78,11 +78,17 @@ public final class TransactionStore: Sendable {
 
     /// Creates a transaction with its `updatedTransactions` event. With an idempotency key already
     /// used for the same request (a retry racing the first call), returns that transaction instead.
-    public func create(_ new: NewTransaction, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+    ///
+    /// With `decideWhenDue`, a PURCHASING transaction whose decision time has already come (a policy
+    /// without delay) is also decided in the same database transaction, with its own event after the
+    /// first: observers still hear PURCHASING, then the decision, and one commit does for both. The
+    /// transaction returned is the PURCHASING one either way; `decided` says whether the authority
+    /// still has work.
+    public func create(_ new: NewTransaction, now: Date = Date(), decideWhenDue: Bool = false) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, decided: Bool) {
         try await writer.write { db, batch in
             if let idempotency = new.idempotency,
                let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
-                return existing
+                return (existing, true)
             }
             let id = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)
@@ -117,7 +123,10 @@ public final class TransactionStore: Sendable {
             }
             let transaction = try Self.transaction(db, id: id)!
             try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue))
-            return transaction
+            guard state == .purchasing else { return (transaction, true) }
+            guard decideWhenDue && decideAt <= nowMS else { return (transaction, false) }
+            _ = try Self.decide(db, &batch, id: id, now: now)
+            return (transaction, true)
         }
     }
 

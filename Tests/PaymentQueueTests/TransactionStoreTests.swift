@@ -34,7 +34,7 @@ struct StoreFixture {
             productType: type, storefront: "FRA", price: "0.99", currency: "EUR",
             start: .purchasing(policy: policy, decideAt: Date()), idempotency: key.map { ($0, "digest-\(product)") }
         )
-        return try await store.create(new)
+        return try await store.create(new).transaction
     }
 
     /// The queue's events, decoded.
