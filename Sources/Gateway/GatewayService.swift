@@ -58,6 +58,10 @@ public final class GatewayService: Sendable {
     private let board: DoorbellBoard
     private let logger: Logger
     private let closing = Atomic<Bool>(false)
+    /// Observe calls held open now, and the most allowed: each holds a slot of the RPC server until it
+    /// answers, so beyond the cap Observe answers at once (the client simply calls again).
+    private let parked = Atomic<Int>(0)
+    private let maxParked: Int
     /// Tokens already verified, with their claims: checking a MAC and decoding claims on every call
     /// was a quarter of the gateway's work. A cache only: expiry and revocation are checked on every
     /// use, and any gateway verifies a token it has not seen.
@@ -67,8 +71,10 @@ public final class GatewayService: Sendable {
     /// A gateway over the given service clients; `board` rings for the payment queue's log.
     public init(
         keyring: APIKeyring, signer: SessionSigner, sessionLifetimeSeconds: Int = 3600,
-        catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, logger: Logger
+        catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, logger: Logger,
+        maxParkedObservers: Int = 100_000
     ) {
+        self.maxParked = maxParkedObservers
         self.keyring = keyring
         self.signer = signer
         self.sessionLifetime = Int64(sessionLifetimeSeconds)
@@ -121,7 +127,7 @@ public final class GatewayService: Sendable {
         let expires = Int64(Date().timeIntervalSince1970) + sessionLifetime
         let claims = SessionClaims(
             app: request.appBundleID, account: request.accountID, device: request.deviceID,
-            key: key.name, admin: key.admin, expires: expires
+            key: APIKeyring.identifier(of: key), expires: expires
         )
         return .with {
             $0.sessionID = signer.token(for: claims)
@@ -138,8 +144,15 @@ public final class GatewayService: Sendable {
         }
     }
 
-    /// The claims of the call's session, or UNAUTHENTICATED.
-    func session(_ context: ServerContext) throws(RPCError) -> SessionClaims {
+    /// A verified session and the key it was opened with, as configured now.
+    struct Session {
+        var claims: SessionClaims
+        var key: APIKey
+        var admin: Bool { key.admin }
+    }
+
+    /// The call's session, or UNAUTHENTICATED.
+    func session(_ context: ServerContext) throws(RPCError) -> Session {
         guard let token = context.metadata[Self.sessionMetadataKey], !token.isEmpty else {
             throw RPCError(.unauthenticated, "this call needs a session: call \(Storebus_Gateway_V1_Gateway.authenticate.path) and send its sessionId as the \"\(Self.sessionMetadataKey)\" metadata entry")
                 .withReason("SESSION_REQUIRED", domain: "storebus.gateway")
@@ -158,10 +171,10 @@ public final class GatewayService: Sendable {
                 cache[token] = claims
             }
         }
-        guard keyring.contains(name: claims.key) else {
+        guard let key = keyring.key(identifier: claims.key), key.allows(app: claims.app) else {
             throw RPCError(.unauthenticated, "the session's API key has been revoked").withReason("SESSION_REVOKED", domain: "storebus.gateway")
         }
-        return claims
+        return Session(claims: claims, key: key)
     }
 
     private func verify(_ token: String) throws(RPCError) -> SessionClaims {
@@ -177,12 +190,13 @@ public final class GatewayService: Sendable {
     /// The metadata a service sees for a call of this session: the principal (none for admin
     /// sessions, which act across accounts) and the caller's idempotency key. Anything else the
     /// client sent, a forged principal included, stays behind.
-    private func upstreamMetadata(_ claims: SessionClaims, from context: ServerContext) -> Metadata {
+    private func upstreamMetadata(_ session: Session, from context: ServerContext) -> Metadata {
         var metadata = Metadata()
         if let key = context.metadata[WireProtocol.idempotencyKeyMetadata] {
             metadata[WireProtocol.idempotencyKeyMetadata] = key
         }
-        if !claims.admin {
+        if !session.admin {
+            let claims = session.claims
             Principal(app: claims.app, account: claims.account, device: claims.device).apply(to: &metadata)
         }
         return metadata
@@ -203,13 +217,13 @@ public final class GatewayService: Sendable {
     }
 
     func forward(_ route: Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
-        let claims = try session(context)
-        if route.adminOnly && !claims.admin {
+        let session = try session(context)
+        if route.adminOnly && !session.admin {
             throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session")
         }
         let response = try await client(route.upstream).callRaw(
             path: route.method.path, idempotent: route.method.idempotent, body: body,
-            options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(claims, from: context))
+            options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))
         )
         guard response.code == .ok else {
             throw response.error ?? RPCError(response.code, "\(route.method.path) failed")
@@ -220,7 +234,8 @@ public final class GatewayService: Sendable {
     // MARK: The observer stream
 
     func observe(_ request: Storebus_Gateway_V1_ObserveRequest, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
-        let claims = try session(context)
+        let session = try session(context)
+        let claims = session.claims
         guard request.credit <= Self.maxCredit else {
             throw RPCError.invalidArgument(field: "credit", "must be at most \(Self.maxCredit)")
         }
@@ -233,7 +248,7 @@ public final class GatewayService: Sendable {
             $0.accountID = claims.account
             $0.deviceID = claims.device
         }
-        let metadata = upstreamMetadata(claims, from: context)
+        let metadata = upstreamMetadata(session, from: context)
         if request.replay {
             return try await replay(queue, metadata: metadata, context: context)
         }
@@ -256,7 +271,9 @@ public final class GatewayService: Sendable {
             }
             let events = callbacks(page, after: request.afterSeq)
             let now = ContinuousClock.now
-            if !events.isEmpty || now >= waitEnd || closing.load(ordering: .acquiring) {
+            let full = !events.isEmpty || now >= waitEnd || closing.load(ordering: .acquiring)
+            if full || parked.wrappingAdd(1, ordering: .relaxed).newValue > maxParked {
+                if !full { parked.wrappingSubtract(1, ordering: .relaxed) }
                 board.cancel(ticket)
                 return .with {
                     $0.events = events
@@ -264,6 +281,7 @@ public final class GatewayService: Sendable {
                 }
             }
             await board.wait(ticket, timeout: min(now.duration(to: waitEnd), Self.recheckInterval))
+            parked.wrappingSubtract(1, ordering: .relaxed)
             try Task.checkCancellation()
         }
     }

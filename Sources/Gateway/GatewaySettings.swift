@@ -41,9 +41,9 @@ public struct APIKey: Decodable, Sendable, Equatable {
 /// character by character.
 public struct APIKeyring: Sendable {
     private let byDigest: [String: APIKey]
-    private let names: Set<String>
 
-    /// A keyring; refuses empty, short or repeated keys and repeated names.
+    /// A keyring; refuses empty, short or repeated keys, repeated names, and admin keys limited to
+    /// some apps (admin methods act across apps and on the whole deployment).
     public init(_ keys: [APIKey]) throws {
         var byDigest: [String: APIKey] = [:]
         var names = Set<String>()
@@ -54,12 +54,14 @@ public struct APIKeyring: Sendable {
             guard names.insert(key.name).inserted else {
                 throw StartupError("service.apiKeys[\(index)]: the name \(key.name) is used twice")
             }
+            guard !key.admin || key.allows(app: "*") else {
+                throw StartupError("service.apiKeys[\(index)] (\(key.name)): an admin key acts for every app; remove its \"apps\" list or its \"admin\" flag")
+            }
             guard byDigest.updateValue(key, forKey: Self.digest(key.key)) == nil else {
                 throw StartupError("service.apiKeys[\(index)] (\(key.name)): the same key is listed twice")
             }
         }
         self.byDigest = byDigest
-        self.names = names
     }
 
     /// The key entry for a presented secret.
@@ -67,8 +69,12 @@ public struct APIKeyring: Sendable {
         byDigest[Self.digest(secret)]
     }
 
-    /// Whether a key of that name is still configured (sessions of removed keys are refused).
-    public func contains(name: String) -> Bool { names.contains(name) }
+    /// The identifier sessions carry for a key: its secret's SHA-256 digest (hex), which names the
+    /// key without revealing it.
+    public static func identifier(of key: APIKey) -> String { digest(key.key) }
+
+    /// The key a session's identifier names, if it is still configured.
+    public func key(identifier: String) -> APIKey? { byDigest[identifier] }
 
     /// How many keys there are.
     public var count: Int { byDigest.count }
@@ -92,6 +98,8 @@ public struct GatewaySettings: Decodable, Sendable {
     public var sessionLifetimeSeconds: Int?
     /// The accepted API keys.
     public var apiKeys: [APIKey]?
+    /// Most Observe calls held open at once; beyond it, Observe answers at once. Default 100,000.
+    public var maxParkedObservers: Int?
 
     /// Empty settings.
     public init() {}

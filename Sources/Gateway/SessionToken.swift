@@ -14,20 +14,19 @@ public struct SessionClaims: Codable, Sendable, Equatable {
     public var account: String
     /// The device.
     public var device: String
-    /// The name of the API key it was opened with (a removed key ends its sessions).
+    /// The API key it was opened with, by ``APIKeyring/identifier(of:)`` (a digest of the secret, not
+    /// the secret). Each use looks the key up again: a key removed or replaced ends its sessions, and
+    /// a key's current role and apps apply.
     public var key: String
-    /// Whether the key is an admin key.
-    public var admin: Bool
     /// Expiry, in seconds since 1970.
     public var expires: Int64
 
     /// Claims.
-    public init(app: String, account: String, device: String, key: String, admin: Bool, expires: Int64) {
+    public init(app: String, account: String, device: String, key: String, expires: Int64) {
         self.app = app
         self.account = account
         self.device = device
         self.key = key
-        self.admin = admin
         self.expires = expires
     }
 }

@@ -140,6 +140,12 @@ public struct StoreKitError: Error, Sendable, Equatable, CustomStringConvertible
         localizedDescription = error.localizedDescription
     }
 
+    /// An error with a code and a text.
+    public init(code: Code, localizedDescription: String) {
+        self.code = code
+        self.localizedDescription = localizedDescription
+    }
+
     public var description: String { "\(localizedDescription) (\(code))" }
 }
 

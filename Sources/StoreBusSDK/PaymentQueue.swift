@@ -34,6 +34,8 @@ public final class PaymentQueue: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Held while callbacks are handed over, so that observers are never entered from two tasks.
+    private let delivering = Mutex(())
     private let logger: Logger
 
     /// A queue for the device `configuration` names.
@@ -94,40 +96,83 @@ public final class PaymentQueue: Sendable {
     private func startObserving() {
         state.withLock { state in
             guard state.observing == nil, !state.closed else { return }
-            state.observing = Task { [weak self] in await self?.observe() }
+            // The loop holds the queue only while it runs a call: a queue dropped without close()
+            // ends its loop at the next pass (see deinit).
+            let reference = WeakReference(self)
+            state.observing = Task { await Self.observe(reference) }
         }
+    }
+
+    deinit {
+        state.withLock { $0.observing }?.cancel()
     }
 
     /// The long-poll chain: each call acknowledges the position reached and asks for what follows.
-    private func observe() async {
-        let configuration = connection.configuration
+    private static func observe(_ queue: WeakReference) async {
+        guard let configuration = queue.value?.connection.configuration else { return }
         var delay = configuration.reconnectDelay
         while !Task.isCancelled {
-            let (position, replayed) = state.withLock { ($0.position, $0.replayed) }
-            let response: Storebus_Gateway_V1_ObserveResponse
-            do {
-                response = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                    $0.replay = !replayed
-                    $0.afterSeq = position
-                    $0.credit = configuration.observerCredit
-                    $0.waitMs = UInt32(clamping: configuration.observerHold.components.seconds * 1000)
-                }, timeout: configuration.observerHold + configuration.callTimeout)
-            } catch {
+            guard let current = queue.value else { return }
+            let outcome = await current.observeOnce(configuration)
+            switch outcome {
+            case .delivered:
+                delay = configuration.reconnectDelay
+            case .failed(let error):
                 if Task.isCancelled { return }
-                logger.debug("Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(delay)"])
+                let level: Logger.Level = error.isTransient ? .debug : .error
+                current.logger.log(level: level, "Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(delay)"])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(2))
-                continue
-            }
-            delay = configuration.reconnectDelay
-            for event in response.events {
-                deliver(event)
             }
         }
     }
 
+    private enum ObserveOutcome {
+        case delivered
+        case failed(StoreError)
+    }
+
+    /// One Observe call and the delivery of what it brought.
+    private func observeOnce(_ configuration: StoreConfiguration) async -> ObserveOutcome {
+        let (position, replayed) = state.withLock { ($0.position, $0.replayed) }
+        let response: Storebus_Gateway_V1_ObserveResponse
+        do {
+            response = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
+                $0.replay = !replayed
+                $0.afterSeq = position
+                $0.credit = configuration.boundedObserverCredit
+                $0.waitMs = configuration.observerHoldMilliseconds
+            }, timeout: .milliseconds(Int64(configuration.observerHoldMilliseconds)) + configuration.callTimeout)
+        } catch let error as StoreError {
+            if error.status == .outOfRange {
+                // The queue's log is behind our position (its database was replaced): start over as
+                // at a launch, so the app hears the queue's present state.
+                state.withLock {
+                    $0.position = 0
+                    $0.replayed = false
+                }
+            }
+            return .failed(error)
+        } catch {
+            return .failed(StoreError(RPCError(.unknown, "\(error)")))
+        }
+        for event in response.events {
+            deliver(event)
+        }
+        return .delivered
+    }
+
     private func deliver(_ event: Storebus_Gateway_V1_ObserverEvent) {
-        let callback = PaymentQueueCallback(seq: event.seq, event: Self.translate(event))
+        deliver(PaymentQueueCallback(seq: event.seq, event: Self.translate(event)), advances: true)
+    }
+
+    /// Hands a callback to every observer and sequence, one callback at a time whichever task
+    /// delivers it; `advances` moves the acknowledged position to its seq.
+    private func deliver(_ callback: PaymentQueueCallback, advances: Bool) {
+        delivering.withLock { _ in deliverSerially(callback, advances: advances) }
+    }
+
+    private func deliverSerially(_ callback: PaymentQueueCallback, advances: Bool) {
         let (observers, streams) = state.withLock { state -> ([any PaymentTransactionObserver], [AsyncStream<PaymentQueueCallback>.Continuation]) in
             switch callback.event {
             case .updatedTransactions(let transactions, let replayed):
@@ -149,7 +194,7 @@ public final class PaymentQueue: Sendable {
             default:
                 break
             }
-            state.position = callback.seq
+            if advances { state.position = callback.seq }
             return (Array(state.observers.values), Array(state.streams.values))
         }
         for observer in observers {
@@ -269,8 +314,10 @@ public final class PaymentQueue: Sendable {
             do {
                 try await restore(applicationUsername: username)
             } catch {
-                let observers = state.withLock { Array($0.observers.values) }
-                for observer in observers { observer.paymentQueue(self, restoreCompletedTransactionsFailedWithError: error) }
+                // Not a queue event (the store was not reached): told to observers and sequences through
+                // the same serial delivery, as a StoreKit network error, with position 0.
+                let failure = StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "\(error)")
+                deliver(PaymentQueueCallback(seq: 0, event: .restoreCompletedTransactionsFailed(restoreID: "", error: failure)), advances: false)
             }
         }
     }
@@ -288,4 +335,11 @@ public final class PaymentQueue: Sendable {
         for stream in streams { stream.finish() }
         await connection.close()
     }
+}
+
+/// A weak reference to a queue that a task can hold without keeping the queue alive.
+private final class WeakReference: Sendable {
+    weak let value: PaymentQueue?
+
+    init(_ value: PaymentQueue) { self.value = value }
 }

@@ -19,9 +19,9 @@ public struct StoreConfiguration: Sendable {
     public var deviceID: String
     /// Timeout of each call. Default 10 s.
     public var callTimeout: Duration = .seconds(10)
-    /// Callbacks the gateway may send per answer. Default 64.
+    /// Callbacks the gateway may send per answer, 1 to 500. Default 64.
     public var observerCredit: UInt32 = 64
-    /// How long the gateway holds an observer call when nothing happens. Default 20 s.
+    /// How long the gateway holds an observer call when nothing happens, up to 30 s. Default 20 s.
     public var observerHold: Duration = .seconds(20)
     /// First pause before reconnecting after a failure; it doubles up to 2 s.
     public var reconnectDelay: Duration = .milliseconds(100)
@@ -33,6 +33,16 @@ public struct StoreConfiguration: Sendable {
         self.appBundleID = appBundleID
         self.accountID = accountID
         self.deviceID = deviceID
+    }
+
+    /// The credit actually asked for: 1 to 500 (the gateway's limit).
+    var boundedObserverCredit: UInt32 { min(max(observerCredit, 1), 500) }
+
+    /// The hold actually asked for, in milliseconds: 0 to 30,000 (the gateway's limit).
+    var observerHoldMilliseconds: UInt32 {
+        let (seconds, attoseconds) = observerHold.components
+        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return UInt32(min(max(milliseconds, 0), 30_000))
     }
 
     /// The queue this configuration names.
@@ -60,6 +70,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
         status = error.code
     }
 
+    /// Whether waiting and trying again may help (no gateway reachable, a deadline, a restart).
+    var isTransient: Bool {
+        [.unavailable, .deadlineExceeded, .cancelled, .resourceExhausted, .unauthenticated, .outOfRange].contains(status)
+    }
+
     public var description: String { "\(message) (\(code))" }
 }
 
@@ -76,12 +91,17 @@ public final class StoreConnection: Sendable {
     public init(configuration: StoreConfiguration, logger: Logger = Logger(label: "storebus.sdk")) throws {
         self.configuration = configuration
         self.logger = logger
+        guard !configuration.gatewayEndpoints.isEmpty else {
+            throw StoreError(RPCError.invalidArgument(field: "gatewayEndpoints", "name at least one gateway endpoint"))
+        }
         var clientConfiguration = ClientConfiguration(endpoints: configuration.gatewayEndpoints)
         clientConfiguration.defaultTimeout = configuration.callTimeout
         do {
             client = try RPCClient(configuration: clientConfiguration, logger: logger)
         } catch let error as RPCError {
             throw StoreError(error)
+        } catch {
+            throw StoreError(RPCError(.invalidArgument, "cannot use the gateway endpoints \(configuration.gatewayEndpoints.joined(separator: ", ")): \(error)"))
         }
     }
 

@@ -60,12 +60,17 @@ struct GatewayCommand: AsyncParsableCommand {
         let board = try DoorbellBoard(endpoints: events, log: "payment-queue", context: host.context)
         let gateway = GatewayService(
             keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: lifetime,
-            catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, logger: host.logger
+            catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, logger: host.logger,
+            maxParkedObservers: settings.maxParkedObservers ?? 100_000
         )
         try await host.serve(
             router: gateway.router,
             services: [Storebus_Gateway_V1_Gateway.serviceName],
             background: [GatewayCloser(gateway: gateway)],
+            // Clients reach only Health and the gateway's own methods; Diagnostics stays with the services.
+            diagnostics: false,
+            // Every device holds an Observe call open: room for them beside the ordinary calls.
+            maxInFlight: (settings.maxParkedObservers ?? 100_000) + 50_000,
             onShutdown: {
                 await gateway.beginClosing()
                 await catalogClient.shutdown()

@@ -36,7 +36,8 @@ struct ClientOptions: ParsableArguments {
     var endpoints: [String] {
         if !gateways.isEmpty { return gateways }
         if let variable = ProcessInfo.processInfo.environment["STOREBUS_GATEWAY"], !variable.isEmpty {
-            return variable.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let endpoints = variable.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            if !endpoints.isEmpty { return endpoints }
         }
         return ["tcp://127.0.0.1:7300"]
     }

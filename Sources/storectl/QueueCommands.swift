@@ -76,7 +76,10 @@ struct FinishCommand: AsyncParsableCommand {
         let queue = try await client.queue()
         let callbacks = queue.callbacks
         // Wait for the launch replay so that the queue knows its transactions.
-        _ = await follow(callbacks, timeout: .seconds(10), echo: false) { $0.event.isReplayEnd }
+        guard await follow(callbacks, timeout: .seconds(10), echo: false, until: { $0.event.isReplayEnd }) else {
+            await queue.close()
+            throw Failure(description: "The gateway did not send the queue's transactions within 10 seconds.")
+        }
         for id in transactions {
             guard let transaction = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
                 await queue.close()
@@ -185,6 +188,11 @@ struct DemoCommand: AsyncParsableCommand {
         guard let settled = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
             await queue.close()
             throw Failure(description: "Transaction \(id) left the queue unexpectedly.")
+        }
+        if settled.transactionState == .deferred {
+            print("4. \(id) is deferred (Ask to Buy): approve it with `storectl admin approve \(id)`, then finish it")
+            await queue.close()
+            return
         }
         print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
         try await sentence { try await queue.finish(settled) }

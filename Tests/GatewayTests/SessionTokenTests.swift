@@ -4,7 +4,7 @@ import Testing
 
 @Suite("Gateway sessions")
 struct SessionTokenTests {
-    let claims = SessionClaims(app: "com.example.app", account: "alice", device: "phone", key: "demo", admin: false, expires: 4_000_000_000)
+    let claims = SessionClaims(app: "com.example.app", account: "alice", device: "phone", key: "0123abcd", expires: 4_000_000_000)
 
     @Test("a token signed by one gateway is accepted by another holding the same secret")
     func sharedSecret() throws {
@@ -50,5 +50,13 @@ struct SessionTokenTests {
         #expect(throws: (any Error).self) {
             try APIKeyring([APIKey(name: "a", key: "0123456789abcdef"), APIKey(name: "b", key: "0123456789abcdef")])
         }
+        #expect(throws: (any Error).self, "an admin key limited to some apps") {
+            try APIKeyring([APIKey(name: "ops", key: "fedcba9876543210", apps: ["com.example.app"], admin: true)])
+        }
+        // Sessions name a key by a digest of its secret; a replaced secret ends them.
+        let demo = try #require(keyring.key(for: "0123456789abcdef"))
+        #expect(keyring.key(identifier: APIKeyring.identifier(of: demo))?.name == "demo")
+        let replaced = try APIKeyring([APIKey(name: "demo", key: "a-new-secret-0000", apps: ["com.example.app"])])
+        #expect(replaced.key(identifier: APIKeyring.identifier(of: demo)) == nil)
     }
 }

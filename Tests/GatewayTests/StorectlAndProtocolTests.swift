@@ -48,6 +48,13 @@ struct StorectlAndProtocolTests {
         #expect(finishStatus == 0, "\(finish)")
         #expect(finish.contains("finished \(id)"))
 
+        // The demo stops at a deferred purchase and says how to go on.
+        let (policyStatus, policy) = try await storectl(store, ["admin", "policy", "--mode", "ask-to-buy", "--account", "kim"], name: "policy")
+        #expect(policyStatus == 0, "\(policy)")
+        let (deferredStatus, deferred) = try await storectl(store, ["demo", "--account", "kim"], name: "demo-deferred")
+        #expect(deferredStatus == 0, "\(deferred)")
+        #expect(deferred.contains("is deferred (Ask to Buy)"))
+
         // Another account cannot finish it; a wrong key is a sentence, not a stack trace.
         let (otherStatus, other) = try await storectl(store, ["finish", id, "--account", "hank"], name: "other")
         #expect(otherStatus != 0)

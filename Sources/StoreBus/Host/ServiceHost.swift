@@ -77,17 +77,24 @@ public final class ServiceHost: Sendable {
     ///   - background: other long-running pieces (followers, workers), run and shut down with the server.
     ///   - publisher: the doorbell publisher to close after the server.
     ///   - onShutdown: last step before the ZeroMQ context ends, such as closing the database.
+    ///   - diagnostics: whether to answer Diagnostics (Echo, GetServerStats); a process facing clients
+    ///     leaves it out.
+    ///   - maxInFlight: most requests handled at once (see ``ServerConfiguration/maxInFlight``).
     public func serve(
         router: RPCRouter,
         services: [String],
         background: [any Service] = [],
         publisher: DoorbellPublisher? = nil,
+        diagnostics: Bool = true,
+        maxInFlight: Int? = nil,
         onShutdown: @Sendable () async -> Void = {}
     ) async throws {
-        var full = BuiltinServices.router(process: process, services: services, statistics: statistics)
+        var full = BuiltinServices.router(process: process, services: services, statistics: statistics, diagnostics: diagnostics)
         full.merge(router)
+        var serverConfiguration = ServerConfiguration(endpoints: configuration.rpcEndpoints)
+        if let maxInFlight { serverConfiguration.maxInFlight = maxInFlight }
         let server = try RPCServer(
-            configuration: ServerConfiguration(endpoints: configuration.rpcEndpoints),
+            configuration: serverConfiguration,
             router: full, context: context, statistics: statistics, logger: logger
         )
         logger.info("Serving", metadata: [

@@ -12,14 +12,16 @@ public enum BuiltinServices {
     ///   - services: the fully qualified names of the services the process hosts.
     ///   - statistics: the RPC server's counters, reported by Diagnostics/GetServerStats.
     ///   - isServing: whether the process is ready (false while it starts or drains).
+    ///   - diagnostics: whether to answer Diagnostics (processes facing clients leave it out).
     public static func router(
         process: String,
         services: [String],
         statistics: ServerStatistics,
-        isServing: @escaping @Sendable () -> Bool = { true }
+        isServing: @escaping @Sendable () -> Bool = { true },
+        diagnostics: Bool = true
     ) -> RPCRouter {
         let started = ContinuousClock.now
-        let hosted = Set(services + [Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName])
+        let hosted = Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : []))
         var router = RPCRouter()
         router.registerStaged(Storebus_Health_V1_Health.check) { request, _ in
             guard request.service.isEmpty || hosted.contains(request.service) else {
@@ -33,6 +35,7 @@ public enum BuiltinServices {
                 $0.uptimeSeconds = Double(started.duration(to: .now).components.seconds)
             })
         }
+        guard diagnostics else { return router }
         router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in
             guard request.delayMs <= maxEchoDelayMilliseconds else {
                 throw RPCError.invalidArgument(field: "delayMs", "must be at most \(maxEchoDelayMilliseconds)")
