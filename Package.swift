@@ -161,7 +161,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "StoreBusTesting"]),
         .testTarget(
             name: "PaymentQueueTests",
             dependencies: ["PaymentQueue", "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]

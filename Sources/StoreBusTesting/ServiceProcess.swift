@@ -21,7 +21,7 @@ public final class ServiceProcess: Sendable {
     private let state = Mutex<State>(State())
 
     private struct State {
-        var process: Process?
+        var pid: pid_t?
         var exitStatus: Int32?
         var waiters: [CheckedContinuation<Int32, Never>] = []
     }
@@ -35,35 +35,23 @@ public final class ServiceProcess: Sendable {
 
     deinit {
         state.withLock { state in
-            if let process = state.process, state.exitStatus == nil { Glibc.kill(process.processIdentifier, SIGKILL) }
+            if let pid = state.pid, state.exitStatus == nil { Glibc.kill(pid, SIGKILL) }
         }
     }
 
     /// Launches the process (again, after an exit: the log is appended to).
     public func start(environment: [String: String] = [:]) throws {
-        let process = Process()
-        process.executableURL = try Executables.url(name)
-        process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { _, new in new }
-        process.environment = env
-        if !FileManager.default.fileExists(atPath: logFile.path) {
-            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        }
-        let log = try FileHandle(forWritingTo: logFile)
-        log.seekToEndOfFile()
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { [weak self] finished in
-            try? log.close()
-            self?.exited(status: finished.terminationStatus)
-        }
         state.withLock {
-            $0.process = process
+            $0.pid = nil
             $0.exitStatus = nil
         }
-        try process.run()
+        let pid = try Spawn.start(
+            executable: try Executables.url(name).path, arguments: arguments, environment: env, output: .file(logFile.path)
+        )
+        state.withLock { $0.pid = pid }
+        Spawn.onExit(of: pid) { [weak self] status in self?.exited(status: status) }
     }
 
     private func exited(status: Int32) {
@@ -78,7 +66,7 @@ public final class ServiceProcess: Sendable {
 
     /// The process id, while it runs.
     public var pid: Int32? {
-        state.withLock { state in state.exitStatus == nil ? state.process?.processIdentifier : nil }
+        state.withLock { state in state.exitStatus == nil ? state.pid : nil }
     }
 
     /// Whether the process is running.

@@ -1,19 +1,22 @@
 import Foundation
+import StoreBusTesting
 import Testing
+
+private enum SoakError: Error { case pipe }
 
 /// Runs `storebus-bench soak` in a process of its own (so that no other test moves its memory
 /// figures) and returns its `name value` lines.
 private func runSoak(_ arguments: [String]) throws -> [String: Int] {
     let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("storebus-bench")
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = ["soak"] + arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0)
+    // posix_spawn, not Foundation's Process (see StoreBusTesting.Spawn for why).
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { throw SoakError.pipe }
+    let pid = try Spawn.start(executable: binary.path, arguments: ["soak"] + arguments, environment: ProcessInfo.processInfo.environment, output: .descriptor(fds[1]))
+    close(fds[1])
+    let data = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true).readDataToEndOfFile()
+    var raw: Int32 = 0
+    while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
+    #expect(Spawn.status(fromWait: raw) == 0)
     var values: [String: Int] = [:]
     for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
         let parts = line.split(separator: " ")
