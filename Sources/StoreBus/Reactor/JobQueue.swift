@@ -29,11 +29,15 @@ final class JobQueue: Sendable {
         var current = head.load(ordering: .relaxed)
         while true {
             node.next = current
-            let (exchanged, original) = head.compareExchange(expected: current, desired: address, ordering: .acquiringAndReleasing)
+            // Sequentially consistent: the reactor's "sleeping" handshake relies on it (see Reactor.execute).
+            let (exchanged, original) = head.compareExchange(expected: current, desired: address, ordering: .sequentiallyConsistent)
             if exchanged { return original == 0 }
             current = original
         }
     }
+
+    /// Whether no job is queued (a sequentially consistent look).
+    var isEmpty: Bool { head.load(ordering: .sequentiallyConsistent) == 0 }
 
     /// Takes every queued job, oldest first. Consumer only.
     func takeAll() -> [@Sendable () -> Void] {

@@ -42,6 +42,12 @@ public final class Reactor: @unchecked Sendable {
     private let wakeReadFD: Int32
     private let wakeWriteFD: Int32
     private let loopThread = Atomic<UInt>(0)
+    /// Set by the loop just before it blocks in poll, cleared when it wakes. Producers write to the
+    /// wake pipe only while it is set (the first of them clears it), so jobs queued while the loop is
+    /// busy cost no system call. The loop sets it, then looks at the queue once more before blocking;
+    /// producers push, then look at it; with both sides sequentially consistent, one of the two
+    /// always sees the other (a job is never left waiting for a poll that nothing will wake).
+    private let sleeping = Atomic<Bool>(false)
 
     private var poller = Poller()
     /// Jobs queued from the loop thread itself: no lock and no wake-up needed.
@@ -91,7 +97,10 @@ public final class Reactor: @unchecked Sendable {
         entering.wrappingAdd(1, ordering: .sequentiallyConsistent)
         defer { entering.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
         if finished.load(ordering: .sequentiallyConsistent) { return false }
-        if jobs.push(job) { signal() }
+        _ = jobs.push(job)
+        if sleeping.load(ordering: .sequentiallyConsistent) && sleeping.exchange(false, ordering: .sequentiallyConsistent) {
+            signal()
+        }
         return true
     }
 
@@ -188,8 +197,14 @@ public final class Reactor: @unchecked Sendable {
             runLocalJobs()
 
             let timeout = timers.millisecondsUntilNext(now: .now)
+            sleeping.store(true, ordering: .sequentiallyConsistent)
+            if !jobs.isEmpty || lifecycle.withLock({ $0.stopRequested }) {
+                sleeping.store(false, ordering: .sequentiallyConsistent)
+                continue
+            }
             do {
                 _ = try poller.poll(timeoutMilliseconds: timeout)
+                sleeping.store(false, ordering: .sequentiallyConsistent)
             } catch {
                 // ETERM: the context is shutting down; anything else is a bug in the poll set.
                 running = false
