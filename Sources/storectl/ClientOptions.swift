@@ -61,6 +61,16 @@ struct ClientOptions: ParsableArguments {
         return queue
     }
 
+    /// A payment queue whose launch replay has arrived, so that its `transactions` are complete.
+    func launchedQueue() async throws -> PaymentQueue {
+        let queue = try await queue()
+        guard await follow(queue.callbacks, timeout: .seconds(10), echo: false, until: { $0.event.isReplayEnd }) else {
+            await queue.close()
+            throw Failure(description: "The gateway did not send the queue's transactions within 10 seconds.")
+        }
+        return queue
+    }
+
     /// An admin connection: the admin key from --admin-key, STOREBUS_ADMIN_KEY or the local default.
     func admin(key: String?) async throws -> StoreConnection {
         let connection = try StoreConnection(configuration: configuration(

@@ -73,13 +73,7 @@ struct FinishCommand: AsyncParsableCommand {
     var transactions: [String]
 
     func run() async throws {
-        let queue = try await client.queue()
-        let callbacks = queue.callbacks
-        // Wait for the launch replay so that the queue knows its transactions.
-        guard await follow(callbacks, timeout: .seconds(10), echo: false, until: { $0.event.isReplayEnd }) else {
-            await queue.close()
-            throw Failure(description: "The gateway did not send the queue's transactions within 10 seconds.")
-        }
+        let queue = try await client.launchedQueue()
         for id in transactions {
             guard let transaction = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
                 await queue.close()
@@ -99,12 +93,7 @@ struct TransactionsCommand: AsyncParsableCommand {
     @OptionGroup var client: ClientOptions
 
     func run() async throws {
-        let queue = try await client.queue()
-        let callbacks = queue.callbacks
-        guard await follow(callbacks, timeout: .seconds(10), echo: false, until: { $0.event.isReplayEnd }) else {
-            await queue.close()
-            throw Failure(description: "The gateway did not send the queue's transactions within 10 seconds.")
-        }
+        let queue = try await client.launchedQueue()
         let transactions = queue.transactions
         if transactions.isEmpty { print("no unfinished transactions") }
         for transaction in transactions {
