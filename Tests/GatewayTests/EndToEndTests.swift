@@ -360,4 +360,42 @@ struct EndToEndTests {
         await queue.close()
         await store.stop()
     }
+
+    @Test("when the payment queue's data is replaced, a client ahead of the new log starts over with a replay")
+    func logBehindClient() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let queue = try PaymentQueue(configuration: store.configuration(account: "lena"))
+        let recorder = Recorder(queue)
+        let first = try await queue.addPayment(Payment(productIdentifier: coins))
+        #expect(await recorder.wait { $0.states(of: first.id).last == .purchased })
+        try await queue.finish(first)
+        #expect(await recorder.wait { $0.removed(first.id) })
+
+        // The operator replaces the payment queue's database with an empty one.
+        await store.queue.stop()
+        try FileManager.default.removeItem(atPath: store.directory.path("data"))
+        try store.queue.start()
+        try await store.queue.waitUntilServing(endpoint: store.directory.ipcEndpoint("pq"))
+
+        // The client's position is past the new log's head: it replays the (empty) queue, then
+        // follows the new log from its start.
+        #expect(await recorder.wait(timeout: .seconds(15)) { $0.callbacks.filter { $0.event == .replayCompleted(count: 0) }.count == 2 })
+        // (A new database numbers transactions from the start again: compare positions, not ids.)
+        _ = try await queue.addPayment(Payment(productIdentifier: coins))
+        @Sendable func afterReset(_ recorder: Recorder) -> [PaymentQueueCallback] {
+            Array(recorder.callbacks.drop { $0.event != .replayCompleted(count: 0) }.dropFirst().drop { $0.event != .replayCompleted(count: 0) }.dropFirst())
+        }
+        #expect(await recorder.wait { afterReset($0).count >= 2 })
+        let fresh = afterReset(recorder)
+        #expect(fresh.map(\.seq) == [1, 2], "\(recorder.callbacks.map { "\($0.seq) \($0.event)".prefix(60) })")
+        if case .updatedTransactions(let transactions, false) = fresh.last?.event {
+            #expect(transactions.first?.transactionState == .purchased)
+        } else {
+            Issue.record("expected the purchase's callbacks after the reset, got \(fresh)")
+        }
+        recorder.cancel()
+        await queue.close()
+        await store.stop()
+    }
 }
