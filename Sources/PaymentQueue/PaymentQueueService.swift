@@ -151,11 +151,9 @@ public struct PaymentQueueService: Sendable {
             var canonical = request
             canonical.idempotencyKey = ""
             canonical.payment = payment
-            let digest = try canonical.jsonString()
-            idempotency = (key, digest)
-            if let existing = try await store.transaction(forKey: key, app: request.queue.appBundleID, account: request.queue.accountID, digest: digest) {
-                return .with { $0.transaction = existing }
-            }
+            // A retry under the same key finds its transaction inside the write below (or is refused
+            // there when the key was used for another payment).
+            idempotency = (key, try canonical.jsonString())
         }
         let (record, storefront) = try await catalog.product(app: request.queue.appBundleID, identifier: payment.productIdentifier, storefront: request.storefront)
         let type = record?.productType ?? .unspecified
@@ -164,14 +162,8 @@ public struct PaymentQueueService: Sendable {
             guard payment.quantity == 1 || type == .consumable else {
                 throw RPCError.invalidArgument(field: "payment.quantity", "can be more than 1 for consumable products only")
             }
-            let (policy, _) = try await store.policy(app: request.queue.appBundleID, account: request.queue.accountID)
-            if policy.purchasesRestricted {
-                start = .failed(.make(.paymentNotAllowed))
-            } else if !payment.requestData.isEmpty {
-                start = .failed(.make(.unauthorizedRequestData))
-            } else {
-                start = .purchasing(policy: policy, decideAt: Date().addingTimeInterval(Double(policy.delayMs) / 1000))
-            }
+            // The policy is read in the same database transaction that writes the payment.
+            start = .byPolicy(requestDataPresent: !payment.requestData.isEmpty)
         } else {
             start = .failed(.make(.storeProductNotAvailable))
         }

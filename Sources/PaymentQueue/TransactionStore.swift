@@ -39,6 +39,10 @@ public final class TransactionStore: Sendable {
         public enum Start: Sendable {
             case purchasing(policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAt: Date)
             case failed(Storebus_PaymentQueue_V1_StoreKitError)
+            /// PURCHASING under the account's policy as it is when the transaction is written (read in
+            /// the same database transaction); FAILED with paymentNotAllowed under purchase
+            /// restrictions, or with unauthorizedRequestData when the payment carries request data.
+            case byPolicy(requestDataPresent: Bool)
         }
 
         public init(
@@ -103,6 +107,18 @@ public final class TransactionStore: Sendable {
             case .failed(let failure):
                 state = .failed
                 error = failure
+            case .byPolicy(let requestDataPresent):
+                let (current, _) = try Self.policy(db, app: new.queue.appBundleID, account: new.queue.accountID)
+                if current.purchasesRestricted {
+                    state = .failed
+                    error = .make(.paymentNotAllowed)
+                } else if requestDataPresent {
+                    state = .failed
+                    error = .make(.unauthorizedRequestData)
+                } else {
+                    policy = current
+                    decideAt = nowMS + Int64(current.delayMs)
+                }
             }
             try db.cachedStatement(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
@@ -336,14 +352,17 @@ public final class TransactionStore: Sendable {
 
     /// The policy in force for an account: its own, else the app's default, else APPROVE.
     public func policy(app: String, account: String) async throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
-        try await pool.read { db in
-            for (candidate, isDefault) in [(account, false), ("", true)] {
-                if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_policy WHERE app = ? AND account = ?"), arguments: [app, candidate]) {
-                    return (Self.policy(row), isDefault || account.isEmpty)
-                }
+        try await pool.read { db in try Self.policy(db, app: app, account: account) }
+    }
+
+    /// The policy in force for an account, read in `db`'s transaction.
+    static func policy(_ db: Database, app: String, account: String) throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
+        for (candidate, isDefault) in [(account, false), ("", true)] {
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_policy WHERE app = ? AND account = ?"), arguments: [app, candidate]) {
+                return (Self.policy(row), isDefault || account.isEmpty)
             }
-            return (.with { $0.mode = .approve }, true)
         }
+        return (.with { $0.mode = .approve }, true)
     }
 
     /// Sets the policy of an account (or the app's default with an empty account).

@@ -150,6 +150,8 @@ struct EndToEndTests {
         try await store.start()
         let first = try PaymentQueue(configuration: store.configuration(account: "carol"))
         let recorder = Recorder(first)
+        // The app has attached (its launch replay is in) before it buys.
+        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
         let bought = try await first.addPayment(Payment(productIdentifier: coins))
         #expect(await recorder.wait { $0.states(of: bought.id).last == .purchased })
         await first.close()
@@ -367,6 +369,7 @@ struct EndToEndTests {
         try await store.start()
         let queue = try PaymentQueue(configuration: store.configuration(account: "lena"))
         let recorder = Recorder(queue)
+        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
         let first = try await queue.addPayment(Payment(productIdentifier: coins))
         #expect(await recorder.wait { $0.states(of: first.id).last == .purchased })
         try await queue.finish(first)

@@ -132,7 +132,9 @@ final class Recorder: Sendable {
         }
     }
 
-    /// Every state each transaction was reported in, in order.
+    /// Every state a transaction was reported in by live callbacks, in order. (A purchase made before
+    /// the observer attached arrives in the launch replay instead, marked replayed: tests wait for
+    /// the replay before buying, as an app registers its observer at launch.)
     func states(of id: String) -> [PaymentTransactionState] {
         callbacks.flatMap { callback -> [PaymentTransactionState] in
             if case .updatedTransactions(let transactions, false) = callback.event {
