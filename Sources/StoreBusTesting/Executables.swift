@@ -28,3 +28,8 @@ public struct TestingError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }
 }
+
+/// The repository's `deploy/` folder (sample catalog, configurations), found from this file's path.
+public let deployDirectory = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("deploy")

@@ -4,7 +4,6 @@ import StoreBusTesting
 import StoreSchema
 
 /// The repository's deploy/ directory (the sample catalog lives there).
-let deployDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("deploy")
 
 /// A real `storebus-catalog` process serving a copy of the sample catalog from a temporary directory.
 final class CatalogFixture: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import StoreBusTesting
 import Testing
 @testable import Catalog
 

@@ -5,7 +5,6 @@ import StoreBusTesting
 import StoreSchema
 import Synchronization
 
-let deployDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("deploy")
 let puzzle = "com.storebus.demo.puzzle"
 let notes = "com.storebus.demo.notes"
 let coins = "com.storebus.demo.puzzle.coins100"

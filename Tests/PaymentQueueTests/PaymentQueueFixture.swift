@@ -5,7 +5,6 @@ import StoreBusTesting
 import StoreSchema
 import ZeroMQ
 
-let deployDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("deploy")
 let puzzle = "com.storebus.demo.puzzle"
 let coins = "com.storebus.demo.puzzle.coins100"
 let levelPack = "com.storebus.demo.puzzle.levelpack1"
