@@ -28,17 +28,18 @@ struct GatewayCommand: AsyncParsableCommand {
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
         let settings = try configuration.serviceSection.map { try JSONDecoder().decode(GatewaySettings.self, from: $0) } ?? GatewaySettings()
         let environment = ProcessInfo.processInfo.environment
-        func endpoints(_ flags: [String], _ variable: String, _ configured: [String]?, _ fallback: String) -> [String] {
-            if !flags.isEmpty { return flags }
-            let fromEnvironment = environment[variable].map {
-                $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            } ?? []
-            if !fromEnvironment.isEmpty { return fromEnvironment }
-            return configured ?? [fallback]
-        }
-        let catalog = endpoints(catalogEndpoints, "STOREBUS_CATALOG_ENDPOINTS", settings.catalogEndpoints, "tcp://127.0.0.1:7301")
-        let paymentQueue = endpoints(paymentQueueEndpoints, "STOREBUS_PAYMENT_QUEUE_ENDPOINTS", settings.paymentQueueEndpoints, "tcp://127.0.0.1:7302")
-        let events = endpoints(paymentQueueEvents, "STOREBUS_PAYMENT_QUEUE_EVENTS", settings.paymentQueueEventEndpoints, "tcp://127.0.0.1:7312")
+        let catalog = HostOptions.endpoints(
+            flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",
+            configured: settings.catalogEndpoints, default: ["tcp://127.0.0.1:7301"]
+        )
+        let paymentQueue = HostOptions.endpoints(
+            flags: paymentQueueEndpoints, environmentVariable: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS",
+            configured: settings.paymentQueueEndpoints, default: ["tcp://127.0.0.1:7302"]
+        )
+        let events = HostOptions.endpoints(
+            flags: paymentQueueEvents, environmentVariable: "STOREBUS_PAYMENT_QUEUE_EVENTS",
+            configured: settings.paymentQueueEventEndpoints, default: ["tcp://127.0.0.1:7312"]
+        )
 
         let keyring = try APIKeyring(settings.apiKeys ?? [])
         let host = try ServiceHost(process: "storebus-gateway", configuration: configuration)

@@ -34,10 +34,10 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         ))
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
         let settings = try configuration.serviceSection.map { try JSONDecoder().decode(Settings.self, from: $0) }
-        let environment = ProcessInfo.processInfo.environment["STOREBUS_CATALOG_ENDPOINTS"].map {
-            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        let catalog = catalogEndpoints.isEmpty ? (environment.flatMap { $0.isEmpty ? nil : $0 } ?? settings?.catalogEndpoints ?? ["tcp://127.0.0.1:7301"]) : catalogEndpoints
+        let catalog = HostOptions.endpoints(
+            flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",
+            configured: settings?.catalogEndpoints, default: ["tcp://127.0.0.1:7301"]
+        )
         let host = try ServiceHost(process: "storebus-payment-queue", configuration: configuration)
         let database = try StoreDatabase(
             directory: try host.dataDirectory(), name: "payment-queue",

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import StoreBus
 import StoreBusSDK
 
 /// Who storectl acts as, and through which gateways. Every option has an environment variable and a
@@ -34,12 +35,7 @@ struct ClientOptions: ParsableArguments {
     }
 
     var endpoints: [String] {
-        if !gateways.isEmpty { return gateways }
-        if let variable = ProcessInfo.processInfo.environment["STOREBUS_GATEWAY"], !variable.isEmpty {
-            let endpoints = variable.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            if !endpoints.isEmpty { return endpoints }
-        }
-        return ["tcp://127.0.0.1:7300"]
+        HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", configured: nil, default: ["tcp://127.0.0.1:7300"])
     }
 
     func configuration(key: String? = nil) -> StoreConfiguration {

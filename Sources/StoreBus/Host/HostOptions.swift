@@ -59,14 +59,8 @@ public struct HostOptions: ParsableArguments, Sendable {
                 configuration.serviceSection = try? JSONSerialization.data(withJSONObject: service)
             }
         }
-        // An empty variable counts as unset, as for STOREBUS_DATA_DIR.
-        func list(_ name: String) -> [String]? {
-            guard let value = environment[name] else { return nil }
-            let items = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            return items.isEmpty ? nil : items
-        }
-        if let value = list("STOREBUS_RPC_ENDPOINTS") { configuration.rpcEndpoints = value }
-        if let value = list("STOREBUS_EVENT_ENDPOINTS") { configuration.eventEndpoints = value }
+        if let value = Self.list(environment["STOREBUS_RPC_ENDPOINTS"]) { configuration.rpcEndpoints = value }
+        if let value = Self.list(environment["STOREBUS_EVENT_ENDPOINTS"]) { configuration.eventEndpoints = value }
         if let value = environment["STOREBUS_DATA_DIR"], !value.isEmpty { configuration.dataDirectory = value }
         if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { configuration.logLevel = try Self.level(value, source: "STOREBUS_LOG_LEVEL") }
         if let value = environment["STOREBUS_FAILPOINTS"] { configuration.failPoints = value }
@@ -94,5 +88,23 @@ public struct HostOptions: ParsableArguments, Sendable {
         default:
             return "\(error)"
         }
+    }
+
+    /// The items of a comma-separated list (an environment variable), trimmed, empty ones dropped;
+    /// nil when the list is unset or has no items (an empty variable counts as unset).
+    public static func list(_ value: String?) -> [String]? {
+        guard let value else { return nil }
+        let items = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return items.isEmpty ? nil : items
+    }
+
+    /// A service-specific endpoint list, resolved like the host options: the flags, then the
+    /// environment variable, then the config file's value, then the default.
+    public static func endpoints(
+        flags: [String], environmentVariable: String, configured: [String]?, default fallback: [String],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> [String] {
+        if !flags.isEmpty { return flags }
+        return list(environment[environmentVariable]) ?? configured ?? fallback
     }
 }
