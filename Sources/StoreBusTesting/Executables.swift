@@ -33,3 +33,15 @@ public struct TestingError: Error, CustomStringConvertible, Sendable {
 public let deployDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("deploy")
+
+// Identifiers of the sample catalog in deploy/catalog/catalog.json, used by tests across targets.
+/// The sample puzzle game.
+public let puzzle = "com.storebus.demo.puzzle"
+/// The sample notes app.
+public let notes = "com.storebus.demo.notes"
+/// A consumable of the puzzle game.
+public let coins = "com.storebus.demo.puzzle.coins100"
+/// A non-consumable with hosted content.
+public let levelPack = "com.storebus.demo.puzzle.levelpack1"
+/// A non-consumable without hosted content.
+public let removeAds = "com.storebus.demo.puzzle.removeads"

@@ -58,11 +58,6 @@ extension Dictionary where Key == String, Value == Any {
     }
 }
 
-let puzzle = "com.storebus.demo.puzzle"
-let notes = "com.storebus.demo.notes"
-let coins = "com.storebus.demo.puzzle.coins100"
-let levelPack = "com.storebus.demo.puzzle.levelpack1"
-let removeAds = "com.storebus.demo.puzzle.removeads"
 let monthly = "com.storebus.demo.puzzle.premium.monthly"
 let yearly = "com.storebus.demo.puzzle.premium.yearly"
 let seasonPass = "com.storebus.demo.puzzle.seasonpass"

@@ -5,11 +5,6 @@ import StoreBusTesting
 import StoreSchema
 import Synchronization
 
-let puzzle = "com.storebus.demo.puzzle"
-let notes = "com.storebus.demo.notes"
-let coins = "com.storebus.demo.puzzle.coins100"
-let levelPack = "com.storebus.demo.puzzle.levelpack1"
-let removeAds = "com.storebus.demo.puzzle.removeads"
 let appKey = "puzzle-test-key-0123456789"
 let adminKey = "admin-test-key-0123456789"
 

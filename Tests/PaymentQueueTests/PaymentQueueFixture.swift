@@ -5,9 +5,6 @@ import StoreBusTesting
 import StoreSchema
 import ZeroMQ
 
-let puzzle = "com.storebus.demo.puzzle"
-let coins = "com.storebus.demo.puzzle.coins100"
-let levelPack = "com.storebus.demo.puzzle.levelpack1"
 
 /// Real `storebus-catalog` and `storebus-payment-queue` processes on ipc endpoints in a temporary
 /// directory, the payment queue's data kept across restarts.
