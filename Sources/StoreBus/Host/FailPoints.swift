@@ -14,10 +14,14 @@ import Glibc
 /// committed, before its doorbell rang).
 public final class FailPoints: Sendable {
     private let armed: Mutex<[String: Int]>
+    /// Whether any point was configured: points are set only at start, so when none is, `hit` on
+    /// the hot paths (every commit) returns without taking the lock.
+    private let configured: Bool
 
     /// No fail points.
     public init() {
         armed = Mutex([:])
+        configured = false
     }
 
     /// Fail points from a specification such as `eventlog.after-commit=kill-after:3`; throws on a
@@ -36,6 +40,7 @@ public final class FailPoints: Sendable {
             }
         }
         armed = Mutex(points)
+        configured = !points.isEmpty
     }
 
     /// Whether any point is armed.
@@ -43,6 +48,7 @@ public final class FailPoints: Sendable {
 
     /// Reached the point `name`: dies with SIGKILL if it is armed and its count is used up.
     public func hit(_ name: String) {
+        guard configured else { return }
         let die = armed.withLock { points -> Bool in
             guard let remaining = points[name] else { return false }
             if remaining == 0 { return true }
