@@ -120,28 +120,29 @@ public final class TransactionStore: Sendable {
                     decideAt = nowMS + Int64(current.delayMs)
                 }
             }
-            try db.cachedStatement(sql: """
+            let row = try Row.fetchOne(db.cachedStatement(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                     application_username, request_data, ask_to_buy, storefront, price, currency, error_code, error_message,
                     policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [
+                RETURNING *
+                """), arguments: [
                     id, new.queue.appBundleID, new.queue.accountID, new.queue.deviceID, new.queue.key, state.rawValue,
                     new.payment.productIdentifier, new.productType.rawValue, max(1, new.payment.quantity),
                     new.payment.applicationUsername, new.payment.requestData, new.payment.simulatesAskToBuyInSandbox,
                     new.storefront, new.price, new.currency, error.map { $0.code.rawValue }, error?.localizedDescription,
                     policy.mode.rawValue, policy.failError.rawValue, decideAt, nowMS, nowMS,
                     try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads),
-                ])
+                ])!
             if let idempotency = new.idempotency {
                 try db.cachedStatement(sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)").execute(arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
                 )
             }
-            let transaction = try Self.transaction(db, id: id)!
+            let transaction = try Self.transaction(db, row: row)
             try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue))
             guard state == .purchasing else { return (transaction, true) }
             guard decideWhenDue && decideAt <= nowMS else { return (transaction, false) }
-            _ = try Self.decide(db, &batch, id: id, now: now)
+            _ = try Self.decide(db, &batch, row: row, now: now)
             return (transaction, true)
         }
     }
@@ -199,26 +200,31 @@ public final class TransactionStore: Sendable {
     }
 
     static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, id: String, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]),
-              row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
-        else { return nil }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else { return nil }
+        return try decide(db, &batch, row: row, now: now)
+    }
+
+    /// Decides the transaction whose current row is `row` (nil unless it is PURCHASING).
+    static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, row: Row, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        guard row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue else { return nil }
+        let id: String = row["id"]
         let nowMS = Self.milliseconds(now)
         let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["policy_mode"]) ?? .approve
+        let decided: Row
         if row["ask_to_buy"] as Bool || mode == .askToBuy {
-            try Self.setState(db, id: id, .deferred, at: nowMS)
+            decided = try Self.setState(db, id: id, .deferred, at: nowMS)
         } else {
             switch mode {
             case .fail:
                 let code = Storebus_PaymentQueue_V1_SKError(rawValue: row["policy_error"]) ?? .unknown
-                try Self.fail(db, id: id, .make(code), at: nowMS)
+                decided = try Self.fail(db, id: id, .make(code), at: nowMS)
             case .interrupt:
-                try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS)
-                try db.cachedStatement(sql: "UPDATE pq_transaction SET interrupted = 1 WHERE id = ?").execute(arguments: [id])
+                decided = try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS, interrupted: true)
             default:
-                try Self.purchase(db, id: id, at: nowMS)
+                decided = try Self.purchase(db, id: id, at: nowMS)
             }
         }
-        let transaction = try Self.transaction(db, id: id)!
+        let transaction = try Self.transaction(db, row: decided)
         try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
         return transaction
     }
@@ -388,8 +394,9 @@ public final class TransactionStore: Sendable {
     }
 
     static func nextIdentifier(_ db: Database) throws -> String {
-        try db.cachedStatement(sql: "INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1").execute()
-        let value = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM pq_sequence WHERE name = 'transaction'"))!
+        let value = try Int64.fetchOne(db.cachedStatement(sql: """
+            INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value
+            """))!
         return String(identifierBase + value)
     }
 
@@ -397,32 +404,39 @@ public final class TransactionStore: Sendable {
         Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
     }
 
-    static func setState(_ db: Database, id: String, _ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) throws {
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ?").execute(arguments: [state.rawValue, ms, id])
+    /// Sets the state and date; returns the updated row.
+    @discardableResult
+    static func setState(_ db: Database, id: String, _ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) throws -> Row {
+        try Row.fetchOne(db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ? RETURNING *"), arguments: [state.rawValue, ms, id])!
     }
 
-    static func fail(_ db: Database, id: String, _ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64) throws {
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ? WHERE id = ?").execute(arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, id]
-        )
+    /// FAILED with `error` (and marked interrupted when it was); returns the updated row.
+    @discardableResult
+    static func fail(_ db: Database, id: String, _ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64, interrupted: Bool = false) throws -> Row {
+        try Row.fetchOne(db.cachedStatement(sql: """
+            UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ?, interrupted = (interrupted OR ?) WHERE id = ? RETURNING *
+            """), arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, interrupted, id])!
     }
 
     /// PURCHASED, with a charge unless the account already holds this non-consumable or
     /// auto-renewable subscription (a regular purchased transaction, but no second charge).
-    static func purchase(_ db: Database, id: String, at ms: Int64) throws {
-        try setState(db, id: id, .purchased, at: ms)
-        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id])!
+    /// Returns the updated row.
+    @discardableResult
+    static func purchase(_ db: Database, id: String, at ms: Int64) throws -> Row {
+        let row = try setState(db, id: id, .purchased, at: ms)
         let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
         if type == .nonConsumable || type == .autoRenewableSubscription {
             let held = try Bool.fetchOne(db.cachedStatement(sql: """
                 SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
                                WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
                 """), arguments: [row["app"], row["account"], row["product_id"]]) ?? false
-            if held { return }
+            if held { return row }
         }
         try db.cachedStatement(sql: """
             INSERT INTO pq_charge (transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [id, row["app"], row["account"], row["product_id"], Self.amount(price: row["price"], quantity: row["quantity"]), row["currency"], row["storefront"], ms])
+        return row
     }
 
     /// Price times quantity, as a decimal string.
@@ -433,6 +447,11 @@ public final class TransactionStore: Sendable {
 
     static func transaction(_ db: Database, id: String, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else { return nil }
+        return try transaction(db, row: row, depth: depth)
+    }
+
+    /// The transaction whose row (all columns of pq_transaction) is `row`.
+    static func transaction(_ db: Database, row: Row, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
         transaction.transactionIdentifier = row["id"]
         transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: row["state"]) ?? .purchasing

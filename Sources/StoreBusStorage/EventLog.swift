@@ -53,8 +53,12 @@ public enum EventLog {
 
     /// Appends an event whose payload is already proto3 JSON.
     public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-        let seq = try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event"))!
-        let keySeq = try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?"), arguments: [key])!
+        let positions = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
+                   (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
+            """), arguments: [key])!
+        let seq: UInt64 = positions[0]
+        let keySeq: UInt64 = positions[1]
         let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         let json = "{\"seq\":\"\(seq)\",\"key\":\(JSONText.quoted(key)),\"keySeq\":\"\(keySeq)\",\"type\":\(JSONText.quoted(type)),\"time\":\"\(JSONText.timestamp(milliseconds: timeMS))\",\"payload\":\(payloadJSON)}"
         try db.cachedStatement(sql: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [seq, key, keySeq, type, timeMS, json]

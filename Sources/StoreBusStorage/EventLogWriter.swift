@@ -1,6 +1,6 @@
+import Foundation
 import GRDB
 import StoreBus
-import Synchronization
 
 /// Writes state changes together with their events, then rings the doorbell.
 ///
@@ -18,31 +18,22 @@ public final class EventLogWriter: Sendable {
     public let logName: String
     /// The database.
     public let database: StoreDatabase
-    private let publisher: DoorbellPublisher?
-    private let failPoints: FailPoints
-    private let queue = Mutex(Pending())
+    private let committer: Committer
     /// Most writes committed in one transaction.
     static let maxGroup = 256
 
-    private struct Pending {
-        var jobs: [Job] = []
-        var committing = false
-    }
-
-    /// One caller's write: `run` applies it inside the group's transaction and returns its events (nil
-    /// when the body threw and its savepoint was rolled back); `complete` answers the caller once the
-    /// group has committed (nil) or failed to (the error).
-    private struct Job: Sendable {
-        let run: @Sendable (Database) -> [StoredEvent]?
-        let complete: @Sendable ((any Error)?) -> Void
-    }
-
     /// A writer for `database` announcing on `publisher` (nil: no announcements, followers poll).
+    ///
+    /// It starts a thread of its own, the committer, which ends when the writer is released.
     public init(logName: String, database: StoreDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints = FailPoints()) {
         self.logName = logName
         self.database = database
-        self.publisher = publisher
-        self.failPoints = failPoints
+        committer = Committer(logName: logName, database: database, publisher: publisher, failPoints: failPoints)
+        committer.start()
+    }
+
+    deinit {
+        committer.stop()
     }
 
     /// The events appended by one write.
@@ -63,8 +54,8 @@ public final class EventLogWriter: Sendable {
     /// the events it appended. Returns once the commit is durable.
     public func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout Batch) throws -> T) async throws -> T {
         let outcome = OutcomeBox<T>()
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let job = Job(
+        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
+            committer.submit(Committer.Job(
                 run: { db in
                     var batch = Batch(db: db)
                     do {
@@ -81,42 +72,95 @@ public final class EventLogWriter: Sendable {
                 complete: { error in
                     if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                 }
-            )
-            let startCommitting = queue.withLock { pending -> Bool in
-                pending.jobs.append(job)
-                guard !pending.committing else { return false }
-                pending.committing = true
-                return true
-            }
-            if startCommitting {
-                Task { await self.commitPending() }
-            }
+            ))
         }
         return try outcome.take()
     }
+}
 
-    /// Commits groups of pending writes until none is left.
-    private func commitPending() async {
+/// The thread that commits: it takes every pending write, runs them in one transaction on its own
+/// thread (GRDB's synchronous write runs there too, with no hop to another queue), announces the
+/// events, answers the callers, and sleeps when nothing is pending.
+private final class Committer: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `jobs` and `stopped` are read and written only with
+    // `condition` locked; the other properties are immutable.
+    struct Job: Sendable {
+        /// Applies the write inside the group's transaction and returns its events (nil when the body
+        /// threw and its savepoint was rolled back).
+        let run: @Sendable (Database) -> [StoredEvent]?
+        /// Answers the caller once the group has committed (nil) or failed to (the error).
+        let complete: @Sendable ((any Error)?) -> Void
+    }
+
+    let logName: String
+    let database: StoreDatabase
+    let publisher: DoorbellPublisher?
+    let failPoints: FailPoints
+    private let condition = NSCondition()
+    private var jobs: [Job] = []
+    private var stopped = false
+
+    init(logName: String, database: StoreDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints) {
+        self.logName = logName
+        self.database = database
+        self.publisher = publisher
+        self.failPoints = failPoints
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "storebus-commit"
+        thread.start()
+    }
+
+    func submit(_ job: Job) {
+        condition.lock()
+        if stopped {
+            condition.unlock()
+            return job.complete(CancellationError())
+        }
+        let wasEmpty = jobs.isEmpty
+        jobs.append(job)
+        condition.unlock()
+        if wasEmpty { condition.signal() }
+    }
+
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.unlock()
+        condition.signal()
+    }
+
+    /// Commits groups of pending writes until stopped; writes still pending then are cancelled.
+    private func run() {
         while true {
-            let jobs = queue.withLock { pending -> [Job] in
-                let group = Array(pending.jobs.prefix(Self.maxGroup))
-                pending.jobs.removeFirst(group.count)
-                if group.isEmpty { pending.committing = false }
-                return group
+            condition.lock()
+            while jobs.isEmpty && !stopped { condition.wait() }
+            let group = Array(jobs.prefix(EventLogWriter.maxGroup))
+            jobs.removeFirst(group.count)
+            let finished = stopped
+            condition.unlock()
+            if finished {
+                for job in group { job.complete(CancellationError()) }
+                return
             }
-            if jobs.isEmpty { return }
-            do {
-                let events = try await database.pool.write { db -> [StoredEvent] in
-                    var events: [StoredEvent] = []
-                    for job in jobs { events += job.run(db) ?? [] }
-                    return events
-                }
-                for _ in jobs { failPoints.hit("eventlog.after-commit") }
-                publisher?.ring(events.map { Doorbell(log: logName, key: $0.key, seq: $0.seq, keySeq: $0.keySeq) })
-                for job in jobs { job.complete(nil) }
-            } catch {
-                for job in jobs { job.complete(error) }
+            commit(group)
+        }
+    }
+
+    private func commit(_ group: [Job]) {
+        do {
+            let events = try database.pool.write { db -> [StoredEvent] in
+                var events: [StoredEvent] = []
+                for job in group { events += job.run(db) ?? [] }
+                return events
             }
+            for _ in group { failPoints.hit("eventlog.after-commit") }
+            publisher?.ring(events.map { Doorbell(log: logName, key: $0.key, seq: $0.seq, keySeq: $0.keySeq) })
+            for job in group { job.complete(nil) }
+        } catch {
+            for job in group { job.complete(error) }
         }
     }
 }

@@ -16,6 +16,7 @@ struct FlowBench {
     let devices: Int
     let rounds: Int
     let catalogPath: String
+    var verbose = false
 
     static let key = "storebus-bench-app-key-0000"
 
@@ -66,6 +67,7 @@ struct FlowBench {
             _ = try await Self.drive(simulated, flows: max(devices, flows / 10))
             let (rate, latencies) = try await Self.drive(simulated, flows: flows)
             let sorted = latencies.sorted()
+            if verbose { Self.printSteps(simulated, round: round) }
             rates.append(rate)
             p50s.append(Double(sorted[sorted.count / 2]) / 1e6)
             p99s.append(Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1e6)
@@ -110,6 +112,22 @@ struct FlowBench {
         return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
     }
 
+    /// Each step's median and 99th percentile over the devices' last run, on standard error.
+    static func printSteps(_ devices: [Device], round: Int) {
+        var steps = Array(repeating: [UInt64](), count: Device.stepNames.count)
+        for device in devices {
+            let mine = device.takeSteps()
+            for index in steps.indices { steps[index] += mine[index] }
+        }
+        for (index, name) in Device.stepNames.enumerated() {
+            let sorted = steps[index].sorted()
+            guard !sorted.isEmpty else { continue }
+            let p50 = Double(sorted[sorted.count / 2]) / 1e6
+            let p99 = Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1e6
+            FileHandle.standardError.write("round \(round) step \(name): p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms\n".data(using: .utf8)!)
+        }
+    }
+
     /// The transport floor of the same run: a plain libzmq DEALER/ROUTER echo, p50 in microseconds.
     static func bareRoundTripMicroseconds(context: ZeroMQ.Context) throws -> Double {
         let endpoint = try TransportBench.startEcho(context: context) { $0 }
@@ -125,6 +143,24 @@ final class Device: Sendable {
     let queue: Storebus_PaymentQueue_V1_QueueRef
     let product: String
     private let position: Mutex<UInt64>
+    /// Each step's latencies (ns) since the last `takeSteps`, in `stepNames` order.
+    private let steps = Mutex(Array(repeating: [UInt64](), count: Device.stepNames.count))
+    static let stepNames = ["fetch", "add", "purchased", "finish", "removed"]
+
+    func takeSteps() -> [[UInt64]] {
+        steps.withLock { steps in
+            defer { steps = Array(repeating: [], count: Device.stepNames.count) }
+            return steps
+        }
+    }
+
+    private func timed<T>(_ step: Int, _ body: () async throws -> T) async rethrows -> T {
+        let begin = DispatchTime.now().uptimeNanoseconds
+        let result = try await body()
+        let elapsed = DispatchTime.now().uptimeNanoseconds - begin
+        steps.withLock { $0[step].append(elapsed) }
+        return result
+    }
 
     private init(client: RPCClient, options: CallOptions, queue: Storebus_PaymentQueue_V1_QueueRef, product: String, position: UInt64) {
         self.client = client
@@ -149,26 +185,36 @@ final class Device: Sendable {
 
     /// Fetch, add, purchased callback, finish, removed callback.
     func purchaseFlow() async throws {
-        _ = try await client.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
-            $0.appBundleID = queue.appBundleID
-            $0.productIdentifiers = [product]
-        }, options: options)
+        _ = try await timed(0) {
+            try await client.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
+                $0.appBundleID = queue.appBundleID
+                $0.productIdentifiers = [product]
+            }, options: options)
+        }
         var addOptions = options
         addOptions.idempotencyKey = UUID().uuidString
-        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
-        }, options: addOptions)
-        let id = added.transaction.transactionIdentifier
-        try await observe { event in
-            event.updatedTransactions.transactions.contains { $0.transactionIdentifier == id && $0.transactionState == .purchased }
+        let added = try await timed(1) {
+            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = queue
+                $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
+            }, options: addOptions)
         }
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
-            $0.queue = queue
-            $0.transactionIdentifier = id
-        }, options: options)
-        try await observe { event in
-            event.removedTransactions.transactions.contains { $0.transactionIdentifier == id }
+        let id = added.transaction.transactionIdentifier
+        try await timed(2) {
+            try await observe { event in
+                event.updatedTransactions.transactions.contains { $0.transactionIdentifier == id && $0.transactionState == .purchased }
+            }
+        }
+        _ = try await timed(3) {
+            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
+                $0.queue = queue
+                $0.transactionIdentifier = id
+            }, options: options)
+        }
+        try await timed(4) {
+            try await observe { event in
+                event.removedTransactions.transactions.contains { $0.transactionIdentifier == id }
+            }
         }
     }
 

@@ -58,7 +58,7 @@ struct RunBenchmarks: AsyncParsableCommand {
             try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
         }
         if wants("flows") {
-            try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
+            try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose).run()
         }
     }
 

@@ -22,10 +22,14 @@ struct PaymentQueueCommand: AsyncParsableCommand {
     @Option(help: "SQLite durability: full (default) or normal.")
     var durability: Durability?
 
+    @Option(name: .customLong("catalog-cache-ms"), help: "How long catalog answers are kept, in milliseconds (default 1000; 0: ask on every payment). Also service.catalogCacheMilliseconds.")
+    var catalogCacheMilliseconds: Int?
+
     /// The config file's `service` section.
     struct Settings: Decodable {
         var catalogEndpoints: [String]?
         var durability: Durability?
+        var catalogCacheMilliseconds: Int?
     }
 
     func run() async throws {
@@ -49,7 +53,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         try await applyConfiguredPolicies(configuration.serviceSection, store: store)
         let authority = PaymentAuthority(store: store, logger: host.logger)
         var router = try EventLogService.router(database: database)
-        router.merge(PaymentQueueService(store: store, catalog: CatalogLookup(client: catalogClient), authority: authority).router)
+        router.merge(PaymentQueueService(store: store, catalog: CatalogLookup(client: catalogClient, maxAge: .milliseconds(max(0, catalogCacheMilliseconds ?? settings?.catalogCacheMilliseconds ?? 1000))), authority: authority).router)
         try await host.serve(
             router: router,
             services: [Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],

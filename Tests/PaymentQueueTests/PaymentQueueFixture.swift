@@ -17,21 +17,25 @@ final class PaymentQueueFixture: Sendable {
     let eventEndpoint: String
     static let context: ZeroMQ.Context = try! ZeroMQ.Context()
 
-    init(configFile: (TemporaryDirectory) throws -> String? = { _ in nil }) throws {
+    init(
+        configFile: (TemporaryDirectory) throws -> String? = { _ in nil },
+        catalogFile: (TemporaryDirectory) throws -> String = { _ in deployDirectory.appendingPathComponent("catalog/catalog.json").path },
+        queueArguments: [String] = []
+    ) throws {
         directory = try TemporaryDirectory(prefix: "pq")
         catalogEndpoint = directory.ipcEndpoint("catalog")
         rpcEndpoint = directory.ipcEndpoint("pq")
         eventEndpoint = directory.ipcEndpoint("pq-events")
         catalog = ServiceProcess(
             name: "storebus-catalog",
-            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", "warning"],
+            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", try catalogFile(directory), "--log-level", "warning"],
             logFile: directory.url.appendingPathComponent("catalog.log")
         )
         let config = try configFile(directory)
         queue = ServiceProcess(
             name: "storebus-payment-queue",
             arguments: ["--rpc-endpoint", rpcEndpoint, "--event-endpoint", eventEndpoint, "--data-dir", directory.path("data"),
-                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"] + (config.map { ["--config", $0] } ?? []),
+                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"] + (config.map { ["--config", $0] } ?? []) + queueArguments,
             logFile: directory.url.appendingPathComponent("payment-queue.log")
         )
     }

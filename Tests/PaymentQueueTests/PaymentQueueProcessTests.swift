@@ -167,4 +167,63 @@ struct PaymentQueueProcessTests {
         await client.shutdown()
         await fixture.stop()
     }
+
+    @Test("a reloaded catalog's price applies to payments once the payment queue's kept answer has expired")
+    func catalogReloadReachesPayments() async throws {
+        // The sample catalog, copied so that it can change, with its hosted content still found.
+        let source = deployDirectory.appendingPathComponent("catalog/catalog.json")
+        func writeCatalog(to path: String, coinsInFrance price: String) throws {
+            var catalog = try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as! [String: Any]
+            var apps = catalog["apps"] as! [[String: Any]]
+            for (appIndex, app) in apps.enumerated() {
+                var products = app["products"] as! [[String: Any]]
+                for (index, product) in products.enumerated() {
+                    var product = product
+                    if product["productId"] as? String == coins {
+                        var prices = product["prices"] as! [String: String]
+                        prices["FRA"] = price
+                        product["prices"] = prices
+                    }
+                    if var content = product["hostedContent"] as? [String: Any], let root = content["root"] as? String {
+                        content["root"] = source.deletingLastPathComponent().appendingPathComponent(root).standardizedFileURL.path
+                        product["hostedContent"] = content
+                    }
+                    products[index] = product
+                }
+                apps[appIndex]["products"] = products
+            }
+            catalog["apps"] = apps
+            try JSONSerialization.data(withJSONObject: catalog).write(to: URL(fileURLWithPath: path))
+        }
+        let fixture = try PaymentQueueFixture(
+            catalogFile: { directory in
+                let path = directory.path("catalog.json")
+                try writeCatalog(to: path, coinsInFrance: "0.99")
+                return path
+            },
+            queueArguments: ["--catalog-cache-ms", "300"]
+        )
+        try await fixture.start()
+        let client = try fixture.client()
+        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: [fixture.catalogEndpoint]), context: PaymentQueueFixture.context)
+        let queue = queueRef()
+        func charged() async throws -> [String] {
+            try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.map(\.amount)
+        }
+
+        // Given a payment at the first price (its answer is now kept by the payment queue)
+        _ = try await add(client, queue, coins)
+        #expect(await waitUntil { (try? await charged()) == ["0.99"] })
+        // When the catalog is reloaded with a new price
+        try writeCatalog(to: fixture.directory.path("catalog.json"), coinsInFrance: "1.49")
+        let reloaded = try await catalogClient.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init())
+        #expect(reloaded.changed)
+        // Then a payment made after the kept answer's 300 ms is charged the new price
+        try await Task.sleep(for: .milliseconds(400))
+        _ = try await add(client, queue, coins)
+        #expect(await waitUntil { (try? await charged()) == ["0.99", "1.49"] })
+        await catalogClient.shutdown()
+        await client.shutdown()
+        await fixture.stop()
+    }
 }
