@@ -407,15 +407,21 @@ public final class TransactionStore: Sendable {
     /// Sets the state and date; returns the updated row.
     @discardableResult
     static func setState(_ db: Database, id: String, _ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) throws -> Row {
-        try Row.fetchOne(db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ? RETURNING *"), arguments: [state.rawValue, ms, id])!
+        try updated(id, Row.fetchOne(db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ? RETURNING *"), arguments: [state.rawValue, ms, id]))
+    }
+
+    /// The row an UPDATE ... RETURNING gave back; callers update rows they have just read.
+    private static func updated(_ id: String, _ row: Row?) throws -> Row {
+        guard let row else { throw RPCError(.internalError, "transaction \(id) is missing from the database") }
+        return row
     }
 
     /// FAILED with `error` (and marked interrupted when it was); returns the updated row.
     @discardableResult
     static func fail(_ db: Database, id: String, _ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64, interrupted: Bool = false) throws -> Row {
-        try Row.fetchOne(db.cachedStatement(sql: """
+        try updated(id, Row.fetchOne(db.cachedStatement(sql: """
             UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ?, interrupted = (interrupted OR ?) WHERE id = ? RETURNING *
-            """), arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, interrupted, id])!
+            """), arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, interrupted, id]))
     }
 
     /// PURCHASED, with a charge unless the account already holds this non-consumable or
