@@ -297,15 +297,7 @@ public final class TransactionStore: Sendable {
     /// OK (returns true for "already finished"). A transaction of another account is PERMISSION_DENIED;
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
-        // Refusals and repeats are answered from a read, without taking the single writer.
-        let current = try await pool.read { db in try Self.transaction(db, id: id) }
-        if let current, current.queue.key == queue.key {
-            if current.finished { return true }
-            if current.transactionState == .purchasing || current.transactionState == .deferred {
-                throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState) and cannot be finished yet")
-            }
-        }
-        return try await writer.write { db, batch in
+        try await writer.write { db, batch in
             guard let current = try Self.transaction(db, id: id), current.queue.appBundleID == queue.appBundleID else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }
