@@ -137,9 +137,9 @@ private final class Committer: @unchecked Sendable {
         while true {
             condition.lock()
             while jobs.isEmpty && !stopped { condition.wait() }
-            let group = Array(jobs.prefix(EventLogWriter.maxGroup))
-            jobs.removeFirst(group.count)
             let finished = stopped
+            let group = finished ? jobs : Array(jobs.prefix(EventLogWriter.maxGroup))
+            jobs.removeFirst(group.count)
             condition.unlock()
             if finished {
                 for job in group { job.complete(CancellationError()) }
