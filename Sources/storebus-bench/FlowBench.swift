@@ -69,8 +69,8 @@ struct FlowBench {
             let sorted = latencies.sorted()
             if verbose { Self.printSteps(simulated, round: round) }
             rates.append(rate)
-            p50s.append(Double(sorted[sorted.count / 2]) / 1e6)
-            p99s.append(Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1e6)
+            p50s.append(Self.milliseconds(sorted, percentile: 50))
+            p99s.append(Self.milliseconds(sorted, percentile: 99))
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
         report("purchase_flows_per_s", median(rates), "flows/s")
@@ -112,6 +112,11 @@ struct FlowBench {
         return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
     }
 
+    /// A percentile of sorted nanosecond latencies, in milliseconds.
+    static func milliseconds(_ sorted: [UInt64], percentile: Int) -> Double {
+        Double(sorted[min(sorted.count - 1, sorted.count * percentile / 100)]) / 1e6
+    }
+
     /// Each step's median and 99th percentile over the devices' last run, on standard error.
     static func printSteps(_ devices: [Device], round: Int) {
         var steps = Array(repeating: [UInt64](), count: Device.stepNames.count)
@@ -122,8 +127,8 @@ struct FlowBench {
         for (index, name) in Device.stepNames.enumerated() {
             let sorted = steps[index].sorted()
             guard !sorted.isEmpty else { continue }
-            let p50 = Double(sorted[sorted.count / 2]) / 1e6
-            let p99 = Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1e6
+            let p50 = milliseconds(sorted, percentile: 50)
+            let p99 = milliseconds(sorted, percentile: 99)
             FileHandle.standardError.write("round \(round) step \(name): p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms\n".data(using: .utf8)!)
         }
     }
