@@ -7,6 +7,13 @@ public enum Durability: String, Sendable, Codable {
     case full
     /// `synchronous=NORMAL`: a commit survives a crash of the process, not always a power loss.
     case normal
+
+    var pragmaValue: String {
+        switch self {
+        case .full: "FULL"
+        case .normal: "NORMAL"
+        }
+    }
 }
 
 /// A service's own SQLite database: one file in its data directory, WAL mode, opened through GRDB.
@@ -27,11 +34,19 @@ public final class StoreDatabase: Sendable {
         path = directory.appendingPathComponent("\(name).sqlite").path
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-        }
         pool = try DatabasePool(path: path, configuration: configuration)
+        // Set on the writer after the pool is open: GRDB turns WAL mode on after `prepareDatabase`
+        // and sets `synchronous = NORMAL` as it does, which would quietly undo a setting made there.
+        // Only the writer's setting matters (readers never commit).
+        try pool.barrierWriteWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)")
+        }
         try migrator.migrate(pool)
+    }
+
+    /// The writer connection's `synchronous` setting as SQLite reports it (2 FULL, 1 NORMAL).
+    public func synchronousSetting() throws -> Int {
+        try pool.barrierWriteWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// A read-only connection of its own, for one thread that reads small pages synchronously (an RPC
