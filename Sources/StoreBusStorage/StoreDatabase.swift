@@ -25,6 +25,8 @@ public final class StoreDatabase: Sendable {
     public let pool: DatabasePool
     /// The database file.
     public let path: String
+    /// The writer's page cache, in KiB.
+    static let writerCacheKiB = 32 * 1024
 
     /// Opens (creating if needed) `<directory>/<name>.sqlite` and runs `migrator`.
     ///
@@ -38,8 +40,16 @@ public final class StoreDatabase: Sendable {
         // Set on the writer after the pool is open: GRDB turns WAL mode on after `prepareDatabase`
         // and sets `synchronous = NORMAL` as it does, which would quietly undo a setting made there.
         // Only the writer's setting matters (readers never commit).
+        //
+        // `temp_store = MEMORY` keeps statement journals in memory: every write of a group commit
+        // runs in a savepoint of its own (see ``EventLogWriter``), and SQLite saves each page a
+        // savepoint touches first to that journal, which otherwise spills past 64 KiB to a temporary
+        // file: more page writes than the WAL itself. A larger page cache spares the writer re-reading
+        // index pages between commits.
         try pool.barrierWriteWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)")
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
         }
         try migrator.migrate(pool)
     }
