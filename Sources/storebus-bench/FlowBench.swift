@@ -17,6 +17,8 @@ struct FlowBench {
     let rounds: Int
     let catalogPath: String
     var verbose = false
+    /// Offered load of the paced figures, flows per second over all devices (0: no paced figures).
+    var pacedRate = 0
 
     static let key = "storebus-bench-app-key-0000"
 
@@ -60,6 +62,7 @@ struct FlowBench {
         }
 
         var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = []
+        var pacedRates: [Double] = [], pacedP50s: [Double] = [], pacedP99s: [Double] = []
         var commitRates: [Double] = []
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
@@ -67,15 +70,29 @@ struct FlowBench {
             _ = try await Self.drive(simulated, flows: max(devices, flows / 10))
             let (rate, latencies) = try await Self.drive(simulated, flows: flows)
             let sorted = latencies.sorted()
-            if verbose { Self.printSteps(simulated, round: round) }
+            if verbose { Self.printSteps(simulated, round: "\(round)") }
             rates.append(rate)
             p50s.append(Self.milliseconds(sorted, percentile: 50))
             p99s.append(Self.milliseconds(sorted, percentile: 99))
+            if pacedRate > 0 {
+                let (achieved, paced) = try await Self.drive(simulated, flows: flows, pacedAt: Double(pacedRate))
+                let sortedPaced = paced.sorted()
+                if verbose { Self.printSteps(simulated, round: "\(round) paced") }
+                pacedRates.append(achieved)
+                pacedP50s.append(Self.milliseconds(sortedPaced, percentile: 50))
+                pacedP99s.append(Self.milliseconds(sortedPaced, percentile: 99))
+            }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
         report("purchase_flows_per_s", median(rates), "flows/s")
         report("purchase_flow_p50_ms", median(p50s), "ms")
         report("purchase_flow_p99_ms", median(p99s), "ms")
+        if pacedRate > 0 {
+            report("purchase_flow_paced_offered_per_s", Double(pacedRate), "flows/s")
+            report("purchase_flow_paced_achieved_per_s", median(pacedRates), "flows/s")
+            report("purchase_flow_paced_p50_ms", median(pacedP50s), "ms")
+            report("purchase_flow_paced_p99_ms", median(pacedP99s), "ms")
+        }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
 
@@ -89,16 +106,29 @@ struct FlowBench {
 
     /// Runs `flows` flows over the devices, each device one flow at a time; flows per second.
     /// Also returns each flow's latency in nanoseconds.
-    static func drive(_ devices: [Device], flows: Int) async throws -> (Double, [UInt64]) {
+    ///
+    /// Without `rate`, each device starts its next flow as soon as the last one ends (a closed loop:
+    /// the figures are the system's saturation throughput and the latency it has there). With `rate`,
+    /// the devices together start flows on a fixed schedule of `rate` per second, each device every
+    /// `devices / rate` seconds, staggered; a flow's latency counts from its scheduled start, so a
+    /// flow that starts late because the one before ran long is charged the wait (no coordinated
+    /// omission: a system that cannot keep up shows it in the percentiles).
+    static func drive(_ devices: [Device], flows: Int, pacedAt rate: Double? = nil) async throws -> (Double, [UInt64]) {
         let start = DispatchTime.now().uptimeNanoseconds
+        let interval = rate.map { UInt64(Double(devices.count) / $0 * 1e9) }
         let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { group in
             for (index, device) in devices.enumerated() {
                 let share = flows / devices.count + (index < flows % devices.count ? 1 : 0)
                 group.addTask {
                     var mine: [UInt64] = []
                     mine.reserveCapacity(share)
-                    for _ in 0..<share {
-                        let begin = DispatchTime.now().uptimeNanoseconds
+                    for flow in 0..<share {
+                        var begin = DispatchTime.now().uptimeNanoseconds
+                        if let interval {
+                            let scheduled = start + interval * UInt64(index) / UInt64(devices.count) + interval * UInt64(flow)
+                            if scheduled > begin { try await Task.sleep(for: .nanoseconds(scheduled - begin)) }
+                            begin = scheduled
+                        }
                         try await device.purchaseFlow()
                         mine.append(DispatchTime.now().uptimeNanoseconds - begin)
                     }
@@ -118,7 +148,7 @@ struct FlowBench {
     }
 
     /// Each step's median and 99th percentile over the devices' last run, on standard error.
-    static func printSteps(_ devices: [Device], round: Int) {
+    static func printSteps(_ devices: [Device], round: String) {
         var steps = Array(repeating: [UInt64](), count: Device.stepNames.count)
         for device in devices {
             let mine = device.takeSteps()

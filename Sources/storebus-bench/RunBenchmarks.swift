@@ -42,6 +42,9 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Option(help: "Simulated devices for the flow figures.")
     var devices = 64
 
+    @Option(help: "Offered load of the paced flow figures, flows per second (0: none). The devices then start flows on a fixed schedule and each latency counts from its scheduled start.")
+    var pacedRate = 1_000
+
     @Option(help: "Run only the benchmarks of these groups (transport, durable, flows); all when omitted.")
     var only: [String] = []
 
@@ -58,7 +61,7 @@ struct RunBenchmarks: AsyncParsableCommand {
             try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
         }
         if wants("flows") {
-            try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose).run()
+            try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate).run()
         }
     }
 
