@@ -61,37 +61,24 @@ struct FlowBench {
             simulated.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product))
         }
 
-        var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = []
-        var pacedRates: [Double] = [], pacedP50s: [Double] = [], pacedP99s: [Double] = []
+        var closed = RoundFigures(), paced = RoundFigures()
         var commitRates: [Double] = []
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
             // Warm-up, then the measured run.
             _ = try await Self.drive(simulated, flows: max(devices, flows / 10))
-            let (rate, latencies) = try await Self.drive(simulated, flows: flows)
-            let sorted = latencies.sorted()
+            closed.add(try await Self.drive(simulated, flows: flows))
             if verbose { Self.printSteps(simulated, round: "\(round)") }
-            rates.append(rate)
-            p50s.append(Self.milliseconds(sorted, percentile: 50))
-            p99s.append(Self.milliseconds(sorted, percentile: 99))
             if pacedRate > 0 {
-                let (achieved, paced) = try await Self.drive(simulated, flows: flows, pacedAt: Double(pacedRate))
-                let sortedPaced = paced.sorted()
+                paced.add(try await Self.drive(simulated, flows: flows, pacedAt: Double(pacedRate)))
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
-                pacedRates.append(achieved)
-                pacedP50s.append(Self.milliseconds(sortedPaced, percentile: 50))
-                pacedP99s.append(Self.milliseconds(sortedPaced, percentile: 99))
             }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
-        report("purchase_flows_per_s", median(rates), "flows/s")
-        report("purchase_flow_p50_ms", median(p50s), "ms")
-        report("purchase_flow_p99_ms", median(p99s), "ms")
+        closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms")
         if pacedRate > 0 {
             report("purchase_flow_paced_offered_per_s", Double(pacedRate), "flows/s")
-            report("purchase_flow_paced_achieved_per_s", median(pacedRates), "flows/s")
-            report("purchase_flow_paced_p50_ms", median(pacedP50s), "ms")
-            report("purchase_flow_paced_p99_ms", median(pacedP99s), "ms")
+            paced.printMedians(rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms")
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
@@ -140,6 +127,26 @@ struct FlowBench {
             return all
         }
         return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
+    }
+
+    /// The rounds of one kind of run: each round's rate and latency percentiles, reported as medians.
+    struct RoundFigures {
+        private var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = []
+
+        /// Adds a round: its flows per second and each flow's latency in nanoseconds.
+        mutating func add(_ round: (rate: Double, latencies: [UInt64])) {
+            let sorted = round.latencies.sorted()
+            rates.append(round.rate)
+            p50s.append(FlowBench.milliseconds(sorted, percentile: 50))
+            p99s.append(FlowBench.milliseconds(sorted, percentile: 99))
+        }
+
+        /// Prints the medians under the given metric names.
+        func printMedians(rate: String, p50: String, p99: String) {
+            report(rate, median(rates), "flows/s")
+            report(p50, median(p50s), "ms")
+            report(p99, median(p99s), "ms")
+        }
     }
 
     /// A percentile of sorted nanosecond latencies, in milliseconds.
