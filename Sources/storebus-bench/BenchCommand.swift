@@ -19,14 +19,3 @@ func report(_ metric: String, _ value: Double, _ unit: String) {
     print("\(metric) \(text) \(unit)")
     fflush(nil)
 }
-
-/// Runs blocking work on a thread of its own, off Swift's cooperative pool.
-func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try body() })
-        }
-        thread.name = name
-        thread.start()
-    }
-}

@@ -4,6 +4,7 @@ import Foundation
 import Histogram
 import Logging
 import StoreBus
+import StoreBusTesting
 import StoreSchema
 import ZeroMQ
 
