@@ -108,7 +108,10 @@ private final class Committer: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
+        let thread = Thread { [self] in
+            nameCurrentThread("storebus-commit")
+            run()
+        }
         thread.name = "storebus-commit"
         thread.start()
     }

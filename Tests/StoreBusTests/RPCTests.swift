@@ -56,6 +56,36 @@ struct RPCTests {
         await server.stop()
     }
 
+    @Test("tasks preferring the client's executor make calls on its loop: answered, matched, and held to deadlines")
+    func callsOnClientExecutor() async throws {
+        let server = try TestServer()
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<200 {
+                    group.addTask(executorPreference: client.executor) {
+                        for round in 0..<5 {
+                            let reply = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with {
+                                $0.payload = "call-\(index)-\(round)"
+                                $0.delayMs = UInt32((index + round) % 3)
+                            })
+                            #expect(reply.payload == "call-\(index)-\(round)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let late = Task(executorPreference: client.executor) {
+                try await client.call(
+                    Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 5_000 },
+                    options: CallOptions(timeout: .milliseconds(100))
+                )
+            }
+            let error = await #expect(throws: RPCError.self) { _ = try await late.value }
+            #expect(error?.code == .deadlineExceeded)
+        }
+        await server.stop()
+    }
+
     @Test("an unknown method is UNIMPLEMENTED and names the method")
     func unknownMethod() async throws {
         let server = try TestServer()

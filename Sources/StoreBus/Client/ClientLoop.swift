@@ -150,22 +150,25 @@ final class ClientLoop {
         }
         guard let first = best else { return false }
         rotation = (rotation + 1) % max(count, 1)
-        // Try the least busy first, then any other connected endpoint (one may be full: EAGAIN).
-        var order = [first]
-        order += endpoints.indices.filter { $0 != first && endpoints[$0].connected }
         let frames = call.frames(now: .now)
-        for index in order {
-            do {
-                try endpoints[index].socket.send(frames: frames, dontWait: true)
-                call.endpoint = index
-                call.attempts += 1
-                endpoints[index].inFlight += 1
-                return true
-            } catch {
-                continue
-            }
+        if send(frames, call, to: first) { return true }
+        // The least busy one is full (EAGAIN): try any other connected endpoint.
+        for index in endpoints.indices where index != first && endpoints[index].connected {
+            if send(frames, call, to: index) { return true }
         }
         return false
+    }
+
+    private func send(_ frames: [[UInt8]], _ call: PendingCall, to index: Int) -> Bool {
+        do {
+            try endpoints[index].socket.send(frames: frames, dontWait: true)
+        } catch {
+            return false
+        }
+        call.endpoint = index
+        call.attempts += 1
+        endpoints[index].inFlight += 1
+        return true
     }
 
     /// Parked calls are retried when an endpoint connects, and every few milliseconds while any
@@ -195,8 +198,16 @@ final class ClientLoop {
 
     // MARK: Socket events
 
+    /// Answers read before the callers they resumed on this loop (see ``RPCClient/executor``) run.
+    private static let answersPerTurn = 16
+
     private func readResponses(_ index: Int) {
-        for _ in 0..<256 {
+        for count in 0..<256 {
+            // Callers resumed on this loop by the answers so far continue now, and their next requests
+            // leave while the server is still busy, rather than after the whole batch has been read.
+            // Every answer would cost a wake-up of libzmq's I/O thread per request; every 16 measured
+            // about 10% more calls per second than once per batch.
+            if count > 0 && count % ClientLoop.answersPerTurn == 0 { reactor.runLocalJobs() }
             let message: Message
             do {
                 message = try endpoints[index].socket.receive(dontWait: true)

@@ -33,6 +33,11 @@ public struct RawResponse: Sendable {
 public final class RPCClient: Sendable {
     /// The configuration in force.
     public let configuration: ClientConfiguration
+    /// An executor on the client's own loop thread. A task that mostly makes calls (a load generator,
+    /// a forwarder) can prefer it, `Task(executorPreference: client.executor)`: its requests are then
+    /// sent and its answers taken without a thread hop either way. Such a task must not block or run
+    /// long stretches of CPU work, since every call of this client waits while it runs.
+    public let executor: any TaskExecutor
 
     private let reactor: Reactor
     private let loop: LoopBound<ClientLoop>
@@ -48,8 +53,9 @@ public final class RPCClient: Sendable {
         self.configuration = configuration
         ownedContext = context == nil ? try ZeroMQ.Context() : nil
         let context = context ?? ownedContext!
-        let reactor = Reactor(name: "storebus-rpc-client", context: context)
+        let reactor = Reactor(name: "sb-rpc-client", context: context)
         self.reactor = reactor
+        executor = ReactorExecutor(reactor: reactor)
         let state = try ClientLoop(configuration: configuration, reactor: reactor, logger: logger)
         loop = LoopBound(state, on: reactor)
         reactor.execute { [loop] in loop.value.attach() }

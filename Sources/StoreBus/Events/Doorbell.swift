@@ -82,7 +82,7 @@ public final class DoorbellPublisher: Sendable {
             }
         }
         boundEndpoints = bound
-        reactor = Reactor(name: "storebus-doorbell", context: context)
+        reactor = Reactor(name: "sb-doorbell", context: context)
         self.socket = LoopBound(socket, on: reactor)
         reactor.execute { [box = self.socket, reactor] in
             let socket = box.value

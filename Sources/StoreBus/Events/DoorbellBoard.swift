@@ -33,7 +33,7 @@ public final class DoorbellBoard: Sendable {
 
     /// Subscribes to every key of `log` on the publishers at `endpoints`.
     public init(endpoints: [String], log: String, context: ZeroMQ.Context) throws {
-        reactor = Reactor(name: "storebus-doorbell-board", context: context)
+        reactor = Reactor(name: "sb-doorbell-brd", context: context)
         if !endpoints.isEmpty {
             try DoorbellSubscription.start(
                 endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor

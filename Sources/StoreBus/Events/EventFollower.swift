@@ -121,7 +121,7 @@ final class DoorbellListener: Sendable {
     private let state = Mutex(State())
 
     init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context) throws {
-        reactor = Reactor(name: "storebus-doorbell-sub", context: context)
+        reactor = Reactor(name: "sb-doorbell-sub", context: context)
         try DoorbellSubscription.start(endpoints: endpoints, prefix: prefix, context: context, reactor: reactor) { [weak self] doorbell in
             self?.announced(doorbell)
         }

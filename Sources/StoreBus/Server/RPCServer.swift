@@ -51,7 +51,7 @@ public final class RPCServer: Service, Sendable {
         }
         self.boundEndpoints = bound
         self.statistics = statistics
-        let reactor = Reactor(name: "storebus-rpc-server", context: context)
+        let reactor = Reactor(name: "sb-rpc-server", context: context)
         self.reactor = reactor
         let state = ServerLoop(
             socket: socket, router: router, reactor: reactor, statistics: statistics,

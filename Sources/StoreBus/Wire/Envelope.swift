@@ -156,12 +156,16 @@ public enum Frames {
     /// Parses a message received on a DEALER.
     public static func parseAtClient(_ frames: [[UInt8]]) -> InboundResponse? {
         guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 3 else { return nil }
-        let lines = frames[delimiter + 1].split(separator: 0x0A, omittingEmptySubsequences: false)
-        guard lines.count == 3, lines[0].elementsEqual(WireProtocol.responseTag),
-              let code = parseDecimal(lines[2]), code <= UInt64(Int32.max)
+        // Three lines: tag, request id, status code (found without splitting: this runs per answer).
+        let header = frames[delimiter + 1]
+        guard let firstBreak = header.firstIndex(of: 0x0A),
+              let secondBreak = header[(firstBreak + 1)...].firstIndex(of: 0x0A),
+              header[..<firstBreak].elementsEqual(WireProtocol.responseTag)
         else { return nil }
+        let codeBytes = header[(secondBreak + 1)...]
+        guard !codeBytes.contains(0x0A), let code = parseDecimal(codeBytes), code <= UInt64(Int32.max) else { return nil }
         return InboundResponse(
-            envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: Array(lines[1]),
+            envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: Array(header[(firstBreak + 1)..<secondBreak]),
             code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 2]
         )
     }

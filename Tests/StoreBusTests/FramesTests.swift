@@ -1,0 +1,40 @@
+import Testing
+@testable import StoreBus
+
+@Suite("Wire frames")
+struct FramesTests {
+    @Test("a response built by the server parses at the client, routing and body untouched")
+    func responseRoundTrip() throws {
+        let body = Array(#"{"payload":"x"}"#.utf8)
+        for code in [StatusCode.ok, .notFound, .internalError] {
+            let frames = Frames.response(envelope: Envelope(routing: []), requestID: Array("req-42".utf8), code: code, body: body)
+            let parsed = try #require(Frames.parseAtClient(frames))
+            #expect(parsed.requestID == Array("req-42".utf8))
+            #expect(parsed.code == code)
+            #expect(parsed.body == body)
+        }
+    }
+
+    @Test("a response header that is not exactly tag, request id and status code is refused", arguments: [
+        "SB1R\nreq-1",
+        "SB1R\nreq-1\n",
+        "SB1R\nreq-1\n0\n",
+        "SB1R\nreq-1\n0\nextra",
+        "SB1Q\nreq-1\n0",
+        "SB1R\nreq-1\nOK",
+        "SB1R\nreq-1\n99999999999",
+        "SB1Rx\nreq-1\n0",
+        "",
+    ])
+    func malformedResponseHeader(header: String) {
+        #expect(Frames.parseAtClient([[], Array(header.utf8), []]) == nil)
+    }
+
+    @Test("a response whose frames do not follow the delimiter as header and body is refused")
+    func malformedResponseShape() {
+        let header = Array("SB1R\nreq-1\n0".utf8)
+        #expect(Frames.parseAtClient([header, []]) == nil)
+        #expect(Frames.parseAtClient([[], header]) == nil)
+        #expect(Frames.parseAtClient([[], header, [], []]) == nil)
+    }
+}
