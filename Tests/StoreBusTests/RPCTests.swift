@@ -170,6 +170,66 @@ struct RPCTests {
         await server.stop()
     }
 
+    @Test("a short deadline expires behind a long call in flight and after thousands of answered calls")
+    func deadlineAmongOthers() async throws {
+        let server = try TestServer()
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            // Thousands of answered calls leave their deadlines behind in the client's heap.
+            for _ in 0..<3_000 {
+                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init())
+            }
+            // A long call is in flight...
+            let long = Task {
+                try await client.call(
+                    Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 1_500 },
+                    options: CallOptions(timeout: .seconds(60))
+                )
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            // ...and a call with a 150 ms deadline still fails at its deadline.
+            let started = ContinuousClock.now
+            let error = await #expect(throws: RPCError.self) {
+                _ = try await client.call(
+                    Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 5_000 },
+                    options: CallOptions(timeout: .milliseconds(150))
+                )
+            }
+            #expect(error?.code == .deadlineExceeded)
+            #expect(started.duration(to: .now) < .seconds(4), "expired long before the handler would end")
+            // The long call is unaffected.
+            #expect(try await long.value.payload == "")
+        }
+        await server.stop()
+    }
+
+    @Test("with a server that never answers, the client's own timer ends a call at its deadline, ahead of a longer one")
+    func clientTimerAlone() async throws {
+        let context = try ZeroMQ.Context()
+        let silent = try Socket(context: context, type: .router)
+        try silent.set(.linger(0))
+        try silent.bind("tcp://127.0.0.1:*")
+        try await withRPCClient(endpoints: [silent.lastEndpoint], context: context) { client in
+            // A long call arms the client's deadline timer 60 s ahead...
+            let long = Task {
+                try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init(), options: CallOptions(timeout: .seconds(60)))
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            // ...and a call with an earlier deadline moves it forward: nothing else would end this call.
+            let started = ContinuousClock.now
+            let error = await #expect(throws: RPCError.self) {
+                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init(), options: CallOptions(timeout: .milliseconds(150)))
+            }
+            #expect(error?.code == .deadlineExceeded)
+            #expect(started.duration(to: .now) < .seconds(10), "ended by its own deadline, not the long call's")
+            long.cancel()
+            let longError = await #expect(throws: RPCError.self) { _ = try await long.value }
+            #expect(longError?.code == .cancelled)
+        }
+        silent.close()
+        context.shutdown()
+        context.terminate()
+    }
+
     @Test("cancelling the calling task cancels the call on the server")
     func cancellation() async throws {
         let server = try TestServer()
