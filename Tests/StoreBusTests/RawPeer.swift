@@ -1,9 +1,13 @@
 import Foundation
+import StoreBusTesting
 import ZeroMQ
 
 /// A DEALER socket speaking raw frames to a server, for tests of malformed and hostile input.
-/// Used from one test task only (ZeroMQ sockets are single-owner).
-final class RawPeer {
+final class RawPeer: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: one test task owns the peer and makes one call at a time; a
+    // blocking receive runs on a thread of its own (``receive(timeout:)``) while that task waits for
+    // it, so the socket is only ever used by one thread at a time, with the hand-over ordered by the
+    // continuation (the full memory barrier ZeroMQ asks for when a socket changes threads).
     let context: ZeroMQ.Context
     let socket: Socket
 
@@ -25,8 +29,15 @@ final class RawPeer {
         try socket.send(frames: strings.map { Array($0.utf8) })
     }
 
-    /// The next message, or nil when none arrives within `timeout`.
-    func receive(timeout: Duration = .seconds(5)) throws -> Message? {
+    /// The next message, or nil when none arrives within `timeout`. The wait runs off Swift's
+    /// cooperative pool: with two cores it has two threads, and a test blocking one of them for
+    /// half a second delayed other tests' deadlines past their bounds.
+    func receive(timeout: Duration = .seconds(5)) async throws -> Message? {
+        try await onThread("raw-peer") { try self.receiveBlocking(timeout: timeout) }
+    }
+
+    /// ``receive(timeout:)`` on the calling thread, for loops already running off the pool.
+    func receiveBlocking(timeout: Duration = .seconds(5)) throws -> Message? {
         var poller = Poller()
         poller.add(socket)
         let deadline = ContinuousClock.now + timeout
