@@ -1,4 +1,5 @@
 import Foundation
+import StoreBusTesting
 import Testing
 @testable import ZeroMQ
 
@@ -76,34 +77,39 @@ struct SocketTests {
     }
 
     @Test("a message over MAXMSGSIZE is never delivered and the peer is disconnected")
-    func maxMessageSize() throws {
-        let context = try Context()
-        defer { context.terminate() }
-        let router = try Socket(context: context, type: .router)
-        defer { router.close() }
-        try router.set(.maxMessageSize(1024))
-        try router.bind("tcp://127.0.0.1:*")
-        let dealer = try Socket(context: context, type: .dealer)
-        defer { dealer.close() }
-        try dealer.connect(router.lastEndpoint)
-        try dealer.send(Message(frames: [[UInt8](repeating: 7, count: 4096)]))
-        try dealer.send(Message(strings: ["small"]))
-        var poller = Poller()
-        poller.add(router)
-        // The oversized message kills the connection; the small one behind it on the same connection
-        // is lost with it. The DEALER reconnects, and a new small message gets through.
-        _ = try poller.poll(timeoutMilliseconds: 300)
-        var delivered: [Message] = []
-        while let message = try? router.receive(dontWait: true) { delivered.append(message) }
-        #expect(delivered.allSatisfy { $0.byteCount < 1024 + 64 })
-        try dealer.send(Message(strings: ["after"]))
-        let deadline = Date().addingTimeInterval(5)
-        var gotAfter = false
-        while !gotAfter && Date() < deadline {
-            if try poller.poll(timeoutMilliseconds: 100) > 0, let message = try? router.receive(dontWait: true) {
-                gotAfter = message.frames.last == Array("after".utf8)
+    func maxMessageSize() async throws {
+        // The waits below run on a thread of their own: polling on the cooperative pool would hold
+        // one of its two threads (on a 2-core machine) away from other tests for up to seconds.
+        let (deliveredSizes, gotAfter) = try await onThread("max-message-size") { () throws -> ([Int], Bool) in
+            let context = try Context()
+            defer { context.terminate() }
+            let router = try Socket(context: context, type: .router)
+            defer { router.close() }
+            try router.set(.maxMessageSize(1024))
+            try router.bind("tcp://127.0.0.1:*")
+            let dealer = try Socket(context: context, type: .dealer)
+            defer { dealer.close() }
+            try dealer.connect(router.lastEndpoint)
+            try dealer.send(Message(frames: [[UInt8](repeating: 7, count: 4096)]))
+            try dealer.send(Message(strings: ["small"]))
+            var poller = Poller()
+            poller.add(router)
+            // The oversized message kills the connection; the small one behind it on the same
+            // connection is lost with it. The DEALER reconnects, and a new small message gets through.
+            _ = try poller.poll(timeoutMilliseconds: 300)
+            var delivered: [Message] = []
+            while let message = try? router.receive(dontWait: true) { delivered.append(message) }
+            try dealer.send(Message(strings: ["after"]))
+            let deadline = Date().addingTimeInterval(5)
+            var gotAfter = false
+            while !gotAfter && Date() < deadline {
+                if try poller.poll(timeoutMilliseconds: 100) > 0, let message = try? router.receive(dontWait: true) {
+                    gotAfter = message.frames.last == Array("after".utf8)
+                }
             }
+            return (delivered.map(\.byteCount), gotAfter)
         }
+        #expect(deliveredSizes.allSatisfy { $0 < 1024 + 64 })
         #expect(gotAfter)
     }
 
@@ -131,7 +137,7 @@ struct SocketTests {
     }
 
     @Test("CURVE: a client with the server's key talks; one with a wrong key is never heard")
-    func curveEncryption() throws {
+    func curveEncryption() async throws {
         try #require(Context.has("curve"))
         let server = try CurveKeyPair.generate()
         let client = try CurveKeyPair.generate()
@@ -139,30 +145,34 @@ struct SocketTests {
         #expect(server.publicKey.count == 40 && server.secretKey.count == 40)
         #expect(try CurveKeyPair.publicKey(forSecretKey: server.secretKey) == server.publicKey)
 
-        let context = try Context()
-        defer { context.terminate() }
-        let router = try Socket(context: context, type: .router)
-        defer { router.close() }
-        try router.set(.curveServer(secretKey: server.secretKey))
-        try router.bind("tcp://127.0.0.1:*")
+        // The blocking receive and the 200 ms poll run on a thread of their own, off the pool.
+        let (received, laterMessages) = try await onThread("curve") { () throws -> (Message, Int) in
+            let context = try Context()
+            defer { context.terminate() }
+            let router = try Socket(context: context, type: .router)
+            defer { router.close() }
+            try router.set(.curveServer(secretKey: server.secretKey))
+            try router.bind("tcp://127.0.0.1:*")
 
-        let wrong = try Socket(context: context, type: .dealer)
-        defer { wrong.close() }
-        try wrong.set(.curveClient(serverKey: impostor.publicKey, publicKey: client.publicKey, secretKey: client.secretKey))
-        try wrong.connect(router.lastEndpoint)
-        try wrong.send(Message(strings: ["spoofed"]))
+            let wrong = try Socket(context: context, type: .dealer)
+            defer { wrong.close() }
+            try wrong.set(.curveClient(serverKey: impostor.publicKey, publicKey: client.publicKey, secretKey: client.secretKey))
+            try wrong.connect(router.lastEndpoint)
+            try wrong.send(Message(strings: ["spoofed"]))
 
-        let good = try Socket(context: context, type: .dealer)
-        defer { good.close() }
-        try good.set(.curveClient(serverKey: server.publicKey, publicKey: client.publicKey, secretKey: client.secretKey))
-        try good.connect(router.lastEndpoint)
-        try good.send(Message(strings: ["sealed"]))
+            let good = try Socket(context: context, type: .dealer)
+            defer { good.close() }
+            try good.set(.curveClient(serverKey: server.publicKey, publicKey: client.publicKey, secretKey: client.secretKey))
+            try good.connect(router.lastEndpoint)
+            try good.send(Message(strings: ["sealed"]))
 
-        let received = try router.receive()
+            let received = try router.receive()
+            var poller = Poller()
+            poller.add(router)
+            return (received, try poller.poll(timeoutMilliseconds: 200))
+        }
         #expect(received.frames.last == Array("sealed".utf8))
-        var poller = Poller()
-        poller.add(router)
-        #expect(try poller.poll(timeoutMilliseconds: 200) == 0, "the wrongly keyed client's message never arrives")
+        #expect(laterMessages == 0, "the wrongly keyed client's message never arrives")
     }
 
     @Test("the poller reports a readable eventfd-like descriptor and a readable socket")
