@@ -30,6 +30,23 @@ final class TestServer: Sendable {
     }
 }
 
+/// Calls Echo with a handler delay of `delayMs` under a `timeout` deadline, and expects
+/// DEADLINE_EXCEEDED within `bound` of the call's start.
+private func expectDeadlineExceeded(
+    _ client: RPCClient, delayMs: UInt32, timeout: Duration, within bound: Duration,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    let started = ContinuousClock.now
+    let error = await #expect(throws: RPCError.self, sourceLocation: sourceLocation) {
+        _ = try await client.call(
+            Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = delayMs },
+            options: CallOptions(timeout: timeout)
+        )
+    }
+    #expect(error?.code == .deadlineExceeded, sourceLocation: sourceLocation)
+    #expect(started.duration(to: .now) < bound, "ended at its own deadline", sourceLocation: sourceLocation)
+}
+
 @Suite("RPC over ZeroMQ")
 struct RPCTests {
     @Test("a call returns the handler's answer, and many pipelined calls are matched by request id")
@@ -142,17 +159,10 @@ struct RPCTests {
     func deadlineExceeded() async throws {
         let server = try TestServer()
         try await withRPCClient(endpoints: [server.endpoint]) { client in
-            // Given a call whose handler would take 5 s, with a 200 ms deadline
+            // Given a call whose handler would take 5 s, with a 200 ms deadline, the caller hears
+            // DEADLINE_EXCEEDED at the deadline, long before the handler would end
             let started = ContinuousClock.now
-            let error = await #expect(throws: RPCError.self) {
-                _ = try await client.call(
-                    Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 5_000 },
-                    options: CallOptions(timeout: .milliseconds(200))
-                )
-            }
-            // Then the caller hears DEADLINE_EXCEEDED at the deadline, long before the handler would end
-            #expect(error?.code == .deadlineExceeded)
-            #expect(started.duration(to: .now) < .seconds(4))
+            await expectDeadlineExceeded(client, delayMs: 5_000, timeout: .milliseconds(200), within: .seconds(4))
             // And the server cancelled the handler: nothing is running and nothing succeeded
             var stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
             // (The handler would still be sleeping until 5 s after the start; it must be gone well before.)
@@ -186,16 +196,8 @@ struct RPCTests {
                 )
             }
             try await Task.sleep(for: .milliseconds(50))
-            // ...and a call with a 150 ms deadline still fails at its deadline.
-            let started = ContinuousClock.now
-            let error = await #expect(throws: RPCError.self) {
-                _ = try await client.call(
-                    Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 5_000 },
-                    options: CallOptions(timeout: .milliseconds(150))
-                )
-            }
-            #expect(error?.code == .deadlineExceeded)
-            #expect(started.duration(to: .now) < .seconds(4), "expired long before the handler would end")
+            // ...and a call with a 150 ms deadline still fails at its deadline, long before its handler ends.
+            await expectDeadlineExceeded(client, delayMs: 5_000, timeout: .milliseconds(150), within: .seconds(4))
             // The long call is unaffected.
             #expect(try await long.value.payload == "")
         }
@@ -215,12 +217,7 @@ struct RPCTests {
             }
             try await Task.sleep(for: .milliseconds(50))
             // ...and a call with an earlier deadline moves it forward: nothing else would end this call.
-            let started = ContinuousClock.now
-            let error = await #expect(throws: RPCError.self) {
-                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init(), options: CallOptions(timeout: .milliseconds(150)))
-            }
-            #expect(error?.code == .deadlineExceeded)
-            #expect(started.duration(to: .now) < .seconds(10), "ended by its own deadline, not the long call's")
+            await expectDeadlineExceeded(client, delayMs: 0, timeout: .milliseconds(150), within: .seconds(10))
             long.cancel()
             let longError = await #expect(throws: RPCError.self) { _ = try await long.value }
             #expect(longError?.code == .cancelled)
