@@ -41,9 +41,36 @@ enum JSONText {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-            year, month, day, secondOfDay / 3600, (secondOfDay / 60) % 60, secondOfDay % 60, millis
-        )
+        // Written digit by digit: String(format:) cost about 4% of the payment queue's commit thread.
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        func append(_ value: Int, width: Int) {
+            if value < 0 { text.append(UInt8(ascii: "-")) }
+            let magnitude = Int(value.magnitude)
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while magnitude / divisor >= 10 { divisor *= 10 }
+            var rest = magnitude
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        append(year, width: 4)
+        text.append(UInt8(ascii: "-"))
+        append(month, width: 2)
+        text.append(UInt8(ascii: "-"))
+        append(day, width: 2)
+        text.append(UInt8(ascii: "T"))
+        append(secondOfDay / 3600, width: 2)
+        text.append(UInt8(ascii: ":"))
+        append((secondOfDay / 60) % 60, width: 2)
+        text.append(UInt8(ascii: ":"))
+        append(secondOfDay % 60, width: 2)
+        text.append(UInt8(ascii: "."))
+        append(millis, width: 3)
+        text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+@testable import StoreBusStorage
+
+@Suite("Hand-written JSON text of the event log")
+struct JSONTextTests {
+    @Test("timestamps read as RFC 3339 UTC with milliseconds, as Foundation writes them", arguments: [
+        (Int64(0), "1970-01-01T00:00:00.000Z"),
+        (-1, "1969-12-31T23:59:59.999Z"),
+        (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+        (1_709_208_000_123, "2024-02-29T12:00:00.123Z"),
+        (1_795_222_923_456, "2026-11-21T01:02:03.456Z"),
+        (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+    ])
+    func fixedTimestamps(milliseconds: Int64, expected: String) {
+        #expect(JSONText.timestamp(milliseconds: milliseconds) == expected)
+    }
+
+    @Test("10,000 random instants between 1900 and 9999 agree with ISO8601DateFormatter")
+    func randomTimestamps() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        var random = SeededRandom(seed: 0x7131_E5)
+        for _ in 0..<10_000 {
+            let milliseconds = Int64.random(in: -2_208_988_800_000...253_402_300_799_999, using: &random)
+            let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            #expect(JSONText.timestamp(milliseconds: milliseconds) == formatter.string(from: date), "\(milliseconds)")
+        }
+    }
+
+    @Test("strings are quoted with JSON escapes")
+    func quoted() {
+        #expect(JSONText.quoted("plain") == "\"plain\"")
+        #expect(JSONText.quoted("a\"b\\c\nd\te\u{01}") == "\"a\\\"b\\\\c\\nd\\te\\u0001\"")
+    }
+}
