@@ -50,12 +50,9 @@ struct EndToEndTests {
     func purchaseFlows() async throws {
         let store = try StoreFixture()
         try await store.start()
-        let queue = try PaymentQueue(configuration: store.configuration(account: "alice"))
         let admin = try store.admin()
-        let recorder = Recorder(queue)
-
         // An app launch on an empty queue: the replay says so, then live callbacks follow.
-        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        let (queue, recorder) = try await store.launch(account: "alice")
         let start = recorder.callbacks.last!.seq
 
         // Products, one identifier invalid.
@@ -99,7 +96,7 @@ struct EndToEndTests {
         // A non-consumable, then two restores: each adds a RESTORED transaction and ends with finished.
         try await admin.setPolicy(account: "alice", .with { $0.mode = .approve })
         let lasting = try await queue.addPayment(Payment(productIdentifier: removeAds))
-        #expect(await recorder.wait { $0.states(of: lasting.id).last == .purchased })
+        #expect(await recorder.purchased(lasting.id))
         try await queue.finish(lasting)
         for round in 1...2 {
             let (restoreID, count) = try await queue.restore()
@@ -133,7 +130,7 @@ struct EndToEndTests {
         // The next launch replays nothing more: every transaction was finished.
         let relaunch = try PaymentQueue(configuration: store.configuration(account: "alice"))
         let second = Recorder(relaunch)
-        #expect(await second.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        #expect(await second.attached())
         #expect(second.callbacks.first?.seq == recorder.callbacks.last?.seq)
 
         recorder.cancel()
@@ -148,12 +145,10 @@ struct EndToEndTests {
     func launchReplay() async throws {
         let store = try StoreFixture()
         try await store.start()
-        let first = try PaymentQueue(configuration: store.configuration(account: "carol"))
-        let recorder = Recorder(first)
         // The app has attached (its launch replay is in) before it buys.
-        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        let (first, recorder) = try await store.launch(account: "carol")
         let bought = try await first.addPayment(Payment(productIdentifier: coins))
-        #expect(await recorder.wait { $0.states(of: bought.id).last == .purchased })
+        #expect(await recorder.purchased(bought.id))
         await first.close()
 
         // The app starts again without having finished the purchase.
@@ -189,8 +184,8 @@ struct EndToEndTests {
         let erin = try PaymentQueue(configuration: store.configuration(account: "erin", gateways: [0, 1]))
         let daveCallbacks = Recorder(dave)
         let erinCallbacks = Recorder(erin)
-        #expect(await daveCallbacks.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
-        #expect(await erinCallbacks.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        #expect(await daveCallbacks.attached())
+        #expect(await erinCallbacks.attached())
 
         try await admin.setPolicy(account: "dave", .with { $0.mode = .askToBuy })
         var asked: [String] = []
@@ -367,11 +362,9 @@ struct EndToEndTests {
     func logBehindClient() async throws {
         let store = try StoreFixture()
         try await store.start()
-        let queue = try PaymentQueue(configuration: store.configuration(account: "lena"))
-        let recorder = Recorder(queue)
-        #expect(await recorder.wait { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } })
+        let (queue, recorder) = try await store.launch(account: "lena")
         let first = try await queue.addPayment(Payment(productIdentifier: coins))
-        #expect(await recorder.wait { $0.states(of: first.id).last == .purchased })
+        #expect(await recorder.purchased(first.id))
         try await queue.finish(first)
         #expect(await recorder.wait { $0.removed(first.id) })
 

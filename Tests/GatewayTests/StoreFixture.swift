@@ -4,6 +4,7 @@ import StoreBusSDK
 import StoreBusTesting
 import StoreSchema
 import Synchronization
+import Testing
 
 let appKey = "puzzle-test-key-0123456789"
 let adminKey = "admin-test-key-0123456789"
@@ -96,6 +97,17 @@ final class StoreFixture: Sendable {
     }
 }
 
+extension StoreFixture {
+    /// An app launch for `account` on an empty queue: a client, a recorder of its callbacks, and the
+    /// end of its launch replay awaited, since an app registers its observer before it buys.
+    func launch(account: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> (PaymentQueue, Recorder) {
+        let queue = try PaymentQueue(configuration: configuration(account: account))
+        let recorder = Recorder(queue)
+        #expect(await recorder.attached(), "\(account)'s launch replay", sourceLocation: sourceLocation)
+        return (queue, recorder)
+    }
+}
+
 /// Collects a queue's callbacks in arrival order.
 final class Recorder: Sendable {
     private final class Log: Sendable {
@@ -149,6 +161,16 @@ final class Recorder: Sendable {
     /// Waits until `condition` holds of the callbacks so far.
     func wait(timeout: Duration = .seconds(10), _ condition: @escaping @Sendable (Recorder) -> Bool) async -> Bool {
         await waitUntil(timeout: timeout) { condition(self) }
+    }
+
+    /// Waits for the end of an empty launch replay: the observer is attached, live callbacks follow.
+    func attached(timeout: Duration = .seconds(10)) async -> Bool {
+        await wait(timeout: timeout) { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } }
+    }
+
+    /// Waits until `id` was last reported PURCHASED.
+    func purchased(_ id: String) async -> Bool {
+        await wait { $0.states(of: id).last == .purchased }
     }
 
     func cancel() { task.cancel() }
