@@ -4,9 +4,10 @@ import Synchronization
 
 /// Asks the catalog service about products (type, sale status, price in a storefront).
 ///
-/// Answers are kept for `maxAge` (one second by default), so a burst of payments for the same
-/// product asks the catalog once: a reloaded catalog's prices and sale status apply to payments
-/// from at most `maxAge` after the reload. An answer from another catalog version (a reload seen by
+/// Answers are kept for `maxAge` (one second by default), so payments for the same product ask the
+/// catalog about once per `maxAge` (lookups that miss at the same moment each ask; the answers are
+/// the same): a reloaded catalog's prices and sale status apply to payments from at most `maxAge`
+/// after the reload. An answer from another catalog version (a reload seen by
 /// another lookup) drops every answer kept before it. Errors (an unknown app or storefront) are never kept.
 public struct CatalogLookup: Sendable {
     let client: RPCClient

@@ -155,18 +155,31 @@ public struct PaymentQueueService: Sendable {
             // there when the key was used for another payment).
             idempotency = (key, try canonical.jsonString())
         }
-        let (record, storefront) = try await catalog.product(app: request.queue.appBundleID, identifier: payment.productIdentifier, storefront: request.storefront)
-        let type = record?.productType ?? .unspecified
+        let record: Storebus_Catalog_V1_ProductRecord?
+        let storefront: String
         let start: TransactionStore.NewTransaction.Start
-        if let record, record.clearedForSale, !record.price.isEmpty {
-            guard payment.quantity == 1 || type == .consumable else {
-                throw RPCError.invalidArgument(field: "payment.quantity", "can be more than 1 for consumable products only")
+        do {
+            (record, storefront) = try await catalog.product(app: request.queue.appBundleID, identifier: payment.productIdentifier, storefront: request.storefront)
+            if let record, record.clearedForSale, !record.price.isEmpty {
+                guard payment.quantity == 1 || record.productType == .consumable else {
+                    throw RPCError.invalidArgument(field: "payment.quantity", "can be more than 1 for consumable products only")
+                }
+                // The policy is read in the same database transaction that writes the payment.
+                start = .byPolicy(requestDataPresent: !payment.requestData.isEmpty)
+            } else {
+                start = .failed(.make(.storeProductNotAvailable))
             }
-            // The policy is read in the same database transaction that writes the payment.
-            start = .byPolicy(requestDataPresent: !payment.requestData.isEmpty)
-        } else {
-            start = .failed(.make(.storeProductNotAvailable))
+        } catch {
+            // A retry of a payment already made gets its transaction even when the catalog cannot
+            // answer now (unreachable, the app or product since removed): the key is what it is for.
+            if let idempotency, let existing = try await store.transaction(
+                forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
+            ) {
+                return .with { $0.transaction = existing }
+            }
+            throw error
         }
+        let type = record?.productType ?? .unspecified
         var new = TransactionStore.NewTransaction(
             queue: request.queue, payment: payment, productType: type, storefront: storefront,
             price: record?.price ?? "", currency: record?.currencyCode ?? "", start: start, idempotency: idempotency

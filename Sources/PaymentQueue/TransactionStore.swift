@@ -81,7 +81,8 @@ public final class TransactionStore: Sendable {
     }
 
     /// Creates a transaction with its `updatedTransactions` event. With an idempotency key already
-    /// used for the same request (a retry racing the first call), returns that transaction instead.
+    /// used for the same request (a retry), returns that transaction instead; the check runs in the
+    /// write, so a retry racing the first call finds it too.
     ///
     /// With `decideWhenDue`, a PURCHASING transaction whose decision time has already come (a policy
     /// without delay) is also decided in the same database transaction, with its own event after the

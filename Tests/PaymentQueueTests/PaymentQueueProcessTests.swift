@@ -104,6 +104,23 @@ struct PaymentQueueProcessTests {
         await fixture.stop()
     }
 
+    @Test("a retry under an idempotency key gets its transaction while the catalog is down; a new payment does not")
+    func idempotentRetryWithoutCatalog() async throws {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        let first = try await add(client, queue, coins, key: "order-7")
+        await fixture.catalog.stop()
+        try await Task.sleep(for: .milliseconds(1_500))  // past the payment queue's one-second catalog cache
+        let retried = try await add(client, queue, coins, key: "order-7")
+        #expect(retried.transactionIdentifier == first.transactionIdentifier)
+        let fresh = await #expect(throws: RPCError.self) { _ = try await add(client, queue, coins, key: "order-8") }
+        #expect(fresh?.code == .unavailable || fresh?.code == .deadlineExceeded, "\(String(describing: fresh))")
+        await client.shutdown()
+        await fixture.stop()
+    }
+
     @Test("Ask to Buy: deferred until a parent approves (purchased) or declines (failed); a deferred transaction cannot be finished")
     func askToBuy() async throws {
         let fixture = try PaymentQueueFixture()

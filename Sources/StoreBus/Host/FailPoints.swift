@@ -43,8 +43,8 @@ public final class FailPoints: Sendable {
         configured = !points.isEmpty
     }
 
-    /// Whether any point is armed.
-    public var isEmpty: Bool { armed.withLock { $0.isEmpty } }
+    /// Whether no point is armed (points stay armed once configured: a hit only counts down).
+    public var isEmpty: Bool { !configured }
 
     /// Reached the point `name`: dies with SIGKILL if it is armed and its count is used up.
     public func hit(_ name: String) {
