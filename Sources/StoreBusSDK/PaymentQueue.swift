@@ -111,10 +111,17 @@ public final class PaymentQueue: Sendable {
     private static func observe(_ queue: WeakReference) async {
         guard let configuration = queue.value?.connection.configuration else { return }
         var delay = configuration.reconnectDelay
+        let hold = Duration.milliseconds(Int64(configuration.observerHoldMilliseconds))
         while !Task.isCancelled {
             guard let current = queue.value else { return }
+            let started = ContinuousClock.now
             let outcome = await current.observeOnce(configuration)
             switch outcome {
+            case .delivered(let count) where count == 0 && started.duration(to: .now) < hold / 2:
+                // Nothing, and long before the hold was up: the gateway could not hold the call (it is
+                // busy or stopping). Calling again at once would only add to its load: back off.
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
             case .delivered:
                 delay = configuration.reconnectDelay
             case .failed(let error):
@@ -128,7 +135,8 @@ public final class PaymentQueue: Sendable {
     }
 
     private enum ObserveOutcome {
-        case delivered
+        /// The call was answered with this many callbacks (delivered).
+        case delivered(Int)
         case failed(StoreError)
     }
 
@@ -159,7 +167,7 @@ public final class PaymentQueue: Sendable {
         for event in response.events {
             deliver(event)
         }
-        return .delivered
+        return .delivered(response.events.count)
     }
 
     private func deliver(_ event: Storebus_Gateway_V1_ObserverEvent) {
@@ -189,8 +197,14 @@ public final class PaymentQueue: Sendable {
                 let removed = Set(transactions.map(\.transactionIdentifier))
                 for id in removed { state.transactions[id] = nil }
                 state.order.removeAll { removed.contains($0) }
-            case .replayCompleted:
+            case .replayCompleted(let count):
                 state.replayed = true
+                // A replay with transactions opened with them (and cleared the list); an empty one
+                // says the queue has none, whatever the list held before (a replay after OUT_OF_RANGE).
+                if count == 0 {
+                    state.transactions.removeAll()
+                    state.order.removeAll()
+                }
             default:
                 break
             }

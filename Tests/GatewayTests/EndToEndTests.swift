@@ -367,6 +367,10 @@ struct EndToEndTests {
         #expect(await recorder.purchased(first.id))
         try await queue.finish(first)
         #expect(await recorder.wait { $0.removed(first.id) })
+        // One purchase stays unfinished: the client's transaction list holds it.
+        let lingering = try await queue.addPayment(Payment(productIdentifier: coins))
+        #expect(await recorder.purchased(lingering.id))
+        #expect(queue.transactions.map(\.transactionIdentifier) == [lingering.id])
 
         // The operator replaces the payment queue's database with an empty one.
         await store.queue.stop()
@@ -377,6 +381,8 @@ struct EndToEndTests {
         // The client's position is past the new log's head: it replays the (empty) queue, then
         // follows the new log from its start.
         #expect(await recorder.wait(timeout: .seconds(15)) { $0.callbacks.filter { $0.event == .replayCompleted(count: 0) }.count == 2 })
+        // The new queue has no transaction, so neither has the client's list any more.
+        #expect(queue.transactions.isEmpty, "\(queue.transactions.map(\.transactionIdentifier))")
         // (A new database numbers transactions from the start again: compare positions, not ids.)
         _ = try await queue.addPayment(Payment(productIdentifier: coins))
         @Sendable func afterReset(_ recorder: Recorder) -> [PaymentQueueCallback] {
