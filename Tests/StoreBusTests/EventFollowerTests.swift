@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
@@ -52,6 +53,53 @@ struct EventFollowerTests {
         #expect(applied.withLock { $0 } == [1, 2, 3, 4, 5])
         #expect(reads.load(ordering: .relaxed) >= 3)
         await follower.shutdown()
+        await client.shutdown()
+        await server.stop()
+    }
+    @Test("a doorbell beyond anything the log holds does not make the follower read in a loop")
+    func staleDoorbell() async throws {
+        // Given a log holding events 1 and 2, and a publisher announcing event 100 (a stray
+        // publisher, or a log since restored from a backup)
+        let reads = Atomic<Int>(0)
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            reads.wrappingAdd(1, ordering: .relaxed)
+            return .with {
+                $0.events = [1, 2].filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = 2
+            }
+        }
+        let server = try TestServer(extra: router)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: publisher.boundEndpoints)
+        configuration.retryDelay = .milliseconds(100)
+        configuration.idlePoll = .seconds(5)
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = Mutex<[UInt64]>([])
+        let run = Task {
+            try await follower.follow(after: 0) { event in applied.withLock { $0.append(event.seq) } }
+        }
+        #expect(await waitUntil { applied.withLock { $0 } == [1, 2] })
+        // (The subscription may still be joining: ring until a read shows the follower heard it.)
+        let before = reads.load(ordering: .relaxed)
+        #expect(await waitUntil {
+            publisher.ring([Doorbell(log: "test", key: "k", seq: 100, keySeq: 100)])
+            return reads.load(ordering: .relaxed) > before
+        })
+
+        // When a second passes with that announcement standing
+        let start = reads.load(ordering: .relaxed)
+        try await Task.sleep(for: .seconds(1))
+        let during = reads.load(ordering: .relaxed) - start
+
+        // Then the follower read about once per retryDelay, not as fast as it could
+        #expect(during <= 20, "\(during) reads in one second")
+        #expect(applied.withLock { $0 } == [1, 2])
+        run.cancel()
+        _ = await run.result
+        await follower.shutdown()
+        await publisher.shutdown()
         await client.shutdown()
         await server.stop()
     }

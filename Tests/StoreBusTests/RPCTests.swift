@@ -341,6 +341,25 @@ struct JSONCodecTests {
         #expect(error?.details.fieldViolations.first?.field == field)
     }
 
+    @Test("a body over 64 KiB that fails to decode is refused with the decoder's reason, without the field-by-field search")
+    func largeBadBody() {
+        // Unknown members are ignored, so only the last one fails; the search would try each member.
+        let members = (0..<20_000).map { "\"unknown\($0)\":0" }.joined(separator: ",")
+        let body = Array("{\(members),\"delayMs\":\"soon\"}".utf8)
+        #expect(body.count > JSONCodec.maxDiagnosedBytes)
+        let error = #expect(throws: RPCError.self) {
+            _ = try JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: body)
+        }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.details.fieldViolations.first?.field == "", "not located: the search is skipped")
+        #expect(error?.message.contains("EchoRequest") == true, "\(String(describing: error?.message))")
+        // The same fault in a small body is still named.
+        let small = #expect(throws: RPCError.self) {
+            _ = try JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: Array(#"{"unknown":0,"delayMs":"soon"}"#.utf8))
+        }
+        #expect(small?.details.fieldViolations.first?.field == "delayMs")
+    }
+
     @Test("a nested message field is named by its path")
     func nestedPath() {
         let error = #expect(throws: RPCError.self) {

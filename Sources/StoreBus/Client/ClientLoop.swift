@@ -139,6 +139,11 @@ final class ClientLoop {
     /// Sends a call to the least busy connected endpoint, or parks it until one can take it.
     private func dispatch(_ call: PendingCall) {
         if trySend(call) { return }
+        // Calls that expired or were cancelled while parked leave their ids here; drop them in bulk
+        // before they outnumber the live calls (an outage of all endpoints would grow the list).
+        if waiting.count > 1024 && waiting.count > 2 * pending.count {
+            waiting.removeAll { pending[$0] == nil }
+        }
         waiting.append(call.id)
         armRetryTimer()
     }

@@ -60,6 +60,8 @@ public final class EventFollower: Sendable {
     public func follow(after position: UInt64, _ apply: (Storebus_Eventlog_V1_Event) async throws -> Void) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
+        /// The position at which the last wait ended with a doorbell (nil: it timed out).
+        var rangAt: UInt64?
         while !Task.isCancelled {
             let page: Storebus_Eventlog_V1_ReadEventsResponse
             do {
@@ -94,7 +96,11 @@ public final class EventFollower: Sendable {
             if position < page.headSeq { continue }  // more pages
             // Caught up: wait for a doorbell beyond our position, or poll after idlePoll.
             if let bell {
-                await bell.wait(beyond: position, keyed: keyed, timeout: configuration.idlePoll)
+                // A doorbell beyond anything the log holds (a log restored from a backup, a stray
+                // publisher) would end every wait at once: after a ring that brought nothing, read
+                // no more often than every retryDelay.
+                if rangAt == position { try? await Task.sleep(for: configuration.retryDelay) }
+                rangAt = await bell.wait(beyond: position, keyed: keyed, timeout: configuration.idlePoll) ? position : nil
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
             }
@@ -112,7 +118,7 @@ final class DoorbellListener: Sendable {
     private struct State {
         var highestSeq: UInt64 = 0
         var highestKeySeq: UInt64 = 0
-        var waiters: [(id: UInt64, beyond: UInt64, keyed: Bool, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [(id: UInt64, beyond: UInt64, keyed: Bool, continuation: CheckedContinuation<Bool, Never>)] = []
         var nextWaiter: UInt64 = 0
         var timers: [UInt64: Task<Void, Never>] = [:]
     }
@@ -128,10 +134,10 @@ final class DoorbellListener: Sendable {
     }
 
     private func announced(_ doorbell: Doorbell) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             state.highestSeq = max(state.highestSeq, doorbell.seq)
             state.highestKeySeq = max(state.highestKeySeq, doorbell.keySeq)
-            var ready: [CheckedContinuation<Void, Never>] = []
+            var ready: [CheckedContinuation<Bool, Never>] = []
             state.waiters.removeAll { waiter in
                 let highest = waiter.keyed ? state.highestKeySeq : state.highestSeq
                 if highest > waiter.beyond { ready.append(waiter.continuation); return true }
@@ -139,19 +145,21 @@ final class DoorbellListener: Sendable {
             }
             return ready
         }
-        for continuation in ready { continuation.resume() }
+        for continuation in ready { continuation.resume(returning: true) }
     }
 
-    /// Returns when a doorbell beyond `position` has rung (maybe already), or after `timeout`.
+    /// Returns when a doorbell beyond `position` has rung (maybe already): true; or after `timeout`,
+    /// on cancellation or at shutdown: false.
     ///
     /// The waiter is registered before its timer starts, so a timer that fires at once still finds it.
-    func wait(beyond position: UInt64, keyed: Bool, timeout: Duration) async {
+    @discardableResult
+    func wait(beyond position: UInt64, keyed: Bool, timeout: Duration) async -> Bool {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter += 1
             return state.nextWaiter
         }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let rang = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let now = state.withLock { state -> Bool in
                     let highest = keyed ? state.highestKeySeq : state.highestSeq
                     if highest > position { return true }
@@ -159,7 +167,7 @@ final class DoorbellListener: Sendable {
                     return false
                 }
                 if now {
-                    continuation.resume()
+                    continuation.resume(returning: true)
                     return
                 }
                 let timer = Task { [weak self] in
@@ -172,23 +180,25 @@ final class DoorbellListener: Sendable {
             self?.release(id)
         }
         state.withLock { $0.timers.removeValue(forKey: id) }?.cancel()
+        return rang
     }
 
+    /// Ends a wait without a doorbell (its timer fired, or its task was cancelled).
     private func release(_ id: UInt64) {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             return state.waiters.remove(at: index).continuation
         }
-        continuation?.resume()
+        continuation?.resume(returning: false)
     }
 
     func shutdown() async {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             let all = state.waiters.map(\.continuation)
             state.waiters.removeAll()
             return all
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter.resume(returning: false) }
         reactor.stop()
         await reactor.join()
     }

@@ -226,9 +226,11 @@ public final class Reactor: @unchecked Sendable {
                     while read(wakeReadFD, drain.baseAddress, 64) == 64 {}
                 }
             }
-            // Handlers may unregister sockets; walk a snapshot and re-check membership.
+            // Handlers may unregister sockets (which renumbers the poll items): take what the poll
+            // reported first, then walk a snapshot and re-check membership.
             let snapshot = handlers
-            for (index, entry) in snapshot.enumerated() where poller.returnedEvents(at: index + 1).contains(.readable) {
+            let readable = snapshot.indices.map { poller.returnedEvents(at: $0 + 1).contains(.readable) }
+            for (index, entry) in snapshot.enumerated() where readable[index] {
                 guard index < handlers.count, handlers[index].socket === entry.socket else { continue }
                 entry.onReadable()
                 runLocalJobs()

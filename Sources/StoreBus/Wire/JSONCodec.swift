@@ -34,9 +34,17 @@ public enum JSONCodec {
         }
     }
 
+    /// Largest body whose failure is traced to a field. The search decodes members one by one on the
+    /// thread that received the request (a server's loop): for a large body of many members it would
+    /// hold that loop for seconds, so larger bodies get swift-protobuf's reason alone.
+    static let maxDiagnosedBytes = 64 * 1024
+
     /// Builds the INVALID_ARGUMENT error for a body that failed to decode.
     static func diagnose<M: SwiftProtobuf.Message>(_ type: M.Type, bytes: [UInt8], error: any Error) -> RPCError {
         let reason = describe(error)
+        guard bytes.count <= maxDiagnosedBytes else {
+            return RPCError.invalidArgument(field: "", "\(reason) in \(M.protoMessageName)")
+        }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])) else {
             return RPCError.invalidArgument(field: "", "the body is not valid JSON")
         }
