@@ -9,6 +9,13 @@ public struct PaymentQueueService: Sendable {
     let catalog: CatalogLookup
     let authority: PaymentAuthority
 
+    /// Longest applicationUsername of a payment or restore, in bytes (an app's opaque account id;
+    /// Apple suggests a hash of it).
+    public static let maxApplicationUsernameBytes = 1024
+    /// Largest requestData of a payment, in bytes (StoreKit reserves the field; such payments fail
+    /// with unauthorizedRequestData, and their transactions still carry it).
+    public static let maxRequestDataBytes = 4096
+
     /// Handlers over `store`, asking `catalog` about products and poking `authority` on new payments.
     public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority) {
         self.store = store
@@ -47,6 +54,9 @@ public struct PaymentQueueService: Sendable {
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { request, context in
             try context.authorize(request.queue)
             try request.queue.validate()
+            guard request.applicationUsername.utf8.count <= PaymentQueueService.maxApplicationUsernameBytes else {
+                throw RPCError.invalidArgument(field: "applicationUsername", "must be at most \(PaymentQueueService.maxApplicationUsernameBytes) bytes")
+            }
             try await service.catalog.checkApp(request.queue.appBundleID)
             let key = request.idempotencyKey.isEmpty ? (context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "") : request.idempotencyKey
             let (policy, _) = try await service.store.policy(app: request.queue.appBundleID, account: request.queue.accountID)
@@ -144,6 +154,14 @@ public struct PaymentQueueService: Sendable {
         if payment.quantity == 0 { payment.quantity = 1 }
         guard (1...10).contains(payment.quantity) else {
             throw RPCError.invalidArgument(field: "payment.quantity", "must be from 1 to 10")
+        }
+        // Both travel in every event and replay of the transaction: bounded, so that no payment can
+        // make an answer exceed the message size limit.
+        guard payment.applicationUsername.utf8.count <= Self.maxApplicationUsernameBytes else {
+            throw RPCError.invalidArgument(field: "payment.applicationUsername", "must be at most \(Self.maxApplicationUsernameBytes) bytes")
+        }
+        guard payment.requestData.count <= Self.maxRequestDataBytes else {
+            throw RPCError.invalidArgument(field: "payment.requestData", "must be at most \(Self.maxRequestDataBytes) bytes")
         }
         let key = request.idempotencyKey.isEmpty ? (metadataKey ?? "") : request.idempotencyKey
         var idempotency: (key: String, digest: String)?

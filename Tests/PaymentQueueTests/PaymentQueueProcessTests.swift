@@ -68,6 +68,28 @@ struct PaymentQueueProcessTests {
         #expect(notConsumable?.code == .invalidArgument)
         let three = try await add(client, queue, coins, quantity: 3)
         #expect(three.payment.quantity == 3)
+        // Fields every event of the transaction carries are bounded.
+        let longName = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = queue
+                $0.payment = .with { $0.productIdentifier = coins; $0.applicationUsername = String(repeating: "u", count: 1025) }
+            })
+        }
+        #expect(longName?.details.fieldViolations.first?.field == "payment.applicationUsername")
+        let bigData = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = queue
+                $0.payment = .with { $0.productIdentifier = coins; $0.requestData = Data(count: 4097) }
+            })
+        }
+        #expect(bigData?.details.fieldViolations.first?.field == "payment.requestData")
+        let restoreName = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
+                $0.queue = queue
+                $0.applicationUsername = String(repeating: "u", count: 1025)
+            })
+        }
+        #expect(restoreName?.details.fieldViolations.first?.field == "applicationUsername")
         var unknownApp = queue
         unknownApp.appBundleID = "com.example.nobody"
         let notFound = await #expect(throws: RPCError.self) { _ = try await add(client, unknownApp, coins) }
