@@ -321,17 +321,30 @@ public final class PaymentQueue: Sendable {
         return (response.restoreID, Int(response.restoredCount))
     }
 
-    /// Restores completed purchases (SKPaymentQueue.restoreCompletedTransactions). When the store
-    /// cannot be reached, observers hear restoreCompletedTransactionsFailedWithError.
+    /// Restores completed purchases (SKPaymentQueue.restoreCompletedTransactions). A call whose
+    /// outcome is unknown (deadline, no gateway) is made again under the same idempotency key, up to
+    /// three times; when the store still cannot be reached, observers hear
+    /// restoreCompletedTransactionsFailedWithError.
     public func restoreCompletedTransactions(withApplicationUsername username: String? = nil) {
         Task {
-            do {
-                try await restore(applicationUsername: username)
-            } catch {
-                // Not a queue event (the store was not reached): told to observers and sequences through
-                // the same serial delivery, as a StoreKit network error, with position 0.
-                let failure = StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "\(error)")
-                deliver(PaymentQueueCallback(seq: 0, event: .restoreCompletedTransactionsFailed(restoreID: "", error: failure)), advances: false)
+            // One key for every attempt: a restore that ran although its answer was lost (a deadline,
+            // a gateway restart) is answered again, not run twice, and is never reported failed.
+            let key = UUID().uuidString
+            var delay = connection.configuration.reconnectDelay
+            for attempt in 1...3 {
+                do {
+                    try await restore(applicationUsername: username, idempotencyKey: key)
+                    return
+                } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
+                    try? await Task.sleep(for: delay)
+                    delay = min(delay * 2, .seconds(2))
+                } catch {
+                    // Not a queue event (the store was not reached): told to observers and sequences
+                    // through the same serial delivery, as a StoreKit network error, with position 0.
+                    let failure = StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "\(error)")
+                    deliver(PaymentQueueCallback(seq: 0, event: .restoreCompletedTransactionsFailed(restoreID: "", error: failure)), advances: false)
+                    return
+                }
             }
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StoreBus
 import StoreBusSDK
+import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
@@ -43,6 +44,59 @@ struct SDKObserveTests {
         // Backing off from 100 ms and doubling makes about four calls a second; a loop made thousands.
         #expect(during <= 10, "\(during) Observe calls in one second")
         await queue.close()
+        await server.shutdown()
+        context.shutdown()
+        context.terminate()
+    }
+    @Test("a restore whose first answer is lost to its deadline is asked again under the same key, and never reported failed")
+    func restoreRetriedUnderOneKey() async throws {
+        // A scripted gateway: the first restore outlasts the SDK's call timeout, the next is answered.
+        let keys = Mutex<[String]>([])
+        var router = RPCRouter()
+        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
+        router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
+            guard request.replay else {
+                try await Task.sleep(for: .milliseconds(Int(request.waitMs)))
+                return .init()
+            }
+            return .with { $0.events = [.with { $0.replayComplete.replayedCount = 0 }] }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { _, context in
+            let count = keys.withLock { keys -> Int in
+                keys.append(context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "")
+                return keys.count
+            }
+            if count == 1 { try await Task.sleep(for: .seconds(2)) }
+            return .with { $0.restoreID = "restore-1" }
+        }
+        let context = try ZeroMQ.Context()
+        let server = try RPCServer(
+            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: router,
+            context: context, logger: Logger(label: "test.gateway")
+        )
+        server.start()
+        var configuration = StoreConfiguration(
+            gatewayEndpoints: server.boundEndpoints, apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone"
+        )
+        configuration.callTimeout = .milliseconds(300)
+        configuration.observerHold = .milliseconds(200)
+        let queue = try PaymentQueue(configuration: configuration)
+        let recorded = Mutex<[PaymentQueueCallback]>([])
+        let stream = queue.callbacks
+        let listening = Task { for await callback in stream { recorded.withLock { $0.append(callback) } } }
+
+        queue.restoreCompletedTransactions()
+        #expect(await waitUntil { keys.withLock { $0.count } >= 2 })
+        try await Task.sleep(for: .milliseconds(300))
+        let seen = keys.withLock { $0 }
+        #expect(seen.count == 2 && !seen[0].isEmpty && seen[0] == seen[1], "\(seen)")
+        let failures = recorded.withLock { $0 }.filter {
+            if case .restoreCompletedTransactionsFailed = $0.event { return true }
+            return false
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        await queue.close()
+        listening.cancel()
         await server.shutdown()
         context.shutdown()
         context.terminate()
