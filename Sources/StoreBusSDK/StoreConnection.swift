@@ -71,8 +71,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     }
 
     /// Whether waiting and trying again may help (no gateway reachable, a deadline, a restart).
+    /// UNAUTHENTICATED is not: ``StoreConnection/call(_:_:timeout:idempotencyKey:)`` has already
+    /// opened a new session once, so the API key itself is refused, which the app must hear about.
     var isTransient: Bool {
-        [.unavailable, .deadlineExceeded, .cancelled, .resourceExhausted, .unauthenticated, .outOfRange].contains(status)
+        [.unavailable, .deadlineExceeded, .cancelled, .resourceExhausted, .outOfRange].contains(status)
     }
 
     public var description: String { "\(message) (\(code))" }
