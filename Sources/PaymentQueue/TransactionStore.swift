@@ -121,7 +121,7 @@ public final class TransactionStore: Sendable {
                     decideAt = nowMS + Int64(current.delayMs)
                 }
             }
-            let row = try Row.fetchOne(db.cachedStatement(sql: """
+            let row = try Self.updated(id, Row.fetchOne(db.cachedStatement(sql: """
                 INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                     application_username, request_data, ask_to_buy, storefront, price, currency, error_code, error_message,
                     policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
@@ -134,7 +134,7 @@ public final class TransactionStore: Sendable {
                     new.storefront, new.price, new.currency, error.map { $0.code.rawValue }, error?.localizedDescription,
                     policy.mode.rawValue, policy.failError.rawValue, decideAt, nowMS, nowMS,
                     try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads),
-                ])!
+                ]))
             if let idempotency = new.idempotency {
                 try db.cachedStatement(sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)").execute(arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
                 )
@@ -237,14 +237,15 @@ public final class TransactionStore: Sendable {
             guard let current = try Self.transaction(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
+            let answered: Row
             switch (current.transactionState, approve) {
-            case (.deferred, true): try Self.purchase(db, id: id, at: Self.milliseconds(now))
-            case (.deferred, false): try Self.fail(db, id: id, .make(.paymentCancelled, "The request to buy was declined."), at: Self.milliseconds(now))
+            case (.deferred, true): answered = try Self.purchase(db, id: id, at: Self.milliseconds(now))
+            case (.deferred, false): answered = try Self.fail(db, id: id, .make(.paymentCancelled, "The request to buy was declined."), at: Self.milliseconds(now))
             case (.purchased, true), (.failed, false): return current
             default:
                 throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState), not waiting for Ask to Buy")
             }
-            let transaction = try Self.transaction(db, id: id)!
+            let transaction = try Self.transaction(db, row: answered)
             try batch.append(key: current.queue.key, Self.updated([transaction], queue: current.queue))
             return transaction
         }
@@ -272,9 +273,9 @@ public final class TransactionStore: Sendable {
                 FROM pq_transaction WHERE id = ?
                 """).execute(arguments: [newID, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue,
                                  Storebus_PaymentQueue_V1_PolicyMode.approve.rawValue, nowMS, nowMS, nowMS, id])
-            try Self.purchase(db, id: newID, at: nowMS)
+            let purchased = try Self.purchase(db, id: newID, at: nowMS)
             try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [newID, id])
-            let transaction = try Self.transaction(db, id: newID)!
+            let transaction = try Self.transaction(db, row: purchased)
             try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
             return transaction
         }
@@ -403,7 +404,8 @@ public final class TransactionStore: Sendable {
         try updated(id, Row.fetchOne(db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ? RETURNING *"), arguments: [state.rawValue, ms, id]))
     }
 
-    /// The row an UPDATE ... RETURNING gave back; callers update rows they have just read.
+    /// The row an INSERT or UPDATE ... RETURNING gave back (an UPDATE's callers update rows they have
+    /// just read); a missing one is an INTERNAL error rather than a crash.
     private static func updated(_ id: String, _ row: Row?) throws -> Row {
         guard let row else { throw RPCError(.internalError, "transaction \(id) is missing from the database") }
         return row

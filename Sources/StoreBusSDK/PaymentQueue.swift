@@ -110,7 +110,7 @@ public final class PaymentQueue: Sendable {
     /// The long-poll chain: each call acknowledges the position reached and asks for what follows.
     private static func observe(_ queue: WeakReference) async {
         guard let configuration = queue.value?.connection.configuration else { return }
-        var delay = configuration.reconnectDelay
+        var backoff = Backoff(first: configuration.reconnectDelay)
         let hold = Duration.milliseconds(Int64(configuration.observerHoldMilliseconds))
         while !Task.isCancelled {
             guard let current = queue.value else { return }
@@ -120,16 +120,14 @@ public final class PaymentQueue: Sendable {
             case .delivered(let count) where count == 0 && started.duration(to: .now) < hold / 2:
                 // Nothing, and long before the hold was up: the gateway could not hold the call (it is
                 // busy or stopping). Calling again at once would only add to its load: back off.
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(2))
+                await backoff.wait()
             case .delivered:
-                delay = configuration.reconnectDelay
+                backoff.reset()
             case .failed(let error):
                 if Task.isCancelled { return }
                 let level: Logger.Level = error.isTransient ? .debug : .error
-                current.logger.log(level: level, "Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(delay)"])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(2))
+                current.logger.log(level: level, "Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(backoff.next)"])
+                await backoff.wait()
             }
         }
     }
@@ -330,14 +328,13 @@ public final class PaymentQueue: Sendable {
             // One key for every attempt: a restore that ran although its answer was lost (a deadline,
             // a gateway restart) is answered again, not run twice, and is never reported failed.
             let key = UUID().uuidString
-            var delay = connection.configuration.reconnectDelay
+            var backoff = Backoff(first: connection.configuration.reconnectDelay)
             for attempt in 1...3 {
                 do {
                     try await restore(applicationUsername: username, idempotencyKey: key)
                     return
                 } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
-                    try? await Task.sleep(for: delay)
-                    delay = min(delay * 2, .seconds(2))
+                    await backoff.wait()
                 } catch {
                     // Not a queue event (the store was not reached): told to observers and sequences
                     // through the same serial delivery, as a StoreKit network error, with position 0.
@@ -362,6 +359,25 @@ public final class PaymentQueue: Sendable {
         for stream in streams { stream.finish() }
         await connection.close()
     }
+}
+
+/// Waits between attempts: `first`, then twice as long each time, at most two seconds.
+private struct Backoff {
+    let first: Duration
+    /// The next wait.
+    private(set) var next: Duration
+
+    init(first: Duration) {
+        self.first = first
+        next = first
+    }
+
+    mutating func wait() async {
+        try? await Task.sleep(for: next)
+        next = min(next * 2, .seconds(2))
+    }
+
+    mutating func reset() { next = first }
 }
 
 /// A weak reference to a queue that a task can hold without keeping the queue alive.

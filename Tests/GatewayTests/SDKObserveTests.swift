@@ -8,6 +8,33 @@ import Synchronization
 import Testing
 import ZeroMQ
 
+/// An RPC server answering the gateway's methods as `router` scripts them, for tests of the SDK's
+/// own behaviour against answers the real gateway gives only under load or faults.
+private struct ScriptedGateway {
+    let context: ZeroMQ.Context
+    let server: RPCServer
+
+    init(router: RPCRouter) throws {
+        context = try ZeroMQ.Context()
+        server = try RPCServer(
+            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: router,
+            context: context, logger: Logger(label: "test.gateway")
+        )
+        server.start()
+    }
+
+    /// A client configuration for one device of an app, pointed at this server.
+    var configuration: StoreConfiguration {
+        StoreConfiguration(gatewayEndpoints: server.boundEndpoints, apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
+    }
+
+    func stop() async {
+        await server.shutdown()
+        context.shutdown()
+        context.terminate()
+    }
+}
+
 @Suite("SDK observer loop")
 struct SDKObserveTests {
     @Test("when the gateway answers Observe at once with nothing (busy or stopping), the SDK backs off instead of calling in a loop")
@@ -27,15 +54,8 @@ struct SDKObserveTests {
             guard request.replay else { return .init() }
             return .with { $0.events = [.with { $0.replayComplete.replayedCount = 0 }] }
         }
-        let context = try ZeroMQ.Context()
-        let server = try RPCServer(
-            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: router,
-            context: context, logger: Logger(label: "test.gateway")
-        )
-        server.start()
-        let queue = try PaymentQueue(configuration: StoreConfiguration(
-            gatewayEndpoints: server.boundEndpoints, apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone"
-        ))
+        let gateway = try ScriptedGateway(router: router)
+        let queue = try PaymentQueue(configuration: gateway.configuration)
         var callbacks = queue.callbacks.makeAsyncIterator()
         #expect(await callbacks.next()?.event == .replayCompleted(count: 0))
         let before = observeCalls.load(ordering: .relaxed)
@@ -44,9 +64,7 @@ struct SDKObserveTests {
         // Backing off from 100 ms and doubling makes about four calls a second; a loop made thousands.
         #expect(during <= 10, "\(during) Observe calls in one second")
         await queue.close()
-        await server.shutdown()
-        context.shutdown()
-        context.terminate()
+        await gateway.stop()
     }
     @Test("a restore whose first answer is lost to its deadline is asked again under the same key, and never reported failed")
     func restoreRetriedUnderOneKey() async throws {
@@ -69,15 +87,8 @@ struct SDKObserveTests {
             if count == 1 { try await Task.sleep(for: .seconds(2)) }
             return .with { $0.restoreID = "restore-1" }
         }
-        let context = try ZeroMQ.Context()
-        let server = try RPCServer(
-            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: router,
-            context: context, logger: Logger(label: "test.gateway")
-        )
-        server.start()
-        var configuration = StoreConfiguration(
-            gatewayEndpoints: server.boundEndpoints, apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone"
-        )
+        let gateway = try ScriptedGateway(router: router)
+        var configuration = gateway.configuration
         configuration.callTimeout = .milliseconds(300)
         configuration.observerHold = .milliseconds(200)
         let queue = try PaymentQueue(configuration: configuration)
@@ -97,8 +108,6 @@ struct SDKObserveTests {
         #expect(failures.isEmpty, "\(failures)")
         await queue.close()
         listening.cancel()
-        await server.shutdown()
-        context.shutdown()
-        context.terminate()
+        await gateway.stop()
     }
 }

@@ -9,9 +9,7 @@ import Testing
 struct DurabilityTests {
     @Test("under load, through repeated SIGKILL and restart: every acknowledged purchase is charged exactly once and nothing stays purchasing")
     func killUnderLoad() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let clients = 8, purchasesPerClient = 25
         let acknowledged = Acknowledged()  // idempotency key -> transaction id
         let buyersDone = Atomic<Bool>(false)
@@ -91,9 +89,7 @@ struct DurabilityTests {
 
     @Test("an interrupted purchase fails, then a new purchased transaction appears once the issue is resolved")
     func interruptedPurchase() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         try await client.setPolicy(account: "alice", .with { $0.mode = .interrupt })
         let added = try await client.addPayment(queue, coins)
@@ -114,9 +110,7 @@ struct DurabilityTests {
 
     @Test("reset empties the sandbox: queues hear removed events, policies go, identifiers keep counting up")
     func reset() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         let before = try await client.addPayment(queue, coins)
         try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .paymentInvalid })

@@ -51,6 +51,13 @@ final class PaymentQueueFixture: Sendable {
         try await queue.waitUntilServing(endpoint: rpcEndpoint)
     }
 
+    /// A fixture with both processes started, and a client of its payment queue.
+    static func started() async throws -> (PaymentQueueFixture, RPCClient) {
+        let fixture = try PaymentQueueFixture()
+        try await fixture.start()
+        return (fixture, try fixture.client())
+    }
+
     func client() throws -> RPCClient {
         try RPCClient(configuration: ClientConfiguration(endpoints: [rpcEndpoint]), context: Self.context)
     }

@@ -17,9 +17,7 @@ struct PaymentQueueProcessTests {
 
     @Test("a purchase goes purchasing -> purchased; the app delivers, finishes, and the transaction is removed from the queue")
     func purchaseAndFinish() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         let observed = Observed()
         let follower = try fixture.follower(queue, client: client)
@@ -53,9 +51,7 @@ struct PaymentQueueProcessTests {
 
     @Test("unknown, not cleared and unpriced products fail with storeProductNotAvailable; bad quantities and unknown apps are call errors")
     func invalidPayments() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         for product in ["com.storebus.demo.puzzle.nope", "com.storebus.demo.puzzle.retired", "com.storebus.demo.puzzle.usonly"] {
             let failed = try await add(client, queue, product)
@@ -103,9 +99,7 @@ struct PaymentQueueProcessTests {
 
     @Test("an idempotency key returns the same transaction and never charges twice; reused for another payment it is FAILED_PRECONDITION")
     func idempotencyKeys() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         let first = try await add(client, queue, coins, key: "order-1")
         let retried = try await add(client, queue, coins, key: "order-1")
@@ -128,9 +122,7 @@ struct PaymentQueueProcessTests {
 
     @Test("a retry under an idempotency key gets its transaction while the catalog is down; a new payment does not")
     func idempotentRetryWithoutCatalog() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         let first = try await add(client, queue, coins, key: "order-7")
         await fixture.catalog.stop()
@@ -145,9 +137,7 @@ struct PaymentQueueProcessTests {
 
     @Test("Ask to Buy: deferred until a parent approves (purchased) or declines (failed); a deferred transaction cannot be finished")
     func askToBuy() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef(account: "child")
         try await client.setPolicy(account: "child", .with { $0.mode = .askToBuy })
         let asked = try await add(client, queue, levelPack)
@@ -172,9 +162,7 @@ struct PaymentQueueProcessTests {
 
     @Test("an account with purchase restrictions cannot make payments, and its payments fail with paymentNotAllowed")
     func restrictedAccount() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments)
         try await client.setPolicy(account: "kid", .with { $0.mode = .approve; $0.purchasesRestricted = true })
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments == false)
@@ -186,9 +174,7 @@ struct PaymentQueueProcessTests {
 
     @Test("killed with SIGKILL while a purchase is still purchasing, the restarted service completes it: nothing stays purchasing")
     func purchasingSurvivesKill() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         // Given a policy that decides two seconds after the payment
         try await client.setPolicy(account: "alice", .with { $0.mode = .approve; $0.delayMs = 2_000 })

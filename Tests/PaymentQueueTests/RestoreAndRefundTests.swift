@@ -32,9 +32,7 @@ struct RestoreAndRefundTests {
 
     @Test("restore on a new device gives a restored transaction per completed non-consumable and subscription purchase, pointing at the original; twice gives two each")
     func restoreTwice() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         // Given purchases on the phone: a consumable, a non-consumable and a subscription
         let phone = queueRef(device: "phone")
         _ = try await buy(client, phone, coins)
@@ -69,9 +67,7 @@ struct RestoreAndRefundTests {
 
     @Test("restore filtered by applicationUsername; an account with nothing to restore gets a definite 0")
     func restoreFilterAndNothing() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let phone = queueRef()
         _ = try await buy(client, phone, removeAds, username: "player-1")
         _ = try await buy(client, phone, monthly, username: "player-2")
@@ -84,9 +80,7 @@ struct RestoreAndRefundTests {
 
     @Test("a refund revokes the entitlement on every queue of the account, and the purchase is no longer restored")
     func refund() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let phone = queueRef(device: "phone"), tablet = queueRef(device: "tablet")
         let adsID = try await buy(client, phone, removeAds)
         _ = try await buy(client, tablet, coins)
@@ -108,9 +102,7 @@ struct RestoreAndRefundTests {
 
     @Test("clearing an account's history lets a held non-consumable be bought and charged afresh; the ledger is kept")
     func clearHistory() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let phone = queueRef()
         _ = try await buy(client, phone, removeAds)
         _ = try await buy(client, phone, removeAds)  // held: no second charge
@@ -138,9 +130,7 @@ extension PaymentQueueFixture {
 struct PaymentQueueExtrasTests {
     @Test("a purchased or restored product with hosted content carries its downloads: content identifier, version, length")
     func downloads() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         let added = try await client.addPayment(queue, levelPack)
         #expect(added.downloads.isEmpty, "not while purchasing")
@@ -163,9 +153,7 @@ struct PaymentQueueExtrasTests {
 
     @Test("when the sandbox fails payments it fails restores too: restoreCompletedTransactionsFailedWithError with the reason")
     func failingRestore() async throws {
-        let fixture = try PaymentQueueFixture()
-        try await fixture.start()
-        let client = try fixture.client()
+        let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
         let answer = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue })

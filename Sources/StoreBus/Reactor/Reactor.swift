@@ -226,12 +226,14 @@ public final class Reactor: @unchecked Sendable {
                     while read(wakeReadFD, drain.baseAddress, 64) == 64 {}
                 }
             }
-            // Handlers may unregister sockets (which renumbers the poll items): take what the poll
-            // reported first, then walk a snapshot and re-check membership.
+            // Handlers may unregister sockets, which renumbers handlers and poll items alike (an item
+            // keeps its reported events as it moves): walk a snapshot, and read an item's events only
+            // once its socket is known to be still at that place.
             let snapshot = handlers
-            let readable = snapshot.indices.map { poller.returnedEvents(at: $0 + 1).contains(.readable) }
-            for (index, entry) in snapshot.enumerated() where readable[index] {
-                guard index < handlers.count, handlers[index].socket === entry.socket else { continue }
+            for (index, entry) in snapshot.enumerated() {
+                guard index < handlers.count, handlers[index].socket === entry.socket,
+                      poller.returnedEvents(at: index + 1).contains(.readable)
+                else { continue }
                 entry.onReadable()
                 runLocalJobs()
             }
