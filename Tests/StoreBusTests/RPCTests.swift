@@ -155,6 +155,38 @@ struct RPCTests {
         await server.stop()
     }
 
+    @Test("an answer or a request over the message limit is refused with RESOURCE_EXHAUSTED; other calls on the connection go on")
+    func oversizedAnswersAndRequests() async throws {
+        let limit: Int64 = 64 * 1024
+        var router = RPCRouter()
+        router.registerRaw(path: "/test.Size/Big") { _, _ in
+            Array("\"".utf8) + [UInt8](repeating: 0x61, count: Int(limit)) + Array("\"".utf8)
+        }
+        router.registerRaw(path: "/test.Size/Slow") { _, _ in
+            try await Task.sleep(for: .milliseconds(300))
+            return Array("{}".utf8)
+        }
+        let server = try TestServer(extra: router) { $0.maxMessageBytes = limit }
+        try await withRPCClient(endpoints: [server.endpoint], configure: { $0.maxMessageBytes = limit }) { client in
+            // Given a slow call in flight on the connection
+            async let slow = client.callRaw(path: "/test.Size/Slow", idempotent: false, body: [])
+            try await Task.sleep(for: .milliseconds(50))
+            // When another call's answer would be over the limit, its caller hears why
+            let big = try await client.callRaw(path: "/test.Size/Big", idempotent: false, body: [])
+            #expect(big.code == .resourceExhausted)
+            #expect(big.error?.message.contains("message limit") == true, "\(String(describing: big.error))")
+            // And the slow call still gets its answer: the connection was never dropped
+            #expect(try await slow.code == .ok)
+            // A request over the limit is refused before it is sent
+            let error = await #expect(throws: RPCError.self) {
+                _ = try await client.callRaw(path: "/test.Size/Slow", idempotent: true, body: [UInt8](repeating: 0x20, count: Int(limit) + 1))
+            }
+            #expect(error?.code == .resourceExhausted)
+            #expect(try await client.callRaw(path: "/test.Size/Slow", idempotent: true, body: []).code == .ok)
+        }
+        await server.stop()
+    }
+
     @Test("when the caller's deadline passes it gets DEADLINE_EXCEEDED and the server drops the work")
     func deadlineExceeded() async throws {
         let server = try TestServer()

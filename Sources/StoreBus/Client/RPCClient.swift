@@ -77,6 +77,10 @@ public final class RPCClient: Sendable {
     /// Calls a method with an encoded body and returns the encoded answer, whatever its status.
     /// Throws only for failures of the call itself (deadline, cancellation, no server).
     public func callRaw(path: String, idempotent: Bool, body: [UInt8], options: CallOptions = CallOptions()) async throws(RPCError) -> RawResponse {
+        // The server's MAXMSGSIZE would drop the connection, and every other call in flight on it.
+        guard Int64(body.count) <= configuration.maxMessageBytes else {
+            throw RPCError(.resourceExhausted, "\(path): the request (\(body.count) bytes) is larger than the message limit (\(configuration.maxMessageBytes) bytes)")
+        }
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let timeout = options.timeout ?? configuration.defaultTimeout
         let deadline = ContinuousClock.now + timeout

@@ -315,6 +315,15 @@ final class ServerLoop {
     }
 
     private func send(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8]) {
+        // The caller's socket has the same MAXMSGSIZE as ours: a larger answer would make it drop the
+        // connection, failing every other call in flight on it. The caller hears why instead.
+        guard Int64(body.count) <= configuration.maxMessageBytes else {
+            logger.warning("Answer over the message limit replaced by RESOURCE_EXHAUSTED", metadata: [
+                "request.id": "\(String(decoding: requestID, as: UTF8.self))", "bytes": "\(body.count)",
+            ])
+            let error = RPCError(.resourceExhausted, "the answer (\(body.count) bytes) is larger than the message limit (\(configuration.maxMessageBytes) bytes)")
+            return send(envelope: envelope, requestID: requestID, error: error)
+        }
         do {
             try socket.send(frames: Frames.response(envelope: envelope, requestID: requestID, code: code, body: body), dontWait: true)
         } catch {
