@@ -14,6 +14,10 @@ public enum EventLogService {
     /// the loop's own; larger ones in a task, through the pool.
     public static let inlinePageSize = 64
 
+    /// A page stops before its events' JSON passes this size (it always holds at least one event), so
+    /// that an answer stays well under the 4 MiB message limit whatever the events hold.
+    public static let maxPageBytes = 1024 * 1024
+
     /// A router answering ReadEvents. The response is assembled from the stored JSON of each event,
     /// without decoding it.
     ///
@@ -44,9 +48,16 @@ public enum EventLogService {
     static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, limit: Int) throws -> [UInt8] {
         let events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit)
         let head = try EventLog.head(db, key: request.key)
+        var count = 0, bytes = 0
+        for event in events {
+            let size = event.json.utf8.count + 1
+            if count > 0 && bytes + size > maxPageBytes { break }
+            count += 1
+            bytes += size
+        }
         var json = "{\"events\":["
-        json.reserveCapacity(events.reduce(64) { $0 + $1.json.utf8.count + 1 })
-        for (index, event) in events.enumerated() {
+        json.reserveCapacity(bytes + 64)
+        for (index, event) in events.prefix(count).enumerated() {
             if index > 0 { json += "," }
             json += event.json
         }

@@ -31,7 +31,8 @@ public nonisolated struct Storebus_Eventlog_V1_ReadEventsRequest: Sendable {
   /// Position already applied: seq for the whole log, key_seq for a key. 0 reads from the start.
   public var afterSeq: UInt64 = 0
 
-  /// Most events to return (1 to 1000; 0 means 256).
+  /// Most events to return (1 to 1000; 0 means 256). A page also ends before its events pass 1 MiB of
+  /// JSON (it holds at least one event when any follows), so it may hold fewer: read on from the last.
   public var limit: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()

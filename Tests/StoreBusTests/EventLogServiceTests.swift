@@ -1,0 +1,50 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreBusTesting
+import StoreSchema
+import Testing
+
+@Suite("Event log service: ReadEvents pages")
+struct EventLogServiceTests {
+    @Test("a page stops before 1 MiB of events, holds at least one, and reading on from its last event gets the rest")
+    func pagesAreBoundedByBytes() async throws {
+        let directory = try TemporaryDirectory(prefix: "pages")
+        defer { directory.remove() }
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        let database = try StoreDatabase(directory: directory.url, name: "pages", migrator: migrator)
+        let writer = EventLogWriter(logName: "pages", database: database, publisher: nil)
+        // Given 16 events of 300 KiB (4.8 MB together, over the 4 MiB message limit) and one of 1.5 MiB
+        let sizes = Array(repeating: 300 * 1024, count: 16) + [1536 * 1024]
+        for (index, size) in sizes.enumerated() {
+            try await writer.write { _, batch in
+                try batch.append(key: "big", Storebus_Testkit_V1_AppendRequest.with { $0.key = "big"; $0.text = String(repeating: "\(index % 10)", count: size) })
+            }
+        }
+        let server = try TestServer(extra: try EventLogService.router(database: database))
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            // When a follower reads the key with the largest page it may ask for
+            var position: UInt64 = 0
+            var pages: [Int] = []
+            while position < UInt64(sizes.count) {
+                let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
+                    $0.key = "big"
+                    $0.afterSeq = position
+                    $0.limit = EventLogService.maxPageSize
+                })
+                #expect(page.headSeq == UInt64(sizes.count))
+                #expect(page.events.map(\.keySeq) == Array(position + 1...position + UInt64(page.events.count)), "consecutive")
+                pages.append(page.events.count)
+                position += UInt64(page.events.count)
+                guard !page.events.isEmpty else { break }
+            }
+            // Then each page holds what fits in 1 MiB (three 300 KiB events), the big event comes alone,
+            // and every event arrives once
+            #expect(pages == [3, 3, 3, 3, 3, 1, 1])
+            #expect(position == UInt64(sizes.count))
+        }
+        await server.stop()
+    }
+}
