@@ -13,7 +13,8 @@ extension TransactionStore {
     public func restore(
         queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, key: String, now: Date = Date()
     ) async throws -> (restoreID: String, count: Int) {
-        try await writer.write { db, batch in
+        let maxUnfinished = self.maxUnfinished
+        return try await writer.write { db, batch in
             if !key.isEmpty, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
                                                         arguments: [queue.appBundleID, queue.accountID, key]) {
                 return (row["id"], row["count"])
@@ -33,6 +34,10 @@ extension TransactionStore {
                 arguments += [applicationUsername]
             }
             let originals = try String.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
+            let unfinished = try Self.unfinishedCount(db, queueKey: queue.key)
+            guard unfinished + originals.count <= maxUnfinished else {
+                throw RPCError(.resourceExhausted, "restoring \(originals.count) transactions would leave more than \(maxUnfinished) unfinished in the queue, which holds \(unfinished); finish some first")
+            }
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             for original in originals {
                 let id = try Self.nextIdentifier(db)
@@ -50,8 +55,10 @@ extension TransactionStore {
             let restoreID = "restore-" + (try Self.nextIdentifier(db))
             try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, restored.count, nowMS])
-            if !restored.isEmpty {
-                try batch.append(key: queue.key, Self.updated(restored, queue: queue))
+            // In events of a bounded size: each stays far below the message limit whatever the count.
+            for start in stride(from: 0, to: restored.count, by: Self.restoredPerEvent) {
+                let chunk = Array(restored[start..<min(start + Self.restoredPerEvent, restored.count)])
+                try batch.append(key: queue.key, Self.updated(chunk, queue: queue))
             }
             try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
                 $0.queue = queue

@@ -13,12 +13,30 @@ public final class TransactionStore: Sendable {
     /// First transaction identifier; identifiers are this plus a counter, as numeric strings.
     public static let identifierBase: Int64 = 1_000_000_000_000_000
 
+    /// Most unfinished transactions one queue may hold (default of ``maxUnfinished``).
+    ///
+    /// A device's launch replay is one answer holding every unfinished transaction of its queue, and
+    /// an answer must stay under the 4 MiB message limit. A queue this full means an app that does not
+    /// finish its transactions; it has to finish some before it can add more.
+    public static let defaultMaxUnfinished = 1000
+    /// Most restored transactions announced in one `updatedTransactions` event.
+    static let restoredPerEvent = 64
+
     let writer: EventLogWriter
+    /// Most unfinished transactions one queue may hold: AddPayment and restore beyond it are
+    /// RESOURCE_EXHAUSTED.
+    public let maxUnfinished: Int
     var pool: DatabasePool { writer.database.pool }
 
     /// A store writing through `writer` (whose database was migrated with ``PaymentQueueSchema``).
-    public init(writer: EventLogWriter) {
+    public init(writer: EventLogWriter, maxUnfinished: Int = TransactionStore.defaultMaxUnfinished) {
         self.writer = writer
+        self.maxUnfinished = maxUnfinished
+    }
+
+    /// The number of unfinished transactions in the queue with key `queueKey`.
+    static func unfinishedCount(_ db: Database, queueKey: String) throws -> Int {
+        try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM pq_transaction WHERE queue_key = ? AND finished = 0"), arguments: [queueKey]) ?? 0
     }
 
     /// What AddPayment decided to create.
@@ -90,10 +108,15 @@ public final class TransactionStore: Sendable {
     /// transaction returned is the PURCHASING one either way; `decided` says whether the authority
     /// still has work.
     public func create(_ new: NewTransaction, now: Date = Date(), decideWhenDue: Bool = false) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, decided: Bool) {
-        try await writer.write { db, batch in
+        let maxUnfinished = self.maxUnfinished
+        return try await writer.write { db, batch in
             if let idempotency = new.idempotency,
                let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
                 return (existing, true)
+            }
+            let unfinished = try Self.unfinishedCount(db, queueKey: new.queue.key)
+            guard unfinished < maxUnfinished else {
+                throw RPCError(.resourceExhausted, "the queue already holds \(unfinished) unfinished transactions, the most it may; finish some before adding payments")
             }
             let id = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)

@@ -13,10 +13,10 @@ struct StoreFixture {
     let database: StoreDatabase
     let store: TransactionStore
 
-    init() throws {
+    init(maxUnfinished: Int = TransactionStore.defaultMaxUnfinished) throws {
         directory = try TemporaryDirectory(prefix: "pq")
         database = try StoreDatabase(directory: directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
-        store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: nil))
+        store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: nil), maxUnfinished: maxUnfinished)
     }
 
     static let queue = Storebus_PaymentQueue_V1_QueueRef.with {
@@ -52,6 +52,51 @@ struct StoreFixture {
 
 @Suite("Payment queue storage and state machine")
 struct TransactionStoreTests {
+
+    @Test("a queue holds a bounded number of unfinished transactions: AddPayment and restore beyond it are RESOURCE_EXHAUSTED")
+    func unfinishedTransactionsAreBounded() async throws {
+        let fixture = try StoreFixture(maxUnfinished: 3)
+        defer { fixture.remove() }
+        // Given a purchased and finished non-consumable on another device of the account
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let original = try await fixture.purchase("removeads", type: .nonConsumable, queue: tablet)
+        _ = try await fixture.store.decide(original.transactionIdentifier)
+        _ = try await fixture.store.finish(original.transactionIdentifier, queue: tablet)
+        // And a queue holding three unfinished payments, the most it may
+        for index in 0..<3 { _ = try await fixture.purchase("coins", key: "k\(index)") }
+        // When a fourth payment is added, it is refused with the reason
+        let refused = await #expect(throws: RPCError.self) { _ = try await fixture.purchase("coins") }
+        #expect(refused?.code == .resourceExhausted)
+        #expect(refused?.message.contains("finish some") == true, "\(String(describing: refused))")
+        // But a retry of a payment already made still gets its transaction
+        #expect(try await fixture.purchase("coins", key: "k2").transactionState == .purchasing)
+        // And restoring into the full queue is refused too, restoring nothing
+        let restore = await #expect(throws: RPCError.self) {
+            _ = try await fixture.store.restore(queue: StoreFixture.queue, applicationUsername: nil, key: "")
+        }
+        #expect(restore?.code == .resourceExhausted)
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.count == 3)
+        // While another device of the account is unaffected
+        #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil, key: "").count == 1)
+    }
+
+    @Test("a large restore is announced in updatedTransactions events of at most 64 transactions, then the finish event")
+    func largeRestoreIsChunked() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        for index in 0..<130 {
+            let purchase = try await fixture.purchase("level.\(index)", type: .nonConsumable, queue: tablet)
+            _ = try await fixture.store.decide(purchase.transactionIdentifier)
+            _ = try await fixture.store.finish(purchase.transactionIdentifier, queue: tablet)
+        }
+        #expect(try await fixture.store.restore(queue: StoreFixture.queue, applicationUsername: nil, key: "").count == 130)
+        let events = try await fixture.events()
+        #expect(events.map { $0.updatedTransactions.transactions.count } == [64, 64, 2, 0])
+        #expect(events.last?.restoreCompletedTransactionsFinished.restoredCount == 130)
+        let restored = events.flatMap { $0.updatedTransactions.transactions.map(\.payment.productIdentifier) }
+        #expect(restored == (0..<130).map { "level.\($0)" }, "every purchase once, oldest first")
+    }
     @Test("a payment is added PURCHASING, then approved to PURCHASED and charged, each change an event of its queue")
     func approvedPurchase() async throws {
         let fixture = try StoreFixture()

@@ -21,7 +21,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// (PURCHASED, FAILED, DEFERRED) arrives as an event. An unknown or unsellable product, a forbidden payment or a
     /// sandbox failure is not an error here: the transaction moves to FAILED with a StoreKitError.
     /// NOT_FOUND: unknown app. INVALID_ARGUMENT: empty product identifier, quantity outside 1..10, unknown
-    /// storefront. FAILED_PRECONDITION: idempotency_key reused with a different payment. Idempotent when
+    /// storefront. FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
+    /// the queue already holds 1000 unfinished transactions (finish some first). Idempotent when
     /// idempotency_key is set: a repeat returns the transaction the key first created.
     public static let addPayment = MethodDescriptor<Storebus_PaymentQueue_V1_AddPaymentRequest, Storebus_PaymentQueue_V1_AddPaymentResponse>(
         service: serviceName, method: "AddPayment", idempotent: false, streaming: .unary
@@ -37,8 +38,10 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
 
     /// Starts restoring the account's completed non-consumable and subscription purchases into this queue
     /// (restoreCompletedTransactions). Each restore adds new RESTORED transactions, then a RestoreFinished
-    /// or RestoreFailed event with the returned restore_id. NOT_FOUND: unknown app. Idempotent when
-    /// idempotency_key is set; otherwise a repeat starts a second restore.
+    /// or RestoreFailed event with the returned restore_id; the restored transactions come in
+    /// updatedTransactions events of at most 64 each. NOT_FOUND: unknown app. RESOURCE_EXHAUSTED: the
+    /// restore would leave more than 1000 unfinished transactions in the queue (nothing is restored).
+    /// Idempotent when idempotency_key is set; otherwise a repeat starts a second restore.
     public static let restoreCompletedTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse>(
         service: serviceName, method: "RestoreCompletedTransactions", idempotent: false, streaming: .unary
     )
