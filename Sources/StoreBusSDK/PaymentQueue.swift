@@ -11,6 +11,8 @@ import Synchronization
 /// queue first re-sends its unfinished transactions, as at an app launch, then every change as it
 /// happens. It acknowledges each callback once it has been handed over, and after a lost connection
 /// or a gateway restart it continues from the last acknowledged position: nothing is lost or repeated.
+/// While nobody listens (every observer removed, every sequence ended) it pauses, acknowledging
+/// nothing; callbacks from that time wait in the store for the next observer.
 ///
 /// ```swift
 /// let queue = try PaymentQueue(configuration: configuration)
@@ -23,7 +25,7 @@ public final class PaymentQueue: Sendable {
 
     private struct State {
         var observers: [ObjectIdentifier: any PaymentTransactionObserver] = [:]
-        var streams: [UInt64: AsyncStream<PaymentQueueCallback>.Continuation] = [:]
+        var streams: [UInt64: (continuation: AsyncStream<PaymentQueueCallback>.Continuation, backlog: CallbackBacklog)] = [:]
         var nextStream: UInt64 = 0
         var transactions: [String: PaymentTransaction] = [:]
         var order: [String] = []
@@ -31,6 +33,8 @@ public final class PaymentQueue: Sendable {
         var replayed = false
         var observing: Task<Void, Never>?
         var closed = false
+
+        var listening: Bool { !observers.isEmpty || !streams.isEmpty }
     }
 
     private let state = Mutex(State())
@@ -57,30 +61,36 @@ public final class PaymentQueue: Sendable {
         startObserving()
     }
 
-    /// Removes an observer. Observing goes on (other observers and sequences may be listening).
+    /// Removes an observer. Observing goes on while other observers or sequences listen, and pauses
+    /// when none is left.
     public func remove(_ observer: any PaymentTransactionObserver) {
         _ = state.withLock { $0.observers.removeValue(forKey: ObjectIdentifier(observer)) }
     }
 
     /// Every callback from now on, as an asynchronous sequence (starts observing). Each call returns a
     /// sequence of its own; it ends when the queue is closed.
-    public var callbacks: AsyncStream<PaymentQueueCallback> {
+    ///
+    /// A callback counts as handed over (and is acknowledged) when it enters the sequence's buffer.
+    /// The queue asks the store for more only when every sequence has taken all but one answer's
+    /// worth (`observerCredit`), so a slow consumer slows the stream instead of growing the buffer.
+    public var callbacks: PaymentQueueCallbacks {
         let (stream, continuation) = AsyncStream.makeStream(of: PaymentQueueCallback.self)
+        let backlog = CallbackBacklog()
         let id = state.withLock { state -> UInt64? in
             guard !state.closed else { return nil }
             state.nextStream += 1
-            state.streams[state.nextStream] = continuation
+            state.streams[state.nextStream] = (continuation, backlog)
             return state.nextStream
         }
         guard let id else {
             continuation.finish()
-            return stream
+            return PaymentQueueCallbacks(stream: stream, backlog: backlog)
         }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
         }
         startObserving()
-        return stream
+        return PaymentQueueCallbacks(stream: stream, backlog: backlog)
     }
 
     /// The queue's unfinished transactions, as the callbacks so far describe them, oldest first.
@@ -95,7 +105,7 @@ public final class PaymentQueue: Sendable {
 
     private func startObserving() {
         state.withLock { state in
-            guard state.observing == nil, !state.closed else { return }
+            guard state.observing == nil, !state.closed, state.listening else { return }
             // The loop holds the queue only while it runs a call: a queue dropped without close()
             // ends its loop at the next pass (see deinit).
             let reference = WeakReference(self)
@@ -114,6 +124,13 @@ public final class PaymentQueue: Sendable {
         let hold = Duration.milliseconds(Int64(configuration.observerHoldMilliseconds))
         while !Task.isCancelled {
             guard let current = queue.value else { return }
+            // Nobody listens: stop here, acknowledging nothing more. The next observer or sequence
+            // starts a new loop (the check and the reset are one step under the lock that
+            // `startObserving` takes, so an observer added meanwhile is never left without one).
+            guard current.continueObserving() else { return }
+            // A sequence that has not taken the last answer's callbacks yet: wait for it.
+            await current.waitForSlowSequences(credit: Int(configuration.boundedObserverCredit))
+            if Task.isCancelled { return }
             let started = ContinuousClock.now
             let outcome = await current.observeOnce(configuration)
             switch outcome {
@@ -128,6 +145,25 @@ public final class PaymentQueue: Sendable {
                 let level: Logger.Level = error.isTransient ? .debug : .error
                 current.logger.log(level: level, "Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(backoff.next)"])
                 await backoff.wait()
+            }
+        }
+    }
+
+    /// Whether the loop should go on; when nobody listens, marks it ended and returns false.
+    private func continueObserving() -> Bool {
+        state.withLock { state in
+            if state.listening { return true }
+            state.observing = nil
+            return false
+        }
+    }
+
+    /// Returns when every sequence holds fewer than `credit` callbacks not yet taken.
+    private func waitForSlowSequences(credit: Int) async {
+        let backlogs = state.withLock { $0.streams.values.map(\.backlog) }
+        for backlog in backlogs {
+            while backlog.count >= credit && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(10))
             }
         }
     }
@@ -162,24 +198,30 @@ public final class PaymentQueue: Sendable {
         } catch {
             return .failed(StoreError(RPCError(.unknown, "\(error)")))
         }
+        var delivered = 0
         for event in response.events {
-            deliver(event)
+            // The last listener left while the call was out: the rest stays unacknowledged, for the next.
+            guard deliver(event) else { break }
+            delivered += 1
         }
-        return .delivered(response.events.count)
+        return .delivered(delivered)
     }
 
-    private func deliver(_ event: Storebus_Gateway_V1_ObserverEvent) {
+    private func deliver(_ event: Storebus_Gateway_V1_ObserverEvent) -> Bool {
         deliver(PaymentQueueCallback(seq: event.seq, event: Self.translate(event)), advances: true)
     }
 
     /// Hands a callback to every observer and sequence, one callback at a time whichever task
-    /// delivers it; `advances` moves the acknowledged position to its seq.
-    private func deliver(_ callback: PaymentQueueCallback, advances: Bool) {
+    /// delivers it; `advances` moves the acknowledged position to its seq. Returns false, changing
+    /// nothing, when nobody listens.
+    @discardableResult
+    private func deliver(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
         delivering.withLock { _ in deliverSerially(callback, advances: advances) }
     }
 
-    private func deliverSerially(_ callback: PaymentQueueCallback, advances: Bool) {
-        let (observers, streams) = state.withLock { state -> ([any PaymentTransactionObserver], [AsyncStream<PaymentQueueCallback>.Continuation]) in
+    private func deliverSerially(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
+        let listeners = state.withLock { state -> ([any PaymentTransactionObserver], [(continuation: AsyncStream<PaymentQueueCallback>.Continuation, backlog: CallbackBacklog)])? in
+            guard state.listening else { return nil }
             switch callback.event {
             case .updatedTransactions(let transactions, let replayed):
                 if replayed {
@@ -209,6 +251,7 @@ public final class PaymentQueue: Sendable {
             if advances { state.position = callback.seq }
             return (Array(state.observers.values), Array(state.streams.values))
         }
+        guard let (observers, streams) = listeners else { return false }
         for observer in observers {
             switch callback.event {
             case .updatedTransactions(let transactions, _):
@@ -227,7 +270,11 @@ public final class PaymentQueue: Sendable {
                 break
             }
         }
-        for stream in streams { stream.yield(callback) }
+        for stream in streams {
+            stream.backlog.add()
+            if case .terminated = stream.continuation.yield(callback) { stream.backlog.take() }
+        }
+        return true
     }
 
     static func translate(_ event: Storebus_Gateway_V1_ObserverEvent) -> PaymentQueueCallback.Event {
@@ -350,7 +397,7 @@ public final class PaymentQueue: Sendable {
     public func close() async {
         let (task, streams) = state.withLock { state -> (Task<Void, Never>?, [AsyncStream<PaymentQueueCallback>.Continuation]) in
             state.closed = true
-            let streams = Array(state.streams.values)
+            let streams = state.streams.values.map(\.continuation)
             state.streams.removeAll()
             return (state.observing, streams)
         }
@@ -385,4 +432,35 @@ private final class WeakReference: Sendable {
     weak let value: PaymentQueue?
 
     init(_ value: PaymentQueue) { self.value = value }
+}
+
+/// Callbacks of a payment queue as an asynchronous sequence (``PaymentQueue/callbacks``).
+public struct PaymentQueueCallbacks: AsyncSequence, Sendable {
+    public typealias Element = PaymentQueueCallback
+    let stream: AsyncStream<PaymentQueueCallback>
+    let backlog: CallbackBacklog
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<PaymentQueueCallback>.AsyncIterator
+        let backlog: CallbackBacklog
+
+        public mutating func next() async -> PaymentQueueCallback? {
+            let callback = await base.next()
+            if callback != nil { backlog.take() }
+            return callback
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: stream.makeAsyncIterator(), backlog: backlog)
+    }
+}
+
+/// Callbacks handed to one sequence and not yet taken by its consumer.
+final class CallbackBacklog: Sendable {
+    private let pending = Atomic<Int>(0)
+
+    var count: Int { pending.load(ordering: .relaxed) }
+    func add() { pending.wrappingAdd(1, ordering: .relaxed) }
+    func take() { pending.wrappingSubtract(1, ordering: .relaxed) }
 }

@@ -128,7 +128,7 @@ func describe(_ callback: PaymentQueueCallback) -> String {
 /// Waits for callbacks until `done` says so or `timeout` passes; prints each when `echo` is set.
 /// Returns whether `done` held.
 func follow(
-    _ stream: AsyncStream<PaymentQueueCallback>, timeout: Duration, echo: Bool = true,
+    _ stream: PaymentQueueCallbacks, timeout: Duration, echo: Bool = true,
     until done: @escaping @Sendable (PaymentQueueCallback) -> Bool
 ) async -> Bool {
     await withTaskGroup(of: Bool.self) { group in

@@ -192,7 +192,7 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// Prints callbacks until transaction `id` has left PURCHASING (30 s at most); whether it did.
-func settles(_ id: String, _ callbacks: AsyncStream<PaymentQueueCallback>) async -> Bool {
+func settles(_ id: String, _ callbacks: PaymentQueueCallbacks) async -> Bool {
     await follow(callbacks, timeout: .seconds(30)) { callback in
         guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
         return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
@@ -200,7 +200,7 @@ func settles(_ id: String, _ callbacks: AsyncStream<PaymentQueueCallback>) async
 }
 
 /// Prints callbacks until transaction `id` is reported removed (10 s at most); whether it was.
-func isRemoved(_ id: String, _ callbacks: AsyncStream<PaymentQueueCallback>) async -> Bool {
+func isRemoved(_ id: String, _ callbacks: PaymentQueueCallbacks) async -> Bool {
     await follow(callbacks, timeout: .seconds(10)) { callback in
         if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
         return false

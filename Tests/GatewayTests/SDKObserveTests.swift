@@ -110,4 +110,94 @@ struct SDKObserveTests {
         listening.cancel()
         await gateway.stop()
     }
+
+    /// A gateway whose queue never runs dry: each live Observe is answered, after `delay`, with
+    /// `perAnswer` (at most the credit) updatedTransactions callbacks following the caller's position;
+    /// transaction `t<n>` is callback `n`. Records each call's acknowledged position.
+    private static func endlessGateway(perAnswer: Int, delay: Duration, acknowledged: Positions) throws -> ScriptedGateway {
+        var router = RPCRouter()
+        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
+        router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
+            guard request.replay else {
+                acknowledged.values.withLock { $0.append(request.afterSeq) }
+                try await Task.sleep(for: delay)
+                let count = min(perAnswer, Int(request.credit))
+                return .with {
+                    $0.events = (1...UInt64(count)).map { offset in
+                        let seq = request.afterSeq + offset
+                        return .with {
+                            $0.seq = seq
+                            $0.updatedTransactions.transactions = [.with { $0.transactionIdentifier = "t\(seq)"; $0.transactionState = .purchased }]
+                        }
+                    }
+                }
+            }
+            return .with { $0.events = [.with { $0.replayComplete.replayedCount = 0 }] }
+        }
+        return try ScriptedGateway(router: router)
+    }
+
+    /// Positions a scripted gateway was sent.
+    private final class Positions: Sendable {
+        let values = Mutex<[UInt64]>([])
+    }
+
+    /// Records the transaction identifiers of updatedTransactions callbacks.
+    private final class IdentifierObserver: PaymentTransactionObserver {
+        let identifiers = Mutex<[String]>([])
+        func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+            identifiers.withLock { $0 += transactions.map(\.transactionIdentifier) }
+        }
+    }
+
+    @Test("while no observer listens the SDK acknowledges nothing: callbacks from that time reach the next observer, none skipped or repeated")
+    func pausesWithoutListeners() async throws {
+        let acknowledged = Positions()
+        let gateway = try Self.endlessGateway(perAnswer: 1, delay: .milliseconds(20), acknowledged: acknowledged)
+        let queue = try PaymentQueue(configuration: gateway.configuration)
+        let observer = IdentifierObserver()
+        // Given an observer that heard a few callbacks, then was removed (an answer may be on its way)
+        queue.add(observer)
+        #expect(await waitUntil { observer.identifiers.withLock { $0.count } >= 3 })
+        queue.remove(observer)
+        let heard = observer.identifiers.withLock { $0.count }
+        // When nobody listens for a while, the queue stops asking
+        try await Task.sleep(for: .milliseconds(300))
+        let paused = acknowledged.values.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(acknowledged.values.withLock { $0 } == paused, "no Observe calls while nobody listens")
+        #expect(paused.max() ?? 0 <= UInt64(heard), "nothing acknowledged beyond what an observer heard")
+        // Then the observer added again hears the very next callbacks
+        queue.add(observer)
+        #expect(await waitUntil { observer.identifiers.withLock { $0.count } >= heard + 3 })
+        let identifiers = observer.identifiers.withLock { $0 }
+        #expect(identifiers == (1...identifiers.count).map { "t\($0)" }, "consecutive: none skipped or repeated")
+        await queue.close()
+        await gateway.stop()
+    }
+
+    @Test("a slow callbacks consumer slows the stream: the SDK buffers at most two answers' worth")
+    func slowSequenceIsBounded() async throws {
+        let acknowledged = Positions()
+        let gateway = try Self.endlessGateway(perAnswer: 500, delay: .zero, acknowledged: acknowledged)
+        var configuration = gateway.configuration
+        configuration.observerCredit = 8
+        let queue = try PaymentQueue(configuration: configuration)
+        var callbacks = queue.callbacks.makeAsyncIterator()
+        // Given a consumer that takes one callback every 20 ms
+        var taken: [PaymentQueueCallback] = []
+        for _ in 0..<30 {
+            if let callback = await callbacks.next() { taken.append(callback) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        // Then the queue asked for no more than it could hand over: what it acknowledged stays within
+        // two answers (2 x credit) of what the consumer took
+        let position = acknowledged.values.withLock { $0.max() ?? 0 }
+        let consumed = taken.last?.seq ?? 0
+        #expect(position <= consumed + 16, "acknowledged \(position) with \(consumed) taken")
+        let seqs = taken.map(\.seq).filter { $0 > 0 }
+        #expect(seqs == Array(1...UInt64(seqs.count)), "consecutive")
+        await queue.close()
+        await gateway.stop()
+    }
 }
