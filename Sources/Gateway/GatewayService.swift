@@ -62,6 +62,10 @@ public final class GatewayService: Sendable {
     /// answers, so beyond the cap Observe answers at once (the client simply calls again).
     private let parked = Atomic<Int>(0)
     private let maxParked: Int
+    /// Observe calls held open now per queue: one device (or one client looping on its session) may
+    /// hold only a few, so it cannot take every slot from the others.
+    private let parkedPerQueue = Mutex<[String: Int]>([:])
+    static let maxParkedPerQueue = 8
     /// Tokens already verified, with their claims: checking a MAC and decoding claims on every call
     /// was a quarter of the gateway's work. A cache only: expiry and revocation are checked on every
     /// use, and any gateway verifies a token it has not seen.
@@ -90,8 +94,12 @@ public final class GatewayService: Sendable {
         router.register(Storebus_Gateway_V1_Gateway.authenticate) { [self] request, _ in
             try authenticate(request)
         }
-        router.register(Storebus_Gateway_V1_Gateway.observe) { [self] request, context in
-            try await observe(request, context: context)
+        // Raw, so that the session is checked before the body is read: a caller without one hears
+        // UNAUTHENTICATED, never a description of its body.
+        router.registerRaw(path: Storebus_Gateway_V1_Gateway.observe.path) { [self] body, context in
+            let session = try session(context)
+            let request = try JSONCodec.decode(Storebus_Gateway_V1_ObserveRequest.self, from: body)
+            return try JSONCodec.encode(try await observe(request, session: session, context: context))
         }
         let routes = Self.clientMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: false) }
             + Self.adminMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: true) }
@@ -233,8 +241,7 @@ public final class GatewayService: Sendable {
 
     // MARK: The observer stream
 
-    func observe(_ request: Storebus_Gateway_V1_ObserveRequest, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
-        let session = try session(context)
+    func observe(_ request: Storebus_Gateway_V1_ObserveRequest, session: Session, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
         let claims = session.claims
         guard request.credit <= Self.maxCredit else {
             throw RPCError.invalidArgument(field: "credit", "must be at most \(Self.maxCredit)")
@@ -243,6 +250,9 @@ public final class GatewayService: Sendable {
             throw RPCError.invalidArgument(field: "waitMs", "must be at most \(Self.maxWaitMilliseconds)")
         }
         let credit = request.credit == 0 ? Self.defaultCredit : request.credit
+        guard !request.replay || credit >= 2 else {
+            throw RPCError.invalidArgument(field: "credit", "a replay answer holds two callbacks (the replayed transactions, then the end of the replay): grant at least 2")
+        }
         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
             $0.appBundleID = claims.app
             $0.accountID = claims.account
@@ -272,8 +282,7 @@ public final class GatewayService: Sendable {
             let events = callbacks(page, after: request.afterSeq)
             let now = ContinuousClock.now
             let full = !events.isEmpty || now >= waitEnd || closing.load(ordering: .acquiring)
-            if full || parked.wrappingAdd(1, ordering: .relaxed).newValue > maxParked {
-                if !full { parked.wrappingSubtract(1, ordering: .relaxed) }
+            if full || !park(queue.key) {
                 board.cancel(ticket)
                 return .with {
                     $0.events = events
@@ -281,9 +290,35 @@ public final class GatewayService: Sendable {
                 }
             }
             await board.wait(ticket, timeout: min(now.duration(to: waitEnd), Self.recheckInterval))
-            parked.wrappingSubtract(1, ordering: .relaxed)
+            unpark(queue.key)
             try Task.checkCancellation()
         }
+    }
+
+    /// Takes a parking slot for a call on the queue `key`; false when the gateway or the queue holds
+    /// as many parked calls as it may (the call is then answered at once).
+    private func park(_ key: String) -> Bool {
+        guard parked.wrappingAdd(1, ordering: .relaxed).newValue <= maxParked else {
+            parked.wrappingSubtract(1, ordering: .relaxed)
+            return false
+        }
+        let taken = parkedPerQueue.withLock { counts -> Bool in
+            let count = counts[key, default: 0]
+            guard count < Self.maxParkedPerQueue else { return false }
+            counts[key] = count + 1
+            return true
+        }
+        if !taken { parked.wrappingSubtract(1, ordering: .relaxed) }
+        return taken
+    }
+
+    /// Gives back the slot `park` took.
+    private func unpark(_ key: String) {
+        parkedPerQueue.withLock { counts in
+            let count = counts[key, default: 1] - 1
+            counts[key] = count > 0 ? count : nil
+        }
+        parked.wrappingSubtract(1, ordering: .relaxed)
     }
 
     /// An app launch: every unfinished transaction of the queue, then the end of the replay, both at

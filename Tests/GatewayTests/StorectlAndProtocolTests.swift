@@ -140,6 +140,34 @@ struct StorectlAndProtocolTests {
         } catch let error as StoreError {
             #expect(error.status == .invalidArgument && error.message.contains("credit"))
         }
+        // A replay answer holds two callbacks: a credit of 1 cannot take it.
+        do {
+            _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.replay = true; $0.credit = 1 })
+            Issue.record("a replay with credit 1 was accepted")
+        } catch let error as StoreError {
+            #expect(error.status == .invalidArgument && error.message.contains("credit"))
+        }
+
+        // One queue holds at most eight parked calls on a gateway: the ninth is answered at once, while
+        // another account's call is still held.
+        let now = last + 1
+        let first = try StoreConnection(configuration: store.configuration(account: "ivan", gateways: [0]))
+        let parked = (0..<8).map { _ in
+            Task { try await first.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = now; $0.waitMs = 5_000 }) }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let ninthStart = ContinuousClock.now
+        let ninth = try await first.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = now; $0.waitMs = 5_000 })
+        #expect(ninth.events.isEmpty)
+        #expect(ninthStart.duration(to: .now) < .seconds(2), "answered at once, not held")
+        let other = try PaymentQueue(configuration: store.configuration(account: "judy", gateways: [0]))
+        let otherStart = ContinuousClock.now
+        let otherIdle = try await other.connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 0; $0.waitMs = 400 })
+        #expect(otherIdle.events.isEmpty)
+        #expect(otherStart.duration(to: .now) >= .milliseconds(350), "another queue's call is still held")
+        for call in parked { call.cancel() }
+        await first.close()
+        await other.close()
         await queue.close()
         await store.stop()
     }

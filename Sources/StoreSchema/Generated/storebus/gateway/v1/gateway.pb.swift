@@ -97,7 +97,7 @@ public nonisolated struct Storebus_Gateway_V1_ObserveRequest: Sendable {
   public var afterSeq: UInt64 = 0
 
   /// Most callbacks to send in this answer (1 to 500; 0 means 64). The launch replay counts as its two
-  /// callbacks whatever the number of transactions.
+  /// callbacks whatever the number of transactions, so it needs a credit of 2 or more (or 0).
   public var credit: UInt32 = 0
 
   /// How long to hold the call when nothing is pending (0 to 30000 ms; 0 answers at once). The call's
