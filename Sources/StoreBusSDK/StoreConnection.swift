@@ -159,6 +159,13 @@ public final class StoreConnection: Sendable {
     public func close() async {
         await client.shutdown()
     }
+
+    deinit {
+        // Dropped without close(): the client's loop thread keeps itself (and its sockets, and their
+        // reconnection attempts) alive until it is shut down. A second shutdown does nothing.
+        let client = self.client
+        Task { await client.shutdown() }
+    }
 }
 
 /// Metadata keys of the gateway's client protocol.

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import StoreBus
-import StoreBusSDK
+@testable import StoreBusSDK
 import StoreBusTesting
 import StoreSchema
 import Synchronization
@@ -199,5 +199,29 @@ struct SDKObserveTests {
         #expect(seqs == Array(1...UInt64(seqs.count)), "consecutive")
         await queue.close()
         await gateway.stop()
+    }
+
+    @Test("a queue dropped without close() shuts its connection down")
+    func droppedQueueClosesItsConnection() async throws {
+        // Given a queue made from a configuration (so it owns its connection), pointed at no gateway
+        var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
+        configuration.callTimeout = .milliseconds(300)
+        var queue: PaymentQueue? = try PaymentQueue(configuration: configuration)
+        let client = try #require(queue?.connection.client)
+        // When the app lets go of it
+        queue = nil
+        // Then its RPC client is shut down: a call fails at once as CANCELLED, not by its deadline
+        let shutDown = await waitUntil(timeout: .seconds(5)) { await Self.callError(client) == .cancelled }
+        #expect(shutDown)
+        _ = queue
+    }
+
+    private static func callError(_ client: RPCClient) async -> StatusCode? {
+        do {
+            _ = try await client.callRaw(path: Storebus_Health_V1_Health.check.path, idempotent: true, body: Array("{}".utf8), options: CallOptions(timeout: .milliseconds(100)))
+            return nil
+        } catch {
+            return error.code
+        }
     }
 }
