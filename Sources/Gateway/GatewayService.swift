@@ -56,6 +56,7 @@ public final class GatewayService: Sendable {
     private let catalog: RPCClient
     private let paymentQueue: RPCClient
     private let board: DoorbellBoard
+    private let recent: RecentEvents?
     private let logger: Logger
     private let closing = Atomic<Bool>(false)
     /// Observe calls held open now, and the most allowed: each holds a slot of the RPC server until it
@@ -72,12 +73,14 @@ public final class GatewayService: Sendable {
     private let verified = Mutex<[String: SessionClaims]>([:])
     static let verifiedCapacity = 50_000
 
-    /// A gateway over the given service clients; `board` rings for the payment queue's log.
+    /// A gateway over the given service clients; `board` rings for the payment queue's log, and
+    /// `recent` (when given) keeps the events its doorbells carry, fed by the board's `heard`.
     public init(
         keyring: APIKeyring, signer: SessionSigner, sessionLifetimeSeconds: Int = 3600,
-        catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, logger: Logger,
+        catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, recent: RecentEvents? = nil, logger: Logger,
         maxParkedObservers: Int = 100_000
     ) {
+        self.recent = recent
         self.maxParked = maxParkedObservers
         self.keyring = keyring
         self.signer = signer
@@ -266,27 +269,49 @@ public final class GatewayService: Sendable {
         var wait = Duration.milliseconds(Int64(request.waitMs))
         if let remaining = context.timeRemaining { wait = min(wait, remaining - .milliseconds(50)) }
         let waitEnd = ContinuousClock.now + wait
+        var first = true
         while true {
+            // The ticket comes before any look, so a doorbell that rings after the look wakes the wait.
             let ticket = board.ticket(key: queue.key, beyond: request.afterSeq)
-            let page: Storebus_PaymentQueue_V1_QueueEventPage
-            do {
-                page = try await readEvents(key: queue.key, after: request.afterSeq, limit: credit, context: context)
-            } catch {
+            let events: [Storebus_Gateway_V1_ObserverEvent]
+            let head: UInt64
+            switch recent?.lookup(key: queue.key, after: request.afterSeq, limit: Int(credit)) {
+            case .events(let known, let newest):
+                // What the doorbells brought: committed events, consecutive after the position.
                 board.cancel(ticket)
-                throw error
+                return .with {
+                    $0.events = known
+                    $0.headSeq = newest
+                }
+            case .caughtUp where first && ContinuousClock.now < waitEnd:
+                // Nothing newer was announced: wait for a doorbell without reading the log first. A
+                // wait that times out reads it (below, on the next turn), as doorbells can be lost.
+                events = []
+                head = request.afterSeq
+            default:
+                let page: Storebus_PaymentQueue_V1_QueueEventPage
+                do {
+                    page = try await readEvents(key: queue.key, after: request.afterSeq, limit: credit, context: context)
+                } catch {
+                    board.cancel(ticket)
+                    throw error
+                }
+                recent?.check(key: queue.key, logHead: page.headSeq)
+                guard request.afterSeq <= page.headSeq else {
+                    board.cancel(ticket)
+                    throw RPCError(.outOfRange, "afterSeq \(request.afterSeq) is past the queue's newest position \(page.headSeq)")
+                }
+                events = callbacks(page, after: request.afterSeq)
+                head = page.headSeq
             }
-            guard request.afterSeq <= page.headSeq else {
-                board.cancel(ticket)
-                throw RPCError(.outOfRange, "afterSeq \(request.afterSeq) is past the queue's newest position \(page.headSeq)")
-            }
-            let events = callbacks(page, after: request.afterSeq)
+            first = false
             let now = ContinuousClock.now
             let full = !events.isEmpty || now >= waitEnd || closing.load(ordering: .acquiring)
             if full || !park(queue.key) {
                 board.cancel(ticket)
                 return .with {
                     $0.events = events
-                    $0.headSeq = page.headSeq
+                    $0.headSeq = head
                 }
             }
             await board.wait(ticket, timeout: min(now.duration(to: waitEnd), Self.recheckInterval))

@@ -160,7 +160,10 @@ private final class Committer: @unchecked Sendable {
                 return events
             }
             for _ in group { failPoints.hit("eventlog.after-commit") }
-            publisher?.ring(events.map { Doorbell(log: logName, key: $0.key, seq: $0.seq, keySeq: $0.keySeq) })
+            publisher?.ring(events.map { event in
+                let json = event.json.utf8
+                return Doorbell(log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
+            })
             for job in group { job.complete(nil) }
         } catch {
             for job in group { job.complete(error) }

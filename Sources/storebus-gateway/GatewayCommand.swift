@@ -58,10 +58,12 @@ struct GatewayCommand: AsyncParsableCommand {
 
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), context: host.context, logger: host.logger)
         let paymentQueueClient = try RPCClient(configuration: ClientConfiguration(endpoints: paymentQueue), context: host.context, logger: host.logger)
-        let board = try DoorbellBoard(endpoints: events, log: "payment-queue", context: host.context)
+        // Doorbells carry small events: kept, they answer most Observe calls without a log read.
+        let recent = RecentEvents()
+        let board = try DoorbellBoard(endpoints: events, log: "payment-queue", context: host.context) { recent.heard($0) }
         let gateway = GatewayService(
             keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: lifetime,
-            catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, logger: host.logger,
+            catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, recent: recent, logger: host.logger,
             maxParkedObservers: settings.maxParkedObservers ?? 100_000
         )
         try await host.serve(

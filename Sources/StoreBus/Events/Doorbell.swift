@@ -2,10 +2,11 @@ import ZeroMQ
 
 /// A doorbell: the announcement, after a commit, that an event log has grown.
 ///
-/// On the wire (a PUB socket), two frames: the topic `<log>/<key>\n`, then `SB1E\n<seq>\n<key seq>`.
+/// On the wire (a PUB socket), two frames: the topic `<log>/<key>\n`, then `SB1E\n<seq>\n<key seq>`;
+/// and a third, the event itself as ReadEvents returns it, when it is small (``maxEventBytes``).
 /// A subscriber to `<log>/` hears every key; a subscriber to `<log>/<key>\n` hears one. Doorbells may
 /// be lost (PUB drops when a subscriber is slow or not yet connected); followers never rely on them for
-/// correctness, only to learn sooner that there is something to read.
+/// correctness, only to learn sooner that there is something to read (and, with the event, what).
 public struct Doorbell: Sendable, Equatable {
     /// The log's name, for example `payment-queue`.
     public var log: String
@@ -15,13 +16,21 @@ public struct Doorbell: Sendable, Equatable {
     public var seq: UInt64
     /// Its position within the key.
     public var keySeq: UInt64
+    /// The committed event as `storebus.eventlog.v1.Event` JSON, exactly as ReadEvents returns it;
+    /// nil when it is larger than ``maxEventBytes`` (read it instead).
+    public var event: [UInt8]?
 
-    /// Creates a doorbell.
-    public init(log: String, key: String, seq: UInt64, keySeq: UInt64) {
+    /// Largest event carried in a doorbell. Subscribers buffer up to their high-water mark of
+    /// doorbells, so this bounds their memory too.
+    public static let maxEventBytes = 16 * 1024
+
+    /// Creates a doorbell; an `event` over ``maxEventBytes`` is left out.
+    public init(log: String, key: String, seq: UInt64, keySeq: UInt64, event: [UInt8]? = nil) {
         self.log = log
         self.key = key
         self.seq = seq
         self.keySeq = keySeq
+        self.event = event.flatMap { $0.count <= Self.maxEventBytes ? $0 : nil }
     }
 
     /// The subscription prefix for every key of a log.
@@ -36,12 +45,14 @@ public struct Doorbell: Sendable, Equatable {
 
     /// The frames sent on the PUB socket.
     public var frames: [[UInt8]] {
-        [Doorbell.topic(log: log, key: key), WireProtocol.doorbellTag + [0x0A] + Frames.decimal(seq) + [0x0A] + Frames.decimal(keySeq)]
+        let bell = [Doorbell.topic(log: log, key: key), WireProtocol.doorbellTag + [0x0A] + Frames.decimal(seq) + [0x0A] + Frames.decimal(keySeq)]
+        guard let event else { return bell }
+        return bell + [event]
     }
 
-    /// Parses frames received on a SUB socket.
+    /// Parses frames received on a SUB socket: two frames, or three with the event.
     public init?(frames: [[UInt8]]) {
-        guard frames.count == 2, frames[0].last == 0x0A, let slash = frames[0].firstIndex(of: 0x2F) else { return nil }
+        guard frames.count == 2 || frames.count == 3, frames[0].last == 0x0A, let slash = frames[0].firstIndex(of: 0x2F) else { return nil }
         let lines = frames[1].split(separator: 0x0A, omittingEmptySubsequences: false)
         guard lines.count == 3, lines[0].elementsEqual(WireProtocol.doorbellTag),
               let seq = Frames.parseDecimal(lines[1]), let keySeq = Frames.parseDecimal(lines[2])
@@ -50,6 +61,7 @@ public struct Doorbell: Sendable, Equatable {
         self.key = String(decoding: frames[0][(slash + 1)..<(frames[0].count - 1)], as: UTF8.self)
         self.seq = seq
         self.keySeq = keySeq
+        self.event = frames.count == 3 && frames[2].count <= Self.maxEventBytes ? frames[2] : nil
     }
 }
 

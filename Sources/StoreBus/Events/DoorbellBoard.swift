@@ -31,13 +31,15 @@ public final class DoorbellBoard: Sendable {
     private let reactor: Reactor
     private let state = Mutex(State())
 
-    /// Subscribes to every key of `log` on the publishers at `endpoints`.
-    public init(endpoints: [String], log: String, context: ZeroMQ.Context) throws {
+    /// Subscribes to every key of `log` on the publishers at `endpoints`. `heard`, when given, sees
+    /// each doorbell on the subscription's thread before anyone waiting on its key is woken.
+    public init(endpoints: [String], log: String, context: ZeroMQ.Context, heard: (@Sendable (Doorbell) -> Void)? = nil) throws {
         reactor = Reactor(name: "sb-doorbell-brd", context: context)
         if !endpoints.isEmpty {
             try DoorbellSubscription.start(
                 endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor
             ) { [weak self] doorbell in
+                heard?(doorbell)
                 self?.rang(key: doorbell.key, position: doorbell.keySeq)
             }
         } else {

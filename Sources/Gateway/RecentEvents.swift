@@ -1,0 +1,181 @@
+import StoreBus
+import StoreSchema
+import Synchronization
+
+/// The payment queue's newest events as its doorbells carried them, so that Observe can answer
+/// without reading the log.
+///
+/// It keeps, per queue, one run of consecutive events (by key seq), and only what doorbells brought,
+/// in the order they came. Doorbells carry the whole log's seq too, so a lost doorbell shows: the next
+/// seq is not one more than the last. Everything kept is then dropped, because any run may miss an
+/// event, and Observe reads the log until runs grow again. A doorbell without its event (too large to
+/// carry) ends its queue's run the same way. It is a cache only: a queue it knows nothing about, or a
+/// position before what it keeps, is read from the log as before. And the log is the truth: a read
+/// showing a queue's head below what is kept here (the payment queue's database was replaced) drops
+/// everything kept, as does a doorbell at a position heard before with other content.
+///
+/// Memory is bounded by the events' JSON size (oldest out first) and by a number of events per queue.
+public final class RecentEvents: Sendable {
+    /// What is known after a queue position.
+    enum Lookup: Equatable {
+        /// The callbacks after the position (consecutive, at most the limit asked for) and the newest
+        /// position known for the queue.
+        case events([Storebus_Gateway_V1_ObserverEvent], newest: UInt64)
+        /// Every event of the queue heard since the runs were last dropped is at or before the
+        /// position. A newer one may still be on its way, or its doorbell lost: a caller that waits
+        /// for a doorbell may skip reading the log first, but must read it when the wait times out.
+        case caughtUp
+        /// Nothing is known about what follows the position: read the log.
+        case unknown
+    }
+
+    /// One queue's consecutive events.
+    private struct Run {
+        /// Key seq of `events[0]`.
+        var first: UInt64
+        var events: [Storebus_Gateway_V1_ObserverEvent] = []
+        var sizes: [Int] = []
+        /// Each event's seq in the whole log and a hash of its JSON, to tell a doorbell heard twice
+        /// from a new one at a position reused by a new log.
+        var identities: [Int] = []
+
+        var last: UInt64 { first + UInt64(events.count) - 1 }
+
+        mutating func dropFirst() -> Int {
+            first += 1
+            events.removeFirst()
+            identities.removeFirst()
+            return sizes.removeFirst()
+        }
+
+        func holds(keySeq: UInt64, identity: Int) -> Bool {
+            guard !events.isEmpty, first <= keySeq, keySeq <= last else { return false }
+            return identities[Int(keySeq - first)] == identity
+        }
+    }
+
+    private struct State {
+        var runs: [String: Run] = [:]
+        /// Every event kept, oldest first, as (queue, key seq); entries of runs since dropped are
+        /// skipped when they come up.
+        var order: [(key: String, keySeq: UInt64)] = []
+        var orderStart = 0
+        var bytes = 0
+        /// Seq of the last doorbell heard (0: none yet).
+        var lastSeq: UInt64 = 0
+
+        mutating func dropAll() {
+            runs.removeAll()
+            order.removeAll()
+            orderStart = 0
+            bytes = 0
+        }
+    }
+
+    /// Most bytes of event JSON kept.
+    let capacityBytes: Int
+    /// Most events kept per queue (a client far behind reads the log).
+    let eventsPerQueue: Int
+    private let state = Mutex(State())
+
+    /// An empty cache keeping at most `capacityBytes` of event JSON and `eventsPerQueue` per queue.
+    public init(capacityBytes: Int = 8 * 1024 * 1024, eventsPerQueue: Int = 128) {
+        self.capacityBytes = capacityBytes
+        self.eventsPerQueue = max(1, eventsPerQueue)
+    }
+
+    /// Takes in a doorbell of the payment queue's log (on the subscription's thread).
+    public func heard(_ doorbell: Doorbell) {
+        // Decoded here, off the RPC server's loop, and only once however many calls read it.
+        var callback: Storebus_Gateway_V1_ObserverEvent?
+        if let json = doorbell.event,
+           let record = try? JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: json),
+           record.seq == doorbell.seq, record.key == doorbell.key, record.keySeq == doorbell.keySeq {
+            callback = GatewayService.callback(record)
+        }
+        let size = doorbell.event?.count ?? 0
+        var hasher = Hasher()
+        hasher.combine(doorbell.seq)
+        hasher.combine(doorbell.event)
+        let identity = hasher.finalize()
+        state.withLock { state in
+            if state.lastSeq != 0 && doorbell.seq <= state.lastSeq {
+                // Heard before (a publisher reached on two endpoints), or the log started over (its
+                // database was replaced): only a run already holding this very event tells them apart.
+                if state.runs[doorbell.key]?.holds(keySeq: doorbell.keySeq, identity: identity) == true { return }
+                state.dropAll()
+            } else if state.lastSeq != 0 && doorbell.seq != state.lastSeq + 1 {
+                state.dropAll()  // doorbells were lost: any run may miss an event
+            }
+            state.lastSeq = doorbell.seq
+            guard let callback else {
+                // Not carried: this queue's run cannot go on past it.
+                if let run = state.runs.removeValue(forKey: doorbell.key) { state.bytes -= run.sizes.reduce(0, +) }
+                return
+            }
+            var run = state.runs.removeValue(forKey: doorbell.key) ?? Run(first: doorbell.keySeq)
+            if run.events.isEmpty || run.last + 1 != doorbell.keySeq {
+                state.bytes -= run.sizes.reduce(0, +)
+                run = Run(first: doorbell.keySeq)
+            }
+            run.events.append(callback)
+            run.sizes.append(size)
+            run.identities.append(identity)
+            state.bytes += size
+            if run.events.count > eventsPerQueue { state.bytes -= run.dropFirst() }
+            state.runs[doorbell.key] = run
+            state.order.append((doorbell.key, doorbell.keySeq))
+            evict(&state)
+        }
+    }
+
+    /// What is known after `position` in the queue `key`, at most `limit` callbacks.
+    func lookup(key: String, after position: UInt64, limit: Int) -> Lookup {
+        state.withLock { state in
+            guard let run = state.runs[key], !run.events.isEmpty else { return .unknown }
+            if position == run.last { return .caughtUp }
+            guard run.first <= position + 1, position < run.last else { return .unknown }
+            let start = Int(position + 1 - run.first)
+            let end = min(run.events.count, start + max(1, limit))
+            return .events(Array(run.events[start..<end]), newest: run.last)
+        }
+    }
+
+    /// Checks what is kept against a read of the log: when the log's head for the queue `key` is
+    /// below the newest event kept for it, the log was replaced and nothing kept can be trusted.
+    func check(key: String, logHead: UInt64) {
+        state.withLock { state in
+            if let run = state.runs[key], !run.events.isEmpty, run.last > logHead { state.dropAll() }
+        }
+    }
+
+    /// Events kept now (for tests).
+    var count: Int {
+        state.withLock { $0.runs.values.reduce(0) { $0 + $1.events.count } }
+    }
+
+    private func evict(_ state: inout State) {
+        while state.bytes > capacityBytes && state.orderStart < state.order.count {
+            let (key, keySeq) = state.order[state.orderStart]
+            state.orderStart += 1
+            guard var run = state.runs[key], run.first == keySeq else { continue }  // already gone
+            state.bytes -= run.dropFirst()
+            state.runs[key] = run.events.isEmpty ? nil : run
+        }
+        // The order list sheds what it has passed once that is most of it.
+        if state.orderStart > 1024 && state.orderStart * 2 > state.order.count {
+            state.order.removeFirst(state.orderStart)
+            state.orderStart = 0
+        }
+        // Entries of runs dropped or cut at the front pile up only until they reach the head; bound
+        // them all the same, should the bytes never call for eviction.
+        if state.order.count - state.orderStart > 8 * max(1, state.runs.count) * eventsPerQueue {
+            let runs = state.runs
+            state.order = state.order[state.orderStart...].filter { entry in
+                guard let run = runs[entry.key] else { return false }
+                return run.first <= entry.keySeq && entry.keySeq <= run.last
+            }
+            state.orderStart = 0
+        }
+    }
+}
