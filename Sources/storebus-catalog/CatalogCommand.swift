@@ -25,7 +25,7 @@ struct CatalogCommand: AsyncParsableCommand {
     func run() async throws {
         let configuration = try host.resolve(defaults: HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7301"]))
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
-        let settings = try configuration.serviceSection.map { try JSONDecoder().decode(Settings.self, from: $0) }
+        let settings = try configuration.serviceSettings(Settings.self)
         let path = catalogFile
             ?? ProcessInfo.processInfo.environment["STOREBUS_CATALOG_FILE"]
             ?? settings?.catalogFile.map(configuration.resolvingConfigPath)

@@ -26,7 +26,7 @@ struct GatewayCommand: AsyncParsableCommand {
     func run() async throws {
         let configuration = try host.resolve(defaults: HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7300"], eventEndpoints: []))
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
-        let settings = try configuration.serviceSection.map { try JSONDecoder().decode(GatewaySettings.self, from: $0) } ?? GatewaySettings()
+        let settings = try configuration.serviceSettings(GatewaySettings.self) ?? GatewaySettings()
         let environment = ProcessInfo.processInfo.environment
         let catalog = HostOptions.endpoints(
             flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",

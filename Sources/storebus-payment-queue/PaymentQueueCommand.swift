@@ -37,7 +37,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
             rpcEndpoints: ["tcp://127.0.0.1:7302"], eventEndpoints: ["tcp://127.0.0.1:7312"], dataDirectory: "data/payment-queue"
         ))
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
-        let settings = try configuration.serviceSection.map { try JSONDecoder().decode(Settings.self, from: $0) }
+        let settings = try configuration.serviceSettings(Settings.self)
         let catalog = HostOptions.endpoints(
             flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",
             configured: settings?.catalogEndpoints, default: ["tcp://127.0.0.1:7301"]

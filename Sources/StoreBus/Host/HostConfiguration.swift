@@ -17,6 +17,8 @@ public struct HostConfiguration: Sendable, Equatable {
     public var failPoints: String
     /// The `service` section of the config file, for the service's own settings (JSON object).
     public var serviceSection: Data?
+    /// The path of the config file, when there is one.
+    public var configFile: String?
     /// The directory of the config file, when there is one: relative paths in it resolve from there.
     public var configDirectory: URL?
 
@@ -35,6 +37,17 @@ public struct HostConfiguration: Sendable, Equatable {
         self.logLevel = logLevel
         self.failPoints = failPoints
         self.serviceSection = serviceSection
+    }
+
+    /// The config file's `service` section decoded as `Settings`; nil when there is none. A setting of
+    /// the wrong type is a ``StartupError`` naming the file and the key (`service.catalogFile`).
+    public func serviceSettings<Settings: Decodable>(_ type: Settings.Type) throws -> Settings? {
+        guard let serviceSection else { return nil }
+        do {
+            return try JSONDecoder().decode(Settings.self, from: serviceSection)
+        } catch {
+            throw StartupError("the config file \(configFile ?? "") is not valid: \(HostOptions.describe(error, under: "service"))")
+        }
     }
 
     /// A path from the config file's `service` section, made absolute against the config file's

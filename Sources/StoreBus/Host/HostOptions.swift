@@ -54,9 +54,15 @@ public struct HostOptions: ParsableArguments, Sendable {
                 configuration.dataDirectory = value.hasPrefix("/") ? value : URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(value).path
             }
             if let value = file.logLevel { configuration.logLevel = try Self.level(value, source: path) }
+            configuration.configFile = path
             configuration.configDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
             if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let service = object["service"] {
-                configuration.serviceSection = try? JSONSerialization.data(withJSONObject: service)
+                // Every service reads its settings from an object; and JSONSerialization traps, rather
+                // than throws, when asked to write a bare value such as null.
+                guard let settings = service as? [String: Any] else {
+                    throw StartupError("the config file \(path) is not valid: \"service\" must be a JSON object holding the service's own settings")
+                }
+                configuration.serviceSection = try JSONSerialization.data(withJSONObject: settings)
             }
         }
         if let value = Self.list(environment["STOREBUS_RPC_ENDPOINTS"]) { configuration.rpcEndpoints = value }
@@ -79,11 +85,12 @@ public struct HostOptions: ParsableArguments, Sendable {
         return level
     }
 
-    static func describe(_ error: any Error) -> String {
+    /// A decoding error as `path: reason`, the path starting with `prefix` when one is given.
+    static func describe(_ error: any Error, under prefix: String? = nil) -> String {
         switch error {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
              DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
-            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            let path = ((prefix.map { [$0] } ?? []) + context.codingPath.map(\.stringValue)).joined(separator: ".")
             return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
         default:
             return "\(error)"
