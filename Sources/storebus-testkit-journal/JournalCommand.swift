@@ -1,5 +1,6 @@
 import ArgumentParser
 import GRDB
+import ServiceLifecycle
 import StoreBus
 import StoreBusStorage
 import StoreSchema
@@ -15,6 +16,9 @@ struct JournalCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var host: HostOptions
+
+    @Option(name: .customLong("fail-after-ms"), help: "Test only: a background service that fails this many milliseconds after start.")
+    var failAfterMilliseconds: Int?
 
     func run() async throws {
         let configuration = try host.resolve(defaults: HostConfiguration(
@@ -65,8 +69,25 @@ struct JournalCommand: AsyncParsableCommand {
         try await host.serve(
             router: router,
             services: [Storebus_Testkit_V1_Journal.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],
+            background: failAfterMilliseconds.map { [FailingService(delay: .milliseconds($0))] } ?? [],
             publisher: publisher,
             onShutdown: { try? database.close() }
         )
+    }
+}
+
+/// A background service that throws after `delay` unless the process is shut down first: how the
+/// tests check that a process whose service failed exits with a non-zero status.
+struct FailingService: Service {
+    let delay: Duration
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String { "the test service failed on purpose (--fail-after-ms)" }
+    }
+
+    func run() async throws {
+        // A graceful shutdown before the delay ends the service without a failure.
+        guard (try? await cancelWhenGracefulShutdown { [delay] in try await Task.sleep(for: delay) }) != nil else { return }
+        throw Failure()
     }
 }

@@ -182,4 +182,19 @@ struct ProcessLifecycleTests {
         await client.shutdown()
         await journal.stop()
     }
+
+    @Test("a background service that fails stops the process with a non-zero exit status, saying why")
+    func failingServiceExitsNonZero() async throws {
+        let directory = try TemporaryDirectory(prefix: "fail")
+        defer { directory.remove() }
+        let process = ServiceProcess(name: "storebus-testkit-journal", arguments: [
+            "--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"), "--data-dir", directory.path("data"),
+            "--fail-after-ms", "300",
+        ], logFile: directory.url.appendingPathComponent("fail.log"))
+        try process.start()
+        let status = await process.waitForExit(timeout: .seconds(20))
+        if status == nil { await process.kill() }
+        #expect(status == 1, "\(process.output)")
+        #expect(process.output.contains("failed on purpose"), "\(process.output)")
+    }
 }

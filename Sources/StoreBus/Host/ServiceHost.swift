@@ -69,7 +69,9 @@ public final class ServiceHost: Sendable {
         return try DoorbellPublisher(endpoints: configuration.eventEndpoints, context: context)
     }
 
-    /// Serves until SIGINT or SIGTERM.
+    /// Serves until SIGINT or SIGTERM, then returns. When a service fails (throws, or ends before a
+    /// shutdown was asked for), the others are stopped and cleaned up the same way, then this throws
+    /// ``ServiceFailure`` so that the executable exits with a non-zero status.
     ///
     /// - Parameters:
     ///   - router: the process's own methods; Health and Diagnostics are added.
@@ -110,16 +112,40 @@ public final class ServiceHost: Sendable {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
+        var failure: (any Error)?
         do {
             try await group.run()
         } catch {
             logger.error("Stopped with an error", metadata: ["error": "\(error)"])
+            failure = error
         }
         await server.shutdown()
         await publisher?.shutdown()
         await onShutdown()
         context.shutdown()
         context.terminate()
+        // Rethrown after the clean-up: a supervisor must see that the process did not end by choice.
+        if let failure { throw ServiceFailure(process: process, cause: failure) }
         logger.info("Stopped")
+    }
+}
+
+/// A process stopped because one of its services failed: it threw, or it ended while the process
+/// was still meant to serve. Thrown by ``ServiceHost/serve(router:services:background:publisher:diagnostics:maxInFlight:onShutdown:)``
+/// after the clean-up, so that the executable exits with a non-zero status.
+public struct ServiceFailure: Error, CustomStringConvertible, Sendable {
+    /// The executable's name.
+    public let process: String
+    /// What the service group reported: the service's error, or that a service finished unexpectedly.
+    public let cause: any Error
+
+    /// Creates the error.
+    public init(process: String, cause: any Error) {
+        self.process = process
+        self.cause = cause
+    }
+
+    public var description: String {
+        "\(process) stopped because a service failed: \(cause)"
     }
 }
