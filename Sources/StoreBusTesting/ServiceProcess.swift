@@ -41,17 +41,73 @@ public final class ServiceProcess: Sendable {
 
     /// Launches the process (again, after an exit: the log is appended to).
     public func start(environment: [String: String] = [:]) throws {
+        let pid = try launch(environment: environment, output: .file(logFile.path))
+        Spawn.onExit(of: pid) { [weak self] status in self?.exited(status: status) }
+    }
+
+    /// Launches the process with its output read through a pipe, and calls `onReady` with its
+    /// process id from the reading thread the moment the process prints its ready line (`<name>
+    /// ready rpc=...`). For tests of what happens right after a process says it is ready, such as a
+    /// signal sent at that instant: polling the log file would come milliseconds too late. The
+    /// output still goes to ``logFile``.
+    public func start(environment: [String: String] = [:], onReady: @escaping @Sendable (pid_t) -> Void) throws {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else {
+            throw TestingError("cannot make a pipe for \(name): \(String(cString: strerror(errno)))")
+        }
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        // Glibc's pipe2 is not imported; Spawn closes every other descriptor in the child anyway.
+        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(writeEnd, F_SETFD, FD_CLOEXEC)
+        let pid: pid_t
+        do {
+            pid = try launch(environment: environment, output: .descriptor(writeEnd))
+        } catch {
+            close(readEnd)
+            close(writeEnd)
+            throw error
+        }
+        // Only the child writes now: the read end sees end-of-file when it exits.
+        close(writeEnd)
+        let logPath = logFile.path
+        let reader = Thread {
+            // Appended to, as the child itself does in start(environment:).
+            let file = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            var pending = [UInt8]()
+            var ready = false
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                let chunk = buffer[..<count]
+                if !ready {
+                    pending += chunk
+                    if String(decoding: pending, as: UTF8.self).contains(" ready rpc=") {
+                        ready = true
+                        onReady(pid)
+                    }
+                }
+                if file >= 0 { _ = chunk.withUnsafeBytes { write(file, $0.baseAddress, $0.count) } }
+            }
+            if file >= 0 { close(file) }
+            close(readEnd)
+        }
+        reader.name = "output-\(pid)"
+        reader.start()
+        Spawn.onExit(of: pid) { [weak self] status in self?.exited(status: status) }
+    }
+
+    private func launch(environment: [String: String], output: Spawn.Output) throws -> pid_t {
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { _, new in new }
         state.withLock {
             $0.pid = nil
             $0.exitStatus = nil
         }
-        let pid = try Spawn.start(
-            executable: try Executables.url(name).path, arguments: arguments, environment: env, output: .file(logFile.path)
-        )
+        let pid = try Spawn.start(executable: try Executables.url(name).path, arguments: arguments, environment: env, output: output)
         state.withLock { $0.pid = pid }
-        Spawn.onExit(of: pid) { [weak self] status in self?.exited(status: status) }
+        return pid
     }
 
     private func exited(status: Int32) {

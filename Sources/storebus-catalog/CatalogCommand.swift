@@ -40,7 +40,7 @@ struct CatalogCommand: AsyncParsableCommand {
         try await host.serve(
             router: CatalogService.router(store: store),
             services: [Storebus_Catalog_V1_Catalog.serviceName],
-            background: [CatalogReloadOnHangup(store: store, logger: host.logger)]
+            background: [await CatalogReloadOnHangup(store: store, logger: host.logger)]
         )
     }
 }

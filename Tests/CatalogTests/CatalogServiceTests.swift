@@ -206,6 +206,26 @@ struct CatalogServiceTests {
         await catalog.stop()
     }
 
+    @Test("SIGHUP the instant the ready line is printed, and again, never kills the catalog")
+    func hangupRightAfterReady() async throws {
+        let catalog = try CatalogFixture()
+        for _ in 1...3 {
+            // Given a catalog that gets SIGHUP several times as soon as it says it is ready
+            try catalog.process.start(onReady: { pid in
+                for _ in 1...5 { kill(pid, SIGHUP) }
+            })
+            // Then it serves, and keeps serving through more of them
+            try await catalog.process.waitUntilServing(endpoint: catalog.endpoint)
+            for _ in 1...3 { catalog.process.signal(SIGHUP) }
+            let client = try catalog.client()
+            let health = try await client.call(Storebus_Health_V1_Health.check, .init())
+            #expect(health.status == .serving)
+            await client.shutdown()
+            #expect(await catalog.process.stop() == 0, "\(catalog.process.output)")
+        }
+        await catalog.stop()
+    }
+
     @Test("a catalog file that does not validate stops the process at start with the file, field and reason")
     func badFileAtStart() async throws {
         let catalog = try CatalogFixture()

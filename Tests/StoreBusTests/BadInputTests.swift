@@ -197,4 +197,16 @@ struct ProcessLifecycleTests {
         #expect(status == 1, "\(process.output)")
         #expect(process.output.contains("failed on purpose"), "\(process.output)")
     }
+
+    @Test("SIGTERM the instant the ready line is printed is a graceful shutdown with exit status 0")
+    func terminateRightAfterReady() async throws {
+        let journal = try JournalFixture()
+        defer { journal.directory.remove() }
+        for _ in 1...3 {
+            try journal.process.start(onReady: { pid in kill(pid, SIGTERM) })
+            let status = await journal.process.waitForExit(timeout: .seconds(20))
+            if status == nil { await journal.process.kill() }
+            #expect(status == 0, "\(journal.process.output)")
+        }
+    }
 }

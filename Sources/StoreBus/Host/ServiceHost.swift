@@ -69,7 +69,10 @@ public final class ServiceHost: Sendable {
         return try DoorbellPublisher(endpoints: configuration.eventEndpoints, context: context)
     }
 
-    /// Serves until SIGINT or SIGTERM, then returns. When a service fails (throws, or ends before a
+    /// Serves until SIGINT or SIGTERM, then returns. The line `<process> ready rpc=... events=...`
+    /// goes to standard output once the services run and those signals are handled; a process that
+    /// handles another signal (the catalog's SIGHUP) traps it before calling this, so that the
+    /// signal cannot meet its default action after the line. When a service fails (throws, or ends before a
     /// shutdown was asked for), the others are stopped and cleaned up the same way, then this throws
     /// ``ServiceFailure`` so that the executable exits with a non-zero status.
     ///
@@ -105,10 +108,10 @@ public final class ServiceHost: Sendable {
             "data.directory": "\(configuration.dataDirectory ?? "")",
         ])
         // A line tests and launchers can wait for, with the resolved endpoints.
-        print("\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
-        fflush(nil)
+        let ready = ReadyLine(text: "\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server)] + background.map { .init(service: $0) },
+            services: [.init(service: server)] + background.map { .init(service: $0) }
+                + [.init(service: ready, successTerminationBehavior: .ignore)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
@@ -127,6 +130,19 @@ public final class ServiceHost: Sendable {
         // Rethrown after the clean-up: a supervisor must see that the process did not end by choice.
         if let failure { throw ServiceFailure(process: process, cause: failure) }
         logger.info("Stopped")
+    }
+}
+
+/// Prints the ready line from inside the service group. ServiceGroup.run installs its SIGTERM and
+/// SIGINT handling before it starts any service, so once the line is out those signals always mean
+/// a graceful shutdown; printed before run(), a launcher's SIGTERM could still meet the default
+/// action and kill the process.
+struct ReadyLine: Service {
+    let text: String
+
+    func run() async {
+        print(text)
+        fflush(nil)
     }
 }
 
