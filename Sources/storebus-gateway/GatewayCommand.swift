@@ -28,17 +28,17 @@ struct GatewayCommand: AsyncParsableCommand {
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
         let settings = try configuration.serviceSettings(GatewaySettings.self) ?? GatewaySettings()
         let environment = ProcessInfo.processInfo.environment
-        let catalog = HostOptions.endpoints(
+        let catalog = try HostOptions.endpoints(
             flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",
-            configured: settings.catalogEndpoints, default: ["tcp://127.0.0.1:7301"]
+            configured: settings.catalogEndpoints, configKey: "catalogEndpoints", default: ["tcp://127.0.0.1:7301"]
         )
-        let paymentQueue = HostOptions.endpoints(
+        let paymentQueue = try HostOptions.endpoints(
             flags: paymentQueueEndpoints, environmentVariable: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS",
-            configured: settings.paymentQueueEndpoints, default: ["tcp://127.0.0.1:7302"]
+            configured: settings.paymentQueueEndpoints, configKey: "paymentQueueEndpoints", default: ["tcp://127.0.0.1:7302"]
         )
-        let events = HostOptions.endpoints(
+        let events = try HostOptions.endpoints(
             flags: paymentQueueEvents, environmentVariable: "STOREBUS_PAYMENT_QUEUE_EVENTS",
-            configured: settings.paymentQueueEventEndpoints, default: ["tcp://127.0.0.1:7312"]
+            configured: settings.paymentQueueEventEndpoints, configKey: "paymentQueueEventEndpoints", default: ["tcp://127.0.0.1:7312"]
         )
 
         let keyring = try APIKeyring(settings.apiKeys ?? [])

@@ -38,9 +38,9 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         ))
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
         let settings = try configuration.serviceSettings(Settings.self)
-        let catalog = HostOptions.endpoints(
+        let catalog = try HostOptions.endpoints(
             flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",
-            configured: settings?.catalogEndpoints, default: ["tcp://127.0.0.1:7301"]
+            configured: settings?.catalogEndpoints, configKey: "catalogEndpoints", default: ["tcp://127.0.0.1:7301"]
         )
         let host = try ServiceHost(process: "storebus-payment-queue", configuration: configuration)
         let database = try StoreDatabase(

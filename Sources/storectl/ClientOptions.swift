@@ -35,7 +35,7 @@ struct ClientOptions: ParsableArguments {
     }
 
     var endpoints: [String] {
-        HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", configured: nil, default: ["tcp://127.0.0.1:7300"])
+        HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: ["tcp://127.0.0.1:7300"])
     }
 
     func configuration(key: String? = nil) -> StoreConfiguration {

@@ -49,4 +49,32 @@ struct HostOptionsTests {
         #expect(output.contains(config) && output.contains("service.catalogFile"), "\(output)")
         #expect(!output.contains("typeMismatch"), "\(output)")
     }
+
+    @Test("an empty endpoint list in the config file stops the process with a sentence naming the key")
+    func emptyEndpointListInConfigFile() async throws {
+        let directory = try TemporaryDirectory(prefix: "cfg")
+        defer { directory.remove() }
+        let config = try writeConfig(#"{"service": {"catalogEndpoints": []}}"#, in: directory)
+        let (status, output) = try await exitOf("storebus-gateway", ["--config", config, "--rpc-endpoint", directory.ipcEndpoint("rpc")], in: directory)
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("service.catalogEndpoints") && output.contains("empty"), "\(output)")
+        #expect(!output.contains("Precondition failed"), "\(output)")
+    }
+
+    @Test("a service's endpoint list: flags, then environment, then config file, then default; an empty config list is an error only when used")
+    func endpointPrecedence() throws {
+        func resolve(flags: [String] = [], environment: [String: String] = [:], configured: [String]?) throws -> [String] {
+            try HostOptions.endpoints(
+                flags: flags, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS", configured: configured, configKey: "catalogEndpoints",
+                default: ["tcp://127.0.0.1:7301"], environment: environment
+            )
+        }
+        #expect(try resolve(configured: nil) == ["tcp://127.0.0.1:7301"])
+        #expect(try resolve(configured: ["ipc:///tmp/c"]) == ["ipc:///tmp/c"])
+        #expect(try resolve(environment: ["STOREBUS_CATALOG_ENDPOINTS": "ipc:///tmp/e"], configured: ["ipc:///tmp/c"]) == ["ipc:///tmp/e"])
+        #expect(try resolve(flags: ["ipc:///tmp/f"], configured: []) == ["ipc:///tmp/f"])
+        #expect(try resolve(environment: ["STOREBUS_CATALOG_ENDPOINTS": "ipc:///tmp/e"], configured: []) == ["ipc:///tmp/e"])
+        let empty = #expect(throws: StartupError.self) { _ = try resolve(configured: []) }
+        #expect(empty?.description.contains("service.catalogEndpoints") == true)
+    }
 }
