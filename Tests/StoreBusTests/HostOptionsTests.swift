@@ -5,6 +5,8 @@ import Testing
 
 @Suite("Host options: flags, environment and config file")
 struct HostOptionsTests {
+    let defaults = HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7390"])
+
     /// Writes `json` as a config file in `directory` and returns its path.
     func writeConfig(_ json: String, in directory: TemporaryDirectory) throws -> String {
         let path = directory.path("config.json")
@@ -76,5 +78,27 @@ struct HostOptionsTests {
         #expect(try resolve(environment: ["STOREBUS_CATALOG_ENDPOINTS": "ipc:///tmp/e"], configured: []) == ["ipc:///tmp/e"])
         let empty = #expect(throws: StartupError.self) { _ = try resolve(configured: []) }
         #expect(empty?.description.contains("service.catalogEndpoints") == true)
+    }
+
+    @Test("the log level comes from the highest-priority source that sets it; only the value used must be valid")
+    func logLevelPrecedence() throws {
+        let directory = try TemporaryDirectory(prefix: "cfg")
+        defer { directory.remove() }
+        // A valid flag wins over an invalid environment variable
+        let flag = try HostOptions.parse(["--log-level", "debug"])
+        #expect(try flag.resolve(defaults: defaults, environment: ["STOREBUS_LOG_LEVEL": "bogus"]).logLevel == .debug)
+        // A valid environment variable wins over an invalid config file value
+        let config = try writeConfig(#"{"logLevel": "loud"}"#, in: directory)
+        let none = try HostOptions.parse([])
+        #expect(try none.resolve(defaults: defaults, environment: ["STOREBUS_CONFIG": config, "STOREBUS_LOG_LEVEL": "warning"]).logLevel == .warning)
+        // The value used is still checked, and the error names where it came from
+        let used = #expect(throws: StartupError.self) {
+            _ = try HostOptions.parse(["--log-level", "loud"]).resolve(defaults: defaults, environment: ["STOREBUS_LOG_LEVEL": "debug"])
+        }
+        #expect(used?.description.contains("--log-level") == true)
+        let fromFile = #expect(throws: StartupError.self) {
+            _ = try none.resolve(defaults: defaults, environment: ["STOREBUS_CONFIG": config])
+        }
+        #expect(fromFile?.description.contains(config) == true)
     }
 }

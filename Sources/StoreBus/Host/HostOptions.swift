@@ -34,6 +34,9 @@ public struct HostOptions: ParsableArguments, Sendable {
     /// Resolves the configuration from flags, `environment`, the config file and `defaults`.
     public func resolve(defaults: HostConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> HostConfiguration {
         var configuration = defaults
+        // The log level is checked only once the source that wins is known: an invalid value that a
+        // higher-priority source overrides does no harm and must not stop the process.
+        var level: (text: String, source: String)?
         if let path = configFile ?? environment["STOREBUS_CONFIG"], !path.isEmpty {
             let data: Data
             do {
@@ -53,7 +56,7 @@ public struct HostOptions: ParsableArguments, Sendable {
                 // Relative paths in a config file are relative to the file.
                 configuration.dataDirectory = value.hasPrefix("/") ? value : URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(value).path
             }
-            if let value = file.logLevel { configuration.logLevel = try Self.level(value, source: path) }
+            if let value = file.logLevel { level = (value, path) }
             configuration.configFile = path
             configuration.configDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
             if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let service = object["service"] {
@@ -68,12 +71,13 @@ public struct HostOptions: ParsableArguments, Sendable {
         if let value = Self.list(environment["STOREBUS_RPC_ENDPOINTS"]) { configuration.rpcEndpoints = value }
         if let value = Self.list(environment["STOREBUS_EVENT_ENDPOINTS"]) { configuration.eventEndpoints = value }
         if let value = environment["STOREBUS_DATA_DIR"], !value.isEmpty { configuration.dataDirectory = value }
-        if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { configuration.logLevel = try Self.level(value, source: "STOREBUS_LOG_LEVEL") }
+        if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { level = (value, "STOREBUS_LOG_LEVEL") }
         if let value = environment["STOREBUS_FAILPOINTS"] { configuration.failPoints = value }
         if !rpcEndpoints.isEmpty { configuration.rpcEndpoints = rpcEndpoints }
         if !eventEndpoints.isEmpty { configuration.eventEndpoints = eventEndpoints }
         if let dataDirectory { configuration.dataDirectory = dataDirectory }
-        if let logLevel { configuration.logLevel = try Self.level(logLevel, source: "--log-level") }
+        if let logLevel { level = (logLevel, "--log-level") }
+        if let level { configuration.logLevel = try Self.level(level.text, source: level.source) }
         guard !configuration.rpcEndpoints.isEmpty else { throw StartupError("no RPC endpoint configured") }
         return configuration
     }
