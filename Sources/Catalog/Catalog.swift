@@ -104,7 +104,7 @@ public struct Catalog: Sendable {
         /// Absolute directory of the files.
         public let location: String
         public let files: [(path: String, length: Int64, sha256: String)]
-        /// Sum of the files' lengths.
+        /// Sum of the files' lengths (the validator keeps it within 1 TiB, so it cannot overflow).
         public var totalLength: Int64 { files.reduce(0) { $0 + $1.length } }
     }
 }

@@ -212,6 +212,12 @@ public enum CatalogValidator {
         return Catalog.Subscription(groupID: group, period: period, introductoryOffer: offer)
     }
 
+    /// Most bytes a product's hosted content may hold, one file or all together: 1 TiB. Far more than
+    /// any real package, and small enough that the lengths add up without overflow (the catalog
+    /// sums them for every FetchProducts answer) and stay exact for JSON clients that read numbers
+    /// as doubles.
+    static let maxHostedContentLength: Int64 = 1 << 40
+
     private static func validateHostedContent(
         _ content: CatalogFile.HostedContent, productID: String, path: String, base: URL, problem: (String, String) -> Void
     ) -> Catalog.HostedContent? {
@@ -226,6 +232,7 @@ public enum CatalogValidator {
         let files = content.files ?? []
         if files.isEmpty { problem("\(path).files", "at least one file is required") }
         var checked: [(path: String, length: Int64, sha256: String)] = []
+        var total: Int64 = 0
         for (index, file) in files.enumerated() {
             guard let filePath = file.path, !filePath.isEmpty, !filePath.hasPrefix("/"), !filePath.split(separator: "/").contains("..") else {
                 problem("\(path).files[\(index)].path", "must be a relative path inside the content root")
@@ -235,12 +242,21 @@ public enum CatalogValidator {
                 problem("\(path).files[\(index)].length", "must be the file's length in bytes")
                 continue
             }
+            guard length <= maxHostedContentLength else {
+                problem("\(path).files[\(index)].length", "must be at most 1 TiB (\(maxHostedContentLength) bytes)")
+                continue
+            }
+            // Adding stops once over the limit: every length is at most the limit, so no overflow.
+            if total <= maxHostedContentLength { total += length }
             let hash = file.sha256 ?? ""
             if !hash.isEmpty && (hash.count != 64 || !hash.allSatisfy(\.isHexDigit)) {
                 problem("\(path).files[\(index)].sha256", "must be 64 hex digits")
                 continue
             }
             checked.append((filePath, length, hash.lowercased()))
+        }
+        if total > maxHostedContentLength {
+            problem("\(path).files", "the files add up to more than 1 TiB (\(maxHostedContentLength) bytes)")
         }
         let location = root.hasPrefix("/") ? root : base.appendingPathComponent(root).standardizedFileURL.path
         return Catalog.HostedContent(contentID: content.contentId ?? productID, version: version, location: location, files: checked)

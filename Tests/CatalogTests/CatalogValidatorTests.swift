@@ -74,6 +74,15 @@ struct CatalogValidatorTests {
             f.apps![0].products![0].type = "nonConsumable"
             f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "../etc/passwd", length: 1)])
         }, "apps[0].products[0].hostedContent.files[0].path", "inside the content root"),
+        // Lengths whose sum overflowed Int64 and trapped the catalog in FetchProducts.
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "nonConsumable"
+            f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: .max), .init(path: "b", length: 1)])
+        }, "apps[0].products[0].hostedContent.files[0].length", "at most 1 TiB"),
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "nonConsumable"
+            f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: 1 << 40), .init(path: "b", length: 1 << 40)])
+        }, "apps[0].products[0].hostedContent.files", "add up to more than 1 TiB"),
     ] as [(@Sendable (inout CatalogFile) -> Void, String, String)])
     func problemsNameTheField(edit: @Sendable (inout CatalogFile) -> Void, field: String, reason: String) {
         let found = problems(file(edit))
