@@ -6,7 +6,7 @@ import Foundation
 struct CatalogCommands: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "catalog", abstract: "Work with catalog files.", subcommands: [ImportCommand.self])
 
-    /// `storectl catalog import <file.storekit> --app <bundle-id>`
+    /// `storectl catalog import <file.storekit> --app <bundle-id> [-o FILE] [--force]`
     struct ImportCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "import",
@@ -22,6 +22,9 @@ struct CatalogCommands: AsyncParsableCommand {
         @Option(name: .shortAndLong, help: "Where to write the catalog (default: standard output).")
         var output: String?
 
+        @Flag(help: "Write the catalog even when it will not load as it is, to finish it by hand.")
+        var force = false
+
         func run() throws {
             let data: Data
             do {
@@ -35,11 +38,16 @@ struct CatalogCommands: AsyncParsableCommand {
             } catch {
                 throw Failure(description: "\(file): \(error.description)")
             }
-            // Check the result the way storebus-catalog will, so problems show now and not at load time.
+            // Check the result the way storebus-catalog will, so problems show now and not at load time;
+            // without --force nothing is written, so a catalog that loads is never replaced by one
+            // that does not.
             let base = URL(fileURLWithPath: output ?? file).deletingLastPathComponent()
             do {
                 _ = try CatalogValidator.validate(result.catalog, fileName: output ?? "(imported catalog)", baseDirectory: base)
             } catch {
+                guard force else {
+                    throw Failure(description: "the imported catalog will not load as it is, so it was not written (--force writes it anyway):\n\(error.description)")
+                }
                 FileHandle.standardError.write(Data("warning: the imported catalog will not load as it is:\n\(error.description)\n".utf8))
             }
             let encoder = JSONEncoder()

@@ -183,4 +183,33 @@ struct StoreKitImportTests {
         #expect(missing.output.contains("cannot read"))
         #expect(!missing.output.contains("Fatal error"))
     }
+
+    @Test("storectl catalog import leaves the output alone and fails when the catalog would not load, unless --force")
+    func storectlImportRefusesAnInvalidCatalog() async throws {
+        let directory = try TemporaryDirectory(prefix: "import")
+        defer { directory.remove() }
+        // Given a configuration priced in the Japanese storefront with euro-cent prices (the yen has no decimals)
+        let input = directory.path("Products.storekit")
+        try Data(storeKitConfiguration.replacingOccurrences(of: #""_storefront" : "FRA""#, with: #""_storefront" : "JPN""#).utf8)
+            .write(to: URL(fileURLWithPath: input))
+        // And an output file that already holds a catalog
+        let output = directory.path("catalog.json")
+        try Data("previous catalog".utf8).write(to: URL(fileURLWithPath: output))
+
+        // When it is imported
+        let importer = ServiceProcess(name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output], logFile: directory.url.appendingPathComponent("import.log"))
+        try importer.start()
+        // Then storectl fails, listing the problems, and the previous catalog is still there
+        #expect(await importer.waitForExit(timeout: .seconds(30)) == 1, "\(importer.output)")
+        #expect(importer.output.contains("will not load") && importer.output.contains("prices.JPN"), "\(importer.output)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8) == "previous catalog")
+
+        // When it is imported with --force
+        let forced = ServiceProcess(name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output, "--force"], logFile: directory.url.appendingPathComponent("forced.log"))
+        try forced.start()
+        // Then the catalog is written, with a warning
+        #expect(await forced.waitForExit(timeout: .seconds(30)) == 0, "\(forced.output)")
+        #expect(forced.output.contains("will not load"), "\(forced.output)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8).contains("com.example.game.gems50"))
+    }
 }
