@@ -618,10 +618,10 @@ public nonisolated struct Storebus_Catalog_V1_GetCatalogInfoResponse: Sendable {
   /// Clears the value of `loadedAt`. Subsequent reads from it will return its default value.
   public mutating func clearLoadedAt() {self._loadedAt = nil}
 
-  /// Every app, sorted by bundle id.
+  /// Every app, in the catalog file's order.
   public var apps: [Storebus_Catalog_V1_AppInfo] = []
 
-  /// Every storefront, sorted by country code.
+  /// Every storefront, in the catalog file's order.
   public var storefronts: [Storebus_Catalog_V1_StorefrontInfo] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()

@@ -11,9 +11,9 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
     public static let serviceName = "storebus.catalog.v1.Catalog"
 
     /// Returns the localized products for the identifiers asked (SKProductsRequest). Identifiers that are
-    /// unknown, or not cleared for sale in the storefront, are listed in invalid_product_identifiers, not
-    /// errors. NOT_FOUND: unknown app. INVALID_ARGUMENT: more than 1000 identifiers, an empty identifier,
-    /// or an unknown storefront. Idempotent.
+    /// unknown (an empty one included), not cleared for sale, or without a price in the storefront are
+    /// listed in invalid_product_identifiers, as StoreKit lists them, not errors. NOT_FOUND: unknown app.
+    /// INVALID_ARGUMENT: more than 1000 identifiers or an unknown storefront. Idempotent.
     public static let fetchProducts = MethodDescriptor<Storebus_Catalog_V1_FetchProductsRequest, Storebus_Catalog_V1_FetchProductsResponse>(
         service: serviceName, method: "FetchProducts", idempotent: true, streaming: .unary
     )
