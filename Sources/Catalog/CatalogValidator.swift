@@ -293,7 +293,9 @@ public enum CatalogValidator {
         return parts.dropFirst().allSatisfy { !$0.isEmpty && $0.count <= 4 && $0.allSatisfy(\.isLetter) }
     }
 
-    /// Decimal places of a currency's minor unit (ISO 4217); 2 unless listed.
+    /// Decimal places of a currency's prices: its minor unit (ISO 4217), 2 unless listed, except
+    /// where App Store prices have none although ISO 4217 gives two (HUF, TWD). Prices are formatted
+    /// with the same number (``PriceFormatting``).
     static func fractionDigits(_ currency: String) -> Int {
         switch currency {
         case "JPY", "KRW", "VND", "CLP", "ISK", "HUF", "TWD", "UGX", "PYG", "XAF", "XOF": 0
