@@ -22,7 +22,11 @@ let package = Package(
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        // Exact, unlike the others: Sources/StoreSchema/Generated is committed as this version's
+        // protoc-gen-swift writes it, and Package.resolved is not committed, so a fresh clone that
+        // resolved a newer release would fail `make check-protos`. To upgrade, change the version,
+        // run `make protos` and commit both.
+        .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
