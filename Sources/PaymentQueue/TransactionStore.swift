@@ -173,18 +173,24 @@ public final class TransactionStore: Sendable {
 
     // MARK: Deciding
 
+    /// PURCHASING transactions due by a time (`?`), oldest first, at most `?`. The state is written into
+    /// the SQL, not bound: only then can SQLite use the partial index of PURCHASING transactions.
+    static let dueSQL = "SELECT id FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue) AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"
+    /// The earliest decision time of a PURCHASING transaction.
+    static let nextDueSQL = "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue)"
+
     /// PURCHASING transactions whose decision time has come, oldest first.
     public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
         try await pool.read { db in
-            try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE state = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"),
-                                arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Self.milliseconds(now), limit])
+            try String.fetchAll(db.cachedStatement(sql: Self.dueSQL),
+                                arguments: [Self.milliseconds(now), limit])
         }
     }
 
     /// The earliest decision time of a PURCHASING transaction, if any.
     public func nextDecision() async throws -> Date? {
         try await pool.read { db in
-            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = ?"), arguments: [Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue])
+            try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
                 .map { Date(timeIntervalSince1970: Double($0) / 1000) }
         }
     }
@@ -193,15 +199,11 @@ public final class TransactionStore: Sendable {
     /// which also finds whether more are due and when the next one will be: the authority's whole
     /// round in one transaction, with no reads of its own.
     public func decideDue(now: Date = Date(), limit: Int = 256) async throws -> (decided: Int, moreDue: Bool, next: Date?) {
-        let purchasing = Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
         let nowMS = Self.milliseconds(now)
         return try await writer.write { db, batch in
-            let ids = try String.fetchAll(
-                db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE state = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"),
-                arguments: [purchasing, nowMS, limit]
-            )
+            let ids = try String.fetchAll(db.cachedStatement(sql: Self.dueSQL), arguments: [nowMS, limit])
             let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
-            let next = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = ?"), arguments: [purchasing])
+            let next = try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
             return (decided, next.map { $0 <= nowMS } ?? false, next.map { Date(timeIntervalSince1970: Double($0) / 1000) })
         }
     }

@@ -53,6 +53,26 @@ struct StoreFixture {
 @Suite("Payment queue storage and state machine")
 struct TransactionStoreTests {
 
+    @Test("the unfinished and due queries use the small partial indexes (a bound state or finished flag would not)")
+    func queriesUsePartialIndexes() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let plans = try await fixture.database.pool.read { db -> [String] in
+            try [
+                "SELECT COUNT(*) FROM pq_transaction WHERE queue_key = 'q' AND finished = 0",
+                "SELECT id FROM pq_transaction WHERE queue_key = 'q' AND finished = 0 ORDER BY created_ms, id",
+                TransactionStore.dueSQL.replacingOccurrences(of: "?", with: "0"),
+                TransactionStore.nextDueSQL,
+            ].map { sql in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ")
+            }
+        }
+        #expect(plans[0].contains("pq_transaction_unfinished"), "\(plans[0])")
+        #expect(plans[1].contains("pq_transaction_unfinished"), "\(plans[1])")
+        #expect(plans[2].contains("pq_transaction_due"), "\(plans[2])")
+        #expect(plans[3].contains("pq_transaction_due"), "\(plans[3])")
+    }
+
     @Test("a queue holds a bounded number of unfinished transactions: AddPayment and restore beyond it are RESOURCE_EXHAUSTED")
     func unfinishedTransactionsAreBounded() async throws {
         let fixture = try StoreFixture(maxUnfinished: 3)
