@@ -96,7 +96,8 @@ public final class RecentEvents: Sendable {
         let size = doorbell.event?.count ?? 0
         var hasher = Hasher()
         hasher.combine(doorbell.seq)
-        hasher.combine(doorbell.event)
+        // Over the raw bytes: hashing the array would feed it to the hasher one element at a time.
+        doorbell.event?.withUnsafeBytes { hasher.combine(bytes: $0) }
         let identity = hasher.finalize()
         state.withLock { state in
             if state.lastSeq != 0 && doorbell.seq <= state.lastSeq {
