@@ -57,6 +57,7 @@ public final class GatewayService: Sendable {
     private let paymentQueue: RPCClient
     private let board: DoorbellBoard
     private let recent: RecentEvents?
+    private let catalogAnswers: CatalogAnswers
     private let logger: Logger
     private let closing = Atomic<Bool>(false)
     /// Observe calls held open now, and the most allowed: each holds a slot of the RPC server until it
@@ -78,9 +79,10 @@ public final class GatewayService: Sendable {
     public init(
         keyring: APIKeyring, signer: SessionSigner, sessionLifetimeSeconds: Int = 3600,
         catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, recent: RecentEvents? = nil, logger: Logger,
-        maxParkedObservers: Int = 100_000
+        maxParkedObservers: Int = 100_000, catalogAnswers: CatalogAnswers = CatalogAnswers(lifetime: .zero)
     ) {
         self.recent = recent
+        self.catalogAnswers = catalogAnswers
         self.maxParked = maxParkedObservers
         self.keyring = keyring
         self.signer = signer
@@ -232,6 +234,8 @@ public final class GatewayService: Sendable {
         if route.adminOnly && !session.admin {
             throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session")
         }
+        let cached = route.method.path == Self.fetchProductsPath
+        if cached, let answer = catalogAnswers.answer(app: session.claims.app, body: body) { return answer }
         let response = try await client(route.upstream).callRaw(
             path: route.method.path, idempotent: route.method.idempotent, body: body,
             options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))
@@ -239,8 +243,11 @@ public final class GatewayService: Sendable {
         guard response.code == .ok else {
             throw response.error ?? RPCError(response.code, "\(route.method.path) failed")
         }
+        if cached { catalogAnswers.keep(response.body, app: session.claims.app, body: body) }
         return response.body
     }
+
+    static let fetchProductsPath = Storebus_Catalog_V1_Catalog.fetchProducts.path
 
     // MARK: The observer stream
 

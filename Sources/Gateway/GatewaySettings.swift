@@ -100,6 +100,9 @@ public struct GatewaySettings: Decodable, Sendable {
     public var apiKeys: [APIKey]?
     /// Most Observe calls held open at once; beyond it, Observe answers at once. Default 100,000.
     public var maxParkedObservers: Int?
+    /// How long a FetchProducts answer is kept and given again for the same request of the same app,
+    /// in milliseconds. Default 1000; 0 forwards every call.
+    public var catalogCacheMilliseconds: Int?
 
     /// Empty settings.
     public init() {}

@@ -64,7 +64,8 @@ struct GatewayCommand: AsyncParsableCommand {
         let gateway = GatewayService(
             keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: lifetime,
             catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, recent: recent, logger: host.logger,
-            maxParkedObservers: settings.maxParkedObservers ?? 100_000
+            maxParkedObservers: settings.maxParkedObservers ?? 100_000,
+            catalogAnswers: CatalogAnswers(lifetime: .milliseconds(max(0, settings.catalogCacheMilliseconds ?? 1000)))
         )
         try await host.serve(
             router: gateway.router,
