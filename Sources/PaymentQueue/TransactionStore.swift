@@ -232,17 +232,18 @@ public final class TransactionStore: Sendable {
 
     /// Decides the transaction whose current row is `row` (nil unless it is PURCHASING).
     static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, row: Row, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue else { return nil }
-        let id: String = row["id"]
+        let columns = ColumnReader(row)
+        guard columns["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue else { return nil }
+        let id: String = columns["id"]
         let nowMS = Self.milliseconds(now)
-        let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["policy_mode"]) ?? .approve
+        let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: columns["policy_mode"]) ?? .approve
         let decided: Row
-        if row["ask_to_buy"] as Bool || mode == .askToBuy {
+        if columns["ask_to_buy"] as Bool || mode == .askToBuy {
             decided = try Self.setState(db, id: id, .deferred, at: nowMS)
         } else {
             switch mode {
             case .fail:
-                let code = Storebus_PaymentQueue_V1_SKError(rawValue: row["policy_error"]) ?? .unknown
+                let code = Storebus_PaymentQueue_V1_SKError(rawValue: columns["policy_error"]) ?? .unknown
                 decided = try Self.fail(db, id: id, .make(code), at: nowMS)
             case .interrupt:
                 decided = try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS, interrupted: true)
@@ -251,7 +252,7 @@ public final class TransactionStore: Sendable {
             }
         }
         let transaction = try Self.transaction(db, row: decided)
-        try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
+        try batch.append(key: columns["queue_key"], Self.updated([transaction], queue: transaction.queue))
         return transaction
     }
 
@@ -450,18 +451,19 @@ public final class TransactionStore: Sendable {
     @discardableResult
     static func purchase(_ db: Database, id: String, at ms: Int64) throws -> Row {
         let row = try setState(db, id: id, .purchased, at: ms)
-        let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
+        let columns = ColumnReader(row)
+        let type = Storebus_Catalog_V1_ProductType(rawValue: columns["product_type"]) ?? .consumable
         if type == .nonConsumable || type == .autoRenewableSubscription {
             let held = try Bool.fetchOne(db.cachedStatement(sql: """
                 SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
                                WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
-                """), arguments: [row["app"], row["account"], row["product_id"]]) ?? false
+                """), arguments: [columns["app"], columns["account"], columns["product_id"]]) ?? false
             if held { return row }
         }
         try db.cachedStatement(sql: """
             INSERT INTO pq_charge (transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [id, row["app"], row["account"], row["product_id"], Self.amount(price: row["price"], quantity: row["quantity"]), row["currency"], row["storefront"], ms])
+            """).execute(arguments: [id, columns["app"], columns["account"], columns["product_id"], Self.amount(price: columns["price"], quantity: columns["quantity"]), columns["currency"], columns["storefront"], ms])
         return row
     }
 
@@ -479,42 +481,43 @@ public final class TransactionStore: Sendable {
     /// The transaction whose row (all columns of pq_transaction) is `row`.
     static func transaction(_ db: Database, row: Row, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
-        transaction.transactionIdentifier = row["id"]
-        transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: row["state"]) ?? .purchasing
-        transaction.transactionDate = .init(date: Date(timeIntervalSince1970: Double(row["date_ms"] as Int64) / 1000))
+        let columns = ColumnReader(row)
+        transaction.transactionIdentifier = columns["id"]
+        transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: columns["state"]) ?? .purchasing
+        transaction.transactionDate = .init(date: Date(timeIntervalSince1970: Double(columns["date_ms"] as Int64) / 1000))
         transaction.payment = .with {
-            $0.productIdentifier = row["product_id"]
-            $0.quantity = row["quantity"]
-            $0.applicationUsername = row["application_username"]
-            $0.requestData = row["request_data"]
-            $0.simulatesAskToBuyInSandbox = row["ask_to_buy"]
+            $0.productIdentifier = columns["product_id"]
+            $0.quantity = columns["quantity"]
+            $0.applicationUsername = columns["application_username"]
+            $0.requestData = columns["request_data"]
+            $0.simulatesAskToBuyInSandbox = columns["ask_to_buy"]
         }
         transaction.queue = .with {
-            $0.appBundleID = row["app"]
-            $0.accountID = row["account"]
-            $0.deviceID = row["device"]
+            $0.appBundleID = columns["app"]
+            $0.accountID = columns["account"]
+            $0.deviceID = columns["device"]
         }
-        transaction.storefront = row["storefront"]
-        transaction.productType = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .unspecified
-        transaction.finished = row["finished"]
+        transaction.storefront = columns["storefront"]
+        transaction.productType = Storebus_Catalog_V1_ProductType(rawValue: columns["product_type"]) ?? .unspecified
+        transaction.finished = columns["finished"]
         if transaction.transactionState == .purchased || transaction.transactionState == .restored,
-           let text = row["downloads"] as String?, text != "[]" {
+           let text = columns["downloads"] as String?, text != "[]" {
             transaction.downloads = try Storebus_PaymentQueue_V1_Download.array(fromJSONString: text).map { download in
                 var download = download
                 download.transactionIdentifier = transaction.transactionIdentifier
                 return download
             }
         }
-        if let revoked = row["revoked_ms"] as Int64? {
+        if let revoked = columns["revoked_ms"] as Int64? {
             transaction.cancellationDate = .init(date: Date(timeIntervalSince1970: Double(revoked) / 1000))
         }
-        if let code = row["error_code"] as Int? {
+        if let code = columns["error_code"] as Int? {
             transaction.error = .with {
                 $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code) ?? .unknown
-                $0.localizedDescription = row["error_message"] ?? ""
+                $0.localizedDescription = columns["error_message"] ?? ""
             }
         }
-        if let original = row["original_id"] as String?, depth == 0, let originalTransaction = try Self.transaction(db, id: original, depth: 1) {
+        if let original = columns["original_id"] as String?, depth == 0, let originalTransaction = try Self.transaction(db, id: original, depth: 1) {
             transaction.originalTransaction = originalTransaction
         }
         return transaction

@@ -75,3 +75,38 @@ public final class StoreDatabase: Sendable {
         try pool.close()
     }
 }
+
+/// Reads a fetched row's columns by their exact names, through positions found once per row.
+///
+/// GRDB finds a column of a fetched (copied) row by lower-casing and comparing every column name on
+/// each access; a wide row read field by field paid that about twenty times over (3% of the payment
+/// queue's commit thread). Names not found here fall back to GRDB's own lookup.
+public struct ColumnReader {
+    /// The row.
+    public let row: Row
+    private let positions: [String: Int]
+
+    /// A reader of `row`.
+    public init(_ row: Row) {
+        self.row = row
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(row.count)
+        for (index, name) in row.columnNames.enumerated() where positions[name] == nil {
+            positions[name] = index
+        }
+        self.positions = positions
+    }
+
+    /// The value of the column `name` as it is stored (for statement arguments).
+    @_disfavoredOverload
+    public subscript(_ name: String) -> (any DatabaseValueConvertible)? {
+        if let index = positions[name] { return row[index] }
+        return row[name]
+    }
+
+    /// The value of the column `name` (an optional type reads NULL as nil).
+    public subscript<Value: DatabaseValueConvertible>(_ name: String) -> Value {
+        if let index = positions[name] { return row[index] }
+        return row[name]
+    }
+}

@@ -22,4 +22,19 @@ struct StoreDatabaseTests {
             try database.close()
         }
     }
+
+    @Test("ColumnReader reads a fetched row's columns by exact name, NULL as nil, the leftmost of a repeated name, and others through GRDB")
+    func columnReader() throws {
+        let queue = try DatabaseQueue()
+        let row = try queue.read { db in
+            try Row.fetchOne(db, sql: "SELECT 1 AS id, 'gems' AS product_id, NULL AS error_code, X'0102' AS request_data, 7 AS id, 'x' AS Mixed_Case")!
+        }
+        let columns = ColumnReader(row)
+        #expect(columns["id"] as Int == 1, "the leftmost, as GRDB reads it")
+        #expect(columns["product_id"] as String == "gems")
+        #expect(columns["error_code"] as Int? == nil)
+        #expect(columns["request_data"] as Data == Data([1, 2]))
+        #expect(columns["mixed_case"] as String? == "x", "a name it does not hold as spelled: GRDB's case-insensitive lookup")
+        #expect(columns["missing"] as String? == nil)
+    }
 }
