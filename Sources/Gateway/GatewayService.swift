@@ -282,6 +282,7 @@ public final class GatewayService: Sendable {
             let ticket = board.ticket(key: queue.key, beyond: request.afterSeq)
             let events: [Storebus_Gateway_V1_ObserverEvent]
             let head: UInt64
+            var readSkipped = false
             switch recent?.lookup(key: queue.key, after: request.afterSeq, limit: Int(credit)) {
             case .events(let known, let newest):
                 // What the doorbells brought: committed events, consecutive after the position.
@@ -295,6 +296,7 @@ public final class GatewayService: Sendable {
                 // wait that times out reads it (below, on the next turn), as doorbells can be lost.
                 events = []
                 head = request.afterSeq
+                readSkipped = true
             default:
                 let page: Storebus_PaymentQueue_V1_QueueEventPage
                 do {
@@ -316,6 +318,8 @@ public final class GatewayService: Sendable {
             let full = !events.isEmpty || now >= waitEnd || closing.load(ordering: .acquiring)
             if full || !park(queue.key) {
                 board.cancel(ticket)
+                // An answer is never given on the doorbells' word alone: read the log first.
+                if readSkipped { continue }
                 return .with {
                     $0.events = events
                     $0.headSeq = head

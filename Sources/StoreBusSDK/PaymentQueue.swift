@@ -158,13 +158,11 @@ public final class PaymentQueue: Sendable {
         }
     }
 
-    /// Returns when every sequence holds fewer than `credit` callbacks not yet taken.
+    /// Returns when every sequence still listening holds fewer than `credit` callbacks not yet taken
+    /// (a sequence that ends meanwhile, its buffer dropped, no longer counts).
     private func waitForSlowSequences(credit: Int) async {
-        let backlogs = state.withLock { $0.streams.values.map(\.backlog) }
-        for backlog in backlogs {
-            while backlog.count >= credit && !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(10))
-            }
+        while !Task.isCancelled, state.withLock({ $0.streams.values.contains { $0.backlog.count >= credit } }) {
+            try? await Task.sleep(for: .milliseconds(10))
         }
     }
 

@@ -201,6 +201,28 @@ struct SDKObserveTests {
         await gateway.stop()
     }
 
+    @Test("a callbacks sequence that ends with callbacks still buffered does not stall the others")
+    func endedSequenceDoesNotStall() async throws {
+        let acknowledged = Positions()
+        let gateway = try Self.endlessGateway(perAnswer: 500, delay: .zero, acknowledged: acknowledged)
+        var configuration = gateway.configuration
+        configuration.observerCredit = 8
+        let queue = try PaymentQueue(configuration: configuration)
+        let observer = IdentifierObserver()
+        queue.add(observer)
+        // Given a sequence that takes one callback, then ends with a full buffer
+        do {
+            var callbacks = queue.callbacks.makeAsyncIterator()
+            _ = await callbacks.next()
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        // Then the observer goes on hearing callbacks
+        let before = observer.identifiers.withLock { $0.count }
+        #expect(await waitUntil(timeout: .seconds(3)) { observer.identifiers.withLock { $0.count } > before + 100 })
+        await queue.close()
+        await gateway.stop()
+    }
+
     @Test("a queue dropped without close() shuts its connection down")
     func droppedQueueClosesItsConnection() async throws {
         // Given a queue made from a configuration (so it owns its connection), pointed at no gateway
