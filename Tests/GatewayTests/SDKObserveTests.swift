@@ -142,6 +142,16 @@ struct SDKObserveTests {
         let values = Mutex<[UInt64]>([])
     }
 
+    /// A queue whose gateway answers every Observe at once with as many callbacks as the credit
+    /// allows, the queue asking for `credit` at a time.
+    private static func flooded(credit: UInt32) throws -> (ScriptedGateway, PaymentQueue, Positions) {
+        let acknowledged = Positions()
+        let gateway = try endlessGateway(perAnswer: 500, delay: .zero, acknowledged: acknowledged)
+        var configuration = gateway.configuration
+        configuration.observerCredit = credit
+        return (gateway, try PaymentQueue(configuration: configuration), acknowledged)
+    }
+
     /// Records the transaction identifiers of updatedTransactions callbacks.
     private final class IdentifierObserver: PaymentTransactionObserver {
         let identifiers = Mutex<[String]>([])
@@ -178,11 +188,7 @@ struct SDKObserveTests {
 
     @Test("a slow callbacks consumer slows the stream: the SDK buffers at most two answers' worth")
     func slowSequenceIsBounded() async throws {
-        let acknowledged = Positions()
-        let gateway = try Self.endlessGateway(perAnswer: 500, delay: .zero, acknowledged: acknowledged)
-        var configuration = gateway.configuration
-        configuration.observerCredit = 8
-        let queue = try PaymentQueue(configuration: configuration)
+        let (gateway, queue, acknowledged) = try Self.flooded(credit: 8)
         var callbacks = queue.callbacks.makeAsyncIterator()
         // Given a consumer that takes one callback every 20 ms
         var taken: [PaymentQueueCallback] = []
@@ -203,11 +209,7 @@ struct SDKObserveTests {
 
     @Test("a callbacks sequence that ends with callbacks still buffered does not stall the others")
     func endedSequenceDoesNotStall() async throws {
-        let acknowledged = Positions()
-        let gateway = try Self.endlessGateway(perAnswer: 500, delay: .zero, acknowledged: acknowledged)
-        var configuration = gateway.configuration
-        configuration.observerCredit = 8
-        let queue = try PaymentQueue(configuration: configuration)
+        let (gateway, queue, acknowledged) = try Self.flooded(credit: 8)
         let observer = IdentifierObserver()
         queue.add(observer)
         // Given a sequence that takes one callback, then ends with a full buffer
