@@ -88,6 +88,7 @@ let package = Package(
             dependencies: [
                 "StoreBus", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -199,7 +199,7 @@ extension TransactionStore {
             $0.amount = row["amount"]
             $0.currencyCode = row["currency"]
             $0.storefront = row["storefront"]
-            $0.chargedAt = .init(date: Date(timeIntervalSince1970: Double(row["charged_ms"] as Int64) / 1000))
+            $0.chargedAt = Self.timestamp(milliseconds: row["charged_ms"])
             $0.refunded = row["refunded"]
         }
     }

@@ -3,6 +3,7 @@ import GRDB
 import StoreBus
 import StoreBusStorage
 import StoreSchema
+import SwiftProtobuf
 
 /// The payment queue's durable state: transactions, idempotency keys, the charge ledger and sandbox
 /// policies. Every change is one database transaction with the `QueueEvent`s that describe it
@@ -484,7 +485,7 @@ public final class TransactionStore: Sendable {
         let columns = ColumnReader(row)
         transaction.transactionIdentifier = columns["id"]
         transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: columns["state"]) ?? .purchasing
-        transaction.transactionDate = .init(date: Date(timeIntervalSince1970: Double(columns["date_ms"] as Int64) / 1000))
+        transaction.transactionDate = Self.timestamp(milliseconds: columns["date_ms"])
         transaction.payment = .with {
             $0.productIdentifier = columns["product_id"]
             $0.quantity = columns["quantity"]
@@ -509,7 +510,7 @@ public final class TransactionStore: Sendable {
             }
         }
         if let revoked = columns["revoked_ms"] as Int64? {
-            transaction.cancellationDate = .init(date: Date(timeIntervalSince1970: Double(revoked) / 1000))
+            transaction.cancellationDate = Self.timestamp(milliseconds: revoked)
         }
         if let code = columns["error_code"] as Int? {
             transaction.error = .with {
@@ -521,6 +522,16 @@ public final class TransactionStore: Sendable {
             transaction.originalTransaction = originalTransaction
         }
         return transaction
+    }
+
+    /// A stored time in milliseconds as a Timestamp, exactly: through a Double, 34.090 s came out as
+    /// 34.089999914 s.
+    static func timestamp(milliseconds: Int64) -> Google_Protobuf_Timestamp {
+        let (seconds, remainder) = milliseconds.quotientAndRemainder(dividingBy: 1000)
+        // Floor division, so that a time before 1970 keeps its nanos in 0..<1e9 as the type requires.
+        return remainder >= 0
+            ? Google_Protobuf_Timestamp(seconds: seconds, nanos: Int32(remainder) * 1_000_000)
+            : Google_Protobuf_Timestamp(seconds: seconds - 1, nanos: Int32(remainder + 1000) * 1_000_000)
     }
 
     static func updated(_ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], queue: Storebus_PaymentQueue_V1_QueueRef) -> Storebus_PaymentQueue_V1_QueueEvent {

@@ -53,6 +53,22 @@ struct StoreFixture {
 @Suite("Payment queue storage and state machine")
 struct TransactionStoreTests {
 
+    @Test("transaction dates are whole milliseconds, as stored (no 34.089999914 s for 34.090 s)")
+    func exactDates() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        for _ in 0..<20 {
+            let created = try await fixture.purchase("coins")
+            #expect(created.transactionDate.nanos % 1_000_000 == 0, "\(created.transactionDate)")
+            let stored = try await fixture.database.pool.read { db in
+                try Int64.fetchOne(db, sql: "SELECT date_ms FROM pq_transaction WHERE id = ?", arguments: [created.transactionIdentifier])!
+            }
+            #expect(Int64(created.transactionDate.seconds) * 1000 + Int64(created.transactionDate.nanos / 1_000_000) == stored)
+        }
+        let early = TransactionStore.timestamp(milliseconds: -1)
+        #expect(early.seconds == -1 && early.nanos == 999_000_000, "before 1970, nanos stay positive")
+    }
+
     @Test("the unfinished and due queries use the small partial indexes (a bound state or finished flag would not)")
     func queriesUsePartialIndexes() async throws {
         let fixture = try StoreFixture()

@@ -20,9 +20,10 @@ public struct Doorbell: Sendable, Equatable {
     /// nil when it is larger than ``maxEventBytes`` (read it instead).
     public var event: [UInt8]?
 
-    /// Largest event carried in a doorbell. Subscribers buffer up to their high-water mark of
-    /// doorbells, so this bounds their memory too.
-    public static let maxEventBytes = 16 * 1024
+    /// Largest event carried in a doorbell. A publisher queues up to 10,000 doorbells for a slow
+    /// subscriber and a subscriber buffers as many, so this bounds both to about 40 MiB; a payment
+    /// queue event of one transaction is 1 to 2 KiB (a restore's or a large requestData's is read).
+    public static let maxEventBytes = 4 * 1024
 
     /// Creates a doorbell; an `event` over ``maxEventBytes`` is left out.
     public init(log: String, key: String, seq: UInt64, keySeq: UInt64, event: [UInt8]? = nil) {
