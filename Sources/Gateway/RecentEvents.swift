@@ -10,9 +10,10 @@ import Synchronization
 /// seq is not one more than the last. Everything kept is then dropped, because any run may miss an
 /// event, and Observe reads the log until runs grow again. A doorbell without its event (too large to
 /// carry) ends its queue's run the same way. It is a cache only: a queue it knows nothing about, or a
-/// position before what it keeps, is read from the log as before. And the log is the truth: a read
-/// showing a queue's head below what is kept here (the payment queue's database was replaced) drops
-/// everything kept, as does a doorbell at a position heard before with other content.
+/// position before what it keeps, is read from the log as before. And the log is the truth: when the
+/// connection to the payment queue's doorbells ends (the process stopped; it may come back on another
+/// database), when a read shows a queue's head below what is kept here, or when a doorbell comes at a
+/// position heard before with other content, everything kept is dropped.
 ///
 /// Memory is bounded by the events' JSON size (oldest out first) and by a number of events per queue.
 public final class RecentEvents: Sendable {
@@ -139,6 +140,15 @@ public final class RecentEvents: Sendable {
             let start = Int(position + 1 - run.first)
             let end = min(run.events.count, start + max(1, limit))
             return .events(Array(run.events[start..<end]), newest: run.last)
+        }
+    }
+
+    /// Drops everything kept: the payment queue's doorbell connection ended, so the process may have
+    /// restarted on another database, whose log can reuse the positions kept here.
+    public func forget() {
+        state.withLock { state in
+            state.dropAll()
+            state.lastSeq = 0
         }
     }
 

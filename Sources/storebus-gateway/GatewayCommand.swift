@@ -60,7 +60,10 @@ struct GatewayCommand: AsyncParsableCommand {
         let paymentQueueClient = try RPCClient(configuration: ClientConfiguration(endpoints: paymentQueue), context: host.context, logger: host.logger)
         // Doorbells carry small events: kept, they answer most Observe calls without a log read.
         let recent = RecentEvents()
-        let board = try DoorbellBoard(endpoints: events, log: "payment-queue", context: host.context) { recent.heard($0) }
+        let board = try DoorbellBoard(
+            endpoints: events, log: "payment-queue", context: host.context,
+            heard: { recent.heard($0) }, disconnected: { recent.forget() }
+        )
         let gateway = GatewayService(
             keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: lifetime,
             catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, recent: recent, logger: host.logger,

@@ -403,4 +403,39 @@ struct EndToEndTests {
         await queue.close()
         await store.stop()
     }
+
+    @Test("a client that stopped listening before the payment queue's database was replaced never hears the old database's events")
+    func pausedClientOfReplacedLog() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let (queue, recorder) = try await store.launch(account: "mona")
+        let first = try await queue.addPayment(Payment(productIdentifier: coins))
+        #expect(await recorder.purchased(first.id))
+        try await queue.finish(first)
+        #expect(await recorder.wait { $0.removed(first.id) })
+        // The app stops listening; two more purchases are committed (and announced to the gateway).
+        recorder.cancel()
+        try await Task.sleep(for: .milliseconds(300))
+        let unseen = [try await queue.addPayment(Payment(productIdentifier: coins)).id, try await queue.addPayment(Payment(productIdentifier: coins)).id]
+        try await Task.sleep(for: .milliseconds(500))
+
+        // The operator replaces the payment queue's database with an empty one.
+        await store.queue.stop()
+        try FileManager.default.removeItem(atPath: store.directory.path("data"))
+        try store.queue.start()
+        try await store.queue.waitUntilServing(endpoint: store.directory.ipcEndpoint("pq"))
+
+        // Listening again, the client hears the new, empty queue, and nothing of the old database.
+        let again = Recorder(queue)
+        #expect(await again.attached(timeout: .seconds(15)))
+        try await Task.sleep(for: .milliseconds(500))
+        let old = again.callbacks.filter { callback in
+            if case .updatedTransactions(let transactions, _) = callback.event { return transactions.contains { unseen.contains($0.transactionIdentifier) } }
+            return false
+        }
+        #expect(old.isEmpty, "\(again.callbacks.map { "\($0.seq) \($0.event)".prefix(80) })")
+        again.cancel()
+        await queue.close()
+        await store.stop()
+    }
 }

@@ -32,16 +32,22 @@ public final class DoorbellBoard: Sendable {
     private let state = Mutex(State())
 
     /// Subscribes to every key of `log` on the publishers at `endpoints`. `heard`, when given, sees
-    /// each doorbell on the subscription's thread before anyone waiting on its key is woken.
-    public init(endpoints: [String], log: String, context: ZeroMQ.Context, heard: (@Sendable (Doorbell) -> Void)? = nil) throws {
+    /// each doorbell on the subscription's thread before anyone waiting on its key is woken;
+    /// `disconnected`, when given, hears there that a publisher's connection ended.
+    public init(
+        endpoints: [String], log: String, context: ZeroMQ.Context,
+        heard: (@Sendable (Doorbell) -> Void)? = nil, disconnected: (@Sendable () -> Void)? = nil
+    ) throws {
         reactor = Reactor(name: "sb-doorbell-brd", context: context)
         if !endpoints.isEmpty {
             try DoorbellSubscription.start(
-                endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor
-            ) { [weak self] doorbell in
-                heard?(doorbell)
-                self?.rang(key: doorbell.key, position: doorbell.keySeq)
-            }
+                endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor,
+                heard: { [weak self] doorbell in
+                    heard?(doorbell)
+                    self?.rang(key: doorbell.key, position: doorbell.keySeq)
+                },
+                disconnected: disconnected
+            )
         } else {
             reactor.start()
         }

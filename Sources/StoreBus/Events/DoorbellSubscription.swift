@@ -1,30 +1,57 @@
+import Synchronization
 import ZeroMQ
 
 /// The SUB side of doorbells: one socket on a reactor of its own.
 enum DoorbellSubscription {
     /// Connects a SUB socket to `endpoints`, subscribed to `prefix`, registers it on `reactor`, and
     /// starts the reactor. `heard` runs on the reactor thread for each well-formed doorbell; anything
-    /// else published on the socket is ignored. The socket closes when the reactor stops.
+    /// else published on the socket is ignored. `disconnected`, when given, runs there too each time
+    /// a publisher's connection ends (it stopped or restarted; what it publishes next may belong to
+    /// another log). The socket closes when the reactor stops.
     static func start(
         endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context, reactor: Reactor,
-        heard: @escaping @Sendable (Doorbell) -> Void
+        heard: @escaping @Sendable (Doorbell) -> Void,
+        disconnected: (@Sendable () -> Void)? = nil
     ) throws {
         let socket = try Socket(context: context, type: .sub)
         try socket.set(.subscribe(prefix))
         try socket.set(.receiveHighWaterMark(10_000))
         try socket.set(.reconnect(interval: 100, max: 2000))
         try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))
+        var monitor: Socket?
+        if disconnected != nil {
+            let address = "inproc://storebus-doorbell-monitor-\(monitorCounter.wrappingAdd(1, ordering: .relaxed).oldValue)"
+            try socket.monitor(endpoint: address, events: [.disconnected])
+            let pair = try Socket(context: context, type: .pair)
+            try pair.connect(address)
+            monitor = pair
+        }
         for endpoint in endpoints { try socket.connect(endpoint) }
-        let box = LoopBound(socket, on: reactor)
+        let box = LoopBound((socket, monitor), on: reactor)
         reactor.execute { [reactor, box] in
-            let socket = box.value
+            let (socket, monitor) = box.value
             reactor.register(socket) {
                 while let message = try? socket.receive(dontWait: true) {
                     if let doorbell = Doorbell(frames: message.frames) { heard(doorbell) }
                 }
             }
-            reactor.onStop { socket.close() }
+            if let monitor, let disconnected {
+                reactor.register(monitor) {
+                    while let message = try? monitor.receive(dontWait: true) {
+                        if SocketEvent(message)?.event == .disconnected { disconnected() }
+                    }
+                }
+            }
+            reactor.onStop {
+                if let monitor {
+                    socket.stopMonitor()
+                    monitor.close()
+                }
+                socket.close()
+            }
         }
         reactor.start()
     }
+
+    private static let monitorCounter = Atomic<UInt64>(0)
 }
