@@ -234,7 +234,9 @@ public final class GatewayService: Sendable {
         if route.adminOnly && !session.admin {
             throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session")
         }
-        let cached = route.method.path == Self.fetchProductsPath
+        // Not for admin sessions: the catalog lets them read any app, so their answers are not the
+        // session's app's to give.
+        let cached = !session.admin && route.method.path == Self.fetchProductsPath
         if cached, let answer = catalogAnswers.answer(app: session.claims.app, body: body) { return answer }
         let response = try await client(route.upstream).callRaw(
             path: route.method.path, idempotent: route.method.idempotent, body: body,

@@ -180,7 +180,8 @@ public final class PaymentQueue: Sendable {
             response = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
                 $0.replay = !replayed
                 $0.afterSeq = position
-                $0.credit = configuration.boundedObserverCredit
+                // A replay answer always holds two callbacks (the transactions, then its end).
+                $0.credit = replayed ? configuration.boundedObserverCredit : max(2, configuration.boundedObserverCredit)
                 $0.waitMs = configuration.observerHoldMilliseconds
             }, timeout: .milliseconds(Int64(configuration.observerHoldMilliseconds)) + configuration.callTimeout)
         } catch let error as StoreError {

@@ -304,6 +304,16 @@ struct EndToEndTests {
                 $0.payment.productIdentifier = coins
             })
         }
+        // An admin session (opened for Bob's app) reads the other app's products on each gateway; a
+        // gateway never gives that answer to a session of Bob's app asking the same.
+        for index in [0, 1] {
+            let admin = try StoreConnection(configuration: store.configuration(account: "operator", device: "console", key: adminKey, gateways: [index]))
+            _ = try await admin.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
+                $0.appBundleID = notes
+                $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
+            })
+            await admin.close()
+        }
         await expectDenied("asking another app's products") {
             try await bob.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
                 $0.appBundleID = notes

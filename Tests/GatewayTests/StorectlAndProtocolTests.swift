@@ -168,6 +168,15 @@ struct StorectlAndProtocolTests {
         for call in parked { call.cancel() }
         await first.close()
         await other.close()
+
+        // An SDK granting a credit of 1 still gets its launch replay (it asks for 2 for that call).
+        var stingy = store.configuration(account: "kate")
+        stingy.observerCredit = 1
+        let oneByOne = try PaymentQueue(configuration: stingy)
+        let recorder = Recorder(oneByOne)
+        #expect(await recorder.attached())
+        recorder.cancel()
+        await oneByOne.close()
         await queue.close()
         await store.stop()
     }
