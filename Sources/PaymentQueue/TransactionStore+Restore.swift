@@ -21,7 +21,7 @@ extension TransactionStore {
             }
             let nowMS = Self.milliseconds(now)
             var sql = """
-                SELECT id FROM pq_transaction
+                SELECT id, length(request_data) + length(CAST(application_username AS BLOB)) FROM pq_transaction
                 WHERE app = ? AND account = ? AND state = ? AND product_type IN (?, ?) AND original_id IS NULL
                   AND revoked_ms IS NULL AND cleared = 0
                 """
@@ -33,11 +33,13 @@ extension TransactionStore {
                 sql += " AND application_username = ?"
                 arguments += [applicationUsername]
             }
-            let originals = try String.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
-            let unfinished = try Self.unfinishedCount(db, queueKey: queue.key)
-            guard unfinished + originals.count <= maxUnfinished else {
-                throw RPCError(.resourceExhausted, "restoring \(originals.count) transactions would leave more than \(maxUnfinished) unfinished in the queue, which holds \(unfinished); finish some first")
-            }
+            let found = try Row.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
+            let originals = found.map { $0[0] as String }
+            try Self.checkRoom(
+                Self.unfinishedLoad(db, queueKey: queue.key), adding: originals.count,
+                bytes: found.reduce(0) { $0 + ($1[1] as Int) },
+                maxUnfinished: maxUnfinished, doing: "restoring \(originals.count) transactions"
+            )
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             for original in originals {
                 let id = try Self.nextIdentifier(db)
@@ -56,8 +58,8 @@ extension TransactionStore {
             try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, restored.count, nowMS])
             // In events of a bounded size: each stays far below the message limit whatever the count.
-            for start in stride(from: 0, to: restored.count, by: Self.restoredPerEvent) {
-                let chunk = Array(restored[start..<min(start + Self.restoredPerEvent, restored.count)])
+            for start in stride(from: 0, to: restored.count, by: Self.transactionsPerEvent) {
+                let chunk = Array(restored[start..<min(start + Self.transactionsPerEvent, restored.count)])
                 try batch.append(key: queue.key, Self.updated(chunk, queue: queue))
             }
             try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
@@ -175,10 +177,13 @@ extension TransactionStore {
         for queueRow in queues {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
             let key: String = queueRow["queue_key"]
-            if let removed = removedByQueue[key] {
+            let removed = removedByQueue[key] ?? []
+            // In events of a bounded size, as a restore's: one event must never pass the message limit.
+            for start in stride(from: 0, to: removed.count, by: Self.transactionsPerEvent) {
+                let chunk = Array(removed[start..<min(start + Self.transactionsPerEvent, removed.count)])
                 try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
                     $0.queue = queue
-                    $0.removedTransactions = .with { $0.transactions = removed }
+                    $0.removedTransactions = .with { $0.transactions = chunk }
                 })
             }
             if !held.isEmpty {

@@ -20,8 +20,12 @@ public final class TransactionStore: Sendable {
     /// an answer must stay under the 4 MiB message limit. A queue this full means an app that does not
     /// finish its transactions; it has to finish some before it can add more.
     public static let defaultMaxUnfinished = 1000
-    /// Most restored transactions announced in one `updatedTransactions` event.
-    static let restoredPerEvent = 64
+    /// Most bytes of requestData and applicationUsername that one queue's unfinished transactions may
+    /// hold together: with the rest of each transaction, the replay stays under the message limit
+    /// even when every field is as large (and its JSON as escaped) as it may be.
+    public static let maxUnfinishedPayloadBytes = 384 * 1024
+    /// Most transactions announced in one event by a restore or a clear.
+    static let transactionsPerEvent = 64
 
     let writer: EventLogWriter
     /// Most unfinished transactions one queue may hold: AddPayment and restore beyond it are
@@ -35,9 +39,22 @@ public final class TransactionStore: Sendable {
         self.maxUnfinished = maxUnfinished
     }
 
-    /// The number of unfinished transactions in the queue with key `queueKey`.
-    static func unfinishedCount(_ db: Database, queueKey: String) throws -> Int {
-        try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM pq_transaction WHERE queue_key = ? AND finished = 0"), arguments: [queueKey]) ?? 0
+    /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
+    /// requestData and applicationUsername they hold.
+    static func unfinishedLoad(_ db: Database, queueKey: String) throws -> (count: Int, bytes: Int) {
+        let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT COUNT(*), COALESCE(SUM(length(request_data) + length(CAST(application_username AS BLOB))), 0)
+            FROM pq_transaction WHERE queue_key = ? AND finished = 0
+            """), arguments: [queueKey])
+        return (row?[0] ?? 0, row?[1] ?? 0)
+    }
+
+    /// RESOURCE_EXHAUSTED unless a queue holding `load` can take `adding` more unfinished transactions
+    /// carrying `bytes` of requestData and applicationUsername.
+    static func checkRoom(_ load: (count: Int, bytes: Int), adding: Int, bytes: Int, maxUnfinished: Int, doing: String) throws {
+        guard load.count + adding <= maxUnfinished, load.bytes + bytes <= maxUnfinishedPayloadBytes else {
+            throw RPCError(.resourceExhausted, "the queue already holds \(load.count) unfinished transactions with \(load.bytes) bytes of requestData and applicationUsername; \(doing) would pass its limits (\(maxUnfinished) transactions, \(maxUnfinishedPayloadBytes) bytes): finish some first")
+        }
     }
 
     /// What AddPayment decided to create.
@@ -115,10 +132,11 @@ public final class TransactionStore: Sendable {
                let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
                 return (existing, true)
             }
-            let unfinished = try Self.unfinishedCount(db, queueKey: new.queue.key)
-            guard unfinished < maxUnfinished else {
-                throw RPCError(.resourceExhausted, "the queue already holds \(unfinished) unfinished transactions, the most it may; finish some before adding payments")
-            }
+            try Self.checkRoom(
+                Self.unfinishedLoad(db, queueKey: new.queue.key), adding: 1,
+                bytes: new.payment.requestData.count + new.payment.applicationUsername.utf8.count,
+                maxUnfinished: maxUnfinished, doing: "this payment"
+            )
             let id = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)
             var state = Storebus_PaymentQueue_V1_TransactionState.purchasing

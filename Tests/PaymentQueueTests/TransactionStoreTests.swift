@@ -116,6 +116,36 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil, key: "").count == 1)
     }
 
+    @Test("a queue's unfinished transactions hold a bounded number of requestData and applicationUsername bytes")
+    func unfinishedPayloadIsBounded() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        func add(_ index: Int) async throws {
+            let new = TransactionStore.NewTransaction(
+                queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1; $0.requestData = Data(repeating: UInt8(index % 256), count: 4096) },
+                productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
+                start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
+            )
+            _ = try await fixture.store.create(new)
+        }
+        let fits = TransactionStore.maxUnfinishedPayloadBytes / 4096
+        for index in 0..<fits { try await add(index) }
+        let refused = await #expect(throws: RPCError.self) { try await add(fits) }
+        #expect(refused?.code == .resourceExhausted)
+        #expect(refused?.message.contains("bytes") == true, "\(String(describing: refused))")
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.count == fits)
+    }
+
+    @Test("clearing an account announces its queue's unfinished transactions as removed, at most 64 per event")
+    func clearIsChunked() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        for _ in 0..<130 { _ = try await fixture.purchase("coins") }
+        #expect(try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice") == 130)
+        let removed = try await fixture.events().map(\.removedTransactions.transactions.count).filter { $0 > 0 }
+        #expect(removed == [64, 64, 2])
+    }
+
     @Test("a large restore is announced in updatedTransactions events of at most 64 transactions, then the finish event")
     func largeRestoreIsChunked() async throws {
         let fixture = try StoreFixture()

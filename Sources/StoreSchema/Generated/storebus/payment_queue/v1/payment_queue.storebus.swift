@@ -22,7 +22,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// sandbox failure is not an error here: the transaction moves to FAILED with a StoreKitError.
     /// NOT_FOUND: unknown app. INVALID_ARGUMENT: empty product identifier, quantity outside 1..10, unknown
     /// storefront. FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
-    /// the queue already holds 1000 unfinished transactions (finish some first). Idempotent when
+    /// the queue already holds 1000 unfinished transactions, or 384 KiB of their request_data and
+    /// application_username together (finish some first). Idempotent when
     /// idempotency_key is set: a repeat returns the transaction the key first created.
     public static let addPayment = MethodDescriptor<Storebus_PaymentQueue_V1_AddPaymentRequest, Storebus_PaymentQueue_V1_AddPaymentResponse>(
         service: serviceName, method: "AddPayment", idempotent: false, streaming: .unary
@@ -40,7 +41,7 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// (restoreCompletedTransactions). Each restore adds new RESTORED transactions, then a RestoreFinished
     /// or RestoreFailed event with the returned restore_id; the restored transactions come in
     /// updatedTransactions events of at most 64 each. NOT_FOUND: unknown app. RESOURCE_EXHAUSTED: the
-    /// restore would leave more than 1000 unfinished transactions in the queue (nothing is restored).
+    /// restore would pass the queue's limits on unfinished transactions (nothing is restored).
     /// Idempotent when idempotency_key is set; otherwise a repeat starts a second restore.
     public static let restoreCompletedTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse>(
         service: serviceName, method: "RestoreCompletedTransactions", idempotent: false, streaming: .unary
