@@ -62,6 +62,8 @@ public final class RecentEvents: Sendable {
         var order: [(key: String, keySeq: UInt64)] = []
         var orderStart = 0
         var bytes = 0
+        /// Events kept in all runs.
+        var live = 0
         /// Seq of the last doorbell heard (0: none yet).
         var lastSeq: UInt64 = 0
 
@@ -70,6 +72,14 @@ public final class RecentEvents: Sendable {
             order.removeAll()
             orderStart = 0
             bytes = 0
+            live = 0
+        }
+
+        /// Removes the queue's run, if any.
+        mutating func removeRun(_ key: String) {
+            guard let run = runs.removeValue(forKey: key) else { return }
+            bytes -= run.sizes.reduce(0, +)
+            live -= run.events.count
         }
     }
 
@@ -112,19 +122,25 @@ public final class RecentEvents: Sendable {
             state.lastSeq = doorbell.seq
             guard let callback else {
                 // Not carried: this queue's run cannot go on past it.
-                if let run = state.runs.removeValue(forKey: doorbell.key) { state.bytes -= run.sizes.reduce(0, +) }
+                state.removeRun(doorbell.key)
                 return
             }
-            var run = state.runs.removeValue(forKey: doorbell.key) ?? Run(first: doorbell.keySeq)
-            if run.events.isEmpty || run.last + 1 != doorbell.keySeq {
-                state.bytes -= run.sizes.reduce(0, +)
+            var run: Run
+            if let kept = state.runs[doorbell.key], !kept.events.isEmpty, kept.last + 1 == doorbell.keySeq {
+                run = kept
+            } else {
+                state.removeRun(doorbell.key)
                 run = Run(first: doorbell.keySeq)
             }
             run.events.append(callback)
             run.sizes.append(size)
             run.identities.append(identity)
             state.bytes += size
-            if run.events.count > eventsPerQueue { state.bytes -= run.dropFirst() }
+            state.live += 1
+            if run.events.count > eventsPerQueue {
+                state.bytes -= run.dropFirst()
+                state.live -= 1
+            }
             state.runs[doorbell.key] = run
             state.order.append((doorbell.key, doorbell.keySeq))
             evict(&state)
@@ -165,12 +181,18 @@ public final class RecentEvents: Sendable {
         state.withLock { $0.runs.values.reduce(0) { $0 + $1.events.count } }
     }
 
+    /// Entries of the eviction order, stale ones included (for tests).
+    var orderLength: Int {
+        state.withLock { $0.order.count - $0.orderStart }
+    }
+
     private func evict(_ state: inout State) {
         while state.bytes > capacityBytes && state.orderStart < state.order.count {
             let (key, keySeq) = state.order[state.orderStart]
             state.orderStart += 1
             guard var run = state.runs[key], run.first == keySeq else { continue }  // already gone
             state.bytes -= run.dropFirst()
+            state.live -= 1
             state.runs[key] = run.events.isEmpty ? nil : run
         }
         // The order list sheds what it has passed once that is most of it.
@@ -178,9 +200,9 @@ public final class RecentEvents: Sendable {
             state.order.removeFirst(state.orderStart)
             state.orderStart = 0
         }
-        // Entries of runs dropped or cut at the front pile up only until they reach the head; bound
-        // them all the same, should the bytes never call for eviction.
-        if state.order.count - state.orderStart > 8 * max(1, state.runs.count) * eventsPerQueue {
+        // Entries of events no longer kept (runs dropped, or cut to their share) leave only when they
+        // reach the head, which needs eviction; bound them by the events kept all the same.
+        if state.order.count - state.orderStart > 2 * state.live + 1024 {
             let runs = state.runs
             state.order = state.order[state.orderStart...].filter { entry in
                 guard let run = runs[entry.key] else { return false }

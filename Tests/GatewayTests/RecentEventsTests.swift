@@ -112,6 +112,23 @@ struct RecentEventsTests {
         #expect(seqs(small.lookup(key: "k9", after: 4, limit: 64)) == [5], "the newest stay")
     }
 
+    @Test("bookkeeping of events no longer kept stays proportional to the events kept")
+    func bookkeepingIsBounded() throws {
+        let recent = RecentEvents(capacityBytes: 1 << 30, eventsPerQueue: 128)
+        var seq: UInt64 = 0
+        for key in 0..<1000 {
+            seq += 1
+            recent.heard(try bell(seq, key: "idle\(key)", 1))
+        }
+        for keySeq in 1...30_000 {
+            seq += 1
+            recent.heard(try bell(seq, key: "busy", UInt64(keySeq)))
+        }
+        #expect(recent.count == 1128)
+        #expect(recent.orderLength <= 2 * 1128 + 1025, "\(recent.orderLength) entries for \(recent.count) events")
+        #expect(seqs(recent.lookup(key: "busy", after: 29_990, limit: 64)) == Array(29_991...30_000))
+    }
+
     @Test("doorbell frames: two without the event, three with it; a large event is left out")
     func doorbellFrames() throws {
         let carried = try bell(5, key: "a|b|c", 2)
