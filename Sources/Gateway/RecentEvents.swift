@@ -125,12 +125,15 @@ public final class RecentEvents: Sendable {
                 state.removeRun(doorbell.key)
                 return
             }
-            var run: Run
-            if let kept = state.runs[doorbell.key], !kept.events.isEmpty, kept.last + 1 == doorbell.keySeq {
-                run = kept
-            } else {
-                state.removeRun(doorbell.key)
-                run = Run(first: doorbell.keySeq)
+            // Taken out of the dictionary while it grows, so that its arrays are not copied.
+            var run = Run(first: doorbell.keySeq)
+            if let kept = state.runs.removeValue(forKey: doorbell.key) {
+                if !kept.events.isEmpty && kept.last + 1 == doorbell.keySeq {
+                    run = kept
+                } else {
+                    state.bytes -= kept.sizes.reduce(0, +)
+                    state.live -= kept.events.count
+                }
             }
             run.events.append(callback)
             run.sizes.append(size)
