@@ -376,20 +376,14 @@ struct EndToEndTests {
         let store = try StoreFixture()
         try await store.start()
         let (queue, recorder) = try await store.launch(account: "lena")
-        let first = try await queue.addPayment(Payment(productIdentifier: coins))
-        #expect(await recorder.purchased(first.id))
-        try await queue.finish(first)
-        #expect(await recorder.wait { $0.removed(first.id) })
+        try await completedPurchase(queue, recorder)
         // One purchase stays unfinished: the client's transaction list holds it.
         let lingering = try await queue.addPayment(Payment(productIdentifier: coins))
         #expect(await recorder.purchased(lingering.id))
         #expect(queue.transactions.map(\.transactionIdentifier) == [lingering.id])
 
         // The operator replaces the payment queue's database with an empty one.
-        await store.queue.stop()
-        try FileManager.default.removeItem(atPath: store.directory.path("data"))
-        try store.queue.start()
-        try await store.queue.waitUntilServing(endpoint: store.directory.ipcEndpoint("pq"))
+        try await store.replacePaymentQueueDatabase()
 
         // The client's position is past the new log's head: it replays the (empty) queue, then
         // follows the new log from its start.
@@ -419,10 +413,7 @@ struct EndToEndTests {
         let store = try StoreFixture()
         try await store.start()
         let (queue, recorder) = try await store.launch(account: "mona")
-        let first = try await queue.addPayment(Payment(productIdentifier: coins))
-        #expect(await recorder.purchased(first.id))
-        try await queue.finish(first)
-        #expect(await recorder.wait { $0.removed(first.id) })
+        try await completedPurchase(queue, recorder)
         // The app stops listening; two more purchases are committed (and announced to the gateway).
         recorder.cancel()
         try await Task.sleep(for: .milliseconds(300))
@@ -430,10 +421,7 @@ struct EndToEndTests {
         try await Task.sleep(for: .milliseconds(500))
 
         // The operator replaces the payment queue's database with an empty one.
-        await store.queue.stop()
-        try FileManager.default.removeItem(atPath: store.directory.path("data"))
-        try store.queue.start()
-        try await store.queue.waitUntilServing(endpoint: store.directory.ipcEndpoint("pq"))
+        try await store.replacePaymentQueueDatabase()
 
         // Listening again, the client hears the new, empty queue, and nothing of the old database.
         let again = Recorder(queue)

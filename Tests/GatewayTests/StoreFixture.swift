@@ -108,6 +108,25 @@ extension StoreFixture {
     }
 }
 
+extension StoreFixture {
+    /// Replaces the payment queue's database with an empty one, as an operator would: stop the
+    /// process, delete its data, start it again.
+    func replacePaymentQueueDatabase() async throws {
+        await queue.stop()
+        try FileManager.default.removeItem(atPath: directory.path("data"))
+        try queue.start()
+        try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
+    }
+}
+
+/// Buys coins and finishes the purchase, waiting for its callbacks.
+func completedPurchase(_ queue: PaymentQueue, _ recorder: Recorder, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    let bought = try await queue.addPayment(Payment(productIdentifier: coins))
+    #expect(await recorder.purchased(bought.id), sourceLocation: sourceLocation)
+    try await queue.finish(bought)
+    #expect(await recorder.wait { $0.removed(bought.id) }, sourceLocation: sourceLocation)
+}
+
 /// Collects a queue's callbacks in arrival order.
 final class Recorder: Sendable {
     private final class Log: Sendable {
