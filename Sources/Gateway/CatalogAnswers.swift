@@ -22,6 +22,8 @@ public final class CatalogAnswers: Sendable {
     private struct Entry {
         var answer: [UInt8]
         var expires: ContinuousClock.Instant
+        /// Bytes it holds, its key's included.
+        var size: Int
     }
 
     private struct State {
@@ -55,15 +57,15 @@ public final class CatalogAnswers: Sendable {
             if state.bytes + size > Self.maxBytes {
                 // Full: drop what has expired, and everything if that is not enough.
                 state.entries = state.entries.filter { $0.value.expires > now }
-                state.bytes = state.entries.reduce(0) { $0 + $1.value.answer.count + $1.key.body.count + $1.key.app.utf8.count }
+                state.bytes = state.entries.values.reduce(0) { $0 + $1.size }
                 if state.bytes + size > Self.maxBytes {
                     state.entries.removeAll()
                     state.bytes = 0
                 }
             }
             let key = Key(app: app, body: body)
-            if let old = state.entries.updateValue(Entry(answer: answer, expires: now + lifetime), forKey: key) {
-                state.bytes -= old.answer.count + body.count + app.utf8.count
+            if let old = state.entries.updateValue(Entry(answer: answer, expires: now + lifetime, size: size), forKey: key) {
+                state.bytes -= old.size
             }
             state.bytes += size
         }

@@ -127,13 +127,10 @@ public final class RecentEvents: Sendable {
             }
             // Taken out of the dictionary while it grows, so that its arrays are not copied.
             var run = Run(first: doorbell.keySeq)
-            if let kept = state.runs.removeValue(forKey: doorbell.key) {
-                if !kept.events.isEmpty && kept.last + 1 == doorbell.keySeq {
-                    run = kept
-                } else {
-                    state.bytes -= kept.sizes.reduce(0, +)
-                    state.live -= kept.events.count
-                }
+            if let kept = state.runs[doorbell.key], !kept.events.isEmpty, kept.last + 1 == doorbell.keySeq {
+                run = state.runs.removeValue(forKey: doorbell.key)!
+            } else {
+                state.removeRun(doorbell.key)
             }
             run.events.append(callback)
             run.sizes.append(size)

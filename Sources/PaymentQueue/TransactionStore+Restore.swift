@@ -57,9 +57,7 @@ extension TransactionStore {
             let restoreID = "restore-" + (try Self.nextIdentifier(db))
             try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, restored.count, nowMS])
-            // In events of a bounded size: each stays far below the message limit whatever the count.
-            for start in stride(from: 0, to: restored.count, by: Self.transactionsPerEvent) {
-                let chunk = Array(restored[start..<min(start + Self.transactionsPerEvent, restored.count)])
+            for chunk in Self.eventSized(restored) {
                 try batch.append(key: queue.key, Self.updated(chunk, queue: queue))
             }
             try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
@@ -177,10 +175,7 @@ extension TransactionStore {
         for queueRow in queues {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
             let key: String = queueRow["queue_key"]
-            let removed = removedByQueue[key] ?? []
-            // In events of a bounded size, as a restore's: one event must never pass the message limit.
-            for start in stride(from: 0, to: removed.count, by: Self.transactionsPerEvent) {
-                let chunk = Array(removed[start..<min(start + Self.transactionsPerEvent, removed.count)])
+            for chunk in Self.eventSized(removedByQueue[key] ?? []) {
                 try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
                     $0.queue = queue
                     $0.removedTransactions = .with { $0.transactions = chunk }

@@ -27,6 +27,14 @@ public final class TransactionStore: Sendable {
     /// Most transactions announced in one event by a restore or a clear.
     static let transactionsPerEvent = 64
 
+    /// `transactions` in runs of at most ``transactionsPerEvent``, one event each: whatever their
+    /// number, an event stays far below the message limit.
+    static func eventSized(_ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction]) -> [[Storebus_PaymentQueue_V1_PaymentTransaction]] {
+        stride(from: 0, to: transactions.count, by: transactionsPerEvent).map {
+            Array(transactions[$0..<min($0 + transactionsPerEvent, transactions.count)])
+        }
+    }
+
     let writer: EventLogWriter
     /// Most unfinished transactions one queue may hold: AddPayment and restore beyond it are
     /// RESOURCE_EXHAUSTED.

@@ -1,4 +1,5 @@
 import CZeroMQ
+import Synchronization
 
 /// Connection events a socket monitor reports.
 public struct SocketEvents: OptionSet, Sendable {
@@ -49,8 +50,28 @@ extension Socket {
         if zmq_socket_monitor(handle, endpoint, events.rawValue) != 0 { throw ZMQError.last("zmq_socket_monitor") }
     }
 
+    /// Starts this socket's monitor on an `inproc://` endpoint of its own and returns the connected
+    /// PAIR socket that reads its events (``SocketEvent``). The caller owns the PAIR socket: call
+    /// ``stopMonitor()`` on this socket before closing it.
+    public func openMonitor(context: Context, events: SocketEvents) throws(ZMQError) -> Socket {
+        let endpoint = "inproc://storebus-monitor-\(monitorEndpoints.wrappingAdd(1, ordering: .relaxed).oldValue)"
+        try monitor(endpoint: endpoint, events: events)
+        let pair = try Socket(context: context, type: .pair)
+        do {
+            try pair.connect(endpoint)
+        } catch {
+            stopMonitor()
+            pair.close()
+            throw error
+        }
+        return pair
+    }
+
     /// Stops the monitor started by ``monitor(endpoint:events:)``.
     public func stopMonitor() {
         _ = zmq_socket_monitor(handle, nil, 0)
     }
 }
+
+/// Numbers the monitors' `inproc://` endpoints, which must be unique within a context.
+private let monitorEndpoints = Atomic<UInt64>(0)

@@ -209,7 +209,7 @@ struct SDKObserveTests {
 
     @Test("a callbacks sequence that ends with callbacks still buffered does not stall the others")
     func endedSequenceDoesNotStall() async throws {
-        let (gateway, queue, acknowledged) = try Self.flooded(credit: 8)
+        let (gateway, queue, _) = try Self.flooded(credit: 8)
         let observer = IdentifierObserver()
         queue.add(observer)
         // Given a sequence that takes one callback, then ends with a full buffer

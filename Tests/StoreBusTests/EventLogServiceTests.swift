@@ -19,7 +19,7 @@ struct EventLogServiceTests {
         // Given 16 events of 300 KiB (4.8 MB together, over the 4 MiB message limit) and one of 1.5 MiB
         let sizes = Array(repeating: 300 * 1024, count: 16) + [1536 * 1024]
         for (index, size) in sizes.enumerated() {
-            try await writer.write { _, batch in
+            _ = try await writer.write { _, batch in
                 try batch.append(key: "big", Storebus_Testkit_V1_AppendRequest.with { $0.key = "big"; $0.text = String(repeating: "\(index % 10)", count: size) })
             }
         }

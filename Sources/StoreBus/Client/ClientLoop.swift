@@ -1,5 +1,4 @@
 import Logging
-import Synchronization
 import ZeroMQ
 
 /// The client's loop-confined state: one DEALER and one monitor per endpoint, and the pending calls.
@@ -12,7 +11,6 @@ final class ClientLoop {
         var inFlight = 0
     }
 
-    private static let monitorCounter = Atomic<UInt64>(0)
 
     let configuration: ClientConfiguration
     let reactor: Reactor
@@ -45,10 +43,7 @@ final class ClientLoop {
                 interval: configuration.reconnectInterval.socketMilliseconds,
                 max: configuration.reconnectIntervalMax.socketMilliseconds
             ))
-            let monitorAddress = "inproc://storebus-client-monitor-\(ClientLoop.monitorCounter.wrappingAdd(1, ordering: .relaxed).oldValue)"
-            try socket.monitor(endpoint: monitorAddress, events: [.handshakeSucceeded, .disconnected])
-            let monitor = try Socket(context: reactor.context, type: .pair)
-            try monitor.connect(monitorAddress)
+            let monitor = try socket.openMonitor(context: reactor.context, events: [.handshakeSucceeded, .disconnected])
             try socket.connect(address)
             endpoints.append(Endpoint(address: address, socket: socket, monitor: monitor))
         }

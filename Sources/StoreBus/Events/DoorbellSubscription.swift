@@ -1,4 +1,3 @@
-import Synchronization
 import ZeroMQ
 
 /// The SUB side of doorbells: one socket on a reactor of its own.
@@ -18,14 +17,7 @@ enum DoorbellSubscription {
         try socket.set(.receiveHighWaterMark(10_000))
         try socket.set(.reconnect(interval: 100, max: 2000))
         try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))
-        var monitor: Socket?
-        if disconnected != nil {
-            let address = "inproc://storebus-doorbell-monitor-\(monitorCounter.wrappingAdd(1, ordering: .relaxed).oldValue)"
-            try socket.monitor(endpoint: address, events: [.disconnected])
-            let pair = try Socket(context: context, type: .pair)
-            try pair.connect(address)
-            monitor = pair
-        }
+        let monitor = disconnected == nil ? nil : try socket.openMonitor(context: context, events: [.disconnected])
         for endpoint in endpoints { try socket.connect(endpoint) }
         let box = LoopBound((socket, monitor), on: reactor)
         reactor.execute { [reactor, box] in
@@ -52,6 +44,4 @@ enum DoorbellSubscription {
         }
         reactor.start()
     }
-
-    private static let monitorCounter = Atomic<UInt64>(0)
 }
