@@ -49,7 +49,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         )
         let publisher = try host.makePublisher()
         let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints))
-        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), context: host.context, logger: host.logger)
+        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), reactor: host.reactor, logger: host.logger)
         try await applyConfiguredPolicies(configuration.serviceSection, store: store)
         let authority = PaymentAuthority(store: store, logger: host.logger)
         var router = try EventLogService.router(database: database)

@@ -103,6 +103,59 @@ struct RPCTests {
         await server.stop()
     }
 
+    @Test("a client and doorbell sockets on the server's reactor: a handler calls and waits on its own thread; closing them leaves the server serving")
+    func sharedReactor() async throws {
+        let upstream = try TestServer()
+        let context = try ZeroMQ.Context()
+        let reactor = Reactor(name: "sb-shared-test", context: context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.endpoint]), reactor: reactor)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: context, reactor: reactor)
+        let board = try DoorbellBoard(endpoints: publisher.boundEndpoints, log: "test", context: context, reactor: reactor)
+        let echo = Storebus_Diagnostics_V1_Diagnostics.echo
+        var router = RPCRouter()
+        router.register(echo) { request, _ in
+            #expect(reactor.isInLoop)
+            let answer = try await client.call(echo, .with { $0.payload = "upstream:" + request.payload })
+            #expect(reactor.isInLoop, "the answer resumed the handler on the reactor")
+            // A subscription's first doorbells can be lost while it connects: ring until one is heard.
+            var rung = false
+            for seq in 1...50 where !rung {
+                let ticket = board.ticket(key: "k", beyond: UInt64(seq - 1))
+                publisher.ring([Doorbell(log: "test", key: "k", seq: UInt64(seq), keySeq: UInt64(seq))])
+                let started = ContinuousClock.now
+                await board.wait(ticket, timeout: .milliseconds(200))
+                rung = started.duration(to: .now) < .milliseconds(150)
+            }
+            #expect(rung, "a doorbell woke the handler")
+            #expect(reactor.isInLoop, "the doorbell resumed the handler on the reactor")
+            return .with { $0.payload = answer.payload }
+        }
+        let server = try RPCServer(
+            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: router,
+            context: context, reactor: reactor, logger: Logger(label: "test")
+        )
+        server.start()
+        try await withRPCClient(endpoints: server.boundEndpoints) { caller in
+            let answer = try await caller.call(echo, .with { $0.payload = "x" })
+            #expect(answer.payload == "upstream:x")
+            await client.shutdown()
+            await publisher.shutdown()
+            await board.shutdown()
+            #expect(!reactor.isFinished, "closing the components left the reactor running")
+            // The server still answers; its handler's call now fails, as the client was shut down.
+            let error = await #expect(throws: RPCError.self) { _ = try await caller.call(echo, .with { $0.payload = "y" }) }
+            #expect(error?.code == .cancelled)
+        }
+        await server.shutdown()
+        #expect(reactor.isFinished, "the server stopped the reactor it was given")
+        // Shutting down components whose reactor has stopped returns at once.
+        await client.shutdown()
+        await publisher.shutdown()
+        context.shutdown()
+        context.terminate()
+        await upstream.stop()
+    }
+
     @Test("an unknown method is UNIMPLEMENTED and names the method")
     func unknownMethod() async throws {
         let server = try TestServer()

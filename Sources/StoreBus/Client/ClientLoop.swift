@@ -2,6 +2,9 @@ import Logging
 import ZeroMQ
 
 /// The client's loop-confined state: one DEALER and one monitor per endpoint, and the pending calls.
+///
+/// Its socket handlers and timers hold it strongly, so it lives as long as the reactor may still call
+/// it, whatever becomes of the ``RPCClient``; the reactor lets them go when it stops.
 final class ClientLoop {
     struct Endpoint {
         let address: String
@@ -15,6 +18,9 @@ final class ClientLoop {
     let configuration: ClientConfiguration
     let reactor: Reactor
     let logger: Logger
+    /// Whether the reactor carries other components' sockets too (the client then unregisters its
+    /// own before closing them).
+    let shared: Bool
     private var endpoints: [Endpoint] = []
     private var pending: [UInt64: PendingCall] = [:]
     /// Calls waiting for a connected endpoint with room, in arrival order.
@@ -28,9 +34,10 @@ final class ClientLoop {
     private var deadlines = DeadlineHeap()
     private var deadlineTimer: (at: ContinuousClock.Instant, id: TimerID)?
 
-    init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger) throws {
+    init(configuration: ClientConfiguration, reactor: Reactor, shared: Bool, logger: Logger) throws {
         self.configuration = configuration
         self.reactor = reactor
+        self.shared = shared
         self.logger = logger
         for address in configuration.endpoints {
             let socket = try Socket(context: reactor.context, type: .dealer)
@@ -51,10 +58,10 @@ final class ClientLoop {
 
     func attach() {
         for index in endpoints.indices {
-            reactor.register(endpoints[index].socket) { [unowned self] in self.readResponses(index) }
-            reactor.register(endpoints[index].monitor) { [unowned self] in self.readMonitor(index) }
+            reactor.register(endpoints[index].socket) { [self] in self.readResponses(index) }
+            reactor.register(endpoints[index].monitor) { [self] in self.readMonitor(index) }
         }
-        reactor.onStop { [unowned self] in self.close() }
+        reactor.onStop { [self] in self.close() }
     }
 
     // MARK: Calls
@@ -94,7 +101,7 @@ final class ClientLoop {
             if armed.at <= top.deadline { return }
             reactor.cancel(armed.id)
         }
-        let id = reactor.schedule(at: top.deadline) { [unowned self] in
+        let id = reactor.schedule(at: top.deadline) { [self] in
             self.deadlineTimer = nil
             let now = ContinuousClock.now
             while let top = self.deadlines.peek(), top.deadline <= now {
@@ -179,7 +186,7 @@ final class ClientLoop {
     private func armRetryTimer() {
         guard !retryTimerArmed, endpoints.contains(where: \.connected) else { return }
         retryTimerArmed = true
-        reactor.schedule(at: .now + .milliseconds(2)) { [unowned self] in
+        reactor.schedule(at: .now + .milliseconds(2)) { [self] in
             self.retryTimerArmed = false
             self.flushWaiting()
         }
@@ -228,7 +235,7 @@ final class ClientLoop {
             call.endpoint = nil
             if response.code == .unavailable, call.retryable, call.attempts < configuration.maxAttempts,
                ContinuousClock.now + configuration.retryBackoff < call.deadline {
-                reactor.schedule(at: .now + configuration.retryBackoff) { [unowned self] in
+                reactor.schedule(at: .now + configuration.retryBackoff) { [self] in
                     if let call = self.pending[id], call.endpoint == nil { self.dispatch(call) }
                 }
                 continue
@@ -267,13 +274,24 @@ final class ClientLoop {
         }
     }
 
-    private func close() {
+    /// Fails the pending calls and closes the sockets; runs once (at ``RPCClient/shutdown()`` or when
+    /// the reactor stops, whichever comes first).
+    func close() {
+        guard !closed else { return }
         closed = true
         for call in pending.values {
             call.finish(.failure(RPCError(.cancelled, "\(call.path): the client was shut down")))
         }
         pending.removeAll()
+        if let timer = deadlineTimer {
+            reactor.cancel(timer.id)
+            deadlineTimer = nil
+        }
         for endpoint in endpoints {
+            if shared {
+                reactor.unregister(endpoint.socket)
+                reactor.unregister(endpoint.monitor)
+            }
             endpoint.socket.stopMonitor()
             endpoint.monitor.close()
             endpoint.socket.close()

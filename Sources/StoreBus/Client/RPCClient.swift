@@ -40,14 +40,16 @@ public final class RPCClient: Sendable {
     public let executor: any TaskExecutor
 
     private let reactor: Reactor
+    /// Whether the reactor is the client's own (stopped by ``shutdown()``) or shared.
+    private let ownsReactor: Bool
     private let loop: LoopBound<ClientLoop>
     private let nextID = Atomic<UInt64>(1)
     /// The context made by the client itself (terminated on shutdown), if no context was given.
     private let ownedContext: ZeroMQ.Context?
     private let contextTerminated = Atomic<Bool>(false)
 
-    /// Creates a client and starts connecting. With no `context`, the client makes its own and
-    /// terminates it in ``shutdown()``.
+    /// Creates a client on a loop thread of its own and starts connecting. With no `context`, the
+    /// client makes its own and terminates it in ``shutdown()``.
     public init(configuration: ClientConfiguration, context: ZeroMQ.Context? = nil, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
         precondition(!configuration.endpoints.isEmpty, "an RPC client needs at least one endpoint")
         self.configuration = configuration
@@ -55,11 +57,29 @@ public final class RPCClient: Sendable {
         let context = context ?? ownedContext!
         let reactor = Reactor(name: "sb-rpc-client", context: context)
         self.reactor = reactor
+        ownsReactor = true
         executor = ReactorExecutor(reactor: reactor)
-        let state = try ClientLoop(configuration: configuration, reactor: reactor, logger: logger)
+        let state = try ClientLoop(configuration: configuration, reactor: reactor, shared: false, logger: logger)
         loop = LoopBound(state, on: reactor)
         reactor.execute { [loop] in loop.value.attach() }
         reactor.start()
+    }
+
+    /// Creates a client whose sockets live on `reactor`, which another component owns and starts
+    /// (a service host's, see ``ServiceHost/reactor``). A process that forwards calls (the gateway)
+    /// or calls from its handlers then sends and receives on the thread its handlers run on: a call
+    /// costs no thread hop either way. ``shutdown()`` closes the client's sockets and leaves the
+    /// reactor running; when the reactor stops first, the client closes with it.
+    public init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
+        precondition(!configuration.endpoints.isEmpty, "an RPC client needs at least one endpoint")
+        self.configuration = configuration
+        ownedContext = nil
+        self.reactor = reactor
+        ownsReactor = false
+        executor = ReactorExecutor(reactor: reactor)
+        let state = try ClientLoop(configuration: configuration, reactor: reactor, shared: true, logger: logger)
+        loop = LoopBound(state, on: reactor)
+        reactor.execute { [loop] in loop.value.attach() }
     }
 
     /// Calls a unary method and decodes its answer; throws ``RPCError`` for every failure.
@@ -106,8 +126,13 @@ public final class RPCClient: Sendable {
         return try result.get()
     }
 
-    /// Fails every pending call with CANCELLED, closes the sockets and stops the reactor.
+    /// Fails every pending call with CANCELLED, closes the sockets and stops the reactor (a shared
+    /// reactor keeps running).
     public func shutdown() async {
+        guard ownsReactor else {
+            _ = await reactor.perform { [loop] in loop.value.close() }
+            return
+        }
         reactor.stop()
         await reactor.join()
         // Only the first shutdown terminates the context.

@@ -66,15 +66,23 @@ public struct Doorbell: Sendable, Equatable {
     }
 }
 
-/// Rings doorbells on a PUB socket owned by a reactor thread of its own.
+/// Rings doorbells on a PUB socket owned by a reactor thread: its own, or one it shares with the
+/// process's RPC server.
 public final class DoorbellPublisher: Sendable {
     /// The endpoints bound, wildcard ports resolved.
     public let boundEndpoints: [String]
     private let reactor: Reactor
+    /// Whether the reactor is the publisher's own (stopped by ``shutdown()``) or shared.
+    private let ownsReactor: Bool
     private let socket: LoopBound<Socket>
 
     /// Binds the PUB socket; throws ``StartupError`` naming an endpoint that cannot be bound.
-    public init(endpoints: [String], context: ZeroMQ.Context) throws {
+    ///
+    /// With a `reactor` (a service host's), the socket lives on that reactor, which its owner starts
+    /// and stops; the socket closes when it stops or at ``shutdown()``, whichever comes first.
+    /// A commit's doorbells and the answers to its callers then go out with one wake-up of that
+    /// thread. Without one, the publisher runs a reactor of its own.
+    public init(endpoints: [String], context: ZeroMQ.Context, reactor shared: Reactor? = nil) throws {
         let socket: Socket
         var bound: [String] = []
         do {
@@ -95,13 +103,14 @@ public final class DoorbellPublisher: Sendable {
             }
         }
         boundEndpoints = bound
-        reactor = Reactor(name: "sb-doorbell", context: context)
+        reactor = shared ?? Reactor(name: "sb-doorbell", context: context)
+        ownsReactor = shared == nil
         self.socket = LoopBound(socket, on: reactor)
         reactor.execute { [box = self.socket, reactor] in
             let socket = box.value
             reactor.onStop { socket.close() }
         }
-        reactor.start()
+        if ownsReactor { reactor.start() }
     }
 
     /// Announces committed events. Never blocks; a doorbell that cannot be sent is dropped.
@@ -114,8 +123,13 @@ public final class DoorbellPublisher: Sendable {
         }
     }
 
-    /// Closes the socket and stops the reactor.
+    /// Closes the socket and stops the reactor (a shared reactor keeps running).
     public func shutdown() async {
+        guard ownsReactor else {
+            // Closing twice is harmless: the reactor's stop action may have closed it already.
+            _ = await reactor.perform { [socket] in socket.value.close() }
+            return
+        }
         reactor.stop()
         await reactor.join()
     }

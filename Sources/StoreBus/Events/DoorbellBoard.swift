@@ -29,27 +29,42 @@ public final class DoorbellBoard: Sendable {
     }
 
     private let reactor: Reactor
+    /// Whether the reactor is the board's own (stopped by ``shutdown()``) or shared.
+    private let ownsReactor: Bool
+    private let closeSubscription: LoopBound<() -> Void>?
     private let state = Mutex(State())
 
     /// Subscribes to every key of `log` on the publishers at `endpoints`. `heard`, when given, sees
     /// each doorbell on the subscription's thread before anyone waiting on its key is woken;
     /// `disconnected`, when given, hears there that a publisher's connection ended.
+    ///
+    /// With a `reactor` (a service host's), the subscription lives on it and its owner starts and
+    /// stops it: a waiter resumed by a doorbell then continues on that thread, if it prefers it (an
+    /// RPC handler does), without a hop. Without one, the board runs a reactor of its own.
     public init(
-        endpoints: [String], log: String, context: ZeroMQ.Context,
+        endpoints: [String], log: String, context: ZeroMQ.Context, reactor shared: Reactor? = nil,
         heard: (@Sendable (Doorbell) -> Void)? = nil, disconnected: (@Sendable () -> Void)? = nil
     ) throws {
-        reactor = Reactor(name: "sb-doorbell-brd", context: context)
+        let reactor = shared ?? Reactor(name: "sb-doorbell-brd", context: context)
+        self.reactor = reactor
+        ownsReactor = shared == nil
         if !endpoints.isEmpty {
-            try DoorbellSubscription.start(
+            // The closure is built before `self` is complete: it reaches the board through a box
+            // filled in below.
+            let board = WeakBox<DoorbellBoard>()
+            closeSubscription = try DoorbellSubscription.start(
                 endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor,
-                heard: { [weak self] doorbell in
+                startReactor: shared == nil,
+                heard: { doorbell in
                     heard?(doorbell)
-                    self?.rang(key: doorbell.key, position: doorbell.keySeq)
+                    board.value?.rang(key: doorbell.key, position: doorbell.keySeq)
                 },
                 disconnected: disconnected
             )
+            board.value = self
         } else {
-            reactor.start()
+            closeSubscription = nil
+            if shared == nil { reactor.start() }
         }
     }
 
@@ -139,7 +154,26 @@ public final class DoorbellBoard: Sendable {
             waiter.timer?.cancel()
             waiter.continuation?.resume()
         }
+        guard ownsReactor else {
+            if let closeSubscription { _ = await reactor.perform { closeSubscription.value() } }
+            return
+        }
         reactor.stop()
         await reactor.join()
+    }
+}
+
+/// A weak reference that can be filled in after the closure holding it was made.
+private final class WeakBox<Value: AnyObject & Sendable>: Sendable {
+    // Set once, in the board's init; read on the subscription's thread.
+    private let storage = Mutex<Weak?>(nil)
+    private struct Weak: @unchecked Sendable {
+        // Invariant for @unchecked Sendable: Value is Sendable; a weak reference to it is too.
+        weak var value: Value?
+    }
+
+    var value: Value? {
+        get { storage.withLock { $0?.value } }
+        set { storage.withLock { $0 = Weak(value: newValue) } }
     }
 }

@@ -3,15 +3,18 @@ import ZeroMQ
 /// The SUB side of doorbells: one socket on a reactor of its own.
 enum DoorbellSubscription {
     /// Connects a SUB socket to `endpoints`, subscribed to `prefix`, registers it on `reactor`, and
-    /// starts the reactor. `heard` runs on the reactor thread for each well-formed doorbell; anything
+    /// starts the reactor (unless `startReactor` is false: a shared reactor, started by its owner).
+    /// `heard` runs on the reactor thread for each well-formed doorbell; anything
     /// else published on the socket is ignored. `disconnected`, when given, runs there too each time
     /// a publisher's connection ends (it stopped or restarted; what it publishes next may belong to
-    /// another log). The socket closes when the reactor stops.
+    /// another log). The socket closes when the reactor stops, or earlier through the returned
+    /// closer (on the loop thread), whichever comes first.
+    @discardableResult
     static func start(
-        endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context, reactor: Reactor,
+        endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context, reactor: Reactor, startReactor: Bool = true,
         heard: @escaping @Sendable (Doorbell) -> Void,
         disconnected: (@Sendable () -> Void)? = nil
-    ) throws {
+    ) throws -> LoopBound<() -> Void> {
         let socket = try Socket(context: context, type: .sub)
         try socket.set(.subscribe(prefix))
         try socket.set(.receiveHighWaterMark(10_000))
@@ -20,7 +23,18 @@ enum DoorbellSubscription {
         let monitor = disconnected == nil ? nil : try socket.openMonitor(context: context, events: [.disconnected])
         for endpoint in endpoints { try socket.connect(endpoint) }
         let box = LoopBound((socket, monitor), on: reactor)
-        reactor.execute { [reactor, box] in
+        let closer = LoopBound<() -> Void>({ [reactor, box] in
+            let (socket, monitor) = box.value
+            guard !socket.isClosed else { return }
+            reactor.unregister(socket)
+            if let monitor {
+                reactor.unregister(monitor)
+                socket.stopMonitor()
+                monitor.close()
+            }
+            socket.close()
+        }, on: reactor)
+        reactor.execute { [reactor, box, closer] in
             let (socket, monitor) = box.value
             reactor.register(socket) {
                 while let message = try? socket.receive(dontWait: true) {
@@ -34,14 +48,9 @@ enum DoorbellSubscription {
                     }
                 }
             }
-            reactor.onStop {
-                if let monitor {
-                    socket.stopMonitor()
-                    monitor.close()
-                }
-                socket.close()
-            }
+            reactor.onStop { closer.value() }
         }
-        reactor.start()
+        if startReactor { reactor.start() }
+        return closer
     }
 }

@@ -24,6 +24,13 @@ public final class ServiceHost: Sendable {
     public let failPoints: FailPoints
     /// Counters of the RPC server.
     public let statistics = ServerStatistics()
+    /// The loop thread of the RPC server, where its handlers run. The process's RPC clients and
+    /// doorbell sockets can be put on it too (`RPCClient(configuration:reactor:)`,
+    /// ``makePublisher()``, `DoorbellBoard(..., reactor:)`): a handler that calls another service, or
+    /// a commit that rings a doorbell, then reaches the socket without waking another thread. The
+    /// server starts it in ``serve(router:services:background:publisher:diagnostics:maxInFlight:onShutdown:)``
+    /// and stops it at shutdown, closing every socket on it.
+    public let reactor: Reactor
 
     /// Creates the host: checks fail points, makes the ZeroMQ context.
     public init(process: String, configuration: HostConfiguration) throws {
@@ -34,6 +41,7 @@ public final class ServiceHost: Sendable {
         self.logger = logger
         failPoints = try FailPoints(specification: configuration.failPoints)
         context = try ZeroMQ.Context()
+        reactor = Reactor(name: "sb-rpc-server", context: context)
     }
 
     /// Sets up swift-log once per process: lines on standard error at `level`.
@@ -66,7 +74,7 @@ public final class ServiceHost: Sendable {
     /// The doorbell publisher on the configured event endpoints (nil when there are none).
     public func makePublisher() throws -> DoorbellPublisher? {
         guard !configuration.eventEndpoints.isEmpty else { return nil }
-        return try DoorbellPublisher(endpoints: configuration.eventEndpoints, context: context)
+        return try DoorbellPublisher(endpoints: configuration.eventEndpoints, context: context, reactor: reactor)
     }
 
     /// Serves until SIGINT or SIGTERM, then returns. The line `<process> ready rpc=... events=...`
@@ -100,7 +108,7 @@ public final class ServiceHost: Sendable {
         if let maxInFlight { serverConfiguration.maxInFlight = maxInFlight }
         let server = try RPCServer(
             configuration: serverConfiguration,
-            router: full, context: context, statistics: statistics, logger: logger
+            router: full, context: context, reactor: reactor, statistics: statistics, logger: logger
         )
         logger.info("Serving", metadata: [
             "rpc.endpoints": "\(server.boundEndpoints.joined(separator: ","))",

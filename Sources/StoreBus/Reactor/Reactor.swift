@@ -43,6 +43,7 @@ public final class Reactor: @unchecked Sendable {
     private let wakeReadFD: Int32
     private let wakeWriteFD: Int32
     private let loopThread = Atomic<UInt>(0)
+    private let started = Atomic<Bool>(false)
     /// Set by the loop just before it blocks in poll, cleared when it wakes. Producers write to the
     /// wake pipe only while it is set (the first of them clears it), so jobs queued while the loop is
     /// busy cost no system call. The loop sets it, then looks at the queue once more before blocking;
@@ -78,8 +79,9 @@ public final class Reactor: @unchecked Sendable {
         close(wakeWriteFD)
     }
 
-    /// Starts the loop thread.
+    /// Starts the loop thread; later calls do nothing (components sharing a reactor may each call it).
     public func start() {
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let thread = Thread { [self] in
             nameCurrentThread(self.name)
             self.loop()
@@ -107,6 +109,23 @@ public final class Reactor: @unchecked Sendable {
             signal()
         }
         return true
+    }
+
+    /// Runs `job` on the loop thread and returns once it has run, true; false, without running it,
+    /// when the reactor has finished (its stop actions have run) or was never started.
+    public func perform(_ job: @escaping @Sendable () -> Void) async -> Bool {
+        if isInLoop {
+            job()
+            return true
+        }
+        guard started.load(ordering: .acquiring) else { return false }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let accepted = execute {
+                job()
+                continuation.resume(returning: true)
+            }
+            if !accepted { continuation.resume(returning: false) }
+        }
     }
 
     /// Whether the caller runs on the loop thread.

@@ -21,10 +21,15 @@ public final class RPCServer: Service, Sendable {
 
     /// Creates the socket and binds every endpoint; throws ``StartupError`` naming the endpoint that
     /// could not be bound. The server answers nothing until ``run()`` or ``start()``.
+    ///
+    /// With a `reactor`, the server runs on it and starts and stops it: other components of the
+    /// process (RPC clients, doorbell sockets) can live on the same thread as the handlers, which
+    /// then reach them without a thread hop. Without one, the server makes its own.
     public init(
         configuration: ServerConfiguration,
         router: RPCRouter,
         context: ZeroMQ.Context,
+        reactor: Reactor? = nil,
         statistics: ServerStatistics = ServerStatistics(),
         logger: Logger
     ) throws {
@@ -51,7 +56,7 @@ public final class RPCServer: Service, Sendable {
         }
         self.boundEndpoints = bound
         self.statistics = statistics
-        let reactor = Reactor(name: "sb-rpc-server", context: context)
+        let reactor = reactor ?? Reactor(name: "sb-rpc-server", context: context)
         self.reactor = reactor
         let state = ServerLoop(
             socket: socket, router: router, reactor: reactor, statistics: statistics,
