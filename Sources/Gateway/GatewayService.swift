@@ -104,7 +104,7 @@ public final class GatewayService: Sendable {
         router.registerRaw(path: Storebus_Gateway_V1_Gateway.observe.path) { [self] body, context in
             let session = try session(context)
             let request = try JSONCodec.decode(Storebus_Gateway_V1_ObserveRequest.self, from: body)
-            return try JSONCodec.encode(try await observe(request, session: session, context: context))
+            return try await observe(request, session: session, context: context).encoded()
         }
         let routes = Self.clientMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: false) }
             + Self.adminMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: true) }
@@ -253,7 +253,20 @@ public final class GatewayService: Sendable {
 
     // MARK: The observer stream
 
-    func observe(_ request: Storebus_Gateway_V1_ObserveRequest, session: Session, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
+    /// An Observe answer: a message, or callbacks kept as JSON (from doorbells).
+    enum ObserveAnswer {
+        case message(Storebus_Gateway_V1_ObserveResponse)
+        case kept(events: [[UInt8]], headSeq: UInt64)
+
+        func encoded() throws -> [UInt8] {
+            switch self {
+            case .message(let response): return try JSONCodec.encode(response)
+            case .kept(let events, let headSeq): return ObserverEventJSON.response(events: events, headSeq: headSeq)
+            }
+        }
+    }
+
+    func observe(_ request: Storebus_Gateway_V1_ObserveRequest, session: Session, context: ServerContext) async throws -> ObserveAnswer {
         let claims = session.claims
         guard request.credit <= Self.maxCredit else {
             throw RPCError.invalidArgument(field: "credit", "must be at most \(Self.maxCredit)")
@@ -272,7 +285,7 @@ public final class GatewayService: Sendable {
         }
         let metadata = upstreamMetadata(session, from: context)
         if request.replay {
-            return try await replay(queue, metadata: metadata, context: context)
+            return .message(try await replay(queue, metadata: metadata, context: context))
         }
         // Hold the call until something arrives, the client's wait ends, or its deadline nears.
         var wait = Duration.milliseconds(Int64(request.waitMs))
@@ -289,10 +302,7 @@ public final class GatewayService: Sendable {
             case .events(let known, let newest):
                 // What the doorbells brought: committed events, consecutive after the position.
                 board.cancel(ticket)
-                return .with {
-                    $0.events = known
-                    $0.headSeq = newest
-                }
+                return .kept(events: known, headSeq: newest)
             case .caughtUp where first && ContinuousClock.now < waitEnd:
                 // Nothing newer was announced: wait for a doorbell without reading the log first. A
                 // wait that times out reads it (below, on the next turn), as doorbells can be lost.
@@ -322,10 +332,10 @@ public final class GatewayService: Sendable {
                 board.cancel(ticket)
                 // An answer is never given on the doorbells' word alone: read the log first.
                 if readSkipped { continue }
-                return .with {
+                return .message(.with {
                     $0.events = events
                     $0.headSeq = head
-                }
+                })
             }
             await board.wait(ticket, timeout: min(now.duration(to: waitEnd), Self.recheckInterval))
             unpark(queue.key)

@@ -19,9 +19,9 @@ import Synchronization
 public final class RecentEvents: Sendable {
     /// What is known after a queue position.
     enum Lookup: Equatable {
-        /// The callbacks after the position (consecutive, at most the limit asked for) and the newest
-        /// position known for the queue.
-        case events([Storebus_Gateway_V1_ObserverEvent], newest: UInt64)
+        /// The callbacks after the position (consecutive, at most the limit asked for), each as
+        /// ObserverEvent JSON, and the newest position known for the queue.
+        case events([[UInt8]], newest: UInt64)
         /// Every event of the queue heard since the runs were last dropped is at or before the
         /// position. A newer one may still be on its way, or its doorbell lost: a caller that waits
         /// for a doorbell may skip reading the log first, but must read it when the wait times out.
@@ -34,7 +34,8 @@ public final class RecentEvents: Sendable {
     private struct Run {
         /// Key seq of `events[0]`.
         var first: UInt64
-        var events: [Storebus_Gateway_V1_ObserverEvent] = []
+        /// Each event's callback, as ObserverEvent JSON.
+        var events: [[UInt8]] = []
         var sizes: [Int] = []
         /// Each event's seq in the whole log and a hash of its JSON, to tell a doorbell heard twice
         /// from a new one at a position reused by a new log.
@@ -97,12 +98,9 @@ public final class RecentEvents: Sendable {
 
     /// Takes in a doorbell of the payment queue's log (on the subscription's thread).
     public func heard(_ doorbell: Doorbell) {
-        // Decoded here, off the RPC server's loop, and only once however many calls read it.
-        var callback: Storebus_Gateway_V1_ObserverEvent?
-        if let json = doorbell.event,
-           let record = try? JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: json),
-           record.seq == doorbell.seq, record.key == doorbell.key, record.keySeq == doorbell.keySeq {
-            callback = GatewayService.callback(record)
+        // Made once, however many calls read it: answers are then put together from these bytes.
+        let callback = doorbell.event.flatMap {
+            ObserverEventJSON.callback(record: $0, seq: doorbell.seq, key: doorbell.key, keySeq: doorbell.keySeq)
         }
         let size = doorbell.event?.count ?? 0
         var hasher = Hasher()

@@ -16,9 +16,14 @@ private func bell(_ seq: UInt64, key: String, _ keySeq: UInt64, id: String = "t"
     return Doorbell(log: "payment-queue", key: key, seq: seq, keySeq: keySeq, event: carried ? try JSONCodec.encode(record) : nil)
 }
 
-private func seqs(_ lookup: RecentEvents.Lookup) -> [UInt64]? {
+/// The callbacks of a lookup, decoded.
+private func callbacks(_ lookup: RecentEvents.Lookup) -> [Storebus_Gateway_V1_ObserverEvent]? {
     guard case .events(let events, _) = lookup else { return nil }
-    return events.map(\.seq)
+    return events.map { try! JSONCodec.decode(Storebus_Gateway_V1_ObserverEvent.self, from: $0) }
+}
+
+private func seqs(_ lookup: RecentEvents.Lookup) -> [UInt64]? {
+    callbacks(lookup)?.map(\.seq)
 }
 
 @Suite("Gateway: events kept from doorbells")
@@ -32,10 +37,12 @@ struct RecentEventsTests {
         recent.heard(try bell(4, key: "a", 3))
         #expect(seqs(recent.lookup(key: "a", after: 0, limit: 64)) == [1, 2, 3])
         #expect(seqs(recent.lookup(key: "a", after: 1, limit: 1)) == [2])
-        #expect(recent.lookup(key: "a", after: 1, limit: 64) == .events([
+        #expect(callbacks(recent.lookup(key: "a", after: 1, limit: 64)) == [
             GatewayService.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(3, key: "a", 2).event!)),
             GatewayService.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(4, key: "a", 3).event!)),
-        ], newest: 3), "the callbacks the log's events make")
+        ], "the callbacks the log's events make")
+        guard case .events(_, let newest) = recent.lookup(key: "a", after: 1, limit: 64) else { return }
+        #expect(newest == 3)
         #expect(recent.lookup(key: "a", after: 3, limit: 64) == .caughtUp)
         #expect(recent.lookup(key: "a", after: 7, limit: 64) == .unknown, "ahead of anything heard")
         #expect(recent.lookup(key: "c", after: 0, limit: 64) == .unknown, "a queue never heard")
@@ -78,7 +85,7 @@ struct RecentEventsTests {
             Issue.record("the new log's event was not kept")
             return
         }
-        #expect(events.map { $0.updatedTransactions.transactions.first?.transactionIdentifier } == ["new1"])
+        #expect(events.map { try! JSONCodec.decode(Storebus_Gateway_V1_ObserverEvent.self, from: $0).updatedTransactions.transactions.first?.transactionIdentifier } == ["new1"])
         #expect(newest == 1)
         // And a read of the log showing a head below what is kept drops everything.
         recent.heard(try bell(2, key: "a", 2, id: "new"))
