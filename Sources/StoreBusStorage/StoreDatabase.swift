@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// How durable commits are: SQLite's `synchronous` setting in WAL mode.
 public enum Durability: String, Sendable, Codable {
@@ -76,11 +77,14 @@ public final class StoreDatabase: Sendable {
     }
 }
 
-/// Reads a fetched row's columns by their exact names, through positions found once per row.
+/// Reads a fetched row's columns by their exact names, through positions found once per column
+/// layout.
 ///
 /// GRDB finds a column of a fetched (copied) row by lower-casing and comparing every column name on
 /// each access; a wide row read field by field paid that about twenty times over (3% of the payment
-/// queue's commit thread). Names not found here fall back to GRDB's own lookup.
+/// queue's commit thread). Building a table of positions for each row cost about as much again, so
+/// the tables are kept, one per layout (the column names in order): rows of the same query share
+/// one. Names not found here fall back to GRDB's own lookup.
 public struct ColumnReader {
     /// The row.
     public let row: Row
@@ -89,12 +93,7 @@ public struct ColumnReader {
     /// A reader of `row`.
     public init(_ row: Row) {
         self.row = row
-        var positions: [String: Int] = [:]
-        positions.reserveCapacity(row.count)
-        for (index, name) in row.columnNames.enumerated() where positions[name] == nil {
-            positions[name] = index
-        }
-        self.positions = positions
+        positions = ColumnLayouts.shared.positions(of: row)
     }
 
     /// The value of the column `name` as it is stored (for statement arguments).
@@ -108,5 +107,40 @@ public struct ColumnReader {
     public subscript<Value: DatabaseValueConvertible>(_ name: String) -> Value {
         if let index = positions[name] { return row[index] }
         return row[name]
+    }
+}
+
+/// The column positions of the row layouts met so far (a process reads rows of a few layouts only:
+/// the tables' `SELECT *` and `RETURNING *`).
+final class ColumnLayouts: Sendable {
+    static let shared = ColumnLayouts()
+    /// Layouts kept at most; past that, rows of a new layout get a table of their own each time.
+    static let capacity = 32
+
+    private struct Layout {
+        let names: [String]
+        let positions: [String: Int]
+    }
+
+    private let layouts = Mutex<[Layout]>([])
+
+    func positions(of row: Row) -> [String: Int] {
+        let names = Array(row.columnNames)
+        // Compared name by name (short strings compare in a word or two); hashing the names to find
+        // the layout would cost about what building its table does.
+        if let known = layouts.withLock({ layouts in layouts.first { $0.names == names } }) {
+            return known.positions
+        }
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(names.count)
+        for (index, name) in names.enumerated() where positions[name] == nil {
+            positions[name] = index
+        }
+        layouts.withLock { layouts in
+            if layouts.count < Self.capacity && !layouts.contains(where: { $0.names == names }) {
+                layouts.append(Layout(names: names, positions: positions))
+            }
+        }
+        return positions
     }
 }
