@@ -53,10 +53,14 @@ public enum EventLog {
 
     /// Appends an event whose payload is already proto3 JSON.
     public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-        let positions = try Row.fetchOne(db.cachedStatement(sql: """
+        // Read from the cursor's row in place: a fetched row would be copied first, for two integers.
+        let cursor = try Row.fetchCursor(db.cachedStatement(sql: """
             SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
                    (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
-            """), arguments: [key])!
+            """), arguments: [key])
+        guard let positions = try cursor.next() else {
+            throw RPCError(.internalError, "the event log's next position could not be read")
+        }
         let seq: UInt64 = positions[0]
         let keySeq: UInt64 = positions[1]
         let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))

@@ -5,6 +5,10 @@ import Foundation
 enum JSONText {
     /// A JSON string literal for `text`, quotes included.
     static func quoted(_ text: String) -> String {
+        // Most keys and names need no escape: one scan of the bytes, then one copy.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            return "\"" + text + "\""
+        }
         var out = "\""
         out.reserveCapacity(text.utf8.count + 2)
         for scalar in text.unicodeScalars {

@@ -32,6 +32,7 @@ struct JSONTextTests {
     @Test("strings are quoted with JSON escapes")
     func quoted() {
         #expect(JSONText.quoted("plain") == "\"plain\"")
+        #expect(JSONText.quoted("com.app|ünï|日本🎉") == "\"com.app|ünï|日本🎉\"")
         #expect(JSONText.quoted("a\"b\\c\nd\te\u{01}") == "\"a\\\"b\\\\c\\nd\\te\\u0001\"")
     }
 }
