@@ -115,6 +115,16 @@ struct RPCTests {
         var router = RPCRouter()
         router.register(echo) { request, _ in
             #expect(reactor.isInLoop)
+            if request.payload == "churn" {
+                // Made and shut down at once on the loop: their sockets must never reach the poll set.
+                for _ in 0..<3 {
+                    let transient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.endpoint]), reactor: reactor)
+                    await transient.shutdown()
+                    let transientBoard = try DoorbellBoard(endpoints: publisher.boundEndpoints, log: "test", context: context, reactor: reactor)
+                    await transientBoard.shutdown()
+                }
+                return .with { $0.payload = "churned" }
+            }
             let answer = try await client.call(echo, .with { $0.payload = "upstream:" + request.payload })
             #expect(reactor.isInLoop, "the answer resumed the handler on the reactor")
             // A subscription's first doorbells can be lost while it connects: ring until one is heard.
@@ -138,6 +148,10 @@ struct RPCTests {
         try await withRPCClient(endpoints: server.boundEndpoints) { caller in
             let answer = try await caller.call(echo, .with { $0.payload = "x" })
             #expect(answer.payload == "upstream:x")
+            let churned = try await caller.call(echo, .with { $0.payload = "churn" })
+            #expect(churned.payload == "churned")
+            let again = try await caller.call(echo, .with { $0.payload = "z" })
+            #expect(again.payload == "upstream:z", "the reactor still runs and polls only open sockets")
             await client.shutdown()
             await publisher.shutdown()
             await board.shutdown()

@@ -29,6 +29,8 @@ final class ClientLoop {
     private var rotation = 0
     /// Set when the reactor stops: calls that still arrive are cancelled at once.
     private var closed = false
+    /// The reactor's stop action that closes this client, forgotten when the client closes first.
+    private var stopAction: StopActionID?
     /// Call deadlines, earliest first. Entries of finished calls are skipped when they surface and
     /// dropped in bulk when they outnumber live calls; one reactor timer is armed for the earliest.
     private var deadlines = DeadlineHeap()
@@ -57,11 +59,13 @@ final class ClientLoop {
     }
 
     func attach() {
+        // Closed before this job ran (shut down at once, on a shared reactor): nothing to register.
+        guard !closed else { return }
         for index in endpoints.indices {
             reactor.register(endpoints[index].socket) { [self] in self.readResponses(index) }
             reactor.register(endpoints[index].monitor) { [self] in self.readMonitor(index) }
         }
-        reactor.onStop { [self] in self.close() }
+        stopAction = reactor.onStop { [self] in self.close() }
     }
 
     // MARK: Calls
@@ -274,6 +278,17 @@ final class ClientLoop {
         }
     }
 
+    /// Closes the sockets of a client that never reached its reactor (it had stopped): off the loop,
+    /// before anything else can hold them.
+    func closeUnattached() {
+        closed = true
+        for endpoint in endpoints {
+            endpoint.socket.stopMonitor()
+            endpoint.monitor.close()
+            endpoint.socket.close()
+        }
+    }
+
     /// Fails the pending calls and closes the sockets; runs once (at ``RPCClient/shutdown()`` or when
     /// the reactor stops, whichever comes first).
     func close() {
@@ -286,6 +301,10 @@ final class ClientLoop {
         if let timer = deadlineTimer {
             reactor.cancel(timer.id)
             deadlineTimer = nil
+        }
+        if let stopAction {
+            reactor.removeStopAction(stopAction)
+            self.stopAction = nil
         }
         for endpoint in endpoints {
             if shared {

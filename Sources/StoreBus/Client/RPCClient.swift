@@ -69,7 +69,9 @@ public final class RPCClient: Sendable {
     /// (a service host's, see ``ServiceHost/reactor``). A process that forwards calls (the gateway)
     /// or calls from its handlers then sends and receives on the thread its handlers run on: a call
     /// costs no thread hop either way. ``shutdown()`` closes the client's sockets and leaves the
-    /// reactor running; when the reactor stops first, the client closes with it.
+    /// reactor running; when the reactor stops first, the client closes with it. A client on a
+    /// reactor that is never started holds its sockets until the process ends. Throws
+    /// ``StartupError`` when the reactor has already stopped.
     public init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
         precondition(!configuration.endpoints.isEmpty, "an RPC client needs at least one endpoint")
         self.configuration = configuration
@@ -79,7 +81,11 @@ public final class RPCClient: Sendable {
         executor = ReactorExecutor(reactor: reactor)
         let state = try ClientLoop(configuration: configuration, reactor: reactor, shared: true, logger: logger)
         loop = LoopBound(state, on: reactor)
-        reactor.execute { [loop] in loop.value.attach() }
+        guard reactor.execute({ [loop] in loop.value.attach() }) else {
+            // No loop will ever own these sockets: close them here, where nothing else has them.
+            state.closeUnattached()
+            throw StartupError("cannot create an RPC client for \(configuration.endpoints.joined(separator: ", ")): its reactor has stopped")
+        }
     }
 
     /// Calls a unary method and decodes its answer; throws ``RPCError`` for every failure.

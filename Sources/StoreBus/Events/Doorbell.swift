@@ -75,6 +75,8 @@ public final class DoorbellPublisher: Sendable {
     /// Whether the reactor is the publisher's own (stopped by ``shutdown()``) or shared.
     private let ownsReactor: Bool
     private let socket: LoopBound<Socket>
+    /// The reactor's stop action that closes the socket (forgotten when ``shutdown()`` closes it first).
+    private let stopAction: LoopBound<StopActionBox>
 
     /// Binds the PUB socket; throws ``StartupError`` naming an endpoint that cannot be bound.
     ///
@@ -106,9 +108,15 @@ public final class DoorbellPublisher: Sendable {
         reactor = shared ?? Reactor(name: "sb-doorbell", context: context)
         ownsReactor = shared == nil
         self.socket = LoopBound(socket, on: reactor)
-        reactor.execute { [box = self.socket, reactor] in
+        stopAction = LoopBound(StopActionBox(), on: reactor)
+        let accepted = reactor.execute { [box = self.socket, stopAction, reactor] in
             let socket = box.value
-            reactor.onStop { socket.close() }
+            guard !socket.isClosed else { return }
+            stopAction.value.id = reactor.onStop { socket.close() }
+        }
+        guard accepted else {
+            socket.close()
+            throw StartupError("cannot publish events on \(bound.joined(separator: ", ")): the reactor has stopped")
         }
         if ownsReactor { reactor.start() }
     }
@@ -127,10 +135,19 @@ public final class DoorbellPublisher: Sendable {
     public func shutdown() async {
         guard ownsReactor else {
             // Closing twice is harmless: the reactor's stop action may have closed it already.
-            _ = await reactor.perform { [socket] in socket.value.close() }
+            _ = await reactor.perform { [socket, stopAction, reactor] in
+                socket.value.close()
+                if let id = stopAction.value.id { reactor.removeStopAction(id) }
+                stopAction.value.id = nil
+            }
             return
         }
         reactor.stop()
         await reactor.join()
     }
+}
+
+/// A stop action's identifier, set on the reactor's thread once registered.
+final class StopActionBox {
+    var id: StopActionID?
 }

@@ -22,35 +22,62 @@ enum DoorbellSubscription {
         try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))
         let monitor = disconnected == nil ? nil : try socket.openMonitor(context: context, events: [.disconnected])
         for endpoint in endpoints { try socket.connect(endpoint) }
-        let box = LoopBound((socket, monitor), on: reactor)
-        let closer = LoopBound<() -> Void>({ [reactor, box] in
-            let (socket, monitor) = box.value
-            guard !socket.isClosed else { return }
-            reactor.unregister(socket)
-            if let monitor {
-                reactor.unregister(monitor)
-                socket.stopMonitor()
-                monitor.close()
-            }
-            socket.close()
-        }, on: reactor)
-        reactor.execute { [reactor, box, closer] in
-            let (socket, monitor) = box.value
+        let sockets = LoopBound(SubscriptionSockets(socket: socket, monitor: monitor), on: reactor)
+        let closer = LoopBound<() -> Void>({ [reactor, sockets] in sockets.value.close(reactor) }, on: reactor)
+        let accepted = reactor.execute { [reactor, sockets] in
+            let owned = sockets.value
+            // Closed before this job ran (shut down at once, on a shared reactor): nothing to register.
+            guard !owned.socket.isClosed else { return }
+            let socket = owned.socket
             reactor.register(socket) {
                 while let message = try? socket.receive(dontWait: true) {
                     if let doorbell = Doorbell(frames: message.frames) { heard(doorbell) }
                 }
             }
-            if let monitor, let disconnected {
+            if let monitor = owned.monitor, let disconnected {
                 reactor.register(monitor) {
                     while let message = try? monitor.receive(dontWait: true) {
                         if SocketEvent(message)?.event == .disconnected { disconnected() }
                     }
                 }
             }
-            reactor.onStop { closer.value() }
+            owned.stopAction = reactor.onStop { owned.close(reactor) }
+        }
+        guard accepted else {
+            if let monitor {
+                socket.stopMonitor()
+                monitor.close()
+            }
+            socket.close()
+            throw StartupError("cannot subscribe to doorbells at \(endpoints.joined(separator: ", ")): the reactor has stopped")
         }
         if startReactor { reactor.start() }
         return closer
+    }
+}
+
+/// A subscription's sockets, used on its reactor's thread only.
+private final class SubscriptionSockets {
+    let socket: Socket
+    let monitor: Socket?
+    var stopAction: StopActionID?
+
+    init(socket: Socket, monitor: Socket?) {
+        self.socket = socket
+        self.monitor = monitor
+    }
+
+    /// Stops polling and closes the sockets; runs once (at the reactor's stop or earlier).
+    func close(_ reactor: Reactor) {
+        guard !socket.isClosed else { return }
+        reactor.unregister(socket)
+        if let monitor {
+            reactor.unregister(monitor)
+            socket.stopMonitor()
+            monitor.close()
+        }
+        socket.close()
+        if let stopAction { reactor.removeStopAction(stopAction) }
+        stopAction = nil
     }
 }

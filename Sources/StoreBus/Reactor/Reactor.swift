@@ -57,7 +57,8 @@ public final class Reactor: @unchecked Sendable {
     private var spareJobs: [@Sendable () -> Void] = []
     private var handlers: [(socket: Socket, onReadable: () -> Void)] = []
     private var timers = TimerQueue()
-    private var stopActions: [() -> Void] = []
+    private var stopActions: [(id: UInt64, action: () -> Void)] = []
+    private var nextStopActionID: UInt64 = 0
 
     /// Creates a reactor; its thread starts with ``start()``.
     public init(name: String, context: ZeroMQ.Context) {
@@ -111,13 +112,11 @@ public final class Reactor: @unchecked Sendable {
         return true
     }
 
-    /// Runs `job` on the loop thread and returns once it has run, true; false, without running it,
-    /// when the reactor has finished (its stop actions have run) or was never started.
+    /// Runs `job` on the loop thread, after the jobs queued before it, and returns once it has run,
+    /// true; false, without running it, when the reactor has finished (its stop actions have run) or
+    /// was never started. Called on the loop thread itself, the caller suspends while the loop runs
+    /// the queued jobs and this one.
     public func perform(_ job: @escaping @Sendable () -> Void) async -> Bool {
-        if isInLoop {
-            job()
-            return true
-        }
         guard started.load(ordering: .acquiring) else { return false }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let accepted = execute {
@@ -187,9 +186,19 @@ public final class Reactor: @unchecked Sendable {
 
     /// Runs `action` on the loop thread when the reactor stops (closing sockets, failing waiters).
     /// Loop only.
-    public func onStop(_ action: @escaping () -> Void) {
+    @discardableResult
+    public func onStop(_ action: @escaping () -> Void) -> StopActionID {
         precondition(isInLoop, "Reactor.onStop called off the loop thread")
-        stopActions.append(action)
+        nextStopActionID += 1
+        stopActions.append((nextStopActionID, action))
+        return StopActionID(raw: nextStopActionID)
+    }
+
+    /// Forgets a stop action that is no longer needed (its component closed early, on a reactor that
+    /// goes on running). Loop only.
+    public func removeStopAction(_ id: StopActionID) {
+        precondition(isInLoop, "Reactor.removeStopAction called off the loop thread")
+        stopActions.removeAll { $0.id == id.raw }
     }
 
     // MARK: The loop
@@ -257,7 +266,7 @@ public final class Reactor: @unchecked Sendable {
                 runLocalJobs()
             }
         }
-        for action in stopActions { action() }
+        for entry in stopActions { entry.action() }
         stopActions.removeAll()
         handlers.removeAll()
         timers.removeAll()
@@ -278,6 +287,11 @@ public final class Reactor: @unchecked Sendable {
         }
         for joiner in joiners { joiner.resume() }
     }
+}
+
+/// Identifies a stop action registered on a ``Reactor``.
+public struct StopActionID: Hashable, Sendable {
+    let raw: UInt64
 }
 
 /// Identifies a timer scheduled on a ``Reactor``.
