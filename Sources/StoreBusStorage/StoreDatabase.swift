@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import StoreBus
 import Synchronization
 
 /// How durable commits are: SQLite's `synchronous` setting in WAL mode.
@@ -33,7 +34,10 @@ public final class StoreDatabase: Sendable {
     ///
     /// The event log's tables are added to every database by ``EventLog/registerMigrations(_:)``,
     /// which the caller's migrator should include.
-    public init(directory: URL, name: String, durability: Durability = .full, migrator: DatabaseMigrator) throws {
+    public init(
+        directory: URL, name: String, durability: Durability = .full, migrator: DatabaseMigrator,
+        checkpointInterval: Duration = StoreDatabase.defaultCheckpointInterval
+    ) throws {
         path = directory.appendingPathComponent("\(name).sqlite").path
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -47,12 +51,36 @@ public final class StoreDatabase: Sendable {
         // savepoint touches first to that journal, which otherwise spills past 64 KiB to a temporary
         // file: more page writes than the WAL itself. A larger page cache spares the writer re-reading
         // index pages between commits.
+        //
+        // Checkpoints copy the WAL into the database file mostly on a thread of their own
+        // (``Checkpointer``), beside the writer rather than inside its commits: they took a tenth of
+        // the payment queue's commit thread, and the commit that crossed SQLite's threshold waited for
+        // the copy and its fsync. Under steady writes a checkpoint beside the writer never catches up
+        // with it entirely, and only a checkpoint that has copied every frame lets the next write start
+        // the WAL over; so the writer still checkpoints by itself past ``writerCheckpointPages``, and
+        // then finds all but the last few milliseconds of frames copied already.
         try pool.barrierWriteWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.writerCheckpointPages)")
         }
         try migrator.migrate(pool)
+        checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval)
+    }
+
+    /// WAL pages past which the writer checkpoints after its commit, completing the copy so that the
+    /// WAL starts over (SQLite's default is 1000): the WAL stays under about 16 MiB.
+    static let writerCheckpointPages = 4096
+    /// How often the checkpointer copies the WAL into the database file.
+    public static let defaultCheckpointInterval = Duration.milliseconds(50)
+
+    private let checkpointer: Checkpointer
+
+    /// Frames in the WAL and frames already copied to the database file, as of the checkpointer's
+    /// last pass (for tests and statistics).
+    public var lastCheckpoint: (walFrames: Int, copied: Int) {
+        checkpointer.last
     }
 
     /// The writer connection's `synchronous` setting as SQLite reports it (2 FULL, 1 NORMAL).
@@ -71,9 +99,86 @@ public final class StoreDatabase: Sendable {
         return try DatabaseQueue(path: path, configuration: configuration)
     }
 
+    deinit {
+        checkpointer.stop()
+    }
+
     /// Waits for running statements and closes every connection.
     public func close() throws {
+        checkpointer.stop()
         try pool.close()
+    }
+}
+
+/// Copies the WAL into the database file every interval (a passive checkpoint: it never waits for
+/// the writer or readers, and the writer never waits for it), on a thread and connection of its own.
+/// When it has copied every frame (the writes paused), the writer's next transaction starts the WAL
+/// over; under steady writes the writer's own checkpoint does that (see ``StoreDatabase``).
+final class Checkpointer: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `connection` is used only by the checkpointer's thread (and
+    // closed by it as it ends); `state` is guarded by `condition`.
+    private let connection: DatabaseQueue
+    private let interval: Duration
+    private let condition = NSCondition()
+    private var stopped = false
+    private var finished = false
+    private var latest: (walFrames: Int, copied: Int) = (0, 0)
+
+    init(path: String, durability: Durability, interval: Duration) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.label = "storebus.checkpointer"
+        connection = try DatabaseQueue(path: path, configuration: configuration)
+        // The checkpoint's fsyncs follow the writer's durability.
+        try connection.inDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)") }
+        self.interval = interval
+        let thread = Thread { [self] in
+            nameCurrentThread("storebus-ckpt")
+            run()
+        }
+        thread.name = "storebus-ckpt"
+        thread.start()
+    }
+
+    var last: (walFrames: Int, copied: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return latest
+    }
+
+    /// Ends the thread after its current pass and waits for it.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        while !finished { condition.wait() }
+        condition.unlock()
+    }
+
+    private func run() {
+        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        while true {
+            condition.lock()
+            if !stopped { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+            let stop = stopped
+            condition.unlock()
+            if stop { break }
+            // A failed pass (the database busy or gone) is tried again next interval; the writer's own
+            // checkpoints are there meanwhile.
+            let result = try? connection.inDatabase { db in
+                try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+            }
+            if let row = result ?? nil {
+                condition.lock()
+                latest = (row[1] ?? 0, row[2] ?? 0)
+                condition.unlock()
+            }
+        }
+        try? connection.close()
+        condition.lock()
+        finished = true
+        condition.broadcast()
+        condition.unlock()
     }
 }
 

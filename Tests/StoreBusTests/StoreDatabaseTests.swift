@@ -23,6 +23,43 @@ struct StoreDatabaseTests {
         }
     }
 
+    @Test("checkpoints run beside the writer: thousands of commits keep the WAL bounded, and it is all copied once writes pause")
+    func backgroundCheckpoints() async throws {
+        let directory = try TemporaryDirectory(prefix: "checkpoint")
+        defer { directory.remove() }
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        let database = try StoreDatabase(directory: directory.url, name: "busy", migrator: migrator, checkpointInterval: .milliseconds(20))
+        let threshold = try await database.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+        #expect(threshold == 4096, "the writer's own checkpoints complete the copy now and then")
+        let payload = "\"" + String(repeating: "x", count: 3000) + "\""
+        var largestWAL = 0
+        for index in 0..<2000 {
+            try await database.pool.write { db in
+                _ = try EventLog.appendJSON(db, key: "k\(index % 7)", type: "t", payloadJSON: payload)
+            }
+            if index % 100 == 0 {
+                let attributes = try? FileManager.default.attributesOfItem(atPath: database.path + "-wal")
+                largestWAL = max(largestWAL, (attributes?[.size] as? Int) ?? 0)
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        // Without checkpoints the WAL would hold every commit: about 2000 x 3 pages, 25 MB.
+        #expect(largestWAL < (4096 + 512) * 4096, "WAL grew to \(largestWAL) bytes")
+        // Once the writes stop, the checkpointer copies the rest.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let last = database.lastCheckpoint
+            if last.walFrames > 0 && last.walFrames == last.copied { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let last = database.lastCheckpoint
+        #expect(last.walFrames > 0 && last.walFrames == last.copied, "every frame copied: \(last)")
+        let count = try await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM storebus_event") }
+        #expect(count == 2000)
+        try database.close()
+    }
+
     @Test("ColumnReader reads a fetched row's columns by exact name, NULL as nil, the leftmost of a repeated name, and others through GRDB")
     func columnReader() throws {
         let queue = try DatabaseQueue()
