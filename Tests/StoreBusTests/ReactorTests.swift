@@ -31,6 +31,30 @@ struct ReactorTests {
         context.terminate()
     }
 
+    @Test("stop actions registered while the reactor stops (by a stop action, or by a job it queues) run too; one removed does not")
+    func stopActionsDuringStop() async throws {
+        let context = try ZeroMQ.Context()
+        let reactor = Reactor(name: "test", context: context)
+        reactor.start()
+        let ran = Mutex<[String]>([])
+        let registered = await reactor.perform {
+            reactor.onStop {
+                ran.withLock { $0.append("first") }
+                reactor.onStop { ran.withLock { $0.append("from a stop action") } }
+                reactor.execute {
+                    reactor.onStop { ran.withLock { $0.append("from a job") } }
+                }
+            }
+            let removed = reactor.onStop { ran.withLock { $0.append("removed") } }
+            reactor.removeStopAction(removed)
+        }
+        #expect(registered)
+        reactor.stop()
+        await reactor.join()
+        #expect(ran.withLock { $0 } == ["first", "from a stop action", "from a job"])
+        context.terminate()
+    }
+
     @Test("every job accepted before or while the reactor stops runs; later ones are refused")
     func jobsAroundStop() async throws {
         let context = try ZeroMQ.Context()

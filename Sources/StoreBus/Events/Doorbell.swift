@@ -83,7 +83,9 @@ public final class DoorbellPublisher: Sendable {
     /// With a `reactor` (a service host's), the socket lives on that reactor, which its owner starts
     /// and stops; the socket closes when it stops or at ``shutdown()``, whichever comes first.
     /// A commit's doorbells and the answers to its callers then go out with one wake-up of that
-    /// thread. Without one, the publisher runs a reactor of its own.
+    /// thread. Without one, the publisher runs a reactor of its own. A publisher on a shared reactor
+    /// that is never started keeps its socket open until the process ends. Throws ``StartupError``
+    /// when the shared reactor has already stopped.
     public init(endpoints: [String], context: ZeroMQ.Context, reactor shared: Reactor? = nil) throws {
         let socket: Socket
         var bound: [String] = []

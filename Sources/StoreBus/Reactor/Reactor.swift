@@ -223,6 +223,16 @@ public final class Reactor: @unchecked Sendable {
         }
     }
 
+    /// Runs the stop actions and the jobs they queue, again and again while these register more.
+    private func runStopActions() {
+        repeat {
+            let actions = stopActions
+            stopActions.removeAll()
+            for entry in actions { entry.action() }
+            runLocalJobs()
+        } while !stopActions.isEmpty
+    }
+
     private func loop() {
         loopThread.store(UInt(pthread_self()), ordering: .releasing)
         var running = true
@@ -266,18 +276,18 @@ public final class Reactor: @unchecked Sendable {
                 runLocalJobs()
             }
         }
-        for entry in stopActions { entry.action() }
-        stopActions.removeAll()
+        runStopActions()
         handlers.removeAll()
         timers.removeAll()
-        runLocalJobs()
         // From here on `execute` refuses jobs. Producers that looked before the flag was set are
         // counted in `entering`; once they have pushed, the last jobs run here, on the loop thread,
         // against components that are stopped (they fail their callers instead of using sockets).
         finished.store(true, ordering: .sequentiallyConsistent)
         while entering.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
         for job in jobs.takeAll() { job() }
-        runLocalJobs()
+        // A component attached by one of these last jobs (made by a caller resumed above) registered
+        // a stop action after the first round: run those too, so every socket is closed.
+        runStopActions()
         loopThread.store(0, ordering: .releasing)
         let joiners = lifecycle.withLock { lifecycle -> [CheckedContinuation<Void, Never>] in
             lifecycle.finished = true
