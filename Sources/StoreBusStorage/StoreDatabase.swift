@@ -115,8 +115,9 @@ public final class StoreDatabase: Sendable {
 /// When it has copied every frame (the writes paused), the writer's next transaction starts the WAL
 /// over; under steady writes the writer's own checkpoint does that (see ``StoreDatabase``).
 final class Checkpointer: @unchecked Sendable {
-    // Invariant for @unchecked Sendable: `connection` is used only by the checkpointer's thread (and
-    // closed by it as it ends); `state` is guarded by `condition`.
+    // Invariant for @unchecked Sendable: `connection` is used in init, then only by the
+    // checkpointer's thread (which closes it as it ends); `stopped`, `finished` and `latest` are
+    // guarded by `condition`.
     private let connection: DatabaseQueue
     private let interval: Duration
     private let condition = NSCondition()
@@ -156,6 +157,8 @@ final class Checkpointer: @unchecked Sendable {
     }
 
     private func run() {
+        // The connection's data_version as of a pass that copied every frame (thread-local).
+        var copiedVersion: Int?
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         while true {
             condition.lock()
@@ -164,13 +167,19 @@ final class Checkpointer: @unchecked Sendable {
             condition.unlock()
             if stop { break }
             // A failed pass (the database busy or gone) is tried again next interval; the writer's own
-            // checkpoints are there meanwhile.
-            let result = try? connection.inDatabase { db in
-                try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+            // checkpoints are there meanwhile. With nothing committed since a pass that copied
+            // everything, there is nothing to do (an idle service only reads a counter).
+            let pass = try? connection.inDatabase { db -> (version: Int, row: Row?)? in
+                let version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+                if version == copiedVersion { return nil }
+                return (version, try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)"))
             }
-            if let row = result ?? nil {
+            // Columns: busy (1 when another checkpoint held the lock), WAL frames, frames copied.
+            if let pass = pass ?? nil, let row = pass.row, row[0] as Int? == 0,
+               let frames = row[1] as Int?, let copied = row[2] as Int?, frames >= 0, copied >= 0 {
+                copiedVersion = frames == copied ? pass.version : nil
                 condition.lock()
-                latest = (row[1] ?? 0, row[2] ?? 0)
+                latest = (frames, copied)
                 condition.unlock()
             }
         }
