@@ -305,9 +305,12 @@ public final class TransactionStore: Sendable {
     }
 
     /// An interrupted purchase resolved outside the app: a new PURCHASED transaction for the same
-    /// payment in the same queue, charged once. Resolving again returns that same transaction.
+    /// payment in the same queue, charged once. Resolving again returns that same transaction. Like a
+    /// payment, it is RESOURCE_EXHAUSTED while the queue holds as many unfinished transactions as it
+    /// may (the app has to finish some first).
     public func resolveInterrupted(_ id: String, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
-        try await writer.write { db, batch in
+        let maxUnfinished = self.maxUnfinished
+        return try await writer.write { db, batch in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
@@ -315,6 +318,11 @@ public final class TransactionStore: Sendable {
                 throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")
             }
             if let resolved = row["resolved_by"] as String? { return try Self.transaction(db, id: resolved)! }
+            let payload = (row["request_data"] as Data? ?? Data()).count + (row["application_username"] as String? ?? "").utf8.count
+            try Self.checkRoom(
+                Self.unfinishedLoad(db, queueKey: row["queue_key"]), adding: 1, bytes: payload,
+                maxUnfinished: maxUnfinished, doing: "resolving this purchase"
+            )
             let newID = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)
             try db.cachedStatement(sql: """

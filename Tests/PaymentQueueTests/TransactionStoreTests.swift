@@ -116,6 +116,23 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil, key: "").count == 1)
     }
 
+    @Test("resolving an interrupted purchase into a full queue is RESOURCE_EXHAUSTED until the app finishes one")
+    func resolvingIsBounded() async throws {
+        let fixture = try StoreFixture(maxUnfinished: 2)
+        defer { fixture.remove() }
+        let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
+        #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
+        let other = try await fixture.purchase("coins")
+        let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) }
+        #expect(refused?.code == .resourceExhausted)
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.count == 2, "nothing was added")
+        _ = try await fixture.store.decide(other.transactionIdentifier)
+        _ = try await fixture.store.finish(other.transactionIdentifier, queue: StoreFixture.queue)
+        let resolved = try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier)
+        #expect(resolved.transactionState == .purchased)
+        #expect(try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) == resolved, "resolving again returns it, full queue or not")
+    }
+
     @Test("a queue's unfinished transactions hold a bounded number of requestData and applicationUsername bytes")
     func unfinishedPayloadIsBounded() async throws {
         let fixture = try StoreFixture()
