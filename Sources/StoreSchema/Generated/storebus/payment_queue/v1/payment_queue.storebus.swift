@@ -92,7 +92,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// Resolves a purchase interrupted by the INTERRUPT policy (as if the user finished the required
     /// action outside the app). The interrupted transaction has already FAILED; resolving adds a new
     /// PURCHASED transaction for the same payment to the same queue, charged once. NOT_FOUND: unknown
-    /// transaction. FAILED_PRECONDITION: not an interrupted purchase. Idempotent: resolving twice adds
+    /// transaction. FAILED_PRECONDITION: not an interrupted purchase. RESOURCE_EXHAUSTED: the queue
+    /// already holds as many unfinished transactions as it may. Idempotent: resolving twice adds
     /// nothing more.
     public static let resolveInterruptedPurchase = MethodDescriptor<Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseRequest, Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseResponse>(
         service: serviceName, method: "ResolveInterruptedPurchase", idempotent: true, streaming: .unary
