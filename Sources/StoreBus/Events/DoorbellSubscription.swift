@@ -1,6 +1,6 @@
 import ZeroMQ
 
-/// The SUB side of doorbells: one socket on a reactor of its own.
+/// The SUB side of doorbells: one socket on a reactor, its own or one shared with an RPC server.
 enum DoorbellSubscription {
     /// Connects a SUB socket to `endpoints`, subscribed to `prefix`, registers it on `reactor`, and
     /// starts the reactor (unless `startReactor` is false: a shared reactor, started by its owner).
