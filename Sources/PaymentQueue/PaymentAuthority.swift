@@ -9,7 +9,14 @@ import Synchronization
 public final class PaymentAuthority: Service, Sendable {
     let store: TransactionStore
     let logger: Logger
-    private let bell = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private struct Bell {
+        /// A poke came while nobody waited: the next wait returns at once.
+        var pending = false
+        /// The waiting run loop's continuation.
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let bell = Mutex(Bell())
     private let stopping = Atomic<Bool>(false)
 
     /// An authority deciding the transactions of `store`.
@@ -57,30 +64,26 @@ public final class PaymentAuthority: Service, Sendable {
         while try await store.decideDue().moreDue {}
     }
 
-    private func waitForPoke(timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { [self] in
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let now = bell.withLock { state -> Bool in
-                        if state.pending {
-                            state.pending = false
-                            return true
-                        }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            // Whichever came first, release the other: the stored waiter (if still there) and the sleep.
-            let waiter = bell.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-            group.cancelAll()
+    /// Returns at a poke (or at once for one that came meanwhile) or after `timeout`, which a timer
+    /// task turns into a poke. The wait is in place before this call suspends, so no ordering of the
+    /// two can leave it waiting past its timeout (a timer that fires just after a real poke only makes
+    /// the next wait return at once: one more look at the due transactions).
+    func waitForPoke(timeout: Duration) async {
+        let timer = Task { [self] in
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { poke() }
         }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = bell.withLock { state -> Bool in
+                if state.pending {
+                    state.pending = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        timer.cancel()
     }
 }

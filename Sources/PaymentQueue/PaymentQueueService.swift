@@ -15,6 +15,22 @@ public struct PaymentQueueService: Sendable {
     /// Largest requestData of a payment, in bytes (StoreKit reserves the field; such payments fail
     /// with unauthorizedRequestData, and their transactions still carry it).
     public static let maxRequestDataBytes = 4096
+    /// Longest product identifier of a payment, in bytes: no catalog holds a longer one (its
+    /// validator's limit), and a payment for an unknown product still makes a FAILED transaction
+    /// carrying the identifier.
+    public static let maxProductIdentifierBytes = 255
+    /// Longest idempotency key, in bytes (as the contract says).
+    public static let maxIdempotencyKeyBytes = 128
+
+    /// The idempotency key of a request: its own field, else the call's metadata; INVALID_ARGUMENT
+    /// when longer than ``maxIdempotencyKeyBytes``.
+    static func idempotencyKey(_ field: String, metadata: String?) throws -> String {
+        let key = field.isEmpty ? (metadata ?? "") : field
+        guard key.utf8.count <= maxIdempotencyKeyBytes else {
+            throw RPCError.invalidArgument(field: field.isEmpty ? "idempotency-key" : "idempotencyKey", "must be at most \(maxIdempotencyKeyBytes) bytes")
+        }
+        return key
+    }
 
     /// Handlers over `store`, asking `catalog` about products and poking `authority` on new payments.
     public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority) {
@@ -58,7 +74,7 @@ public struct PaymentQueueService: Sendable {
                 throw RPCError.invalidArgument(field: "applicationUsername", "must be at most \(PaymentQueueService.maxApplicationUsernameBytes) bytes")
             }
             try await service.catalog.checkApp(request.queue.appBundleID)
-            let key = request.idempotencyKey.isEmpty ? (context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "") : request.idempotencyKey
+            let key = try PaymentQueueService.idempotencyKey(request.idempotencyKey, metadata: context.metadata[WireProtocol.idempotencyKeyMetadata])
             let (policy, _) = try await service.store.policy(app: request.queue.appBundleID, account: request.queue.accountID)
             if policy.mode == .fail {
                 // The sandbox fails restores as it fails payments: the observer hears the reason.
@@ -151,6 +167,9 @@ public struct PaymentQueueService: Sendable {
         guard !payment.productIdentifier.isEmpty else {
             throw RPCError.invalidArgument(field: "payment.productIdentifier", "is required")
         }
+        guard payment.productIdentifier.utf8.count <= Self.maxProductIdentifierBytes else {
+            throw RPCError.invalidArgument(field: "payment.productIdentifier", "must be at most \(Self.maxProductIdentifierBytes) bytes")
+        }
         if payment.quantity == 0 { payment.quantity = 1 }
         guard (1...10).contains(payment.quantity) else {
             throw RPCError.invalidArgument(field: "payment.quantity", "must be from 1 to 10")
@@ -163,7 +182,7 @@ public struct PaymentQueueService: Sendable {
         guard payment.requestData.count <= Self.maxRequestDataBytes else {
             throw RPCError.invalidArgument(field: "payment.requestData", "must be at most \(Self.maxRequestDataBytes) bytes")
         }
-        let key = request.idempotencyKey.isEmpty ? (metadataKey ?? "") : request.idempotencyKey
+        let key = try Self.idempotencyKey(request.idempotencyKey, metadata: metadataKey)
         var idempotency: (key: String, digest: String)?
         if !key.isEmpty {
             var canonical = request

@@ -35,9 +35,10 @@ extension TransactionStore {
             }
             let found = try Row.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
             let originals = found.map { $0[0] as String }
+            // A restored transaction carries its original's payment as well as its own.
             try Self.checkRoom(
                 Self.unfinishedLoad(db, queueKey: queue.key), adding: originals.count,
-                bytes: found.reduce(0) { $0 + ($1[1] as Int) },
+                bytes: 2 * found.reduce(0) { $0 + ($1[1] as Int) },
                 maxUnfinished: maxUnfinished, doing: "restoring \(originals.count) transactions"
             )
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
@@ -157,6 +158,14 @@ extension TransactionStore {
     }
 
     static func clear(_ db: Database, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
+        // Payments still waiting (PURCHASING, or DEFERRED for Ask to Buy) end FAILED with
+        // paymentCancelled: a cleared history is not charged later by the authority or an approval.
+        let waiting = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state IN (?, ?)"), arguments: [
+            app, account, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Storebus_PaymentQueue_V1_TransactionState.deferred.rawValue,
+        ])
+        for id in waiting {
+            try Self.fail(db, id: id, .make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided."), at: Self.milliseconds(now))
+        }
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
                                     arguments: [app, account])
         var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]

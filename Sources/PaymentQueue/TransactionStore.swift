@@ -48,10 +48,12 @@ public final class TransactionStore: Sendable {
     }
 
     /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
-    /// requestData and applicationUsername they hold.
+    /// requestData and applicationUsername they hold, as the launch replay carries them (twice for a
+    /// restored transaction, which holds its original's payment too).
     static func unfinishedLoad(_ db: Database, queueKey: String) throws -> (count: Int, bytes: Int) {
         let row = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT COUNT(*), COALESCE(SUM(length(request_data) + length(CAST(application_username AS BLOB))), 0)
+            SELECT COUNT(*), COALESCE(SUM((length(request_data) + length(CAST(application_username AS BLOB)))
+                                          * (CASE WHEN original_id IS NULL THEN 1 ELSE 2 END)), 0)
             FROM pq_transaction WHERE queue_key = ? AND finished = 0
             """), arguments: [queueKey])
         return (row?[0] ?? 0, row?[1] ?? 0)

@@ -86,6 +86,25 @@ struct PaymentQueueProcessTests {
             })
         }
         #expect(restoreName?.details.fieldViolations.first?.field == "applicationUsername")
+        // An unknown product makes a FAILED transaction carrying its identifier: bounded as the
+        // catalog's are. So are idempotency keys, in the field or the metadata.
+        let longest = try await add(client, queue, String(repeating: "p", count: 255))
+        #expect(longest.transactionState == .failed && longest.error.code == .storeProductNotAvailable)
+        let longProduct = await #expect(throws: RPCError.self) { _ = try await add(client, queue, String(repeating: "p", count: 256)) }
+        #expect(longProduct?.details.fieldViolations.first?.field == "payment.productIdentifier")
+        let longKey = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = queue
+                $0.payment = .with { $0.productIdentifier = coins }
+                $0.idempotencyKey = String(repeating: "k", count: 129)
+            })
+        }
+        #expect(longKey?.details.fieldViolations.first?.field == "idempotencyKey")
+        let longMetadataKey = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue },
+                                      options: CallOptions(metadata: [WireProtocol.idempotencyKeyMetadata: String(repeating: "k", count: 129)]))
+        }
+        #expect(longMetadataKey?.details.fieldViolations.first?.field == "idempotency-key")
         var unknownApp = queue
         unknownApp.appBundleID = "com.example.nobody"
         let notFound = await #expect(throws: RPCError.self) { _ = try await add(client, unknownApp, coins) }

@@ -1,9 +1,11 @@
 import Foundation
 import GRDB
+import Logging
 import StoreBus
 import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
+import Synchronization
 import Testing
 @testable import PaymentQueue
 
@@ -116,6 +118,35 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil, key: "").count == 1)
     }
 
+    @Test("the authority's wait ends at its timeout, even when the timeout comes before the wait is in place")
+    func authorityWaitEnds() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let authority = PaymentAuthority(store: fixture.store, logger: Logger(label: "test"))
+        let done = Atomic<Int>(0)
+        let waits = Task {
+            // A zero timeout often ends the wait before its waiting task has run.
+            for _ in 0..<3000 { await authority.waitForPoke(timeout: .zero) }
+            done.store(1, ordering: .releasing)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while done.load(ordering: .acquiring) == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(done.load(ordering: .acquiring) == 1, "a wait outlived its timeout: only a poke ended it")
+        // Unstick a hung wait, so that the test ends either way.
+        while done.load(ordering: .acquiring) == 0 {
+            authority.poke()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        await waits.value
+        // A poke that comes while nobody waits ends the next wait at once.
+        authority.poke()
+        let started = ContinuousClock.now
+        await authority.waitForPoke(timeout: .seconds(10))
+        #expect(started.duration(to: .now) < .seconds(5))
+    }
+
     @Test("resolving an interrupted purchase into a full queue is RESOURCE_EXHAUSTED until the app finishes one")
     func resolvingIsBounded() async throws {
         let fixture = try StoreFixture(maxUnfinished: 2)
@@ -161,6 +192,51 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice") == 130)
         let removed = try await fixture.events().map(\.removedTransactions.transactions.count).filter { $0 > 0 }
         #expect(removed == [64, 64, 2])
+    }
+
+    @Test("clearing an account fails its payments still waiting: neither the authority nor an approval charges them later")
+    func clearEndsWaitingPayments() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let waiting = try await fixture.purchase("coins")
+        let asked = try await fixture.purchase("coins", askToBuy: true)
+        #expect(try await fixture.store.decide(asked.transactionIdentifier)?.transactionState == .deferred)
+        #expect(try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice") == 2)
+        for id in [waiting.transactionIdentifier, asked.transactionIdentifier] {
+            let cleared = try await fixture.store.transaction(id)
+            #expect(cleared?.transactionState == .failed && cleared?.error.code == .paymentCancelled && cleared?.finished == true)
+        }
+        #expect(try await fixture.store.decideDue().decided == 0)
+        let approval = await #expect(throws: RPCError.self) { _ = try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true) }
+        #expect(approval?.code == .failedPrecondition)
+        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").isEmpty)
+        let removed = try await fixture.events().flatMap(\.removedTransactions.transactions)
+        #expect(removed.map(\.transactionState) == [.failed, .failed], "the removal shows how they ended")
+    }
+
+    @Test("a restore counts its transactions' payloads twice against the queue's budget: each carries its original's payment too")
+    func restoredPayloadCountsTwice() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        // Originals holding, together, a little over half the budget in requestData.
+        let each = 4096
+        let count = TransactionStore.maxUnfinishedPayloadBytes / each / 2 + 1
+        for index in 0..<count {
+            let new = TransactionStore.NewTransaction(
+                queue: tablet, payment: .with { $0.productIdentifier = "pack\(index)"; $0.quantity = 1; $0.requestData = Data(count: each) },
+                productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",
+                start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
+            )
+            let original = try await fixture.store.create(new).transaction
+            _ = try await fixture.store.decide(original.transactionIdentifier)
+            _ = try await fixture.store.finish(original.transactionIdentifier, queue: tablet)
+        }
+        let refused = await #expect(throws: RPCError.self) {
+            _ = try await fixture.store.restore(queue: StoreFixture.queue, applicationUsername: nil, key: "")
+        }
+        #expect(refused?.code == .resourceExhausted)
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.isEmpty)
     }
 
     @Test("a large restore is announced in updatedTransactions events of at most 64 transactions, then the finish event")
