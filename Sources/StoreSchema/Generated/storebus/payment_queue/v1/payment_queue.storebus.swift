@@ -20,8 +20,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// Adds a payment to the queue and returns the new transaction in PURCHASING; every later state
     /// (PURCHASED, FAILED, DEFERRED) arrives as an event. An unknown or unsellable product, a forbidden payment or a
     /// sandbox failure is not an error here: the transaction moves to FAILED with a StoreKitError.
-    /// NOT_FOUND: unknown app. INVALID_ARGUMENT: empty product identifier, quantity outside 1..10, unknown
-    /// storefront. FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
+    /// NOT_FOUND: unknown app. INVALID_ARGUMENT: empty product identifier or one over 255 bytes, quantity
+    /// outside 1..10, unknown storefront, idempotency key over 128 bytes. FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
     /// the queue already holds 1000 unfinished transactions, or 384 KiB of their request_data and
     /// application_username together (finish some first). Idempotent when
     /// idempotency_key is set: a repeat returns the transaction the key first created.
@@ -114,8 +114,9 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     )
 
     /// Clears an account's purchase history in an app (the sandbox "clear purchase history"), so products
-    /// can be bought afresh. Unfinished transactions are announced as removed and entitlements as revoked;
-    /// the charge ledger is kept. NOT_FOUND: unknown app. Idempotent.
+    /// can be bought afresh. Payments still PURCHASING or DEFERRED end FAILED (paymentCancelled), never
+    /// charged; unfinished transactions are announced as removed and entitlements as revoked; the charge
+    /// ledger is kept. NOT_FOUND: unknown app. Idempotent.
     public static let clearAccountTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ClearAccountTransactionsRequest, Storebus_PaymentQueue_V1_ClearAccountTransactionsResponse>(
         service: serviceName, method: "ClearAccountTransactions", idempotent: true, streaming: .unary
     )
