@@ -92,7 +92,10 @@ extension TransactionStore {
 
     /// Refunds a PURCHASED transaction: its charge is marked refunded, its cancellation date set, and
     /// for non-consumables and subscriptions every queue of the account hears that the entitlement is
-    /// revoked (didRevokeEntitlementsForProductIdentifiers). Refunding twice changes nothing.
+    /// revoked (didRevokeEntitlementsForProductIdentifiers), unless another paid, unrefunded purchase
+    /// still holds the product. The purchases made while the account held it (never charged) and
+    /// their restored copies are revoked with it. A purchase that was never charged cannot be
+    /// refunded (FAILED_PRECONDITION). Refunding twice changes nothing.
     public func refund(_ id: String, now: Date = Date()) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
         try await writer.write { db, batch in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
@@ -101,13 +104,37 @@ extension TransactionStore {
             guard row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue else {
                 throw RPCError(.failedPrecondition, "only purchased transactions can be refunded; restored ones through their original")
             }
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pq_charge WHERE transaction_id = ?)"), arguments: [id]) == true else {
+                throw RPCError(.failedPrecondition, "transaction \(id) was never charged (the account already held the product when it was bought): refund the purchase that was")
+            }
             let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
             let product: String = row["product_id"]
-            let revokes = type == .nonConsumable || type == .autoRenewableSubscription
+            var revokes = type == .nonConsumable || type == .autoRenewableSubscription
             if row["revoked_ms"] as Int64? == nil {
                 let nowMS = Self.milliseconds(now)
                 try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, id, id])
                 try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
+                if revokes {
+                    let stillHeld = try Bool.fetchOne(db.cachedStatement(sql: """
+                        SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
+                                       WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
+                        """), arguments: [row["app"], row["account"], product]) ?? false
+                    if stillHeld {
+                        revokes = false
+                    } else {
+                        // Purchases made while the product was held were never charged and stood on
+                        // this one: they lose it too, with their restored copies.
+                        try db.cachedStatement(sql: """
+                            UPDATE pq_transaction SET revoked_ms = ?
+                            WHERE revoked_ms IS NULL AND cleared = 0 AND (
+                                (app = ? AND account = ? AND product_id = ? AND original_id IS NULL AND state = ?
+                                 AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = pq_transaction.id))
+                                OR original_id IN (SELECT t.id FROM pq_transaction t WHERE t.app = ? AND t.account = ? AND t.product_id = ?
+                                                   AND t.original_id IS NULL AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = t.id)))
+                            """).execute(arguments: [nowMS, row["app"], row["account"], product, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
+                                                       row["app"], row["account"], product])
+                    }
+                }
                 if revokes {
                     let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"),
                                                   arguments: [row["app"], row["account"]])

@@ -214,6 +214,24 @@ struct TransactionStoreTests {
         #expect(removed.map(\.transactionState) == [.failed, .failed], "the removal shows how they ended")
     }
 
+    @Test("a purchase made while the product was held is not charged, cannot be refunded, and loses the product with the paid one")
+    func refundOfARebuy() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let paid = try await fixture.purchase("removeads", type: .nonConsumable)
+        _ = try await fixture.store.decide(paid.transactionIdentifier)
+        let again = try await fixture.purchase("removeads", type: .nonConsumable)
+        #expect(try await fixture.store.decide(again.transactionIdentifier)?.transactionState == .purchased)
+        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").map(\.transactionIdentifier) == [paid.transactionIdentifier])
+        let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.refund(again.transactionIdentifier) }
+        #expect(refused?.code == .failedPrecondition)
+        let refund = try await fixture.store.refund(paid.transactionIdentifier)
+        #expect(refund.revoked == ["removeads"])
+        #expect(try await fixture.store.transaction(again.transactionIdentifier)?.hasCancellationDate == true, "the re-buy stood on the refunded purchase")
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil, key: "").count == 0, "nothing left to restore")
+    }
+
     @Test("a restore counts its transactions' payloads twice against the queue's budget: each carries its original's payment too")
     func restoredPayloadCountsTwice() async throws {
         let fixture = try StoreFixture()

@@ -100,9 +100,11 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     )
 
     /// Refunds a purchased transaction: marks its charge refunded, sets its cancellation date and, for
-    /// non-consumables and subscriptions, announces revoked entitlements on every queue of the account.
-    /// NOT_FOUND: unknown transaction. FAILED_PRECONDITION: not PURCHASED (restored transactions are
-    /// refunded through their original). Idempotent: refunding twice is OK and changes nothing.
+    /// non-consumables and subscriptions no other paid purchase still holds, revokes the purchases made
+    /// while the product was held (never charged) and announces revoked entitlements on every queue of
+    /// the account. NOT_FOUND: unknown transaction. FAILED_PRECONDITION: not PURCHASED (restored
+    /// transactions are refunded through their original), or never charged. Idempotent: refunding twice
+    /// is OK and changes nothing.
     public static let refundTransaction = MethodDescriptor<Storebus_PaymentQueue_V1_RefundTransactionRequest, Storebus_PaymentQueue_V1_RefundTransactionResponse>(
         service: serviceName, method: "RefundTransaction", idempotent: true, streaming: .unary
     )
