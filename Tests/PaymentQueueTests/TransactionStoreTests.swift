@@ -232,6 +232,22 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil, key: "").count == 0, "nothing left to restore")
     }
 
+    @Test("refunding a purchase from a cleared history revokes nothing while a later paid purchase holds the product")
+    func refundWhileStillHeld() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let first = try await fixture.purchase("removeads", type: .nonConsumable)
+        _ = try await fixture.store.decide(first.transactionIdentifier)
+        _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
+        let second = try await fixture.purchase("removeads", type: .nonConsumable)
+        _ = try await fixture.store.decide(second.transactionIdentifier)
+        let refund = try await fixture.store.refund(first.transactionIdentifier)
+        #expect(refund.revoked.isEmpty, "the second purchase still holds it")
+        #expect(try await fixture.store.transaction(second.transactionIdentifier)?.hasCancellationDate == false)
+        let revocations = try await fixture.events().filter { !$0.revokedEntitlements.productIdentifiers.isEmpty }
+        #expect(revocations.count == 1, "only the clear's revocation: \(revocations.count)")
+    }
+
     @Test("a restore counts its transactions' payloads twice against the queue's budget: each carries its original's payment too")
     func restoredPayloadCountsTwice() async throws {
         let fixture = try StoreFixture()
