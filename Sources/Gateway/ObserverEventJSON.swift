@@ -102,34 +102,17 @@ enum JSONScanner {
     /// value's range well-formed JSON; nil when the text is not such an object or a member name holds
     /// an escape.
     static func members(of json: [UInt8], in range: Range<Int>) -> [(name: String, value: Range<Int>)]? {
-        var index = skipSpace(json, range.lowerBound, range.upperBound)
-        guard index < range.upperBound, json[index] == UInt8(ascii: "{") else { return nil }
-        index += 1
+        let start = skipSpace(json, range.lowerBound, range.upperBound)
+        guard start < range.upperBound, json[start] == UInt8(ascii: "{") else { return nil }
         var result: [(name: String, value: Range<Int>)] = []
-        index = skipSpace(json, index, range.upperBound)
-        if index < range.upperBound, json[index] == UInt8(ascii: "}") {
-            return skipSpace(json, index + 1, range.upperBound) == range.upperBound ? result : nil
+        let objectEnd = skipObject(json, start, range.upperBound, depth: 0) { name, value in
+            let nameBytes = json[name]
+            guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
+            result.append((String(decoding: nameBytes, as: UTF8.self), value))
+            return true
         }
-        while true {
-            guard index < range.upperBound, json[index] == UInt8(ascii: "\""),
-                  let nameEnd = skipString(json, index, range.upperBound)
-            else { return nil }
-            let nameBytes = json[(index + 1)..<(nameEnd - 1)]
-            guard !nameBytes.contains(UInt8(ascii: "\\")) else { return nil }
-            index = skipSpace(json, nameEnd, range.upperBound)
-            guard index < range.upperBound, json[index] == UInt8(ascii: ":") else { return nil }
-            let valueStart = skipSpace(json, index + 1, range.upperBound)
-            guard let valueEnd = skipValue(json, valueStart, range.upperBound, depth: 1) else { return nil }
-            result.append((String(decoding: nameBytes, as: UTF8.self), valueStart..<valueEnd))
-            index = skipSpace(json, valueEnd, range.upperBound)
-            guard index < range.upperBound else { return nil }
-            if json[index] == UInt8(ascii: ",") {
-                index = skipSpace(json, index + 1, range.upperBound)
-                continue
-            }
-            guard json[index] == UInt8(ascii: "}") else { return nil }
-            return skipSpace(json, index + 1, range.upperBound) == range.upperBound ? result : nil
-        }
+        guard let objectEnd, skipSpace(json, objectEnd, range.upperBound) == range.upperBound else { return nil }
+        return result
     }
 
     /// A uint64 written as proto3 JSON writes one (a quoted decimal) or as a bare decimal.
@@ -176,19 +159,7 @@ enum JSONScanner {
         case UInt8(ascii: "\""):
             return skipString(json, start, end)
         case UInt8(ascii: "{"):
-            var index = skipSpace(json, start + 1, end)
-            if index < end, json[index] == UInt8(ascii: "}") { return index + 1 }
-            while true {
-                guard index < end, json[index] == UInt8(ascii: "\""), let nameEnd = skipString(json, index, end) else { return nil }
-                index = skipSpace(json, nameEnd, end)
-                guard index < end, json[index] == UInt8(ascii: ":") else { return nil }
-                guard let valueEnd = skipValue(json, skipSpace(json, index + 1, end), end, depth: depth + 1) else { return nil }
-                index = skipSpace(json, valueEnd, end)
-                guard index < end else { return nil }
-                if json[index] == UInt8(ascii: "}") { return index + 1 }
-                guard json[index] == UInt8(ascii: ",") else { return nil }
-                index = skipSpace(json, index + 1, end)
-            }
+            return skipObject(json, start, end, depth: depth) { _, _ in true }
         case UInt8(ascii: "["):
             var index = skipSpace(json, start + 1, end)
             if index < end, json[index] == UInt8(ascii: "]") { return index + 1 }
@@ -208,6 +179,32 @@ enum JSONScanner {
             return literal("null", json, start, end)
         default:
             return skipNumber(json, start, end)
+        }
+    }
+
+    /// The end of the object starting at `start` (its opening brace), each member's name (without
+    /// its quotes) and value given to `member`, which may refuse it (the object is then not taken);
+    /// nil when it is not well-formed.
+    private static func skipObject(
+        _ json: [UInt8], _ start: Int, _ end: Int, depth: Int,
+        member: (_ name: Range<Int>, _ value: Range<Int>) -> Bool
+    ) -> Int? {
+        var index = skipSpace(json, start + 1, end)
+        if index < end, json[index] == UInt8(ascii: "}") { return index + 1 }
+        while true {
+            guard index < end, json[index] == UInt8(ascii: "\""), let nameEnd = skipString(json, index, end) else { return nil }
+            let name = (index + 1)..<(nameEnd - 1)
+            index = skipSpace(json, nameEnd, end)
+            guard index < end, json[index] == UInt8(ascii: ":") else { return nil }
+            let valueStart = skipSpace(json, index + 1, end)
+            guard let valueEnd = skipValue(json, valueStart, end, depth: depth + 1),
+                  member(name, valueStart..<valueEnd)
+            else { return nil }
+            index = skipSpace(json, valueEnd, end)
+            guard index < end else { return nil }
+            if json[index] == UInt8(ascii: "}") { return index + 1 }
+            guard json[index] == UInt8(ascii: ",") else { return nil }
+            index = skipSpace(json, index + 1, end)
         }
     }
 

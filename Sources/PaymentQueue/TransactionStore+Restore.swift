@@ -35,10 +35,9 @@ extension TransactionStore {
             }
             let found = try Row.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
             let originals = found.map { $0[0] as String }
-            // A restored transaction carries its original's payment as well as its own.
             try Self.checkRoom(
                 Self.unfinishedLoad(db, queueKey: queue.key), adding: originals.count,
-                bytes: 2 * found.reduce(0) { $0 + ($1[1] as Int) },
+                bytes: Self.restoredPayloadCopies * found.reduce(0) { $0 + ($1[1] as Int) },
                 maxUnfinished: maxUnfinished, doing: "restoring \(originals.count) transactions"
             )
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
@@ -125,14 +124,13 @@ extension TransactionStore {
                         // Purchases made while the product was held were never charged and stood on
                         // this one: they lose it too, with their restored copies.
                         try db.cachedStatement(sql: """
+                            WITH rebuys AS (
+                                SELECT id FROM pq_transaction t
+                                WHERE app = ? AND account = ? AND product_id = ? AND original_id IS NULL AND state = ? AND cleared = 0
+                                  AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = t.id))
                             UPDATE pq_transaction SET revoked_ms = ?
-                            WHERE revoked_ms IS NULL AND cleared = 0 AND (
-                                (app = ? AND account = ? AND product_id = ? AND original_id IS NULL AND state = ?
-                                 AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = pq_transaction.id))
-                                OR original_id IN (SELECT t.id FROM pq_transaction t WHERE t.app = ? AND t.account = ? AND t.product_id = ?
-                                                   AND t.original_id IS NULL AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = t.id)))
-                            """).execute(arguments: [nowMS, row["app"], row["account"], product, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
-                                                       row["app"], row["account"], product])
+                            WHERE revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)
+                            """).execute(arguments: [row["app"], row["account"], product, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue, nowMS])
                     }
                 }
                 if revokes {

@@ -47,15 +47,22 @@ public final class TransactionStore: Sendable {
         self.maxUnfinished = maxUnfinished
     }
 
+    /// How many times the launch replay carries a restored transaction's requestData and
+    /// applicationUsername: in its own payment and in its original's.
+    static let restoredPayloadCopies = 2
+
+    /// The load of a queue's unfinished transactions (see ``unfinishedLoad(_:queueKey:)``).
+    static let unfinishedLoadSQL = """
+        SELECT COUNT(*), COALESCE(SUM((length(request_data) + length(CAST(application_username AS BLOB)))
+                                      * (CASE WHEN original_id IS NULL THEN 1 ELSE \(restoredPayloadCopies) END)), 0)
+        FROM pq_transaction WHERE queue_key = ? AND finished = 0
+        """
+
     /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
-    /// requestData and applicationUsername they hold, as the launch replay carries them (twice for a
-    /// restored transaction, which holds its original's payment too).
+    /// requestData and applicationUsername they hold, as the launch replay carries them (see
+    /// ``restoredPayloadCopies``).
     static func unfinishedLoad(_ db: Database, queueKey: String) throws -> (count: Int, bytes: Int) {
-        let row = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT COUNT(*), COALESCE(SUM((length(request_data) + length(CAST(application_username AS BLOB)))
-                                          * (CASE WHEN original_id IS NULL THEN 1 ELSE 2 END)), 0)
-            FROM pq_transaction WHERE queue_key = ? AND finished = 0
-            """), arguments: [queueKey])
+        let row = try Row.fetchOne(db.cachedStatement(sql: unfinishedLoadSQL), arguments: [queueKey])
         return (row?[0] ?? 0, row?[1] ?? 0)
     }
 

@@ -50,18 +50,10 @@ public final class RPCClient: Sendable {
 
     /// Creates a client on a loop thread of its own and starts connecting. With no `context`, the
     /// client makes its own and terminates it in ``shutdown()``.
-    public init(configuration: ClientConfiguration, context: ZeroMQ.Context? = nil, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
-        precondition(!configuration.endpoints.isEmpty, "an RPC client needs at least one endpoint")
-        self.configuration = configuration
-        ownedContext = context == nil ? try ZeroMQ.Context() : nil
-        let context = context ?? ownedContext!
-        let reactor = Reactor(name: "sb-rpc-client", context: context)
-        self.reactor = reactor
-        ownsReactor = true
-        executor = ReactorExecutor(reactor: reactor)
-        let state = try ClientLoop(configuration: configuration, reactor: reactor, shared: false, logger: logger)
-        loop = LoopBound(state, on: reactor)
-        reactor.execute { [loop] in loop.value.attach() }
+    public convenience init(configuration: ClientConfiguration, context: ZeroMQ.Context? = nil, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
+        let ownedContext = context == nil ? try ZeroMQ.Context() : nil
+        let reactor = Reactor(name: "sb-rpc-client", context: context ?? ownedContext!)
+        try self.init(configuration: configuration, reactor: reactor, owned: true, ownedContext: ownedContext, logger: logger)
         reactor.start()
     }
 
@@ -72,14 +64,18 @@ public final class RPCClient: Sendable {
     /// reactor running; when the reactor stops first, the client closes with it. A client on a
     /// reactor that is never started holds its sockets until the process ends. Throws
     /// ``StartupError`` when the reactor has already stopped.
-    public init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
+    public convenience init(configuration: ClientConfiguration, reactor: Reactor, logger: Logger = Logger(label: "storebus.rpc.client")) throws {
+        try self.init(configuration: configuration, reactor: reactor, owned: false, ownedContext: nil, logger: logger)
+    }
+
+    private init(configuration: ClientConfiguration, reactor: Reactor, owned: Bool, ownedContext: ZeroMQ.Context?, logger: Logger) throws {
         precondition(!configuration.endpoints.isEmpty, "an RPC client needs at least one endpoint")
         self.configuration = configuration
-        ownedContext = nil
+        self.ownedContext = ownedContext
         self.reactor = reactor
-        ownsReactor = false
+        ownsReactor = owned
         executor = ReactorExecutor(reactor: reactor)
-        let state = try ClientLoop(configuration: configuration, reactor: reactor, shared: true, logger: logger)
+        let state = try ClientLoop(configuration: configuration, reactor: reactor, shared: !owned, logger: logger)
         loop = LoopBound(state, on: reactor)
         guard reactor.execute({ [loop] in loop.value.attach() }) else {
             // No loop will ever own these sockets: close them here, where nothing else has them.
