@@ -110,6 +110,12 @@ public enum PaymentQueueSchema {
             try db.execute(sql: "DROP INDEX pq_transaction_purchasing")
             try db.execute(sql: "CREATE INDEX pq_transaction_due ON pq_transaction (decide_at_ms) WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue)")
         }
+        migrator.registerMigration("payment_queue_v5_restore_digest") { db in
+            // The request an idempotency key of a restore was first used for (its canonical JSON
+            // without the key): the same key for another request is refused. Empty for restores
+            // recorded before, and for those without a key.
+            try db.execute(sql: "ALTER TABLE pq_restore ADD COLUMN request_digest TEXT NOT NULL DEFAULT ''")
+        }
         return migrator
     }
 }

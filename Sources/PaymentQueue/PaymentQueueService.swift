@@ -73,16 +73,29 @@ public struct PaymentQueueService: Sendable {
             guard request.applicationUsername.utf8.count <= PaymentQueueService.maxApplicationUsernameBytes else {
                 throw RPCError.invalidArgument(field: "applicationUsername", "must be at most \(PaymentQueueService.maxApplicationUsernameBytes) bytes")
             }
-            try await service.catalog.checkApp(request.queue.appBundleID)
             let key = try PaymentQueueService.idempotencyKey(request.idempotencyKey, metadata: context.metadata[WireProtocol.idempotencyKeyMetadata])
-            let (policy, _) = try await service.store.policy(app: request.queue.appBundleID, account: request.queue.accountID)
-            if policy.mode == .fail {
-                // The sandbox fails restores as it fails payments: the observer hears the reason.
-                let restoreID = try await service.store.failRestore(queue: request.queue, error: .make(policy.failError))
-                return .with { $0.restoreID = restoreID }
+            var digest = ""
+            if !key.isEmpty {
+                var canonical = request
+                canonical.idempotencyKey = ""
+                digest = try canonical.jsonString()
             }
+            do {
+                try await service.catalog.checkApp(request.queue.appBundleID)
+            } catch {
+                // As for payments: a retry of a restore already made gets its answer even when the
+                // catalog cannot answer now.
+                if let (restoreID, count) = try await service.store.restore(
+                    forKey: key, app: request.queue.appBundleID, account: request.queue.accountID, digest: digest
+                ) {
+                    return .with { $0.restoreID = restoreID; $0.restoredCount = UInt32(count) }
+                }
+                throw error
+            }
+            // The policy (the sandbox fails restores as it fails payments, and the observer hears the
+            // reason) is read in the restore's own database transaction, after its key.
             let (restoreID, count) = try await service.store.restore(
-                queue: request.queue, applicationUsername: request.hasApplicationUsername ? request.applicationUsername : nil, key: key
+                queue: request.queue, applicationUsername: request.hasApplicationUsername ? request.applicationUsername : nil, key: key, digest: digest
             )
             return .with {
                 $0.restoreID = restoreID

@@ -8,16 +8,32 @@ extension TransactionStore {
     /// restoreCompletedTransactions: for every completed non-consumable and auto-renewable purchase
     /// of the account (with that applicationUsername, when given), a new RESTORED transaction in the
     /// requesting queue pointing at the original, then restoreCompletedTransactionsFinished with the
-    /// count (0 is a definite answer). Restoring twice restores twice. With an idempotency key, a retry
-    /// returns the first restore's answer and restores nothing more. One database transaction.
+    /// count (0 is a definite answer). Restoring twice restores twice. When the account's policy is
+    /// FAIL, the sandbox fails the restore instead: nothing is restored and the queue hears
+    /// restoreCompletedTransactionsFailedWithError with the policy's error (count 0).
+    ///
+    /// With an idempotency key, a retry of the same request (`digest`) returns the first restore's
+    /// answer, whatever came of it and whatever the policy is now, and restores nothing more; the key
+    /// used for a different request is FAILED_PRECONDITION. One database transaction.
     public func restore(
-        queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, key: String, now: Date = Date()
+        queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, key: String = "", digest: String = "", now: Date = Date()
     ) async throws -> (restoreID: String, count: Int) {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
-            if !key.isEmpty, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
-                                                        arguments: [queue.appBundleID, queue.accountID, key]) {
-                return (row["id"], row["count"])
+            if let recorded = try Self.keyedRestore(db, key: key, app: queue.appBundleID, account: queue.accountID, digest: digest) {
+                return recorded
+            }
+            let (policy, _) = try Self.policy(db, app: queue.appBundleID, account: queue.accountID)
+            if policy.mode == .fail {
+                let restoreID = try Self.recordRestore(db, queue: queue, key: key, digest: digest, count: 0, now: now)
+                try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                    $0.queue = queue
+                    $0.restoreCompletedTransactionsFailed = .with {
+                        $0.restoreID = restoreID
+                        $0.error = .make(policy.failError)
+                    }
+                })
+                return (restoreID, 0)
             }
             let nowMS = Self.milliseconds(now)
             var sql = """
@@ -54,9 +70,7 @@ extension TransactionStore {
                                      nowMS, nowMS, nowMS, original])
                 restored.append(try Self.transaction(db, id: id)!)
             }
-            let restoreID = "restore-" + (try Self.nextIdentifier(db))
-            try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, restored.count, nowMS])
+            let restoreID = try Self.recordRestore(db, queue: queue, key: key, digest: digest, count: restored.count, now: now)
             for chunk in Self.eventSized(restored) {
                 try batch.append(key: queue.key, Self.updated(chunk, queue: queue))
             }
@@ -71,22 +85,32 @@ extension TransactionStore {
         }
     }
 
-    /// A restore that the sandbox makes fail (the account's policy is FAIL): nothing is restored and
-    /// the queue hears restoreCompletedTransactionsFailedWithError with the reason.
-    public func failRestore(queue: Storebus_PaymentQueue_V1_QueueRef, error: Storebus_PaymentQueue_V1_StoreKitError, now: Date = Date()) async throws -> String {
-        try await writer.write { db, batch in
-            let restoreID = "restore-" + (try Self.nextIdentifier(db))
-            try db.execute(sql: "INSERT INTO pq_restore (id, app, account, device, key, count, created_ms) VALUES (?, ?, ?, ?, '', 0, ?)",
-                           arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, Self.milliseconds(now)])
-            try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                $0.queue = queue
-                $0.restoreCompletedTransactionsFailed = .with {
-                    $0.restoreID = restoreID
-                    $0.error = error
-                }
-            })
-            return restoreID
+    /// The answer of the restore made under an idempotency key, if there was one (`key` empty: none).
+    /// The key used for a different request is FAILED_PRECONDITION; a restore recorded before keys
+    /// were tied to their request (no digest) matches any.
+    public func restore(forKey key: String, app: String, account: String, digest: String) async throws -> (restoreID: String, count: Int)? {
+        try await pool.read { db in try Self.keyedRestore(db, key: key, app: app, account: account, digest: digest) }
+    }
+
+    static func keyedRestore(_ db: Database, key: String, app: String, account: String, digest: String) throws -> (restoreID: String, count: Int)? {
+        guard !key.isEmpty, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
+                                                       arguments: [app, account, key]) else {
+            return nil
         }
+        let recorded: String = row["request_digest"]
+        guard recorded.isEmpty || recorded == digest else {
+            throw RPCError(.failedPrecondition, "idempotency key \"\(key)\" was already used for a different restore")
+                .withReason("IDEMPOTENCY_KEY_REUSED", domain: "storebus.payment_queue")
+        }
+        return (row["id"], row["count"])
+    }
+
+    /// Records a restore (with its key, when it has one) and returns its new id.
+    static func recordRestore(_ db: Database, queue: Storebus_PaymentQueue_V1_QueueRef, key: String, digest: String, count: Int, now: Date) throws -> String {
+        let restoreID = "restore-" + (try nextIdentifier(db))
+        try db.cachedStatement(sql: "INSERT INTO pq_restore (id, app, account, device, key, request_digest, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            .execute(arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, key.isEmpty ? "" : digest, count, milliseconds(now)])
+        return restoreID
     }
 
     /// Refunds a PURCHASED transaction: its charge is marked refunded, its cancellation date set, and

@@ -116,6 +116,53 @@ struct RestoreAndRefundTests {
         await client.shutdown()
         await fixture.stop()
     }
+
+    @Test("a restore retried under its idempotency key gets the first answer whatever the policy has become; the key from another device or with another applicationUsername is refused")
+    func keyedRestores() async throws {
+        let (fixture, client) = try await PaymentQueueFixture.started()
+        _ = try await buy(client, queueRef(device: "phone"), removeAds)
+        let tablet = queueRef(device: "tablet")
+        func keyed(_ key: String, _ queue: Storebus_PaymentQueue_V1_QueueRef, username: String? = nil) async throws -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
+            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
+                $0.queue = queue
+                $0.idempotencyKey = key
+                if let username { $0.applicationUsername = username }
+            })
+        }
+        func outcomes() async throws -> [String] {
+            try await fixture.events(tablet, client: client).compactMap { event in
+                switch event.event {
+                case .restoreCompletedTransactionsFinished(let finished): "finished \(finished.restoreID) \(finished.restoredCount)"
+                case .restoreCompletedTransactionsFailed(let failed): "failed \(failed.restoreID)"
+                default: nil
+                }
+            }
+        }
+        // Given a restore that finished under key r-1, and the sandbox failing restores since
+        let first = try await keyed("r-1", tablet)
+        #expect(first.restoredCount == 1)
+        try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
+        // When it is retried, then it answers as it did the first time and nothing more happens
+        let retried = try await keyed("r-1", tablet)
+        #expect(retried.restoreID == first.restoreID && retried.restoredCount == 1)
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = tablet }).transactions.count == 1)
+        #expect(try await outcomes() == ["finished \(first.restoreID) 1"])
+        // And the key sent from another device, or with an applicationUsername, is refused
+        for (queue, username) in [(queueRef(device: "watch"), nil), (tablet, "player-7")] as [(Storebus_PaymentQueue_V1_QueueRef, String?)] {
+            let refused = await #expect(throws: RPCError.self) { try await keyed("r-1", queue, username: username) }
+            #expect(refused?.code == .failedPrecondition)
+            #expect(refused?.details.info.reason == "IDEMPOTENCY_KEY_REUSED")
+        }
+        // And a restore the sandbox failed under r-2 stays failed when retried after the policy approves again
+        let failed = try await keyed("r-2", tablet)
+        try await client.setPolicy(account: "alice", .with { $0.mode = .approve })
+        let failedAgain = try await keyed("r-2", tablet)
+        #expect(failedAgain.restoreID == failed.restoreID && failedAgain.restoredCount == 0)
+        #expect(try await outcomes() == ["finished \(first.restoreID) 1", "failed \(failed.restoreID)"])
+        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = tablet }).transactions.count == 1)
+        await client.shutdown()
+        await fixture.stop()
+    }
 }
 
 extension PaymentQueueFixture {

@@ -42,7 +42,10 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// or RestoreFailed event with the returned restore_id; the restored transactions come in
     /// updatedTransactions events of at most 64 each. NOT_FOUND: unknown app. RESOURCE_EXHAUSTED: the
     /// restore would pass the queue's limits on unfinished transactions (nothing is restored).
-    /// Idempotent when idempotency_key is set; otherwise a repeat starts a second restore.
+    /// Idempotent when idempotency_key is set: a repeat of the same request returns the first restore's
+    /// answer, whether it finished or failed and whatever the policy is now, and restores nothing more.
+    /// FAILED_PRECONDITION: idempotency_key reused with a different request (another device or
+    /// application_username). Without a key a repeat starts a second restore.
     public static let restoreCompletedTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse>(
         service: serviceName, method: "RestoreCompletedTransactions", idempotent: false, streaming: .unary
     )
