@@ -154,13 +154,24 @@ public struct PaymentQueueService: Sendable {
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions) { request, _ in
             try await service.catalog.checkApp(request.appBundleID)
-            let transactions = try await service.store.accountTransactions(app: request.appBundleID, account: request.accountID, includeFinished: request.includeFinished)
-            return .with { $0.transactions = transactions }
+            let (transactions, next) = try await service.store.accountTransactions(
+                app: request.appBundleID, account: request.accountID, includeFinished: request.includeFinished,
+                pageToken: request.pageToken, limit: Paging.size(request.pageSize)
+            )
+            return .with {
+                $0.transactions = transactions
+                $0.nextPageToken = next
+            }
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges) { request, _ in
             try await service.catalog.checkApp(request.appBundleID)
-            let charges = try await service.store.charges(app: request.appBundleID, account: request.accountID)
-            return .with { $0.charges = charges }
+            let (charges, next) = try await service.store.charges(
+                app: request.appBundleID, account: request.accountID, pageToken: request.pageToken, limit: Paging.size(request.pageSize)
+            )
+            return .with {
+                $0.charges = charges
+                $0.nextPageToken = next
+            }
         }
         return router
     }

@@ -353,16 +353,38 @@ public final class TransactionStore: Sendable {
 
     // MARK: Finishing and reading
 
-    /// Every transaction of an account in an app, across its devices, oldest first.
-    public func accountTransactions(app: String, account: String, includeFinished: Bool) async throws -> [Storebus_PaymentQueue_V1_PaymentTransaction] {
-        try await pool.read { db in
-            let ids = try String.fetchAll(db.cachedStatement(sql: """
-                SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND (? OR finished = 0) ORDER BY created_ms, id
-                """), arguments: [app, account, includeFinished])
-            return try ids.map { try Self.transaction(db, id: $0)! }
+    /// A page of the transactions of an account in an app, across its devices, oldest first: at
+    /// most `limit` and about ``Paging/maxPageBytes`` of them, after the one `pageToken` names (empty:
+    /// from the first). Returns the token of the next page, empty after the last.
+    public func accountTransactions(
+        app: String, account: String, includeFinished: Bool, pageToken: String = "", limit: Int = Paging.defaultPageSize
+    ) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], nextPageToken: String) {
+        var after: (createdMS: Int64, id: String) = (-1, "")
+        if let fields = try Paging.fields(of: pageToken, kind: "transactions", count: 2) {
+            guard let createdMS = Int64(fields[0]) else { throw Paging.invalid(pageToken) }
+            after = (createdMS, fields[1])
+        }
+        return try await pool.read { [after] db in
+            // One row more than the page, to know whether there is a next one; the size of each is
+            // estimated from its variable parts (request data travels as base64) and 1 KiB for the rest.
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT id, created_ms, (length(request_data) * 4 / 3) + length(CAST(application_username AS BLOB)) + length(CAST(downloads AS BLOB)) + 1024
+                FROM pq_transaction WHERE app = ? AND account = ? AND (? OR finished = 0) AND (created_ms, id) > (?, ?)
+                ORDER BY created_ms, id LIMIT ?
+                """), arguments: [app, account, includeFinished, after.createdMS, after.id, limit + 1])
+            var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
+            var bytes = 0
+            for row in rows.prefix(limit) {
+                bytes += row[2] as Int
+                // The first always fits: a page is never empty while rows remain.
+                if !transactions.isEmpty && bytes > Paging.maxPageBytes { break }
+                transactions.append(try Self.transaction(db, id: row[0])!)
+            }
+            guard transactions.count < rows.count else { return (transactions, "") }
+            let last = rows[transactions.count - 1]
+            return (transactions, Paging.token("transactions", [String(last[1] as Int64), last[0]]))
         }
     }
-
 
     /// finishTransaction: PURCHASED, FAILED and RESTORED transactions leave the queue with a
     /// `removedTransactions` event; PURCHASING and DEFERRED ones cannot be finished; finishing twice is
@@ -411,10 +433,23 @@ public final class TransactionStore: Sendable {
         }
     }
 
-    /// The ledger of an account in an app, oldest first.
-    public func charges(app: String, account: String) async throws -> [Storebus_PaymentQueue_V1_Charge] {
-        try await pool.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? ORDER BY id"), arguments: [app, account]).map(Self.charge)
+    /// A page of the ledger of an account in an app, oldest first: at most `limit` charges after the
+    /// one `pageToken` names (empty: from the first). Returns the token of the next page, empty after
+    /// the last.
+    public func charges(
+        app: String, account: String, pageToken: String = "", limit: Int = Paging.defaultPageSize
+    ) async throws -> (charges: [Storebus_PaymentQueue_V1_Charge], nextPageToken: String) {
+        var after: Int64 = 0
+        if let fields = try Paging.fields(of: pageToken, kind: "charges", count: 1) {
+            guard let id = Int64(fields[0]) else { throw Paging.invalid(pageToken) }
+            after = id
+        }
+        return try await pool.read { [after] db in
+            let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? AND id > ? ORDER BY id LIMIT ?"),
+                                        arguments: [app, account, after, limit + 1])
+            let page = rows.prefix(limit)
+            guard page.count < rows.count, let last = page.last else { return (page.map(Self.charge), "") }
+            return (page.map(Self.charge), Paging.token("charges", [String(last["id"] as Int64)]))
         }
     }
 

@@ -153,17 +153,24 @@ struct AdminCommands: AsyncParsableCommand {
         @OptionGroup var options: Options
         func run() async throws {
             let admin = try await options.connection()
-            let answer = try await sentence {
-                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
-                    $0.appBundleID = options.client.app
-                    $0.accountID = options.client.account
-                    $0.includeFinished = true
-                })
-            }
-            if answer.transactions.isEmpty { print("no transactions") }
-            for transaction in answer.transactions {
-                print("\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")")
-            }
+            var pageToken = "", listed = 0
+            repeat {
+                let answer = try await sentence {
+                    try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
+                        $0.appBundleID = options.client.app
+                        $0.accountID = options.client.account
+                        $0.includeFinished = true
+                        $0.pageSize = 1000  // the most a page holds
+                        $0.pageToken = pageToken
+                    })
+                }
+                for transaction in answer.transactions {
+                    print("\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")")
+                }
+                listed += answer.transactions.count
+                pageToken = answer.nextPageToken
+            } while !pageToken.isEmpty
+            if listed == 0 { print("no transactions") }
             await admin.close()
         }
     }
@@ -173,16 +180,23 @@ struct AdminCommands: AsyncParsableCommand {
         @OptionGroup var options: Options
         func run() async throws {
             let admin = try await options.connection()
-            let answer = try await sentence {
-                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
-                    $0.appBundleID = options.client.app
-                    $0.accountID = options.client.account
-                })
-            }
-            if answer.charges.isEmpty { print("no charges") }
-            for charge in answer.charges {
-                print("\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")")
-            }
+            var pageToken = "", listed = 0
+            repeat {
+                let answer = try await sentence {
+                    try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
+                        $0.appBundleID = options.client.app
+                        $0.accountID = options.client.account
+                        $0.pageSize = 1000  // the most a page holds
+                        $0.pageToken = pageToken
+                    })
+                }
+                for charge in answer.charges {
+                    print("\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")")
+                }
+                listed += answer.charges.count
+                pageToken = answer.nextPageToken
+            } while !pageToken.isEmpty
+            if listed == 0 { print("no charges") }
             await admin.close()
         }
     }

@@ -163,6 +163,31 @@ struct RestoreAndRefundTests {
         await client.shutdown()
         await fixture.stop()
     }
+
+    @Test("the admin listings page through the service: page_size and page_token as the client sends them, INVALID_ARGUMENT for a made-up token")
+    func listingPagesThroughTheService() async throws {
+        let (fixture, client) = try await PaymentQueueFixture.started()
+        let phone = queueRef(device: "phone")
+        var bought: [String] = []
+        for _ in 0..<3 { bought.append(try await buy(client, phone, coins)) }
+        func transactions(_ token: String) async throws -> Storebus_PaymentQueue_V1_ListAccountTransactionsResponse {
+            try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
+                $0.appBundleID = puzzle; $0.accountID = "alice"; $0.includeFinished = true; $0.pageSize = 2; $0.pageToken = token
+            })
+        }
+        let first = try await transactions("")
+        let second = try await transactions(first.nextPageToken)
+        #expect((first.transactions + second.transactions).map(\.transactionIdentifier) == bought)
+        #expect(first.transactions.count == 2 && !first.nextPageToken.isEmpty && second.nextPageToken.isEmpty)
+        let charges = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
+            $0.appBundleID = puzzle; $0.accountID = "alice"; $0.pageSize = 1
+        })
+        #expect(charges.charges.map(\.transactionIdentifier) == [bought[0]] && !charges.nextPageToken.isEmpty)
+        let refused = await #expect(throws: RPCError.self) { try await transactions("bm90IGEgdG9rZW4") }
+        #expect(refused?.code == .invalidArgument && refused?.details.fieldViolations.first?.field == "pageToken")
+        await client.shutdown()
+        await fixture.stop()
+    }
 }
 
 extension PaymentQueueFixture {

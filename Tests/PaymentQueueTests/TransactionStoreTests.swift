@@ -164,6 +164,79 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) == resolved, "resolving again returns it, full queue or not")
     }
 
+    @Test("an account's transactions and charges list in pages that follow each other, oldest first, and a token the listing did not give is INVALID_ARGUMENT")
+    func listingsInPages() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        // Given five purchases of alice on two devices, decided (charged), and one of bob
+        var bought: [String] = []
+        for (index, device) in ["phone", "tablet", "phone", "tablet", "phone"].enumerated() {
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
+            bought.append(try await fixture.purchase("coins\(index)", queue: queue).transactionIdentifier)
+            try await fixture.store.decide(bought.last!)
+        }
+        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
+        try await fixture.store.decide(try await fixture.purchase("coins", queue: bob).transactionIdentifier)
+        let app = StoreFixture.queue.appBundleID
+        // When they are listed two at a time
+        var pages: [[String]] = [], token = ""
+        repeat {
+            let page = try await fixture.store.accountTransactions(app: app, account: "alice", includeFinished: true, pageToken: token, limit: 2)
+            pages.append(page.transactions.map(\.transactionIdentifier))
+            token = page.nextPageToken
+        } while !token.isEmpty && pages.count < 10
+        var chargePages: [[String]] = []
+        repeat {
+            let page = try await fixture.store.charges(app: app, account: "alice", pageToken: token, limit: 2)
+            chargePages.append(page.charges.map(\.transactionIdentifier))
+            token = page.nextPageToken
+        } while !token.isEmpty && chargePages.count < 10
+        // Then the pages hold two, two and one, in purchase order, and nothing of bob's
+        #expect(pages == [Array(bought[0..<2]), Array(bought[2..<4]), [bought[4]]])
+        #expect(chargePages == pages)
+        #expect(try await fixture.store.accountTransactions(app: app, account: "alice", includeFinished: true, limit: 5).nextPageToken.isEmpty, "a page that holds the rest is the last")
+        // And tokens that the listing did not give are refused
+        let chargesToken = try await fixture.store.charges(app: app, account: "alice", limit: 1).nextPageToken
+        let transactionsToken = try await fixture.store.accountTransactions(app: app, account: "alice", includeFinished: true, limit: 1).nextPageToken
+        for (token, listing) in [("not a token", "transactions"), (chargesToken, "transactions"), (transactionsToken, "charges"), (Paging.token("transactions", ["soon", "1"]), "transactions"), (Paging.token("charges", ["1", "2"]), "charges")] {
+            let refused = await #expect(throws: RPCError.self, "\(listing) \(token)") {
+                if listing == "charges" {
+                    _ = try await fixture.store.charges(app: app, account: "alice", pageToken: token)
+                } else {
+                    _ = try await fixture.store.accountTransactions(app: app, account: "alice", includeFinished: true, pageToken: token)
+                }
+            }
+            #expect(refused?.code == .invalidArgument)
+            #expect(refused?.details.fieldViolations.first?.field == "pageToken")
+        }
+    }
+
+    @Test("a page of transactions stops at about 1 MiB, whatever its size: 4 KiB of request data each could pass the message limit")
+    func transactionPagesAreBoundedInBytes() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        // Given 200 transactions of alice with 4 KiB of request data each, across ten devices
+        for index in 0..<200 {
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "device\(index % 10)" }
+            _ = try await fixture.store.create(TransactionStore.NewTransaction(
+                queue: queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1; $0.requestData = Data(repeating: UInt8(index % 256), count: 4096) },
+                productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR", start: .failed(.make(.unauthorizedRequestData)), idempotency: nil
+            ))
+        }
+        // When they are listed a thousand at a time
+        var sizes: [Int] = [], ids: [String] = [], token = ""
+        repeat {
+            let page = try await fixture.store.accountTransactions(app: StoreFixture.queue.appBundleID, account: "alice", includeFinished: true, pageToken: token, limit: 1000)
+            sizes.append(try Storebus_PaymentQueue_V1_ListAccountTransactionsResponse.with { $0.transactions = page.transactions }.jsonUTF8Data().count)
+            ids += page.transactions.map(\.transactionIdentifier)
+            token = page.nextPageToken
+        } while !token.isEmpty && sizes.count < 10
+        // Then no page passes about 1 MiB of JSON, and together they hold every transaction once, in order
+        #expect(sizes.count == 2, "\(sizes)")
+        #expect(sizes.allSatisfy { $0 <= Paging.maxPageBytes + 8192 }, "\(sizes)")
+        #expect(ids.count == 200 && ids == ids.sorted() && Set(ids).count == 200)
+    }
+
     @Test("a queue's unfinished transactions hold a bounded number of requestData and applicationUsername bytes")
     func unfinishedPayloadIsBounded() async throws {
         let fixture = try StoreFixture()
@@ -209,7 +282,7 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.decideDue().decided == 0)
         let approval = await #expect(throws: RPCError.self) { _ = try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true) }
         #expect(approval?.code == .failedPrecondition)
-        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").isEmpty)
+        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.isEmpty)
         let removed = try await fixture.events().flatMap(\.removedTransactions.transactions)
         #expect(removed.map(\.transactionState) == [.failed, .failed], "the removal shows how they ended")
     }
@@ -222,7 +295,7 @@ struct TransactionStoreTests {
         _ = try await fixture.store.decide(paid.transactionIdentifier)
         let again = try await fixture.purchase("removeads", type: .nonConsumable)
         #expect(try await fixture.store.decide(again.transactionIdentifier)?.transactionState == .purchased)
-        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").map(\.transactionIdentifier) == [paid.transactionIdentifier])
+        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.map(\.transactionIdentifier) == [paid.transactionIdentifier])
         let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.refund(again.transactionIdentifier) }
         #expect(refused?.code == .failedPrecondition)
         let refund = try await fixture.store.refund(paid.transactionIdentifier)
@@ -300,7 +373,7 @@ struct TransactionStoreTests {
         let decided = try #require(try await fixture.store.decide(added.transactionIdentifier))
         #expect(decided.transactionState == .purchased)
         #expect(try await fixture.store.decide(added.transactionIdentifier) == nil, "decided once")
-        let charges = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice")
+        let charges = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
         #expect(charges.map(\.transactionIdentifier) == [added.transactionIdentifier])
         #expect(charges.first?.amount == "0.99" && charges.first?.currencyCode == "EUR")
         let states = try await fixture.events().map { $0.updatedTransactions.transactions.first?.transactionState }
@@ -316,7 +389,7 @@ struct TransactionStoreTests {
             try await fixture.store.decide(try await fixture.purchase("pack", type: .nonConsumable).transactionIdentifier)
             try await fixture.store.decide(try await fixture.purchase("premium", type: .autoRenewableSubscription).transactionIdentifier)
         }
-        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").map(\.productIdentifier)
+        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.map(\.productIdentifier)
         #expect(charged.filter { $0 == "coins" }.count == 3)
         #expect(charged.filter { $0 == "pack" }.count == 1)
         #expect(charged.filter { $0 == "premium" }.count == 1)
@@ -344,7 +417,7 @@ struct TransactionStoreTests {
 
         let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
         #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
-        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice")
+        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
         #expect(charged.map(\.transactionIdentifier) == [asked.transactionIdentifier], "only the approved Ask to Buy was charged")
         fixture.remove()
     }

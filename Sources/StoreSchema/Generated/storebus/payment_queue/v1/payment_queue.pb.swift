@@ -1308,6 +1308,12 @@ public nonisolated struct Storebus_PaymentQueue_V1_ListAccountTransactionsReques
   /// Include finished transactions too.
   public var includeFinished: Bool = false
 
+  /// Most transactions in the page: 0 for 100; more than 1000 counts as 1000.
+  public var pageSize: UInt32 = 0
+
+  /// Where to go on from: a next_page_token of an earlier answer; empty for the first page.
+  public var pageToken: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1321,6 +1327,9 @@ public nonisolated struct Storebus_PaymentQueue_V1_ListAccountTransactionsRespon
 
   /// The transactions, oldest first.
   public var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
+
+  /// The page_token of the next page; empty when this is the last.
+  public var nextPageToken: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1414,6 +1423,12 @@ public nonisolated struct Storebus_PaymentQueue_V1_ListChargesRequest: Sendable 
   /// The account.
   public var accountID: String = String()
 
+  /// Most charges in the page: 0 for 100; more than 1000 counts as 1000.
+  public var pageSize: UInt32 = 0
+
+  /// Where to go on from: a next_page_token of an earlier answer; empty for the first page.
+  public var pageToken: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1427,6 +1442,9 @@ public nonisolated struct Storebus_PaymentQueue_V1_ListChargesResponse: Sendable
 
   /// Charges, oldest first.
   public var charges: [Storebus_PaymentQueue_V1_Charge] = []
+
+  /// The page_token of the next page; empty when this is the last.
+  public var nextPageToken: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3041,7 +3059,7 @@ nonisolated extension Storebus_PaymentQueue_V1_RefundTransactionResponse: SwiftP
 
 nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ListAccountTransactionsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}include_finished\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}include_finished\0\u{3}page_size\0\u{3}page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3052,6 +3070,8 @@ nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsRequest: S
       case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.includeFinished) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.pageSize) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
       default: break
       }
     }
@@ -3067,6 +3087,12 @@ nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsRequest: S
     if self.includeFinished != false {
       try visitor.visitSingularBoolField(value: self.includeFinished, fieldNumber: 3)
     }
+    if self.pageSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.pageSize, fieldNumber: 4)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3074,6 +3100,8 @@ nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsRequest: S
     if lhs.appBundleID != rhs.appBundleID {return false}
     if lhs.accountID != rhs.accountID {return false}
     if lhs.includeFinished != rhs.includeFinished {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3081,7 +3109,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsRequest: S
 
 nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ListAccountTransactionsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}transactions\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}transactions\0\u{3}next_page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3090,6 +3118,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsResponse: 
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.transactions) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
       default: break
       }
     }
@@ -3099,11 +3128,15 @@ nonisolated extension Storebus_PaymentQueue_V1_ListAccountTransactionsResponse: 
     if !self.transactions.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.transactions, fieldNumber: 1)
     }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_ListAccountTransactionsResponse, rhs: Storebus_PaymentQueue_V1_ListAccountTransactionsResponse) -> Bool {
     if lhs.transactions != rhs.transactions {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3245,7 +3278,7 @@ nonisolated extension Storebus_PaymentQueue_V1_Charge: SwiftProtobuf.Message, Sw
 
 nonisolated extension Storebus_PaymentQueue_V1_ListChargesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ListChargesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}page_size\0\u{3}page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3255,6 +3288,8 @@ nonisolated extension Storebus_PaymentQueue_V1_ListChargesRequest: SwiftProtobuf
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.pageSize) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
       default: break
       }
     }
@@ -3267,12 +3302,20 @@ nonisolated extension Storebus_PaymentQueue_V1_ListChargesRequest: SwiftProtobuf
     if !self.accountID.isEmpty {
       try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 2)
     }
+    if self.pageSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.pageSize, fieldNumber: 3)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_ListChargesRequest, rhs: Storebus_PaymentQueue_V1_ListChargesRequest) -> Bool {
     if lhs.appBundleID != rhs.appBundleID {return false}
     if lhs.accountID != rhs.accountID {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3280,7 +3323,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ListChargesRequest: SwiftProtobuf
 
 nonisolated extension Storebus_PaymentQueue_V1_ListChargesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ListChargesResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}charges\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}charges\0\u{3}next_page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3289,6 +3332,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ListChargesResponse: SwiftProtobu
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.charges) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
       default: break
       }
     }
@@ -3298,11 +3342,15 @@ nonisolated extension Storebus_PaymentQueue_V1_ListChargesResponse: SwiftProtobu
     if !self.charges.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.charges, fieldNumber: 1)
     }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_ListChargesResponse, rhs: Storebus_PaymentQueue_V1_ListChargesResponse) -> Bool {
     if lhs.charges != rhs.charges {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

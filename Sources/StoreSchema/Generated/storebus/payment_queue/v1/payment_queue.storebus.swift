@@ -112,8 +112,10 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
         service: serviceName, method: "RefundTransaction", idempotent: true, streaming: .unary
     )
 
-    /// Every transaction of an account in an app, across its devices' queues, oldest first. NOT_FOUND:
-    /// unknown app. Idempotent.
+    /// Every transaction of an account in an app, across its devices' queues, oldest first, in pages:
+    /// follow next_page_token until it is empty. A page holds at most page_size transactions and about
+    /// 1 MiB of them. NOT_FOUND: unknown app. INVALID_ARGUMENT: a page_token this method did not give.
+    /// Idempotent.
     public static let listAccountTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ListAccountTransactionsRequest, Storebus_PaymentQueue_V1_ListAccountTransactionsResponse>(
         service: serviceName, method: "ListAccountTransactions", idempotent: true, streaming: .unary
     )
@@ -126,7 +128,9 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
         service: serviceName, method: "ClearAccountTransactions", idempotent: true, streaming: .unary
     )
 
-    /// The charge ledger of an account in an app, oldest first. NOT_FOUND: unknown app. Idempotent.
+    /// The charge ledger of an account in an app, oldest first, in pages: follow next_page_token until
+    /// it is empty. NOT_FOUND: unknown app. INVALID_ARGUMENT: a page_token this method did not give.
+    /// Idempotent.
     public static let listCharges = MethodDescriptor<Storebus_PaymentQueue_V1_ListChargesRequest, Storebus_PaymentQueue_V1_ListChargesResponse>(
         service: serviceName, method: "ListCharges", idempotent: true, streaming: .unary
     )
