@@ -64,25 +64,31 @@ public final class PaymentAuthority: Service, Sendable {
         while try await store.decideDue().moreDue {}
     }
 
-    /// Returns at a poke (or at once for one that came meanwhile) or after `timeout`, which a timer
-    /// task turns into a poke. The wait is in place before this call suspends, so no ordering of the
-    /// two can leave it waiting past its timeout (a timer that fires just after a real poke only makes
-    /// the next wait return at once: one more look at the due transactions).
+    /// Returns at a poke (or at once for one that came meanwhile), after `timeout`, which a timer
+    /// task turns into a poke, or when the calling task is cancelled, which pokes too (`run` then
+    /// ends: the wait can be an hour long when nothing is due). The wait is in place before this call
+    /// suspends, so no ordering can leave it waiting past its timeout or cancellation (a timer that
+    /// fires just after a real poke only makes the next wait return at once: one more look at the due
+    /// transactions).
     func waitForPoke(timeout: Duration) async {
         let timer = Task { [self] in
             try? await Task.sleep(for: timeout)
             if !Task.isCancelled { poke() }
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = bell.withLock { state -> Bool in
-                if state.pending {
-                    state.pending = false
-                    return true
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = bell.withLock { state -> Bool in
+                    if state.pending {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
                 }
-                state.waiter = continuation
-                return false
+                if now { continuation.resume() }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            poke()
         }
         timer.cancel()
     }

@@ -141,3 +141,10 @@ extension RPCClient {
         }).transaction
     }
 }
+
+/// A flag one task raises and others read.
+final class Flag: Sendable {
+    private let raised = Atomic<Bool>(false)
+    var isSet: Bool { raised.load(ordering: .acquiring) }
+    func set() { raised.store(true, ordering: .releasing) }
+}

@@ -147,6 +147,39 @@ struct TransactionStoreTests {
         #expect(started.duration(to: .now) < .seconds(5))
     }
 
+    @Test("cancelling the task that runs the authority ends it, though nothing is due for an hour")
+    func authorityEndsWhenCancelled() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let authority = PaymentAuthority(store: fixture.store, logger: Logger(label: "test"))
+        let ended = Flag()
+        let running = Task {
+            try await authority.run()
+            ended.set()
+        }
+        // Given the authority waiting (nothing is due), when its task is cancelled, then it ends
+        try await Task.sleep(for: .milliseconds(200))
+        running.cancel()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !ended.isSet && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(ended.isSet, "the authority still waits after its task was cancelled")
+        // Unstick a hung run, so that the test ends either way.
+        while !ended.isSet {
+            authority.poke()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        // And a wait in a task cancelled before it starts returns at once
+        let started = ContinuousClock.now
+        let cancelledFirst = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            await authority.waitForPoke(timeout: .seconds(3))
+        }
+        await cancelledFirst.value
+        #expect(started.duration(to: .now) < .seconds(2))
+    }
+
     @Test("resolving an interrupted purchase into a full queue is RESOURCE_EXHAUSTED until the app finishes one")
     func resolvingIsBounded() async throws {
         let fixture = try StoreFixture(maxUnfinished: 2)
