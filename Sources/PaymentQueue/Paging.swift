@@ -9,13 +9,19 @@ public enum Paging {
     public static let defaultPageSize = 100
     /// The most rows a page holds, whatever the request asks.
     public static let maxPageSize = 1000
-    /// About how many bytes of transactions a page holds at most: a transaction carries up to 4 KiB
-    /// of request data, so 1000 of them could pass the message size limit.
+    /// The most bytes of transactions' JSON a page holds (beyond its first): a transaction carries up
+    /// to 4 KiB of request data, and a restored one its original's too, so 1000 of them could pass
+    /// the message size limit.
     public static let maxPageBytes = 1 << 20
 
     /// The page size for a request's `page_size` (0: the default; larger than the maximum: the maximum).
     public static func size(_ requested: UInt32) -> Int {
         requested == 0 ? defaultPageSize : min(Int(requested), maxPageSize)
+    }
+
+    /// A page size a caller of the store asked for, within 1...``maxPageSize``.
+    static func clamped(_ limit: Int) -> Int {
+        min(max(limit, 1), maxPageSize)
     }
 
     /// The token of a position: `kind` and its fields, base64url without padding.

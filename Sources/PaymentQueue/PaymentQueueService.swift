@@ -74,19 +74,19 @@ public struct PaymentQueueService: Sendable {
                 throw RPCError.invalidArgument(field: "applicationUsername", "must be at most \(PaymentQueueService.maxApplicationUsernameBytes) bytes")
             }
             let key = try PaymentQueueService.idempotencyKey(request.idempotencyKey, metadata: context.metadata[WireProtocol.idempotencyKeyMetadata])
-            var digest = ""
+            var idempotency: (key: String, digest: String)?
             if !key.isEmpty {
                 var canonical = request
                 canonical.idempotencyKey = ""
-                digest = try canonical.jsonString()
+                idempotency = (key, try canonical.jsonString())
             }
             do {
                 try await service.catalog.checkApp(request.queue.appBundleID)
             } catch {
                 // As for payments: a retry of a restore already made gets its answer even when the
                 // catalog cannot answer now.
-                if let (restoreID, count) = try await service.store.restore(
-                    forKey: key, app: request.queue.appBundleID, account: request.queue.accountID, digest: digest
+                if let idempotency, let (restoreID, count) = try await service.store.restore(
+                    forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
                 ) {
                     return .with { $0.restoreID = restoreID; $0.restoredCount = UInt32(count) }
                 }
@@ -95,7 +95,7 @@ public struct PaymentQueueService: Sendable {
             // The policy (the sandbox fails restores as it fails payments, and the observer hears the
             // reason) is read in the restore's own database transaction, after its key.
             let (restoreID, count) = try await service.store.restore(
-                queue: request.queue, applicationUsername: request.hasApplicationUsername ? request.applicationUsername : nil, key: key, digest: digest
+                queue: request.queue, applicationUsername: request.hasApplicationUsername ? request.applicationUsername : nil, idempotency: idempotency
             )
             return .with {
                 $0.restoreID = restoreID

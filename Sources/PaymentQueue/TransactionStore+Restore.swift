@@ -16,16 +16,16 @@ extension TransactionStore {
     /// answer, whatever came of it and whatever the policy is now, and restores nothing more; the key
     /// used for a different request is FAILED_PRECONDITION. One database transaction.
     public func restore(
-        queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, key: String = "", digest: String = "", now: Date = Date()
+        queue: Storebus_PaymentQueue_V1_QueueRef, applicationUsername: String?, idempotency: (key: String, digest: String)? = nil, now: Date = Date()
     ) async throws -> (restoreID: String, count: Int) {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
-            if let recorded = try Self.keyedRestore(db, key: key, app: queue.appBundleID, account: queue.accountID, digest: digest) {
+            if let idempotency, let recorded = try Self.keyedRestore(db, key: idempotency.key, app: queue.appBundleID, account: queue.accountID, digest: idempotency.digest) {
                 return recorded
             }
             let (policy, _) = try Self.policy(db, app: queue.appBundleID, account: queue.accountID)
             if policy.mode == .fail {
-                let restoreID = try Self.recordRestore(db, queue: queue, key: key, digest: digest, count: 0, now: now)
+                let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: 0, now: now)
                 try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
                     $0.queue = queue
                     $0.restoreCompletedTransactionsFailed = .with {
@@ -70,7 +70,7 @@ extension TransactionStore {
                                      nowMS, nowMS, nowMS, original])
                 restored.append(try Self.transaction(db, id: id)!)
             }
-            let restoreID = try Self.recordRestore(db, queue: queue, key: key, digest: digest, count: restored.count, now: now)
+            let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: restored.count, now: now)
             for chunk in Self.eventSized(restored) {
                 try batch.append(key: queue.key, Self.updated(chunk, queue: queue))
             }
@@ -85,16 +85,16 @@ extension TransactionStore {
         }
     }
 
-    /// The answer of the restore made under an idempotency key, if there was one (`key` empty: none).
-    /// The key used for a different request is FAILED_PRECONDITION; a restore recorded before keys
-    /// were tied to their request (no digest) matches any.
+    /// The answer of the restore made under an idempotency key, if there was one. The key used for a
+    /// different request (`digest`) is FAILED_PRECONDITION; a restore recorded before keys were tied
+    /// to their request (no digest) matches any.
     public func restore(forKey key: String, app: String, account: String, digest: String) async throws -> (restoreID: String, count: Int)? {
         try await pool.read { db in try Self.keyedRestore(db, key: key, app: app, account: account, digest: digest) }
     }
 
     static func keyedRestore(_ db: Database, key: String, app: String, account: String, digest: String) throws -> (restoreID: String, count: Int)? {
-        guard !key.isEmpty, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
-                                                       arguments: [app, account, key]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
+                                         arguments: [app, account, key]) else {
             return nil
         }
         let recorded: String = row["request_digest"]
@@ -105,11 +105,11 @@ extension TransactionStore {
         return (row["id"], row["count"])
     }
 
-    /// Records a restore (with its key, when it has one) and returns its new id.
-    static func recordRestore(_ db: Database, queue: Storebus_PaymentQueue_V1_QueueRef, key: String, digest: String, count: Int, now: Date) throws -> String {
+    /// Records a restore (with its key and request digest, when it has a key) and returns its new id.
+    static func recordRestore(_ db: Database, queue: Storebus_PaymentQueue_V1_QueueRef, idempotency: (key: String, digest: String)?, count: Int, now: Date) throws -> String {
         let restoreID = "restore-" + (try nextIdentifier(db))
         try db.cachedStatement(sql: "INSERT INTO pq_restore (id, app, account, device, key, request_digest, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-            .execute(arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, key, key.isEmpty ? "" : digest, count, milliseconds(now)])
+            .execute(arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, idempotency?.key ?? "", idempotency?.digest ?? "", count, milliseconds(now)])
         return restoreID
     }
 
@@ -193,18 +193,26 @@ extension TransactionStore {
 
     /// Reset of the whole sandbox: every account is cleared (its queues hear removed and revoked
     /// events, so followers stay consistent), then every transaction, key, charge, restore and policy
-    /// is deleted. The event log is never rewound and identifiers keep counting up, so nothing issued
-    /// before a reset is ever issued again.
+    /// is deleted. The event log is never rewound and identifiers (of transactions, restores and
+    /// charges) keep counting up, so nothing issued before a reset is ever issued again.
     public func reset(now: Date = Date()) async throws {
         try await writer.write { db, batch in
             for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account FROM pq_transaction ORDER BY app, account")) {
                 _ = try Self.clear(db, &batch, app: row["app"], account: row["account"], now: now)
             }
+            // The ledger is emptied, but its last charge id is kept for the next charge to count on from.
+            try db.cachedStatement(sql: Self.chargeFloorSQL).execute()
             for table in ["pq_idempotency", "pq_charge", "pq_restore", "pq_transaction", "pq_policy"] {
                 try db.cachedStatement(sql: "DELETE FROM \(table)").execute()
             }
         }
     }
+
+    /// Keeps the highest charge id ever given in `pq_sequence` ('charge') before the ledger is emptied.
+    static let chargeFloorSQL = """
+        INSERT INTO pq_sequence (name, value) SELECT 'charge', COALESCE(MAX(id), 0) FROM pq_charge WHERE true
+        ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value)
+        """
 
     static func clear(_ db: Database, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
         // Payments still waiting (PURCHASING, or DEFERRED for Ask to Buy) end FAILED with

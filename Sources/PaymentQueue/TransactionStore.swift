@@ -354,35 +354,42 @@ public final class TransactionStore: Sendable {
     // MARK: Finishing and reading
 
     /// A page of the transactions of an account in an app, across its devices, oldest first: at
-    /// most `limit` and about ``Paging/maxPageBytes`` of them, after the one `pageToken` names (empty:
-    /// from the first). Returns the token of the next page, empty after the last.
+    /// most `limit` of them, and at most about ``Paging/maxPageBytes`` of JSON, after the one
+    /// `pageToken` names (empty: from the first). Returns the token of the next page, empty after the
+    /// last.
+    ///
+    /// Identifiers are fixed-width decimal strings taken in commit order, so the token is the last
+    /// identifier given and a transaction committed meanwhile is never skipped. Each page reads the
+    /// account's rows through its index and sorts them (an admin listing; no index of its own, which
+    /// every purchase would have to write).
     public func accountTransactions(
         app: String, account: String, includeFinished: Bool, pageToken: String = "", limit: Int = Paging.defaultPageSize
     ) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], nextPageToken: String) {
-        var after: (createdMS: Int64, id: String) = (-1, "")
-        if let fields = try Paging.fields(of: pageToken, kind: "transactions", count: 2) {
-            guard let createdMS = Int64(fields[0]) else { throw Paging.invalid(pageToken) }
-            after = (createdMS, fields[1])
+        let limit = Paging.clamped(limit)
+        var after = ""
+        if let fields = try Paging.fields(of: pageToken, kind: "transactions", count: 1) {
+            guard Int64(fields[0]) != nil else { throw Paging.invalid(pageToken) }
+            after = fields[0]
         }
         return try await pool.read { [after] db in
-            // One row more than the page, to know whether there is a next one; the size of each is
-            // estimated from its variable parts (request data travels as base64) and 1 KiB for the rest.
-            let rows = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT id, created_ms, (length(request_data) * 4 / 3) + length(CAST(application_username AS BLOB)) + length(CAST(downloads AS BLOB)) + 1024
-                FROM pq_transaction WHERE app = ? AND account = ? AND (? OR finished = 0) AND (created_ms, id) > (?, ?)
-                ORDER BY created_ms, id LIMIT ?
-                """), arguments: [app, account, includeFinished, after.createdMS, after.id, limit + 1])
+            // One more than the page, to know whether there is a next one.
+            let ids = try String.fetchAll(db.cachedStatement(sql: """
+                SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
+                WHERE app = ? AND account = ? AND (? OR finished = 0) AND id > ? ORDER BY id LIMIT ?
+                """), arguments: [app, account, includeFinished, after, limit + 1])
             var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             var bytes = 0
-            for row in rows.prefix(limit) {
-                bytes += row[2] as Int
-                // The first always fits: a page is never empty while rows remain.
+            for id in ids.prefix(limit) {
+                let transaction = try Self.transaction(db, id: id)!
+                // Measured as the answer carries it: a restored transaction carries its original, and
+                // strings can grow sixfold as JSON escapes. The first always goes in, so that a page
+                // is never empty while transactions remain.
+                bytes += try transaction.jsonUTF8Data().count + 1
                 if !transactions.isEmpty && bytes > Paging.maxPageBytes { break }
-                transactions.append(try Self.transaction(db, id: row[0])!)
+                transactions.append(transaction)
             }
-            guard transactions.count < rows.count else { return (transactions, "") }
-            let last = rows[transactions.count - 1]
-            return (transactions, Paging.token("transactions", [String(last[1] as Int64), last[0]]))
+            guard transactions.count < ids.count, let last = transactions.last else { return (transactions, "") }
+            return (transactions, Paging.token("transactions", [last.transactionIdentifier]))
         }
     }
 
@@ -439,14 +446,16 @@ public final class TransactionStore: Sendable {
     public func charges(
         app: String, account: String, pageToken: String = "", limit: Int = Paging.defaultPageSize
     ) async throws -> (charges: [Storebus_PaymentQueue_V1_Charge], nextPageToken: String) {
+        let limit = Paging.clamped(limit)
         var after: Int64 = 0
         if let fields = try Paging.fields(of: pageToken, kind: "charges", count: 1) {
             guard let id = Int64(fields[0]) else { throw Paging.invalid(pageToken) }
             after = id
         }
         return try await pool.read { [after] db in
-            let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM pq_charge WHERE app = ? AND account = ? AND id > ? ORDER BY id LIMIT ?"),
-                                        arguments: [app, account, after, limit + 1])
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT * FROM pq_charge INDEXED BY pq_charge_account WHERE app = ? AND account = ? AND id > ? ORDER BY id LIMIT ?
+                """), arguments: [app, account, after, limit + 1])
             let page = rows.prefix(limit)
             guard page.count < rows.count, let last = page.last else { return (page.map(Self.charge), "") }
             return (page.map(Self.charge), Paging.token("charges", [String(last["id"] as Int64)]))
@@ -539,9 +548,12 @@ public final class TransactionStore: Sendable {
                 """), arguments: [columns["app"], columns["account"], columns["product_id"]]) ?? false
             if held { return row }
         }
+        // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
+        // `chargeFloorSQL`), so that none is issued twice.
         try db.cachedStatement(sql: """
-            INSERT INTO pq_charge (transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
+            VALUES (MAX(COALESCE((SELECT MAX(id) FROM pq_charge), 0), COALESCE((SELECT value FROM pq_sequence WHERE name = 'charge'), 0)) + 1,
+                    ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [id, columns["app"], columns["account"], columns["product_id"], Self.amount(price: columns["price"], quantity: columns["quantity"]), columns["currency"], columns["storefront"], ms])
         return row
     }

@@ -10,9 +10,11 @@ struct DurabilityTests {
     @Test("under load, through repeated SIGKILL and restart: every acknowledged purchase is charged exactly once and nothing stays purchasing")
     func killUnderLoad() async throws {
         let (fixture, client) = try await PaymentQueueFixture.started()
-        let clients = 8, purchasesPerClient = 25
+        // Each client buys at least 25 times, and goes on until the last kill and restart are over
+        // (at most 400 times), so that every kill lands under load however fast the machine is.
+        let clients = 8, purchasesPerClient = 25, mostPerClient = 400
         let acknowledged = Acknowledged()  // idempotency key -> transaction id
-        let buyersDone = Atomic<Bool>(false)
+        let killsDone = Flag()
         // Decisions come 200 ms after each payment, so kills find transactions still purchasing
         _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
             $0.appBundleID = puzzle
@@ -24,7 +26,9 @@ struct DurabilityTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for buyer in 0..<clients {
                     group.addTask {
-                        for purchase in 0..<purchasesPerClient {
+                        var purchase = 0
+                        while purchase < purchasesPerClient || (!killsDone.isSet && purchase < mostPerClient) {
+                            defer { purchase += 1 }
                             let key = "buyer\(buyer)-purchase\(purchase)"
                             let queue = queueRef(account: "buyer\(buyer)", device: "device")
                             while true {
@@ -46,20 +50,22 @@ struct DurabilityTests {
                 }
                 try await group.waitForAll()
             }
-            buyersDone.store(true, ordering: .releasing)
         }
-        // When the service is killed with SIGKILL three times while they buy
+        // When the service is killed with SIGKILL three times while they buy, each time once purchases
+        // have been answered since the last start
         var random = SystemRandomNumberGenerator()
-        var killsDuringLoad = 0
         for _ in 0..<3 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 30...120, using: &random)))
-            if !buyersDone.load(ordering: .acquiring) { killsDuringLoad += 1 }
+            let answered = acknowledged.withLock { $0.count }
+            #expect(await waitUntil(timeout: .seconds(20)) { acknowledged.withLock { $0.count } > answered })
+            try await Task.sleep(for: .milliseconds(Int.random(in: 10...60, using: &random)))
             await fixture.queue.kill()
             try await fixture.startQueue()
         }
+        let answeredBeforeLastStart = acknowledged.withLock { $0.count }
+        killsDone.set()
         try await buyers.value
-        #expect(killsDuringLoad >= 2, "the kills must land while purchases are being made")
-        #expect(acknowledged.withLock { $0.count } == clients * purchasesPerClient)
+        let total = acknowledged.withLock { $0.count }
+        #expect(total >= clients * purchasesPerClient && total > answeredBeforeLastStart, "purchases are answered after the last restart too")
 
         // Then, once the authority has caught up, nothing is purchasing
         var all: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
@@ -70,9 +76,10 @@ struct DurabilityTests {
                     $0.appBundleID = puzzle
                     $0.accountID = "buyer\(buyer)"
                     $0.includeFinished = true
+                    $0.pageSize = UInt32(mostPerClient)
                 }).transactions) ?? []
             }
-            return all.count == clients * purchasesPerClient && all.allSatisfy { $0.transactionState == .purchased }
+            return all.count == total && all.allSatisfy { $0.transactionState == .purchased }
         }, "states: \(Dictionary(grouping: all, by: \.transactionState).mapValues(\.count))")
         // And each acknowledged purchase is in the ledger exactly once, with no charge for anything else
         var charged: [String] = []
@@ -80,6 +87,7 @@ struct DurabilityTests {
             charged += try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
                 $0.appBundleID = puzzle
                 $0.accountID = "buyer\(buyer)"
+                $0.pageSize = UInt32(mostPerClient)
             }).charges.map(\.transactionIdentifier)
         }
         #expect(charged.sorted() == acknowledged.withLock { Array($0.values) }.sorted())
@@ -117,6 +125,8 @@ struct DurabilityTests {
         _ = await waitUntil {
             (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
         }
+        let charges = { try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges }
+        let chargedBefore = try #require(try await charges().first)
         _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, .init())
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.isEmpty)
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).isDefault)
@@ -125,6 +135,11 @@ struct DurabilityTests {
         #expect(events.last?.removedTransactions.transactions.map(\.transactionIdentifier) == [before.transactionIdentifier])
         let after = try await client.addPayment(queue, coins)
         #expect(UInt64(after.transactionIdentifier)! > UInt64(before.transactionIdentifier)!)
+        // The emptied ledger's charge ids count on too
+        #expect(await waitUntil { (try? await charges().count) == 1 })
+        let chargedAfter = try #require(try await charges().first)
+        #expect(chargedAfter.transactionIdentifier == after.transactionIdentifier)
+        #expect(UInt64(chargedAfter.chargeID)! > UInt64(chargedBefore.chargeID)!)
         await client.shutdown()
         await fixture.stop()
     }

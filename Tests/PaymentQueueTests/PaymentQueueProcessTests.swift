@@ -139,17 +139,32 @@ struct PaymentQueueProcessTests {
         await fixture.stop()
     }
 
-    @Test("a retry under an idempotency key gets its transaction while the catalog is down; a new payment does not")
+    @Test("a retry under an idempotency key gets its transaction or restore while the catalog is down; a new payment or restore does not")
     func idempotentRetryWithoutCatalog() async throws {
         let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
+        func restore(_ key: String, _ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
+            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue; $0.idempotencyKey = key })
+        }
         let first = try await add(client, queue, coins, key: "order-7")
+        let firstRestore = try await restore("restore-7", queue)
         await fixture.catalog.stop()
         try await Task.sleep(for: .milliseconds(1_500))  // past the payment queue's one-second catalog cache
-        let retried = try await add(client, queue, coins, key: "order-7")
-        #expect(retried.transactionIdentifier == first.transactionIdentifier)
-        let fresh = await #expect(throws: RPCError.self) { _ = try await add(client, queue, coins, key: "order-8") }
-        #expect(fresh?.code == .unavailable || fresh?.code == .deadlineExceeded, "\(String(describing: fresh))")
+        // Each call waits for the catalog until its own deadline: all at once, then.
+        func failure(_ call: () async throws -> Void) async -> StatusCode? {
+            do { try await call(); return nil } catch { return (error as? RPCError)?.code }
+        }
+        async let retried = add(client, queue, coins, key: "order-7")
+        async let fresh = failure { _ = try await add(client, queue, coins, key: "order-8") }
+        async let retriedRestore = restore("restore-7", queue)
+        async let elsewhere = failure { _ = try await restore("restore-7", queueRef(device: "tablet")) }
+        async let freshRestore = failure { _ = try await restore("restore-8", queue) }
+        #expect(try await retried.transactionIdentifier == first.transactionIdentifier)
+        #expect(try await retriedRestore.restoreID == firstRestore.restoreID)
+        for code in [await fresh, await freshRestore] {
+            #expect(code == .unavailable || code == .deadlineExceeded, "\(String(describing: code))")
+        }
+        #expect(await elsewhere == .failedPrecondition)
         await client.shutdown()
         await fixture.stop()
     }

@@ -113,8 +113,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     )
 
     /// Every transaction of an account in an app, across its devices' queues, oldest first, in pages:
-    /// follow next_page_token until it is empty. A page holds at most page_size transactions and about
-    /// 1 MiB of them. NOT_FOUND: unknown app. INVALID_ARGUMENT: a page_token this method did not give.
+    /// follow next_page_token until it is empty. A page holds at most page_size transactions, and stops
+    /// before 1 MiB of their JSON (beyond its first). NOT_FOUND: unknown app. INVALID_ARGUMENT: a page_token this method did not give.
     /// Idempotent.
     public static let listAccountTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ListAccountTransactionsRequest, Storebus_PaymentQueue_V1_ListAccountTransactionsResponse>(
         service: serviceName, method: "ListAccountTransactions", idempotent: true, streaming: .unary
