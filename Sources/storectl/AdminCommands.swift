@@ -153,23 +153,18 @@ struct AdminCommands: AsyncParsableCommand {
         @OptionGroup var options: Options
         func run() async throws {
             let admin = try await options.connection()
-            var pageToken = "", listed = 0
-            repeat {
-                let answer = try await sentence {
-                    try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
-                        $0.appBundleID = options.client.app
-                        $0.accountID = options.client.account
-                        $0.includeFinished = true
-                        $0.pageSize = 1000  // the most a page holds
-                        $0.pageToken = pageToken
-                    })
-                }
-                for transaction in answer.transactions {
-                    print("\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")")
-                }
-                listed += answer.transactions.count
-                pageToken = answer.nextPageToken
-            } while !pageToken.isEmpty
+            let listed = try await printEveryPage { pageToken in
+                let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
+                    $0.appBundleID = options.client.app
+                    $0.accountID = options.client.account
+                    $0.includeFinished = true
+                    $0.pageSize = 1000  // the most a page holds
+                    $0.pageToken = pageToken
+                })
+                return (answer.transactions.map { transaction in
+                    "\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")"
+                }, answer.nextPageToken)
+            }
             if listed == 0 { print("no transactions") }
             await admin.close()
         }
@@ -180,22 +175,17 @@ struct AdminCommands: AsyncParsableCommand {
         @OptionGroup var options: Options
         func run() async throws {
             let admin = try await options.connection()
-            var pageToken = "", listed = 0
-            repeat {
-                let answer = try await sentence {
-                    try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
-                        $0.appBundleID = options.client.app
-                        $0.accountID = options.client.account
-                        $0.pageSize = 1000  // the most a page holds
-                        $0.pageToken = pageToken
-                    })
-                }
-                for charge in answer.charges {
-                    print("\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")")
-                }
-                listed += answer.charges.count
-                pageToken = answer.nextPageToken
-            } while !pageToken.isEmpty
+            let listed = try await printEveryPage { pageToken in
+                let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
+                    $0.appBundleID = options.client.app
+                    $0.accountID = options.client.account
+                    $0.pageSize = 1000  // the most a page holds
+                    $0.pageToken = pageToken
+                })
+                return (answer.charges.map { charge in
+                    "\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")"
+                }, answer.nextPageToken)
+            }
             if listed == 0 { print("no charges") }
             await admin.close()
         }
@@ -214,4 +204,17 @@ struct AdminCommands: AsyncParsableCommand {
             await admin.close()
         }
     }
+}
+
+/// Prints the lines of every page of a listing, asking for each with the token the last one gave
+/// (empty for the first), until a page gives none; returns how many lines there were.
+func printEveryPage(_ page: (_ pageToken: String) async throws -> (lines: [String], nextPageToken: String)) async throws -> Int {
+    var pageToken = "", printed = 0
+    repeat {
+        let (lines, next) = try await sentence { try await page(pageToken) }
+        lines.forEach { print($0) }
+        printed += lines.count
+        pageToken = next
+    } while !pageToken.isEmpty
+    return printed
 }

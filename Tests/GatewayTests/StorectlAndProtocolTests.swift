@@ -48,6 +48,16 @@ struct StorectlAndProtocolTests {
         #expect(finishStatus == 0, "\(finish)")
         #expect(finish.contains("finished \(id)"))
 
+        // The account's history and ledger, as an admin sees them
+        let (historyStatus, history) = try await storectl(store, ["admin", "transactions", "--account", "gina"], name: "history")
+        #expect(historyStatus == 0, "\(history)")
+        #expect(history.contains("\(id)  storectl  \(removeAds)  purchased  finished"), "\(history)")
+        let (chargesStatus, charges) = try await storectl(store, ["admin", "charges", "--account", "gina"], name: "charges")
+        #expect(chargesStatus == 0, "\(charges)")
+        #expect(charges.split(separator: "\n").filter { $0.contains("  \(id)  \(removeAds)  ") }.count == 1, "\(charges)")
+        let (emptyStatus, empty) = try await storectl(store, ["admin", "charges", "--account", "nobody"], name: "no-charges")
+        #expect(emptyStatus == 0 && empty.contains("no charges"), "\(empty)")
+
         // The demo stops at a deferred purchase and says how to go on.
         let (policyStatus, policy) = try await storectl(store, ["admin", "policy", "--mode", "ask-to-buy", "--account", "kim"], name: "policy")
         #expect(policyStatus == 0, "\(policy)")
