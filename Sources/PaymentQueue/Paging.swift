@@ -24,29 +24,29 @@ public enum Paging {
         min(max(limit, 1), maxPageSize)
     }
 
-    /// The token of a position: `kind` and its fields, base64url without padding.
-    static func token(_ kind: String, _ fields: [String]) -> String {
-        Data(([kind] + fields).joined(separator: "\n").utf8).base64EncodedString()
+    /// The token of a position: the listing's `kind` and the last row's number (a transaction
+    /// identifier, a charge id), base64url without padding.
+    static func token(_ kind: String, after row: Int64) -> String {
+        Data("\(kind)\n\(row)".utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    /// The fields of a token made by ``token(_:_:)`` for `kind` with `count` fields; nil for an empty
-    /// token (the first page); INVALID_ARGUMENT naming `pageToken` for anything else.
-    static func fields(of token: String, kind: String, count: Int) throws -> [String]? {
+    /// The row number in a token made by ``token(_:after:)`` for `kind`; nil for an empty token (the
+    /// first page); INVALID_ARGUMENT naming `pageToken` for anything else.
+    static func row(after token: String, kind: String) throws -> Int64? {
         guard !token.isEmpty else { return nil }
         var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard token.utf8.count <= 512, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
+        guard token.utf8.count <= 128, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
             throw invalid(token)
         }
-        let parts = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == count + 1, parts[0] == kind else { throw invalid(token) }
-        return Array(parts.dropFirst())
+        let parts = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0] == kind, let row = Int64(parts[1]) else { throw invalid(token) }
+        return row
     }
 
-    /// INVALID_ARGUMENT naming `pageToken`.
-    static func invalid(_ token: String) -> RPCError {
+    private static func invalid(_ token: String) -> RPCError {
         RPCError.invalidArgument(field: "pageToken", "is not a token this listing gave (\"\(token.prefix(64))\")")
     }
 }

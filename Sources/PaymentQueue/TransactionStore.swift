@@ -354,9 +354,9 @@ public final class TransactionStore: Sendable {
     // MARK: Finishing and reading
 
     /// A page of the transactions of an account in an app, across its devices, oldest first: at
-    /// most `limit` of them, and at most about ``Paging/maxPageBytes`` of JSON, after the one
-    /// `pageToken` names (empty: from the first). Returns the token of the next page, empty after the
-    /// last.
+    /// most `limit` of them, stopping before ``Paging/maxPageBytes`` of their JSON beyond the first,
+    /// after the one `pageToken` names (empty: from the first). Returns the token of the next page,
+    /// empty after the last.
     ///
     /// Identifiers are fixed-width decimal strings taken in commit order, so the token is the last
     /// identifier given and a transaction committed meanwhile is never skipped. Each page reads the
@@ -366,12 +366,9 @@ public final class TransactionStore: Sendable {
         app: String, account: String, includeFinished: Bool, pageToken: String = "", limit: Int = Paging.defaultPageSize
     ) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], nextPageToken: String) {
         let limit = Paging.clamped(limit)
-        var after = ""
-        if let fields = try Paging.fields(of: pageToken, kind: "transactions", count: 1) {
-            guard Int64(fields[0]) != nil else { throw Paging.invalid(pageToken) }
-            after = fields[0]
-        }
-        return try await pool.read { [after] db in
+        // Identifiers are compared as the strings they are (fixed-width, so in numeric order).
+        let after = try Paging.row(after: pageToken, kind: "transactions").map(String.init) ?? ""
+        return try await pool.read { db in
             // One more than the page, to know whether there is a next one.
             let ids = try String.fetchAll(db.cachedStatement(sql: """
                 SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
@@ -389,7 +386,10 @@ public final class TransactionStore: Sendable {
                 transactions.append(transaction)
             }
             guard transactions.count < ids.count, let last = transactions.last else { return (transactions, "") }
-            return (transactions, Paging.token("transactions", [last.transactionIdentifier]))
+            guard let lastID = Int64(last.transactionIdentifier) else {
+                throw RPCError(.internalError, "transaction identifier \(last.transactionIdentifier) is not a number")
+            }
+            return (transactions, Paging.token("transactions", after: lastID))
         }
     }
 
@@ -447,18 +447,14 @@ public final class TransactionStore: Sendable {
         app: String, account: String, pageToken: String = "", limit: Int = Paging.defaultPageSize
     ) async throws -> (charges: [Storebus_PaymentQueue_V1_Charge], nextPageToken: String) {
         let limit = Paging.clamped(limit)
-        var after: Int64 = 0
-        if let fields = try Paging.fields(of: pageToken, kind: "charges", count: 1) {
-            guard let id = Int64(fields[0]) else { throw Paging.invalid(pageToken) }
-            after = id
-        }
-        return try await pool.read { [after] db in
+        let after = try Paging.row(after: pageToken, kind: "charges") ?? 0
+        return try await pool.read { db in
             let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT * FROM pq_charge INDEXED BY pq_charge_account WHERE app = ? AND account = ? AND id > ? ORDER BY id LIMIT ?
                 """), arguments: [app, account, after, limit + 1])
             let page = rows.prefix(limit)
             guard page.count < rows.count, let last = page.last else { return (page.map(Self.charge), "") }
-            return (page.map(Self.charge), Paging.token("charges", [String(last["id"] as Int64)]))
+            return (page.map(Self.charge), Paging.token("charges", after: last["id"]))
         }
     }
 

@@ -233,7 +233,7 @@ struct TransactionStoreTests {
         // And tokens that the listing did not give are refused
         let chargesToken = try await fixture.store.charges(app: app, account: "alice", limit: 1).nextPageToken
         let transactionsToken = try await fixture.store.accountTransactions(app: app, account: "alice", includeFinished: true, limit: 1).nextPageToken
-        for (token, listing) in [("not a token", "transactions"), (chargesToken, "transactions"), (transactionsToken, "charges"), (Paging.token("transactions", ["soon"]), "transactions"), (Paging.token("charges", ["1", "2"]), "charges")] {
+        for (token, listing) in [("not a token", "transactions"), (chargesToken, "transactions"), (transactionsToken, "charges"), (Data("transactions\nsoon".utf8).base64EncodedString(), "transactions"), (Data("charges\n1\n2".utf8).base64EncodedString(), "charges")] {
             let refused = await #expect(throws: RPCError.self, "\(listing) \(token)") {
                 if listing == "charges" {
                     _ = try await fixture.store.charges(app: app, account: "alice", pageToken: token)
