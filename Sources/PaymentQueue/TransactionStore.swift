@@ -545,10 +545,11 @@ public final class TransactionStore: Sendable {
             if held { return row }
         }
         // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
-        // `chargeFloorSQL`), so that none is issued twice.
+        // `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first non-NULL
+        // argument: the kept floor is read only while the ledger is empty.
         try db.cachedStatement(sql: """
             INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
-            VALUES (MAX(COALESCE((SELECT MAX(id) FROM pq_charge), 0), COALESCE((SELECT value FROM pq_sequence WHERE name = 'charge'), 0)) + 1,
+            VALUES (COALESCE((SELECT MAX(id) FROM pq_charge), (SELECT value FROM pq_sequence WHERE name = 'charge'), 0) + 1,
                     ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [id, columns["app"], columns["account"], columns["product_id"], Self.amount(price: columns["price"], quantity: columns["quantity"]), columns["currency"], columns["storefront"], ms])
         return row
