@@ -72,6 +72,7 @@ let package = Package(
             dependencies: [
                 "StoreBus", "StoreSchema", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .target(

@@ -9,7 +9,7 @@ import Glibc
 ///
 /// Output goes to a log file that tests print when something fails. Every exit path of a test should
 /// end with ``stop()`` (or ``kill()``); a process still running when the object is released is
-/// killed then.
+/// killed then (unless a signal is ending this process: see ``Leftovers``).
 public final class ServiceProcess: Sendable {
     /// The executable's name, such as `storebus-catalog`.
     public let name: String
@@ -34,6 +34,9 @@ public final class ServiceProcess: Sendable {
     }
 
     deinit {
+        // While a signal ends this process, its handler stops the children gracefully; a SIGKILL
+        // from here (the bench's flow releasing its services as its calls fail) would cut that short.
+        guard !Leftovers.isEnding else { return }
         state.withLock { state in
             if let pid = state.pid, state.exitStatus == nil { Glibc.kill(pid, SIGKILL) }
         }
@@ -42,7 +45,7 @@ public final class ServiceProcess: Sendable {
     /// Launches the process (again, after an exit: the log is appended to).
     public func start(environment: [String: String] = [:]) throws {
         let pid = try launch(environment: environment, output: .file(logFile.path))
-        Spawn.onExit(of: pid) { [weak self] status in self?.exited(status: status) }
+        watch(pid)
     }
 
     /// Launches the process with its output read through a pipe, and calls `onReady` with its
@@ -95,7 +98,7 @@ public final class ServiceProcess: Sendable {
         }
         reader.name = "output-\(pid)"
         reader.start()
-        Spawn.onExit(of: pid) { [weak self] status in self?.exited(status: status) }
+        watch(pid)
     }
 
     private func launch(environment: [String: String], output: Spawn.Output) throws -> pid_t {
@@ -108,6 +111,15 @@ public final class ServiceProcess: Sendable {
         let pid = try Spawn.start(executable: try Executables.url(name).path, arguments: arguments, environment: env, output: output)
         state.withLock { $0.pid = pid }
         return pid
+    }
+
+    /// Reaps the child when it exits, and keeps it in ``Leftovers`` until then.
+    private func watch(_ pid: pid_t) {
+        Leftovers.started(pid, name: name)
+        Spawn.onExit(of: pid) { [weak self] status in
+            Leftovers.exited(pid)
+            self?.exited(status: status)
+        }
     }
 
     private func exited(status: Int32) {

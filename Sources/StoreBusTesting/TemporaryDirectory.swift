@@ -1,6 +1,7 @@
 import Foundation
 
-/// A fresh directory under /tmp, removed by ``remove()``.
+/// A fresh directory under /tmp, removed by ``remove()`` (or, after ``Leftovers/endWithSignals(grace:)``,
+/// when a signal ends the process).
 ///
 /// Its path is short on purpose: ipc:// endpoints inside it must fit the 107-byte Unix socket limit.
 public struct TemporaryDirectory: Sendable {
@@ -12,6 +13,7 @@ public struct TemporaryDirectory: Sendable {
         let name = "sb-\(prefix)-\(UInt32.random(in: 0...UInt32.max))"
         url = URL(fileURLWithPath: "/tmp", isDirectory: true).appendingPathComponent(name, isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        Leftovers.made(url.path)
     }
 
     /// The path of a file or directory inside.
@@ -27,5 +29,6 @@ public struct TemporaryDirectory: Sendable {
     /// Deletes the directory and everything in it.
     public func remove() {
         try? FileManager.default.removeItem(at: url)
+        Leftovers.removed(url.path)
     }
 }

@@ -5,6 +5,7 @@ import Logging
 import PaymentQueue
 import StoreBus
 import StoreBusStorage
+import StoreBusTesting
 import StoreSchema
 import ZeroMQ
 
@@ -16,9 +17,9 @@ struct DurableBench {
     let catalogPath: String
 
     func run() async throws {
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("storebus-bench-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let temporary = try TemporaryDirectory(prefix: "durable")
+        defer { temporary.remove() }
+        let directory = temporary.url
         let context = try ZeroMQ.Context()
         let logger = Logger(label: "bench.durable")
 

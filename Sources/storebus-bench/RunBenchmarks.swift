@@ -57,13 +57,24 @@ struct RunBenchmarks: AsyncParsableCommand {
             handler.logLevel = .error
             return handler
         }
-        if wants("transport") { try await transportAndRPC() }
-        if wants("durable") {
-            try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
+        // Killed (by a CI time-out, say), the bench would otherwise leave the flow benchmark's three
+        // services running, holding their ports and data.
+        await Leftovers.endWithSignals()
+        do {
+            if wants("transport") { try await transportAndRPC() }
+            if wants("durable") {
+                try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
+            }
+            if wants("flows") {
+                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate).run()
+            }
+        } catch {
+            // After a signal, the flows fail as their services stop: the signal's handler ends the
+            // process once they have stopped, with the signal's status, not this error's.
+            await Leftovers.holdIfEnding()
+            throw error
         }
-        if wants("flows") {
-            try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate).run()
-        }
+        await Leftovers.holdIfEnding()
     }
 
     /// Slices per round of the alternating JSON floor and RPC throughput runs.

@@ -1,0 +1,88 @@
+import Foundation
+import Synchronization
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What this process has started and must not leave behind when it ends: the service processes it
+/// launched (``ServiceProcess``) and the temporary directories it made (``TemporaryDirectory``).
+///
+/// A process killed by a signal runs none of its `defer` blocks, and its children, reparented to
+/// init, go on running: a load test stopped with `kill` or by a CI time-out would leave three
+/// services behind, holding their ports and data. A tool that starts services (storebus-bench)
+/// calls ``endWithSignals(grace:)`` first thing, and such a signal then ends the children too.
+public enum Leftovers {
+    private struct State {
+        var children: [pid_t: String] = [:]
+        var directories: Set<String> = []
+    }
+
+    private static let state = Mutex(State())
+    private static let ending = Atomic<Bool>(false)
+
+    /// Whether a signal is ending the process (see ``endWithSignals(grace:)``): its children are
+    /// being stopped, and the process exits once they are.
+    public static var isEnding: Bool { ending.load(ordering: .acquiring) }
+
+    /// Returns at once unless a signal is ending the process; then never, so that a path that
+    /// would end the process sooner (main's error exit, as the calls to the stopping services fail)
+    /// leaves the children's stop to finish. The signal's handler exits the process itself.
+    public static func holdIfEnding() async {
+        while isEnding { try? await Task.sleep(for: .seconds(1)) }
+    }
+
+    /// The process ids of the running children, with their executables' names.
+    public static var runningChildren: [pid_t: String] {
+        state.withLock { $0.children }
+    }
+
+    /// The temporary directories made and not yet removed.
+    public static var liveDirectories: Set<String> {
+        state.withLock { $0.directories }
+    }
+
+    static func started(_ pid: pid_t, name: String) {
+        state.withLock { _ = $0.children.updateValue(name, forKey: pid) }
+    }
+
+    static func exited(_ pid: pid_t) {
+        state.withLock { _ = $0.children.removeValue(forKey: pid) }
+    }
+
+    static func made(_ path: String) {
+        state.withLock { _ = $0.directories.insert(path) }
+    }
+
+    static func removed(_ path: String) {
+        state.withLock { _ = $0.directories.remove(path) }
+    }
+
+    /// From now on, the first SIGTERM, SIGINT or SIGHUP asks every running child to stop (SIGTERM),
+    /// waits up to `grace` for them to exit, kills those still running, removes the temporary
+    /// directories and exits with 128 plus the signal's number, as the signal itself would have.
+    public static func endWithSignals(grace: Duration = .seconds(5)) async {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
+        Task.detached {
+            var iterator = signals.makeAsyncIterator()
+            guard let signal = await iterator.next() else { return }
+            ending.store(true, ordering: .releasing)
+            stopChildren(grace: grace)
+            for path in liveDirectories { try? FileManager.default.removeItem(atPath: path) }
+            exit(128 + signal.rawValue)
+        }
+    }
+
+    /// SIGTERM to every running child, SIGKILL to those still running after `grace`; returns once
+    /// they have all been reaped, or a second after the SIGKILL.
+    static func stopChildren(grace: Duration) {
+        for pid in runningChildren.keys { kill(pid, SIGTERM) }
+        let deadline = ContinuousClock.now + grace
+        while !runningChildren.isEmpty && ContinuousClock.now < deadline { usleep(20_000) }
+        guard !runningChildren.isEmpty else { return }
+        for pid in runningChildren.keys { kill(pid, SIGKILL) }
+        let reaped = ContinuousClock.now + .seconds(1)
+        while !runningChildren.isEmpty && ContinuousClock.now < reaped { usleep(20_000) }
+    }
+}

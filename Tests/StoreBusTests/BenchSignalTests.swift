@@ -1,0 +1,67 @@
+import Foundation
+import StoreBusTesting
+import Testing
+
+@Suite("storebus-bench ends with a signal")
+struct BenchSignalTests {
+    /// The children of `parent` (process id and command line), read from /proc.
+    static func children(of parent: pid_t) -> [(pid: pid_t, arguments: [String])] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> (pid_t, [String])? in
+            guard let pid = pid_t(entry),
+                  let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // After "pid (comm) ": the state, then the parent's id.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, pid_t(fields[1]) == parent,
+                  let raw = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline")
+            else { return nil }
+            return (pid, raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
+        }
+    }
+
+    @Test("SIGTERM to the bench in the middle of the flow benchmark stops its three services and removes their directory")
+    func sigtermStopsServices() async throws {
+        let directory = try TemporaryDirectory(prefix: "bsig")
+        defer { directory.remove() }
+        let bench = ServiceProcess(name: "storebus-bench", arguments: [
+            "run", "--only", "flows", "--rounds", "1", "--flows", "100000000", "--paced-rate", "0",
+            "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path,
+        ], logFile: directory.url.appendingPathComponent("bench.log"))
+        try bench.start()
+        defer { bench.signal(SIGKILL) }
+        let pid = try #require(bench.pid)
+
+        // The flow benchmark starts the catalog, the payment queue and the gateway, in that order,
+        // each once the one before answers.
+        var services: [(pid: pid_t, arguments: [String])] = []
+        let deadline = ContinuousClock.now + .seconds(90)
+        while ContinuousClock.now < deadline {
+            services = Self.children(of: pid).filter { $0.arguments.first?.contains("storebus-") ?? false }
+            if services.count == 3 || !bench.isRunning { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try #require(services.count == 3, "services started: \(services.map(\.arguments)); bench output:\n\(bench.output)")
+        let queue = try #require(services.first { $0.arguments[0].hasSuffix("storebus-payment-queue") })
+        let dataDirectory = try #require(queue.arguments.firstIndex(of: "--data-dir").map { queue.arguments[$0 + 1] })
+        let serviceDirectory = URL(fileURLWithPath: dataDirectory).deletingLastPathComponent().path
+        // Mid-flow: purchases are being committed.
+        let database = URL(fileURLWithPath: dataDirectory).appendingPathComponent("payment-queue.sqlite").path
+        func committed() -> Int {
+            ((try? FileManager.default.attributesOfItem(atPath: database + "-wal"))?[.size] as? Int) ?? 0
+        }
+        while ContinuousClock.now < deadline && committed() < 256 * 1024 && bench.isRunning {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try #require(committed() >= 256 * 1024, "no purchases committed; bench output:\n\(bench.output)")
+
+        bench.signal(SIGTERM)
+        let status = await bench.waitForExit(timeout: .seconds(30))
+        #expect(status == 128 + SIGTERM, "bench output:\n\(bench.output)")
+        for service in services {
+            #expect(!FileManager.default.fileExists(atPath: "/proc/\(service.pid)"), "\(service.arguments[0]) still running")
+        }
+        #expect(!FileManager.default.fileExists(atPath: serviceDirectory))
+    }
+}
