@@ -1,17 +1,19 @@
 import Foundation
 
-/// A fresh directory under /tmp, removed by ``remove()`` (or, after ``Leftovers/endWithSignals(grace:)``,
+/// A fresh directory, under /tmp unless told otherwise, removed by ``remove()`` (or, after ``Leftovers/endWithSignals(grace:)``,
 /// when a signal ends the process).
 ///
-/// Its path is short on purpose: ipc:// endpoints inside it must fit the 107-byte Unix socket limit.
+/// Under /tmp, its path is short on purpose: ipc:// endpoints inside it must fit the 107-byte Unix
+/// socket limit.
 public struct TemporaryDirectory: Sendable {
     /// The directory.
     public let url: URL
 
-    /// Creates a directory named `sb-<prefix>-<random>` under /tmp.
-    public init(prefix: String = "t") throws {
+    /// Creates a directory named `sb-<prefix>-<random>` under `base` (/tmp unless given: ipc://
+    /// endpoints need a short path).
+    public init(prefix: String = "t", in base: URL = URL(fileURLWithPath: "/tmp", isDirectory: true)) throws {
         let name = "sb-\(prefix)-\(UInt32.random(in: 0...UInt32.max))"
-        url = URL(fileURLWithPath: "/tmp", isDirectory: true).appendingPathComponent(name, isDirectory: true)
+        url = base.appendingPathComponent(name, isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         Leftovers.made(url.path)
     }
@@ -29,6 +31,8 @@ public struct TemporaryDirectory: Sendable {
     /// Deletes the directory and everything in it.
     public func remove() {
         try? FileManager.default.removeItem(at: url)
-        Leftovers.removed(url.path)
+        // Still registered when it could not be removed (a service that a signal is stopping may
+        // still write into it): the signal's handler tries again once the services have exited.
+        if !FileManager.default.fileExists(atPath: url.path) { Leftovers.removed(url.path) }
     }
 }

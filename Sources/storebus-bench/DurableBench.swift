@@ -17,7 +17,9 @@ struct DurableBench {
     let catalogPath: String
 
     func run() async throws {
-        let temporary = try TemporaryDirectory(prefix: "durable")
+        // Under TMPDIR, unlike the flow benchmark's (ipc:// paths must be short): the commit figures
+        // are those of the disk that TMPDIR names.
+        let temporary = try TemporaryDirectory(prefix: "durable", in: URL(fileURLWithPath: NSTemporaryDirectory(), isDirectory: true))
         defer { temporary.remove() }
         let directory = temporary.url
         let context = try ZeroMQ.Context()

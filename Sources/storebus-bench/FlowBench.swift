@@ -28,7 +28,8 @@ struct FlowBench {
         let catalogEndpoint = directory.ipcEndpoint("catalog")
         let queueRPC = directory.ipcEndpoint("pq")
         let queueEvents = directory.ipcEndpoint("pq-events")
-        let gatewayEndpoint = "tcp://127.0.0.1:17300"
+        // A free port, so that two benches (or a bench and its test) never meet.
+        let gatewayEndpoint = "tcp://127.0.0.1:\(try unusedLoopbackPort())"
         let config = directory.url.appendingPathComponent("gateway.json")
         try JSONSerialization.data(withJSONObject: ["service": [
             "catalogEndpoints": [catalogEndpoint],
