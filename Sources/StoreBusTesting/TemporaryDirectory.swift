@@ -1,7 +1,7 @@
 import Foundation
 
-/// A fresh directory, under /tmp unless told otherwise, removed by ``remove()`` (or, after ``Leftovers/endWithSignals(grace:)``,
-/// when a signal ends the process).
+/// A fresh directory, under /tmp unless told otherwise, removed by ``remove()`` (or, after
+/// ``Leftovers/endWithSignals(grace:)``, when a signal ends the process).
 ///
 /// Under /tmp, its path is short on purpose: ipc:// endpoints inside it must fit the 107-byte Unix
 /// socket limit.

@@ -21,6 +21,12 @@ struct BenchSignalTests {
         }
     }
 
+    /// Whether the process is still the one found (not reaped, its number not reused).
+    static func isRunning(_ process: (pid: pid_t, arguments: [String])) -> Bool {
+        guard let raw = FileManager.default.contents(atPath: "/proc/\(process.pid)/cmdline") else { return false }
+        return raw.split(separator: 0).first.map { String(decoding: $0, as: UTF8.self) } == process.arguments.first
+    }
+
     @Test("SIGTERM to the bench in the middle of the flow benchmark stops its three services and removes their directory")
     func sigtermStopsServices() async throws {
         let directory = try TemporaryDirectory(prefix: "bsig")
@@ -34,7 +40,7 @@ struct BenchSignalTests {
         defer {
             // Whatever happened, nothing of this test's is left running.
             bench.signal(SIGKILL)
-            for service in services { kill(service.pid, SIGKILL) }
+            for service in services where Self.isRunning(service) { kill(service.pid, SIGKILL) }
         }
         let pid = try #require(bench.pid)
 
@@ -66,7 +72,7 @@ struct BenchSignalTests {
         let status = await bench.waitForExit(timeout: .seconds(30))
         #expect(status == SIGTERM, "bench output:\n\(bench.output)")
         for service in services {
-            #expect(!FileManager.default.fileExists(atPath: "/proc/\(service.pid)"), "\(service.arguments[0]) still running")
+            #expect(!Self.isRunning(service), "\(service.arguments[0]) still running")
         }
         #expect(!FileManager.default.fileExists(atPath: serviceDirectory))
     }
