@@ -14,17 +14,21 @@ struct BenchSignalTests {
             else { return nil }
             // After "pid (comm) ": the state, then the parent's id.
             let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 1, pid_t(fields[1]) == parent,
-                  let raw = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline")
-            else { return nil }
-            return (pid, raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
+            guard fields.count > 1, pid_t(fields[1]) == parent, let arguments = commandLine(of: pid) else { return nil }
+            return (pid, arguments)
+        }
+    }
+
+    /// A process's command line (empty for a zombie), nil once it is gone.
+    static func commandLine(of pid: pid_t) -> [String]? {
+        FileManager.default.contents(atPath: "/proc/\(pid)/cmdline").map { raw in
+            raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         }
     }
 
     /// Whether the process is still the one found (not reaped, its number not reused).
     static func isRunning(_ process: (pid: pid_t, arguments: [String])) -> Bool {
-        guard let raw = FileManager.default.contents(atPath: "/proc/\(process.pid)/cmdline") else { return false }
-        return raw.split(separator: 0).first.map { String(decoding: $0, as: UTF8.self) } == process.arguments.first
+        commandLine(of: process.pid)?.first == process.arguments.first
     }
 
     @Test("SIGTERM to the bench in the middle of the flow benchmark stops its three services and removes their directory")
