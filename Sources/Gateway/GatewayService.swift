@@ -53,6 +53,8 @@ public final class GatewayService: Sendable {
     private let keyring: APIKeyring
     private let signer: SessionSigner
     private let sessionLifetime: Int64
+    /// Longest session lifetime the gateway accepts: a year, in seconds.
+    public static let maxSessionLifetimeSeconds = 366 * 24 * 3600
     private let catalog: RPCClient
     private let paymentQueue: RPCClient
     private let board: DoorbellBoard
@@ -86,6 +88,7 @@ public final class GatewayService: Sendable {
         self.maxParked = maxParkedObservers
         self.keyring = keyring
         self.signer = signer
+        precondition((1...Self.maxSessionLifetimeSeconds).contains(sessionLifetimeSeconds), "a session lifetime of 1 s to a year")
         self.sessionLifetime = Int64(sessionLifetimeSeconds)
         self.catalog = catalog
         self.paymentQueue = paymentQueue
@@ -129,11 +132,7 @@ public final class GatewayService: Sendable {
             logger.info("Authentication refused: unknown API key", metadata: ["app": "\(request.appBundleID)"])
             throw RPCError(.unauthenticated, "the API key is not valid").withReason("INVALID_API_KEY", domain: "storebus.gateway")
         }
-        for (field, value) in [("appBundleId", request.appBundleID), ("accountId", request.accountID), ("deviceId", request.deviceID)] {
-            guard !value.isEmpty, value.utf8.count <= 255, !value.contains("|"), !value.contains("\n") else {
-                throw RPCError.invalidArgument(field: field, "must be 1 to 255 characters without | or a newline")
-            }
-        }
+        try QueueNames.check(app: request.appBundleID, account: request.accountID, device: request.deviceID)
         guard key.allows(app: request.appBundleID) else {
             throw RPCError(.permissionDenied, "the API key \(key.name) may not act for app \(request.appBundleID)")
         }

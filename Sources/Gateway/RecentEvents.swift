@@ -150,7 +150,8 @@ public final class RecentEvents: Sendable {
         state.withLock { state in
             guard let run = state.runs[key], !run.events.isEmpty else { return .unknown }
             if position == run.last { return .caughtUp }
-            guard run.first <= position + 1, position < run.last else { return .unknown }
+            // `position < run.last` first: a client's position can be as large as UInt64 goes.
+            guard position < run.last, run.first <= position + 1 else { return .unknown }
             let start = Int(position + 1 - run.first)
             let end = min(run.events.count, start + max(1, limit))
             return .events(Array(run.events[start..<end]), newest: run.last)

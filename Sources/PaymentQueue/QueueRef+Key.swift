@@ -2,13 +2,10 @@ import StoreBus
 import StoreSchema
 
 extension Storebus_PaymentQueue_V1_QueueRef {
-    /// Checks that every part is present and usable in a key (no `|`, no newline, at most 255 bytes).
+    /// Checks that every part is a usable name (see ``QueueNames``): present, at most 255 bytes, in
+    /// normalization form C, without `|` or a line break.
     public func validate(field: String = "queue") throws(RPCError) {
-        for (name, value) in [("appBundleId", appBundleID), ("accountId", accountID), ("deviceId", deviceID)] {
-            guard !value.isEmpty, value.utf8.count <= 255, !value.contains("|"), !value.contains("\n") else {
-                throw RPCError.invalidArgument(field: "\(field).\(name)", "must be 1 to 255 characters without | or a newline")
-            }
-        }
+        try QueueNames.check(app: appBundleID, account: accountID, device: deviceID, fieldPrefix: "\(field).")
     }
 }
 

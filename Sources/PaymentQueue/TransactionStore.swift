@@ -399,13 +399,13 @@ public final class TransactionStore: Sendable {
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
         try await writer.write { db, batch in
-            guard let current = try Self.transaction(db, id: id), current.queue.appBundleID == queue.appBundleID else {
+            guard let current = try Self.transaction(db, id: id), QueueNames.same(current.queue.appBundleID, queue.appBundleID) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }
-            guard current.queue.accountID == queue.accountID else {
+            guard QueueNames.same(current.queue.accountID, queue.accountID) else {
                 throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(id) belongs to another account")
             }
-            guard current.queue.deviceID == queue.deviceID else {
+            guard QueueNames.same(current.queue.deviceID, queue.deviceID) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }
             if current.finished { return true }

@@ -73,6 +73,8 @@ public enum EventLog {
     /// Up to `limit` events after `position`: of the whole log when `key` is empty (by seq), of one
     /// key otherwise (by key seq).
     public static func read(_ db: Database, key: String, after position: UInt64, limit: Int) throws -> [StoredEvent] {
+        // Positions are SQLite integers: none lies past Int64.max (and binding one past it would trap).
+        guard position < UInt64(Int64.max) else { return [] }
         let rows: [Row]
         if key.isEmpty {
             rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? ORDER BY seq LIMIT ?"), arguments: [position, limit])

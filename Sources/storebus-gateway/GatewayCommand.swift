@@ -54,7 +54,10 @@ struct GatewayCommand: AsyncParsableCommand {
             host.logger.warning("No session secret configured (service.sessionSecret): sessions are valid on this gateway process only")
         }
         let lifetime = settings.sessionLifetimeSeconds ?? 3600
-        guard lifetime > 0 else { throw StartupError("service.sessionLifetimeSeconds must be positive") }
+        // At most a year: far larger values overflow the expiry time that tokens carry.
+        guard (1...GatewayService.maxSessionLifetimeSeconds).contains(lifetime) else {
+            throw StartupError("service.sessionLifetimeSeconds must be from 1 to \(GatewayService.maxSessionLifetimeSeconds) (a year)")
+        }
 
         // Calls to the services, doorbells and the gateway's handlers share one thread: a forwarded
         // call and the Observe answer a doorbell releases cost no thread hop.

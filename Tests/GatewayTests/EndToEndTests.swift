@@ -268,6 +268,23 @@ struct EndToEndTests {
         await raw.shutdown()
         await intruder.close()
 
+        // Names equal to Swift but not to SQLite are refused: "\u{212A}ate" (a Kelvin sign) is "Kate" to
+        // Swift's ==, and the gateway's kept events and the permission checks once took it for her,
+        // while the database kept the two queues apart. Only names in normalization form C pass.
+        for (account, device) in [("\u{212A}ate", "phone"), ("cafe\u{301}", "phone"), ("kate", "pa|\u{301}d")] {
+            let lookalike = try StoreConnection(configuration: store.configuration(account: account, device: device))
+            do {
+                try await lookalike.authenticate()
+                Issue.record("\(account)/\(device) was accepted")
+            } catch let error as StoreError {
+                #expect(error.status == .invalidArgument, "\(account)/\(device): \(error)")
+            }
+            await lookalike.close()
+        }
+        let composed = try StoreConnection(configuration: store.configuration(account: "caf\u{e9}"))
+        try await composed.authenticate()
+        await composed.close()
+
         // Alice buys.
         let alice = try PaymentQueue(configuration: store.configuration(account: "alice"))
         let bought = try await alice.addPayment(Payment(productIdentifier: coins))

@@ -144,6 +144,16 @@ struct StorectlAndProtocolTests {
         } catch let error as StoreError {
             #expect(error.status == .outOfRange)
         }
+        // So are positions past any the log can hold, up to UInt64.max: once, one crashed the gateway
+        // (its kept events) and another the payment queue (binding it to SQLite). Both answer on below.
+        for huge in [UInt64(Int64.max), UInt64(Int64.max) + 1, .max - 1, .max] {
+            do {
+                _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = huge })
+                Issue.record("position \(huge) was accepted")
+            } catch let error as StoreError {
+                #expect(error.status == .outOfRange, "position \(huge): \(error)")
+            }
+        }
         do {
             _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 1; $0.credit = 501 })
             Issue.record("credit over the limit was accepted")

@@ -522,4 +522,23 @@ struct TransactionStoreTests {
         #expect(policy.isDefault && policy.policy.purchasesRestricted && policy.policy.failError == .paymentNotAllowed)
         fixture.remove()
     }
+
+    @Test("queue names must be NFC, 1 to 255 bytes, without | or a line break; a refusal names the field")
+    func queueNames() throws {
+        func queue(account: String, device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
+            .with { $0.appBundleID = "com.example.app"; $0.accountID = account; $0.deviceID = device }
+        }
+        try queue(account: "caf\u{e9}").validate()
+        try queue(account: String(repeating: "a", count: 255)).validate()
+        // Swift's == takes the first two for "Kate" and "café" (SQLite does not): refused.
+        for (account, device, field) in [
+            ("\u{212A}ate", "phone", "queue.accountId"), ("cafe\u{301}", "phone", "queue.accountId"),
+            ("kate", "pa|\u{301}d", "queue.deviceId"), ("", "phone", "queue.accountId"),
+            (String(repeating: "a", count: 256), "phone", "queue.accountId"), ("kate", "line\r\nbreak", "queue.deviceId"),
+        ] {
+            let refused = #expect(throws: RPCError.self, "\(account)/\(device)") { try queue(account: account, device: device).validate() }
+            #expect(refused?.code == .invalidArgument)
+            #expect(refused?.details.fieldViolations.first?.field == field)
+        }
+    }
 }

@@ -47,4 +47,34 @@ struct EventLogServiceTests {
         }
         await server.stop()
     }
+
+    @Test("a position past any SQLite integer (up to UInt64.max) reads nothing, and the server goes on answering")
+    func hugePositionsReadNothing() async throws {
+        let directory = try TemporaryDirectory(prefix: "huge")
+        defer { directory.remove() }
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        let database = try StoreDatabase(directory: directory.url, name: "huge", migrator: migrator)
+        let writer = EventLogWriter(logName: "huge", database: database, publisher: nil)
+        _ = try await writer.write { _, batch in
+            try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "one" })
+        }
+        let server = try TestServer(extra: try EventLogService.router(database: database))
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            // Binding such a position to SQLite used to trap: the process died.
+            for position in [UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max - 1, .max] {
+                for key in ["k", ""] {
+                    let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
+                        $0.key = key
+                        $0.afterSeq = position
+                    })
+                    #expect(page.events.isEmpty, "after \(position) in \(key.isEmpty ? "the whole log" : "key k")")
+                    #expect(page.headSeq == 1)
+                }
+            }
+            let first = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with { $0.key = "k" })
+            #expect(first.events.map(\.keySeq) == [1])
+        }
+        await server.stop()
+    }
 }

@@ -50,7 +50,7 @@ extension ServerContext {
     /// Refuses, with PERMISSION_DENIED, a call acting for another app than its principal's.
     public func authorize(app: String) throws(RPCError) {
         guard let principal else { return }
-        guard principal.app == app else {
+        guard QueueNames.same(principal.app, app) else {
             throw RPCError(.permissionDenied, "this session acts for app \(principal.app), not \(app)")
         }
     }
@@ -59,7 +59,7 @@ extension ServerContext {
     public func authorize(app: String, account: String) throws(RPCError) {
         try authorize(app: app)
         guard let principal else { return }
-        guard principal.account == account else {
+        guard QueueNames.same(principal.account, account) else {
             throw RPCError(.permissionDenied, "this session acts for account \(principal.account), not \(account)")
         }
     }
@@ -69,7 +69,7 @@ extension ServerContext {
     public func authorize(app: String, account: String, device: String) throws(RPCError) {
         try authorize(app: app, account: account)
         guard let principal else { return }
-        guard principal.device == device else {
+        guard QueueNames.same(principal.device, device) else {
             throw RPCError(.permissionDenied, "this session acts for device \(principal.device), not \(device)")
         }
     }
