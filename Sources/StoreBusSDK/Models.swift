@@ -127,6 +127,7 @@ public struct StoreKitError: Error, Sendable, Equatable, CustomStringConvertible
         public static let paymentInvalid = Code(rawValue: 3)
         public static let paymentNotAllowed = Code(rawValue: 4)
         public static let storeProductNotAvailable = Code(rawValue: 5)
+        public static let cloudServicePermissionDenied = Code(rawValue: 6)
         public static let cloudServiceNetworkConnectionFailed = Code(rawValue: 7)
         public static let unauthorizedRequestData = Code(rawValue: 10)
 

@@ -38,8 +38,10 @@ public final class PaymentQueue: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Held while callbacks are handed over, so that observers are never entered from two tasks.
-    private let delivering = Mutex(())
+    /// Held while a callback is handed over, so that observers are never entered from two tasks, and
+    /// by ``remove(_:)``, so that an observer removed is never entered afterwards. Recursive: an
+    /// observer may remove itself (or another) from inside a callback.
+    private let delivering = NSRecursiveLock()
     private let logger: Logger
 
     /// A queue for the device `configuration` names.
@@ -61,9 +63,15 @@ public final class PaymentQueue: Sendable {
         startObserving()
     }
 
-    /// Removes an observer. Observing goes on while other observers or sequences listen, and pauses
-    /// when none is left.
+    /// Removes an observer: once this returns, it hears no more callbacks. Observing goes on while
+    /// other observers or sequences listen, and pauses when none is left.
+    ///
+    /// A callback that another thread is handing to the observers at that moment is finished first
+    /// (this waits for it). Called from inside a callback, it returns at once; but an observer must
+    /// not block its callback waiting for another thread that calls this.
     public func remove(_ observer: any PaymentTransactionObserver) {
+        delivering.lock()
+        defer { delivering.unlock() }
         _ = state.withLock { $0.observers.removeValue(forKey: ObjectIdentifier(observer)) }
     }
 
@@ -114,7 +122,11 @@ public final class PaymentQueue: Sendable {
     }
 
     deinit {
-        state.withLock { $0.observing }?.cancel()
+        // Dropped without close(): end the loop and every sequence (a consumer waiting in `for await`
+        // would otherwise wait forever).
+        let (task, streams) = state.withLock { state in (state.observing, state.streams.values.map(\.continuation)) }
+        task?.cancel()
+        for stream in streams { stream.finish() }
     }
 
     /// The long-poll chain: each call acknowledges the position reached and asks for what follows.
@@ -134,7 +146,7 @@ public final class PaymentQueue: Sendable {
             let started = ContinuousClock.now
             let outcome = await current.observeOnce(configuration)
             switch outcome {
-            case .delivered(let count) where count == 0 && started.duration(to: .now) < hold / 2:
+            case .delivered(let count) where count == 0 && (hold < Self.shortestHold || started.duration(to: .now) < hold / 2):
                 // Nothing, and long before the hold was up: the gateway could not hold the call (it is
                 // busy or stopping). Calling again at once would only add to its load: back off.
                 await backoff.wait()
@@ -142,12 +154,23 @@ public final class PaymentQueue: Sendable {
                 backoff.reset()
             case .failed(let error):
                 if Task.isCancelled { return }
+                // The connection was closed (a queue sharing it closed it): no call can succeed again.
+                if current.connection.isClosed {
+                    current.logger.error("Observing stopped: the connection was closed")
+                    current.state.withLock { $0.observing = nil }
+                    return
+                }
                 let level: Logger.Level = error.isTransient ? .debug : .error
                 current.logger.log(level: level, "Observing failed; retrying", metadata: ["error": "\(error)", "delay": "\(backoff.next)"])
                 await backoff.wait()
             }
         }
     }
+
+    /// Under this hold the queue polls: every empty answer backs off (a hold of zero would otherwise
+    /// call again at once, in a tight loop). With a longer hold, only an empty answer that came before
+    /// half of it does (the gateway could not hold the call).
+    static let shortestHold = Duration.milliseconds(100)
 
     /// Whether the loop should go on; when nobody listens, marks it ended and returns false.
     private func continueObserving() -> Bool {
@@ -215,12 +238,15 @@ public final class PaymentQueue: Sendable {
     /// nothing, when nobody listens.
     @discardableResult
     private func deliver(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
-        delivering.withLock { _ in deliverSerially(callback, advances: advances) }
+        delivering.lock()
+        defer { delivering.unlock() }
+        return deliverSerially(callback, advances: advances)
     }
 
     private func deliverSerially(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
         let listeners = state.withLock { state -> ([any PaymentTransactionObserver], [(continuation: AsyncStream<PaymentQueueCallback>.Continuation, backlog: CallbackBacklog)])? in
-            guard state.listening else { return nil }
+            // After close() nobody hears anything more (a restore failing as the connection closes).
+            guard state.listening, !state.closed else { return nil }
             switch callback.event {
             case .updatedTransactions(let transactions, let replayed):
                 if replayed {
@@ -367,12 +393,16 @@ public final class PaymentQueue: Sendable {
 
     /// Restores completed purchases (SKPaymentQueue.restoreCompletedTransactions). A call whose
     /// outcome is unknown (deadline, no gateway) is made again under the same idempotency key, up to
-    /// three times; when the store still cannot be reached, observers hear
-    /// restoreCompletedTransactionsFailedWithError.
+    /// three times. When the store refuses it, or still cannot be reached, observers hear
+    /// restoreCompletedTransactionsFailedWithError: cloudServiceNetworkConnectionFailed when it could
+    /// not be reached, cloudServicePermissionDenied when the session or account may not restore,
+    /// clientInvalid for a request it found invalid. A restore that could not be reached may still
+    /// have run: its restored transactions then arrive as callbacks all the same (as any transaction
+    /// may, at any time).
     public func restoreCompletedTransactions(withApplicationUsername username: String? = nil) {
         Task {
             // One key for every attempt: a restore that ran although its answer was lost (a deadline,
-            // a gateway restart) is answered again, not run twice, and is never reported failed.
+            // a gateway restart) is answered again by the next attempt, not run twice.
             let key = UUID().uuidString
             var backoff = Backoff(first: connection.configuration.reconnectDelay)
             for attempt in 1...3 {
@@ -382,9 +412,9 @@ public final class PaymentQueue: Sendable {
                 } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
                     await backoff.wait()
                 } catch {
-                    // Not a queue event (the store was not reached): told to observers and sequences
-                    // through the same serial delivery, as a StoreKit network error, with position 0.
-                    let failure = StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "\(error)")
+                    // Not a queue event (the store refused or was not reached): told to observers and
+                    // sequences through the same serial delivery, as a StoreKit error, with position 0.
+                    let failure = StoreKitError(code: Self.restoreFailureCode(error), localizedDescription: "\(error)")
                     deliver(PaymentQueueCallback(seq: 0, event: .restoreCompletedTransactionsFailed(restoreID: "", error: failure)), advances: false)
                     return
                 }
@@ -392,7 +422,18 @@ public final class PaymentQueue: Sendable {
         }
     }
 
-    /// Stops observing, ends every `callbacks` sequence and closes the connection.
+    /// The StoreKit code a restore that failed with `error` is reported with.
+    static func restoreFailureCode(_ error: any Error) -> StoreKitError.Code {
+        switch (error as? StoreError)?.status {
+        case .permissionDenied?, .unauthenticated?: .cloudServicePermissionDenied
+        case .invalidArgument?, .failedPrecondition?, .resourceExhausted?: .clientInvalid
+        case .internalError?, .unimplemented?, .unknown?: .unknown
+        default: .cloudServiceNetworkConnectionFailed
+        }
+    }
+
+    /// Stops observing, ends every `callbacks` sequence and closes the connection. Observers hear
+    /// nothing once it has begun.
     public func close() async {
         let (task, streams) = state.withLock { state -> (Task<Void, Never>?, [AsyncStream<PaymentQueueCallback>.Continuation]) in
             state.closed = true
@@ -414,8 +455,9 @@ private struct Backoff {
     private(set) var next: Duration
 
     init(first: Duration) {
-        self.first = first
-        next = first
+        // At least 10 ms: a zero would stay zero when doubled, and the loop would spin.
+        self.first = max(first, .milliseconds(10))
+        next = self.first
     }
 
     mutating func wait() async {

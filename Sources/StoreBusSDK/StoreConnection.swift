@@ -22,8 +22,9 @@ public struct StoreConfiguration: Sendable {
     /// Callbacks the gateway may send per answer, 1 to 500. Default 64.
     public var observerCredit: UInt32 = 64
     /// How long the gateway holds an observer call when nothing happens, up to 30 s. Default 20 s.
+    /// Under 100 ms the queue polls instead, backing off while nothing comes.
     public var observerHold: Duration = .seconds(20)
-    /// First pause before reconnecting after a failure; it doubles up to 2 s.
+    /// First pause before reconnecting after a failure (at least 10 ms); it doubles up to 2 s.
     public var reconnectDelay: Duration = .milliseconds(100)
 
     /// A configuration.
@@ -87,6 +88,7 @@ public final class StoreConnection: Sendable {
     public let configuration: StoreConfiguration
     let client: RPCClient
     private let session = Mutex<String?>(nil)
+    private let closed = Atomic<Bool>(false)
     private let logger: Logger
 
     /// Connects to the gateways (the session opens with the first call).
@@ -157,8 +159,12 @@ public final class StoreConnection: Sendable {
 
     /// Closes the connection; later calls fail.
     public func close() async {
+        closed.store(true, ordering: .releasing)
         await client.shutdown()
     }
+
+    /// Whether ``close()`` was called.
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
 
     deinit {
         // Dropped without close(): the client's loop thread keeps itself (and its sockets, and their

@@ -37,8 +37,12 @@ private struct ScriptedGateway {
 
 @Suite("SDK observer loop")
 struct SDKObserveTests {
-    @Test("when the gateway answers Observe at once with nothing (busy or stopping), the SDK backs off instead of calling in a loop")
-    func backsOffOnEarlyEmptyAnswers() async throws {
+    @Test(
+        "when the gateway answers Observe at once with nothing (busy or stopping), the SDK backs off instead of calling in a loop",
+        // Also with a hold and a reconnect delay of zero, which once made the loop call without pause.
+        arguments: [false, true]
+    )
+    func backsOffOnEarlyEmptyAnswers(zeroDelays: Bool) async throws {
         // A scripted gateway: sessions for anyone; Observe answers the launch replay, then nothing,
         // at once, as the real gateway does when it cannot hold more calls.
         let observeCalls = Atomic<Int>(0)
@@ -55,14 +59,20 @@ struct SDKObserveTests {
             return .with { $0.events = [.with { $0.replayComplete.replayedCount = 0 }] }
         }
         let gateway = try ScriptedGateway(router: router)
-        let queue = try PaymentQueue(configuration: gateway.configuration)
+        var configuration = gateway.configuration
+        if zeroDelays {
+            configuration.observerHold = .zero
+            configuration.reconnectDelay = .zero
+        }
+        let queue = try PaymentQueue(configuration: configuration)
         var callbacks = queue.callbacks.makeAsyncIterator()
         #expect(await callbacks.next()?.event == .replayCompleted(count: 0))
         let before = observeCalls.load(ordering: .relaxed)
         try await Task.sleep(for: .seconds(1))
         let during = observeCalls.load(ordering: .relaxed) - before
-        // Backing off from 100 ms and doubling makes about four calls a second; a loop made thousands.
-        #expect(during <= 10, "\(during) Observe calls in one second")
+        // Backing off from 100 ms (10 ms at least) and doubling makes a few calls a second; a loop made
+        // thousands.
+        #expect(during <= 12, "\(during) Observe calls in one second")
         await queue.close()
         await gateway.stop()
     }
@@ -109,6 +119,75 @@ struct SDKObserveTests {
         await queue.close()
         listening.cancel()
         await gateway.stop()
+    }
+
+    @Test("once remove(_:) returns, the observer hears nothing more: a callback under way on another thread is finished first")
+    func removeWaitsForDeliveryUnderWay() async throws {
+        let gateway = try Self.endlessGateway(perAnswer: 1, delay: .milliseconds(20), acknowledged: Positions())
+        let queue = try PaymentQueue(configuration: gateway.configuration)
+        let observer = SlowObserver()
+        queue.add(observer)
+        // Given an observer in the middle of a callback (each takes 150 ms)
+        #expect(await waitUntil { observer.inside.load(ordering: .acquiring) })
+        // When it is removed from another thread (one of its own: remove waits, and a wait on the
+        // pool's few threads would hold up the other tests of the process)
+        let stillInside = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            Thread {
+                queue.remove(observer)
+                continuation.resume(returning: observer.inside.load(ordering: .acquiring))
+            }.start()
+        }
+        // Then the callback had ended before remove returned, and none follows
+        #expect(!stillInside, "remove returned while the observer was still being called")
+        let heard = observer.calls.load(ordering: .acquiring)
+        try await Task.sleep(for: .milliseconds(400))
+        let later = observer.calls.load(ordering: .acquiring)
+        #expect(later == heard)
+        await queue.close()
+        await gateway.stop()
+    }
+
+    @Test("a queue dropped without close() ends its callbacks sequences")
+    func droppedQueueEndsItsSequences() async throws {
+        var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
+        configuration.callTimeout = .milliseconds(300)
+        var queue: PaymentQueue? = try PaymentQueue(configuration: configuration)
+        let callbacks = try #require(queue?.callbacks)
+        let ended = Atomic<Bool>(false)
+        let consumer = Task {
+            for await _ in callbacks {}
+            ended.store(true, ordering: .releasing)
+        }
+        // When the app lets go of the queue, the `for await` ends (it used to wait forever)
+        queue = nil
+        #expect(await waitUntil(timeout: .seconds(5)) { ended.load(ordering: .acquiring) })
+        consumer.cancel()
+        _ = queue
+    }
+
+    @Test("a failed restore is reported with the StoreKit code its cause calls for")
+    func restoreFailureCodes() {
+        let cases: [(StatusCode, StoreKitError.Code)] = [
+            (.unavailable, .cloudServiceNetworkConnectionFailed), (.deadlineExceeded, .cloudServiceNetworkConnectionFailed),
+            (.cancelled, .cloudServiceNetworkConnectionFailed), (.permissionDenied, .cloudServicePermissionDenied),
+            (.unauthenticated, .cloudServicePermissionDenied), (.invalidArgument, .clientInvalid),
+            (.resourceExhausted, .clientInvalid), (.internalError, .unknown),
+        ]
+        for (status, code) in cases {
+            #expect(PaymentQueue.restoreFailureCode(StoreError(RPCError(status, "test"))) == code, "\(status)")
+        }
+    }
+
+    /// An observer whose every callback takes 150 ms, and says when it is inside one.
+    private final class SlowObserver: PaymentTransactionObserver {
+        let inside = Atomic<Bool>(false)
+        let calls = Atomic<Int>(0)
+        func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+            inside.store(true, ordering: .releasing)
+            Thread.sleep(forTimeInterval: 0.15)
+            calls.wrappingAdd(1, ordering: .acquiringAndReleasing)
+            inside.store(false, ordering: .releasing)
+        }
     }
 
     /// A gateway whose queue never runs dry: each live Observe is answered, after `delay`, with
@@ -218,9 +297,10 @@ struct SDKObserveTests {
             _ = await callbacks.next()
             try await Task.sleep(for: .milliseconds(200))
         }
-        // Then the observer goes on hearing callbacks
+        // Then the observer goes on hearing callbacks (a hundred take milliseconds; the time allowed is
+        // for a full test run, whose other suites can hold this process's threads for seconds)
         let before = observer.identifiers.withLock { $0.count }
-        #expect(await waitUntil(timeout: .seconds(3)) { observer.identifiers.withLock { $0.count } > before + 100 })
+        #expect(await waitUntil(timeout: .seconds(10)) { observer.identifiers.withLock { $0.count } > before + 100 })
         await queue.close()
         await gateway.stop()
     }
