@@ -134,7 +134,11 @@ func follow(
     await withTaskGroup(of: Bool.self) { group in
         group.addTask {
             for await callback in stream {
-                if echo { print(describe(callback)) }
+                if echo {
+                    print(describe(callback))
+                    // As it arrives, also when standard output is a pipe (block-buffered).
+                    fflush(nil)
+                }
                 if done(callback) { return true }
             }
             return false

@@ -6,13 +6,18 @@ import StoreSchema
 struct HealthCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "health", abstract: "Check that every StoreBus service answers.")
 
-    @Option(name: .customLong("service"), help: "name=endpoint of a service to check (repeatable). Defaults to the local deployment's.")
+    @Option(name: .customLong("service"), help: "name=endpoint of a service to check (repeatable).")
     var services: [String] = []
+
+    @Option(name: .customLong("gateway"), help: "A gateway to check (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway, catalog and payment queue are checked.")
+    var gateways: [String] = []
 
     @Option(help: "Seconds to wait for each service.")
     var timeout: Double = 3
 
     static let localDefaults = ["gateway=tcp://127.0.0.1:7300", "catalog=tcp://127.0.0.1:7301", "payment-queue=tcp://127.0.0.1:7302"]
+    /// The process that answers for each StoreBus service name.
+    static let processes = ["gateway": "storebus-gateway", "catalog": "storebus-catalog", "payment-queue": "storebus-payment-queue"]
 
     func validate() throws {
         guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
@@ -22,16 +27,29 @@ struct HealthCommand: AsyncParsableCommand {
 
     func run() async throws {
         var allServing = true
-        for entry in services.isEmpty ? Self.localDefaults : services {
+        let gatewayEntries = HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: []).map { "gateway=\($0)" }
+        let entries = services + gatewayEntries
+        for entry in entries.isEmpty ? Self.localDefaults : entries {
             let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { throw Failure(description: "\"\(entry)\" is not name=endpoint") }
             let (name, endpoint) = (parts[0], parts[1])
-            let client = try RPCClient(configuration: ClientConfiguration(endpoints: [endpoint]))
+            let client: RPCClient
+            do {
+                client = try RPCClient(configuration: ClientConfiguration(endpoints: [endpoint]))
+            } catch {
+                allServing = false
+                print("\(name) cannot be checked: \"\(endpoint)\" is not a usable endpoint (\(error))")
+                continue
+            }
             do {
                 let answer = try await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .milliseconds(Int64(timeout * 1000))))
-                let serving = answer.status == .serving
+                // A StoreBus service's name says which process should answer: another one there (the
+                // gateway at the catalog's endpoint, say) does not make the service healthy.
+                let expected = Self.processes[name]
+                let serving = answer.status == .serving && (expected == nil || answer.process == expected)
                 allServing = allServing && serving
-                print("\(name) \(serving ? "serving" : "not serving") at \(endpoint) (\(answer.process) \(answer.version), up \(Int(answer.uptimeSeconds)) s)")
+                let state = answer.status != .serving ? "not serving" : serving ? "serving" : "not found (\(answer.process) answers there)"
+                print("\(name) \(state) at \(endpoint) (\(answer.process) \(answer.version), up \(Int(answer.uptimeSeconds)) s)")
             } catch {
                 allServing = false
                 print("\(name) not answering at \(endpoint): \(error.message)")

@@ -56,11 +56,16 @@ struct BuyCommand: AsyncParsableCommand {
             await queue.close()
             throw Failure(description: "Transaction \(id) did not settle within 30 seconds; `storectl watch` shows it when it does.")
         }
-        if finish, let current = queue.transactions.first(where: { $0.transactionIdentifier == id }), current.transactionState != .deferred {
-            try await sentence { try await queue.finish(current) }
+        let settled = queue.transactions.first(where: { $0.transactionIdentifier == id })
+        if finish, let settled, settled.transactionState != .deferred {
+            try await sentence { try await queue.finish(settled) }
             _ = await isRemoved(id, callbacks)
         }
         await queue.close()
+        // A script must be able to tell a purchase that failed from one that went through.
+        if let settled, settled.transactionState == .failed {
+            throw Failure(description: "The purchase failed: \(settled.error?.localizedDescription ?? "no reason given") (transaction \(id)).")
+        }
     }
 }
 
@@ -183,11 +188,19 @@ struct DemoCommand: AsyncParsableCommand {
             await queue.close()
             return
         }
-        print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
+        if settled.transactionState == .failed {
+            // Nothing was paid for, so nothing is delivered; a failed transaction is finished all the same.
+            print("4. the purchase failed (\(settled.error?.localizedDescription ?? "no reason given")): nothing to deliver; finish \(id)")
+        } else {
+            print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
+        }
         try await sentence { try await queue.finish(settled) }
         _ = await isRemoved(id, callbacks)
-        print("done")
         await queue.close()
+        if settled.transactionState == .failed {
+            throw Failure(description: "The purchase failed, so the demo ends here (the account's payment policy may be set to fail: `storectl admin policy`).")
+        }
+        print("done")
     }
 }
 

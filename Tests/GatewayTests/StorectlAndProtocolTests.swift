@@ -65,6 +65,27 @@ struct StorectlAndProtocolTests {
         #expect(deferredStatus == 0, "\(deferred)")
         #expect(deferred.contains("is deferred (Ask to Buy)"))
 
+        // A failed purchase is no success: demo and buy say so and exit non-zero (a script can tell).
+        let (failStatus, failPolicy) = try await storectl(store, ["admin", "policy", "--mode", "fail", "--fail-error", "payment-cancelled", "--account", "lena"], name: "policy-fail")
+        #expect(failStatus == 0, "\(failPolicy)")
+        let (failedDemoStatus, failedDemo) = try await storectl(store, ["demo", "--account", "lena"], name: "demo-failed")
+        #expect(failedDemoStatus != 0, "\(failedDemo)")
+        #expect(failedDemo.contains("the purchase failed") && failedDemo.contains("nothing to deliver") && !failedDemo.contains("done"), "\(failedDemo)")
+        let (failedBuyStatus, failedBuy) = try await storectl(store, ["buy", coins, "--finish", "--account", "lena"], name: "buy-failed")
+        #expect(failedBuyStatus != 0, "\(failedBuy)")
+        #expect(failedBuy.contains("The purchase failed"), "\(failedBuy)")
+
+        // health checks who answers: the gateway at the catalog's endpoint is no catalog; an endpoint
+        // that is not one is a sentence, and the other entries are still checked.
+        // (The helper adds --gateway: the gateway is checked too.)
+        let (healthStatus, health) = try await storectl(store, [
+            "health", "--service", "catalog=\(store.gatewayEndpoints[0])", "--service", "queue=not-an-endpoint",
+        ], name: "health")
+        #expect(healthStatus != 0, "\(health)")
+        #expect(health.contains("catalog not found (storebus-gateway answers there)"), "\(health)")
+        #expect(health.contains("queue cannot be checked"), "\(health)")
+        #expect(health.contains("gateway serving"), "\(health)")
+
         // Another account cannot finish it; a wrong key is a sentence, not a stack trace.
         let (otherStatus, other) = try await storectl(store, ["finish", id, "--account", "hank"], name: "other")
         #expect(otherStatus != 0)
