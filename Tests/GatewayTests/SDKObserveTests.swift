@@ -149,9 +149,7 @@ struct SDKObserveTests {
 
     @Test("a queue dropped without close() ends its callbacks sequences")
     func droppedQueueEndsItsSequences() async throws {
-        var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
-        configuration.callTimeout = .milliseconds(300)
-        var queue: PaymentQueue? = try PaymentQueue(configuration: configuration)
+        var queue: PaymentQueue? = try Self.unreachableQueue()
         let callbacks = try #require(queue?.callbacks)
         let ended = Atomic<Bool>(false)
         let consumer = Task {
@@ -176,6 +174,14 @@ struct SDKObserveTests {
         for (status, code) in cases {
             #expect(PaymentQueue.restoreFailureCode(StoreError(RPCError(status, "test"))) == code, "\(status)")
         }
+    }
+
+    /// A queue made from a configuration (so it owns its connection) pointed at no gateway, with short
+    /// call timeouts.
+    private static func unreachableQueue() throws -> PaymentQueue {
+        var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
+        configuration.callTimeout = .milliseconds(300)
+        return try PaymentQueue(configuration: configuration)
     }
 
     /// An observer whose every callback takes 150 ms, and says when it is inside one.
@@ -308,9 +314,7 @@ struct SDKObserveTests {
     @Test("a queue dropped without close() shuts its connection down")
     func droppedQueueClosesItsConnection() async throws {
         // Given a queue made from a configuration (so it owns its connection), pointed at no gateway
-        var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
-        configuration.callTimeout = .milliseconds(300)
-        var queue: PaymentQueue? = try PaymentQueue(configuration: configuration)
+        var queue: PaymentQueue? = try Self.unreachableQueue()
         let client = try #require(queue?.connection.client)
         // When the app lets go of it
         queue = nil
