@@ -153,7 +153,7 @@ struct AdminCommands: AsyncParsableCommand {
         @OptionGroup var options: Options
         func run() async throws {
             let admin = try await options.connection()
-            let listed = try await printEveryPage { pageToken in
+            try await printEveryPage(orIfNone: "no transactions") { pageToken in
                 let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
                     $0.appBundleID = options.client.app
                     $0.accountID = options.client.account
@@ -165,7 +165,6 @@ struct AdminCommands: AsyncParsableCommand {
                     "\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")"
                 }, answer.nextPageToken)
             }
-            if listed == 0 { print("no transactions") }
             await admin.close()
         }
     }
@@ -175,7 +174,7 @@ struct AdminCommands: AsyncParsableCommand {
         @OptionGroup var options: Options
         func run() async throws {
             let admin = try await options.connection()
-            let listed = try await printEveryPage { pageToken in
+            try await printEveryPage(orIfNone: "no charges") { pageToken in
                 let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
                     $0.appBundleID = options.client.app
                     $0.accountID = options.client.account
@@ -186,7 +185,6 @@ struct AdminCommands: AsyncParsableCommand {
                     "\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")"
                 }, answer.nextPageToken)
             }
-            if listed == 0 { print("no charges") }
             await admin.close()
         }
     }
@@ -207,8 +205,8 @@ struct AdminCommands: AsyncParsableCommand {
 }
 
 /// Prints the lines of every page of a listing, asking for each with the token the last one gave
-/// (empty for the first), until a page gives none; returns how many lines there were.
-func printEveryPage(_ page: (_ pageToken: String) async throws -> (lines: [String], nextPageToken: String)) async throws -> Int {
+/// (empty for the first), until a page gives none; prints `none` when there were no lines at all.
+func printEveryPage(orIfNone none: String, _ page: (_ pageToken: String) async throws -> (lines: [String], nextPageToken: String)) async throws {
     var pageToken = "", printed = 0
     repeat {
         let (lines, next) = try await sentence { try await page(pageToken) }
@@ -216,5 +214,5 @@ func printEveryPage(_ page: (_ pageToken: String) async throws -> (lines: [Strin
         printed += lines.count
         pageToken = next
     } while !pageToken.isEmpty
-    return printed
+    if printed == 0 { print(none) }
 }

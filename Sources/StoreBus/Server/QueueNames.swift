@@ -23,8 +23,12 @@ public enum QueueNames {
         guard !bytes.contains(UInt8(ascii: "|")), !bytes.contains(UInt8(ascii: "\n")), !bytes.contains(UInt8(ascii: "\r")) else {
             throw RPCError.invalidArgument(field: field, "must not contain | or a line break")
         }
-        guard bytes.elementsEqual(value.precomposedStringWithCanonicalMapping.utf8) else {
-            throw RPCError.invalidArgument(field: field, "must be in Unicode normalization form C (NFC), as \"\(value.precomposedStringWithCanonicalMapping)\" is")
+        // ASCII is NFC as it stands: only other names pay for normalizing (this runs on every call
+        // naming a queue).
+        guard !bytes.allSatisfy({ $0 < 0x80 }) else { return }
+        let normalized = value.precomposedStringWithCanonicalMapping
+        guard bytes.elementsEqual(normalized.utf8) else {
+            throw RPCError.invalidArgument(field: field, "must be in Unicode normalization form C (NFC), as \"\(normalized)\" is")
         }
     }
 
