@@ -134,7 +134,8 @@ public final class GatewayService: Sendable {
         }
         try QueueNames.check(app: request.appBundleID, account: request.accountID, device: request.deviceID)
         guard key.allows(app: request.appBundleID) else {
-            throw RPCError(.permissionDenied, "the API key \(key.name) may not act for app \(request.appBundleID)")
+            throw RPCError.resource(.permissionDenied, type: "app", name: request.appBundleID, "the API key \(key.name) may not act for app \(request.appBundleID)")
+                .withReason("APP_NOT_ALLOWED", domain: "storebus.gateway")
         }
         let expires = Int64(Date().timeIntervalSince1970) + sessionLifetime
         let claims = SessionClaims(
@@ -231,7 +232,7 @@ public final class GatewayService: Sendable {
     func forward(_ route: Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
         let session = try session(context)
         if route.adminOnly && !session.admin {
-            throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session")
+            throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session").withReason("ADMIN_REQUIRED", domain: "storebus.gateway")
         }
         // Not for admin sessions: the catalog lets them read any app, so their answers are not the
         // session's app's to give.

@@ -404,6 +404,7 @@ public final class TransactionStore: Sendable {
             }
             guard QueueNames.same(current.queue.accountID, queue.accountID) else {
                 throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(id) belongs to another account")
+                    .withReason("OTHER_ACCOUNT", domain: "storebus.payment_queue")
             }
             guard QueueNames.same(current.queue.deviceID, queue.deviceID) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")

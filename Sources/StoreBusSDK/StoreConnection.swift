@@ -64,11 +64,19 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     public var message: String
     /// The underlying status.
     public var status: StatusCode
+    /// A stable machine-readable reason in `UPPER_SNAKE_CASE` when the server gave one, such as
+    /// `INVALID_API_KEY`, `OTHER_ACCOUNT` or `ADMIN_REQUIRED` (see proto-schemas/README.md); empty
+    /// otherwise. Branch on `status` and `reason`, never on `message`.
+    public var reason: String
+    /// The domain of `reason`, such as `storebus.gateway`; empty when there is no reason.
+    public var domain: String
 
     init(_ error: RPCError) {
         code = error.code.name
         message = error.message
         status = error.code
+        reason = error.details.info.reason
+        domain = error.details.info.domain
     }
 
     /// Whether waiting and trying again may help (no gateway reachable, a deadline, a restart).

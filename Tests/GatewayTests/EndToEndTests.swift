@@ -296,26 +296,27 @@ struct EndToEndTests {
 
         // Bob, signed in with the same app key, tries to read and finish Alice's transaction.
         let bob = try StoreConnection(configuration: store.configuration(account: "bob"))
-        func expectDenied<R>(_ what: String, _ body: () async throws -> R) async {
+        func expectDenied<R>(_ what: String, reason: String, domain: String = "storebus.gateway", _ body: () async throws -> R) async {
             do {
                 _ = try await body()
                 Issue.record("\(what) was allowed")
             } catch let error as StoreError {
                 #expect(error.status == .permissionDenied, "\(what): \(error)")
+                #expect(error.reason == reason && error.domain == domain, "\(what): \(error.domain) \(error.reason)")
             } catch {
                 Issue.record("\(what): \(error)")
             }
         }
-        await expectDenied("reading another account's queue") {
+        await expectDenied("reading another account's queue", reason: "OTHER_ACCOUNT") {
             try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = aliceQueue })
         }
-        await expectDenied("finishing another account's transaction") {
+        await expectDenied("finishing another account's transaction", reason: "OTHER_ACCOUNT") {
             try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
                 $0.queue = aliceQueue
                 $0.transactionIdentifier = bought.id
             })
         }
-        await expectDenied("buying into another account's queue") {
+        await expectDenied("buying into another account's queue", reason: "OTHER_ACCOUNT") {
             try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
                 $0.queue = aliceQueue
                 $0.payment.productIdentifier = coins
@@ -331,13 +332,13 @@ struct EndToEndTests {
             })
             await admin.close()
         }
-        await expectDenied("asking another app's products") {
+        await expectDenied("asking another app's products", reason: "OTHER_APP") {
             try await bob.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
                 $0.appBundleID = notes
                 $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
             })
         }
-        await expectDenied("an admin method without an admin key") {
+        await expectDenied("an admin method without an admin key", reason: "ADMIN_REQUIRED") {
             try await bob.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
                 $0.appBundleID = puzzle
                 $0.accountID = "alice"
@@ -352,6 +353,7 @@ struct EndToEndTests {
             Issue.record("finishing Alice's transaction from Bob's queue was allowed")
         } catch let error as StoreError {
             #expect(error.status == .permissionDenied)
+            #expect(error.reason == "OTHER_ACCOUNT" && error.domain == "storebus.payment_queue", "\(error.domain) \(error.reason)")
         }
         // A key for one app opens no session for another.
         let otherApp = try StoreConnection(configuration: store.configuration(account: "alice", app: notes))
@@ -360,6 +362,7 @@ struct EndToEndTests {
             Issue.record("the puzzle key opened a session for the notes app")
         } catch let error as StoreError {
             #expect(error.status == .permissionDenied)
+            #expect(error.reason == "APP_NOT_ALLOWED", "\(error.reason)")
         }
 
         // Alice's transaction is untouched and still hers to finish.

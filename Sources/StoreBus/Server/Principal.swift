@@ -51,7 +51,7 @@ extension ServerContext {
     public func authorize(app: String) throws(RPCError) {
         guard let principal else { return }
         guard QueueNames.same(principal.app, app) else {
-            throw RPCError(.permissionDenied, "this session acts for app \(principal.app), not \(app)")
+            throw Self.outside("app", app, "this session acts for app \(principal.app), not \(app)", reason: "OTHER_APP")
         }
     }
 
@@ -60,7 +60,7 @@ extension ServerContext {
         try authorize(app: app)
         guard let principal else { return }
         guard QueueNames.same(principal.account, account) else {
-            throw RPCError(.permissionDenied, "this session acts for account \(principal.account), not \(account)")
+            throw Self.outside("account", account, "this session acts for account \(principal.account), not \(account)", reason: "OTHER_ACCOUNT")
         }
     }
 
@@ -70,7 +70,13 @@ extension ServerContext {
         try authorize(app: app, account: account)
         guard let principal else { return }
         guard QueueNames.same(principal.device, device) else {
-            throw RPCError(.permissionDenied, "this session acts for device \(principal.device), not \(device)")
+            throw Self.outside("device", device, "this session acts for device \(principal.device), not \(device)", reason: "OTHER_DEVICE")
         }
+    }
+
+    /// PERMISSION_DENIED for a call naming an app, account or device (`type`) outside its session,
+    /// with the resource named and a reason to branch on.
+    private static func outside(_ type: String, _ name: String, _ message: String, reason: String) -> RPCError {
+        RPCError.resource(.permissionDenied, type: type, name: name, message).withReason(reason, domain: "storebus.gateway")
     }
 }
