@@ -28,10 +28,25 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "Seconds to wait for each call.")
     var timeout: Double = 10
 
+    @Option(help: "Seconds to wait for the store's callbacks: a purchase to settle (a payment policy may delay it), a restore to end, the queue's transactions at launch.")
+    var wait: Double = 30
+
     func validate() throws {
         guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
             throw ValidationError("--timeout must be a number of seconds from 0 to 3600")
         }
+        guard wait.isFinite, wait > 0, wait <= 86_400 else {
+            throw ValidationError("--wait must be a number of seconds from 0 to 86400")
+        }
+    }
+
+    /// How long to wait for callbacks (`--wait`).
+    var callbackWait: Duration { .milliseconds(Int64(wait * 1000)) }
+
+    /// `--wait` as words, for messages ("30 seconds").
+    var waitText: String {
+        let seconds = wait == wait.rounded() ? String(Int(wait)) : String(wait)
+        return "\(seconds) second\(wait == 1 ? "" : "s")"
     }
 
     var endpoints: [String] {
@@ -60,9 +75,9 @@ struct ClientOptions: ParsableArguments {
     /// A payment queue whose launch replay has arrived, so that its `transactions` are complete.
     func launchedQueue() async throws -> PaymentQueue {
         let queue = try await queue()
-        guard await follow(queue.callbacks, timeout: .seconds(10), echo: false, until: { $0.event.isReplayEnd }) else {
+        guard await follow(queue.callbacks, timeout: callbackWait, echo: false, until: { $0.event.isReplayEnd }) else {
             await queue.close()
-            throw Failure(description: "The gateway did not send the queue's transactions within 10 seconds.")
+            throw Failure(description: "The gateway did not send the queue's transactions within \(waitText).")
         }
         return queue
     }

@@ -52,14 +52,14 @@ struct BuyCommand: AsyncParsableCommand {
         }
         print("added transaction \(transaction.transactionIdentifier) for \(product)")
         let id = transaction.transactionIdentifier
-        guard await settles(id, callbacks) else {
+        guard await settles(id, callbacks, within: client.callbackWait) else {
             await queue.close()
-            throw Failure(description: "Transaction \(id) did not settle within 30 seconds; `storectl watch` shows it when it does.")
+            throw Failure(description: "Transaction \(id) did not settle within \(client.waitText); `storectl watch` shows it when it does.")
         }
         let settled = queue.transactions.first(where: { $0.transactionIdentifier == id })
         if finish, let settled, settled.transactionState != .deferred {
             try await sentence { try await queue.finish(settled) }
-            _ = await isRemoved(id, callbacks)
+            _ = await isRemoved(id, callbacks, within: client.callbackWait)
         }
         await queue.close()
         // A script must be able to tell a purchase that failed from one that went through.
@@ -121,14 +121,14 @@ struct RestoreCommand: AsyncParsableCommand {
         let callbacks = queue.callbacks
         let (restoreID, count) = try await sentence { try await queue.restore(applicationUsername: applicationUsername) }
         print("restore \(restoreID): \(count) transaction\(count == 1 ? "" : "s") to restore")
-        let ended = await follow(callbacks, timeout: .seconds(30)) { callback in
+        let ended = await follow(callbacks, timeout: client.callbackWait) { callback in
             switch callback.event {
             case .restoreCompletedTransactionsFinished(let id, _), .restoreCompletedTransactionsFailed(let id, _): id == restoreID
             default: false
             }
         }
         await queue.close()
-        if !ended { throw Failure(description: "Restore \(restoreID) did not end within 30 seconds.") }
+        if !ended { throw Failure(description: "Restore \(restoreID) did not end within \(client.waitText).") }
     }
 }
 
@@ -175,9 +175,9 @@ struct DemoCommand: AsyncParsableCommand {
         print("3. add payment")
         let transaction = try await sentence { try await queue.addPayment(Payment(product: item)) }
         let id = transaction.transactionIdentifier
-        guard await settles(id, callbacks) else {
+        guard await settles(id, callbacks, within: client.callbackWait) else {
             await queue.close()
-            throw Failure(description: "Transaction \(id) did not settle within 30 seconds.")
+            throw Failure(description: "Transaction \(id) did not settle within \(client.waitText).")
         }
         guard let settled = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
             await queue.close()
@@ -195,7 +195,7 @@ struct DemoCommand: AsyncParsableCommand {
             print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
         }
         try await sentence { try await queue.finish(settled) }
-        _ = await isRemoved(id, callbacks)
+        _ = await isRemoved(id, callbacks, within: client.callbackWait)
         await queue.close()
         if settled.transactionState == .failed {
             throw Failure(description: "The purchase failed, so the demo ends here (the account's payment policy may be set to fail: `storectl admin policy`).")
@@ -204,17 +204,17 @@ struct DemoCommand: AsyncParsableCommand {
     }
 }
 
-/// Prints callbacks until transaction `id` has left PURCHASING (30 s at most); whether it did.
-func settles(_ id: String, _ callbacks: PaymentQueueCallbacks) async -> Bool {
-    await follow(callbacks, timeout: .seconds(30)) { callback in
+/// Prints callbacks until transaction `id` has left PURCHASING (`within` at most); whether it did.
+func settles(_ id: String, _ callbacks: PaymentQueueCallbacks, within wait: Duration) async -> Bool {
+    await follow(callbacks, timeout: wait) { callback in
         guard case .updatedTransactions(let transactions, _) = callback.event else { return false }
         return transactions.contains { $0.transactionIdentifier == id && $0.transactionState != .purchasing }
     }
 }
 
-/// Prints callbacks until transaction `id` is reported removed (10 s at most); whether it was.
-func isRemoved(_ id: String, _ callbacks: PaymentQueueCallbacks) async -> Bool {
-    await follow(callbacks, timeout: .seconds(10)) { callback in
+/// Prints callbacks until transaction `id` is reported removed (`within` at most); whether it was.
+func isRemoved(_ id: String, _ callbacks: PaymentQueueCallbacks, within wait: Duration) async -> Bool {
+    await follow(callbacks, timeout: wait) { callback in
         if case .removedTransactions(let transactions) = callback.event { return transactions.contains { $0.transactionIdentifier == id } }
         return false
     }

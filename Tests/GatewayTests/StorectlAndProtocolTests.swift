@@ -75,6 +75,17 @@ struct StorectlAndProtocolTests {
         #expect(failedBuyStatus != 0, "\(failedBuy)")
         #expect(failedBuy.contains("The purchase failed"), "\(failedBuy)")
 
+        // --wait bounds the wait for callbacks: a policy that answers after 3 s outlasts a 1 s wait
+        // (a sentence, non-zero) and not a 20 s one.
+        let (slowStatus, slowPolicy) = try await storectl(store, ["admin", "policy", "--mode", "approve", "--delay-ms", "3000", "--account", "mia"], name: "policy-slow")
+        #expect(slowStatus == 0, "\(slowPolicy)")
+        let (impatientStatus, impatient) = try await storectl(store, ["buy", coins, "--account", "mia", "--wait", "1"], name: "buy-impatient")
+        #expect(impatientStatus != 0, "\(impatient)")
+        #expect(impatient.contains("did not settle within 1 second;"), "\(impatient)")
+        let (patientStatus, patient) = try await storectl(store, ["buy", coins, "--finish", "--account", "mia", "--wait", "20"], name: "buy-patient")
+        #expect(patientStatus == 0, "\(patient)")
+        #expect(patient.contains(" purchased"), "\(patient)")
+
         // health checks who answers: the gateway at the catalog's endpoint is no catalog; an endpoint
         // that is not one is a sentence, and the other entries are still checked.
         // (The helper adds --gateway: the gateway is checked too.)
