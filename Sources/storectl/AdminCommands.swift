@@ -14,12 +14,22 @@ struct AdminCommands: AsyncParsableCommand {
     )
 
     struct Options: ParsableArguments {
-        @OptionGroup var client: ClientOptions
+        @OptionGroup var gateway: GatewayOptions
         @Option(name: .customLong("admin-key"), help: "An admin API key. Default: STOREBUS_ADMIN_KEY or the local demo admin key.")
         var adminKey: String?
+        @Option(help: "The app's bundle identifier.")
+        var app: String = "com.storebus.demo.puzzle"
+        @Option(help: "The App Store account acted on.")
+        var account: String = "demo"
 
+        /// An admin connection, its session opened (so a wrong key fails here, clearly).
         func connection() async throws -> StoreConnection {
-            try await client.admin(key: adminKey)
+            let connection = try StoreConnection(configuration: gateway.configuration(
+                key: adminKey ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? ClientOptions.localAdminKey,
+                app: app, account: account, device: "storectl-admin"
+            ))
+            try await sentence { try await connection.authenticate() }
+            return connection
         }
     }
 
@@ -71,8 +81,8 @@ struct AdminCommands: AsyncParsableCommand {
             let admin = try await options.connection()
             try await sentence {
                 _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-                    $0.appBundleID = options.client.app
-                    $0.accountID = allAccounts ? "" : options.client.account
+                    $0.appBundleID = options.app
+                    $0.accountID = allAccounts ? "" : options.account
                     $0.policy = .with {
                         $0.mode = mode.proto
                         if let failError { $0.failError = failError.proto }
@@ -81,7 +91,7 @@ struct AdminCommands: AsyncParsableCommand {
                     }
                 })
             }
-            print("policy of \(allAccounts ? "every account" : "account \(options.client.account)") in \(options.client.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")")
+            print("policy of \(allAccounts ? "every account" : "account \(options.account)") in \(options.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")")
             await admin.close()
         }
     }
@@ -155,8 +165,8 @@ struct AdminCommands: AsyncParsableCommand {
             let admin = try await options.connection()
             try await printEveryPage(orIfNone: "no transactions") { pageToken in
                 let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
-                    $0.appBundleID = options.client.app
-                    $0.accountID = options.client.account
+                    $0.appBundleID = options.app
+                    $0.accountID = options.account
                     $0.includeFinished = true
                     $0.pageSize = 1000  // the most a page holds
                     $0.pageToken = pageToken
@@ -176,8 +186,8 @@ struct AdminCommands: AsyncParsableCommand {
             let admin = try await options.connection()
             try await printEveryPage(orIfNone: "no charges") { pageToken in
                 let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
-                    $0.appBundleID = options.client.app
-                    $0.accountID = options.client.account
+                    $0.appBundleID = options.app
+                    $0.accountID = options.account
                     $0.pageSize = 1000  // the most a page holds
                     $0.pageToken = pageToken
                 })

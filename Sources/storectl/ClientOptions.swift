@@ -3,15 +3,42 @@ import Foundation
 import StoreBus
 import StoreBusSDK
 
-/// Who storectl acts as, and through which gateways. Every option has an environment variable and a
+/// Which gateways storectl talks to and how long one call may take: shared by the device commands
+/// and the admin commands.
+struct GatewayOptions: ParsableArguments {
+    @Option(name: .customLong("gateway"), help: "Gateway RPC endpoint (repeatable). Default: STOREBUS_GATEWAY or tcp://127.0.0.1:7300.")
+    var gateways: [String] = []
+
+    @Option(help: "Seconds to wait for each call.")
+    var timeout: Double = 10
+
+    func validate() throws {
+        guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
+            throw ValidationError("--timeout must be a number of seconds from 0 to 3600")
+        }
+    }
+
+    var endpoints: [String] {
+        HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: ["tcp://127.0.0.1:7300"])
+    }
+
+    /// A connection's configuration for a session with `key`, acting for the queue named.
+    func configuration(key: String, app: String, account: String, device: String) -> StoreConfiguration {
+        var configuration = StoreConfiguration(gatewayEndpoints: endpoints, apiKey: key, appBundleID: app, accountID: account, deviceID: device)
+        configuration.callTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.observerHold = .seconds(5)
+        return configuration
+    }
+}
+
+/// Who storectl acts as, and through which gateways. Every option has an environment variable or a
 /// default that matches the local deployment `make run` starts (deploy/local/gateway.json).
 struct ClientOptions: ParsableArguments {
     /// The local deployment's demo keys (deploy/local/gateway.json); for local use only.
     static let localAppKey = "storebus-local-demo-app-key"
     static let localAdminKey = "storebus-local-demo-admin-key"
 
-    @Option(name: .customLong("gateway"), help: "Gateway RPC endpoint (repeatable). Default: STOREBUS_GATEWAY or tcp://127.0.0.1:7300.")
-    var gateways: [String] = []
+    @OptionGroup var gateway: GatewayOptions
 
     @Option(name: .customLong("api-key"), help: "The app's API key. Default: STOREBUS_API_KEY or the local demo key.")
     var apiKey: String?
@@ -25,44 +52,11 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "The device.")
     var device: String = "storectl"
 
-    @Option(help: "Seconds to wait for each call.")
-    var timeout: Double = 10
-
-    @Option(help: "Seconds to wait for the store's callbacks: a purchase to settle (a payment policy may delay it), a restore to end, the queue's transactions at launch.")
-    var wait: Double = 30
-
-    func validate() throws {
-        guard timeout.isFinite, timeout > 0, timeout <= 3600 else {
-            throw ValidationError("--timeout must be a number of seconds from 0 to 3600")
-        }
-        guard wait.isFinite, wait > 0, wait <= 86_400 else {
-            throw ValidationError("--wait must be a number of seconds from 0 to 86400")
-        }
-    }
-
-    /// How long to wait for callbacks (`--wait`).
-    var callbackWait: Duration { .milliseconds(Int64(wait * 1000)) }
-
-    /// `--wait` as words, for messages ("30 seconds").
-    var waitText: String {
-        let seconds = wait == wait.rounded() ? String(Int(wait)) : String(wait)
-        return "\(seconds) second\(wait == 1 ? "" : "s")"
-    }
-
-    var endpoints: [String] {
-        HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: ["tcp://127.0.0.1:7300"])
-    }
-
-    func configuration(key: String? = nil) -> StoreConfiguration {
-        let environment = ProcessInfo.processInfo.environment
-        var configuration = StoreConfiguration(
-            gatewayEndpoints: endpoints,
-            apiKey: key ?? apiKey ?? environment["STOREBUS_API_KEY"] ?? Self.localAppKey,
-            appBundleID: app, accountID: account, deviceID: device
+    func configuration() -> StoreConfiguration {
+        gateway.configuration(
+            key: apiKey ?? ProcessInfo.processInfo.environment["STOREBUS_API_KEY"] ?? Self.localAppKey,
+            app: app, account: account, device: device
         )
-        configuration.callTimeout = .milliseconds(Int64(timeout * 1000))
-        configuration.observerHold = .seconds(5)
-        return configuration
     }
 
     /// A payment queue for the device, its session opened (so a wrong key fails here, clearly).
@@ -72,23 +66,35 @@ struct ClientOptions: ParsableArguments {
         return queue
     }
 
-    /// A payment queue whose launch replay has arrived, so that its `transactions` are complete.
-    func launchedQueue() async throws -> PaymentQueue {
+    /// A payment queue whose launch replay has arrived (within `wait`), so that its `transactions`
+    /// are complete.
+    func launchedQueue(_ wait: WaitOptions) async throws -> PaymentQueue {
         let queue = try await queue()
-        guard await follow(queue.callbacks, timeout: callbackWait, echo: false, until: { $0.event.isReplayEnd }) else {
+        guard await follow(queue.callbacks, timeout: wait.duration, echo: false, until: { $0.event.isReplayEnd }) else {
             await queue.close()
-            throw Failure(description: "The gateway did not send the queue's transactions within \(waitText).")
+            throw Failure(description: "The gateway did not send the queue's transactions within \(wait.text).")
         }
         return queue
     }
+}
 
-    /// An admin connection: the admin key from --admin-key, STOREBUS_ADMIN_KEY or the local default.
-    func admin(key: String?) async throws -> StoreConnection {
-        let connection = try StoreConnection(configuration: configuration(
-            key: key ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? Self.localAdminKey
-        ))
-        try await sentence { try await connection.authenticate() }
-        return connection
+/// How long the commands that follow the observer stream wait for the store's callbacks.
+struct WaitOptions: ParsableArguments {
+    @Option(help: "Seconds to wait for the store's callbacks: a purchase to settle (a payment policy may delay it), a restore to end, the queue's transactions at launch.")
+    var wait: Double = 30
+
+    func validate() throws {
+        guard wait.isFinite, wait > 0, wait <= 86_400 else {
+            throw ValidationError("--wait must be a number of seconds from 0 to 86400")
+        }
+    }
+
+    var duration: Duration { .milliseconds(Int64(wait * 1000)) }
+
+    /// The wait in words, for messages ("30 seconds").
+    var text: String {
+        let seconds = wait == wait.rounded() ? String(Int(wait)) : String(wait)
+        return "\(seconds) second\(wait == 1 ? "" : "s")"
     }
 }
 

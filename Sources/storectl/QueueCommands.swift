@@ -33,6 +33,7 @@ struct BuyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "buy", abstract: "Buy a product and print the callbacks until the transaction settles.")
 
     @OptionGroup var client: ClientOptions
+    @OptionGroup var wait: WaitOptions
     @Argument(help: "The product identifier.")
     var product: String
     @Option(help: "How many, 1 to 10.")
@@ -52,14 +53,14 @@ struct BuyCommand: AsyncParsableCommand {
         }
         print("added transaction \(transaction.transactionIdentifier) for \(product)")
         let id = transaction.transactionIdentifier
-        guard await settles(id, callbacks, within: client.callbackWait) else {
+        guard await settles(id, callbacks, within: wait.duration) else {
             await queue.close()
-            throw Failure(description: "Transaction \(id) did not settle within \(client.waitText); `storectl watch` shows it when it does.")
+            throw Failure(description: "Transaction \(id) did not settle within \(wait.text); `storectl watch` shows it when it does.")
         }
         let settled = queue.transactions.first(where: { $0.transactionIdentifier == id })
         if finish, let settled, settled.transactionState != .deferred {
             try await sentence { try await queue.finish(settled) }
-            _ = await isRemoved(id, callbacks, within: client.callbackWait)
+            _ = await isRemoved(id, callbacks, within: wait.duration)
         }
         await queue.close()
         // A script must be able to tell a purchase that failed from one that went through.
@@ -74,11 +75,12 @@ struct FinishCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "finish", abstract: "Finish a transaction of this device's queue.")
 
     @OptionGroup var client: ClientOptions
+    @OptionGroup var wait: WaitOptions
     @Argument(help: "Transaction identifiers.")
     var transactions: [String]
 
     func run() async throws {
-        let queue = try await client.launchedQueue()
+        let queue = try await client.launchedQueue(wait)
         for id in transactions {
             guard let transaction = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
                 await queue.close()
@@ -96,9 +98,10 @@ struct TransactionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "transactions", abstract: "List this device's unfinished transactions.")
 
     @OptionGroup var client: ClientOptions
+    @OptionGroup var wait: WaitOptions
 
     func run() async throws {
-        let queue = try await client.launchedQueue()
+        let queue = try await client.launchedQueue(wait)
         let transactions = queue.transactions
         if transactions.isEmpty { print("no unfinished transactions") }
         for transaction in transactions {
@@ -113,6 +116,7 @@ struct RestoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "restore", abstract: "Restore completed purchases into this device's queue.")
 
     @OptionGroup var client: ClientOptions
+    @OptionGroup var wait: WaitOptions
     @Option(help: "Restore only purchases made with this applicationUsername.")
     var applicationUsername: String?
 
@@ -121,14 +125,14 @@ struct RestoreCommand: AsyncParsableCommand {
         let callbacks = queue.callbacks
         let (restoreID, count) = try await sentence { try await queue.restore(applicationUsername: applicationUsername) }
         print("restore \(restoreID): \(count) transaction\(count == 1 ? "" : "s") to restore")
-        let ended = await follow(callbacks, timeout: client.callbackWait) { callback in
+        let ended = await follow(callbacks, timeout: wait.duration) { callback in
             switch callback.event {
             case .restoreCompletedTransactionsFinished(let id, _), .restoreCompletedTransactionsFailed(let id, _): id == restoreID
             default: false
             }
         }
         await queue.close()
-        if !ended { throw Failure(description: "Restore \(restoreID) did not end within \(client.waitText).") }
+        if !ended { throw Failure(description: "Restore \(restoreID) did not end within \(wait.text).") }
     }
 }
 
@@ -158,6 +162,7 @@ struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "demo", abstract: "Run one complete purchase flow and print each callback as it arrives.")
 
     @OptionGroup var client: ClientOptions
+    @OptionGroup var wait: WaitOptions
     @Option(help: "The product to buy.")
     var product: String = "com.storebus.demo.puzzle.coins100"
 
@@ -175,9 +180,9 @@ struct DemoCommand: AsyncParsableCommand {
         print("3. add payment")
         let transaction = try await sentence { try await queue.addPayment(Payment(product: item)) }
         let id = transaction.transactionIdentifier
-        guard await settles(id, callbacks, within: client.callbackWait) else {
+        guard await settles(id, callbacks, within: wait.duration) else {
             await queue.close()
-            throw Failure(description: "Transaction \(id) did not settle within \(client.waitText).")
+            throw Failure(description: "Transaction \(id) did not settle within \(wait.text).")
         }
         guard let settled = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {
             await queue.close()
@@ -195,7 +200,7 @@ struct DemoCommand: AsyncParsableCommand {
             print("4. deliver \(item.localizedTitle), then finish \(id) (\(settled.transactionState.rawValue))")
         }
         try await sentence { try await queue.finish(settled) }
-        _ = await isRemoved(id, callbacks, within: client.callbackWait)
+        _ = await isRemoved(id, callbacks, within: wait.duration)
         await queue.close()
         if settled.transactionState == .failed {
             throw Failure(description: "The purchase failed, so the demo ends here (the account's payment policy may be set to fail: `storectl admin policy`).")
