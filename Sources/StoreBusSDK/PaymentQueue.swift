@@ -32,6 +32,7 @@ public final class PaymentQueue: Sendable {
         var position: UInt64 = 0
         var replayed = false
         var observing: Task<Void, Never>?
+        var observingError: StoreError?
         var closed = false
 
         var listening: Bool { !observers.isEmpty || !streams.isEmpty }
@@ -111,6 +112,14 @@ public final class PaymentQueue: Sendable {
         state.withLock { $0.position }
     }
 
+    /// Why the observer stream is interrupted: the error of the observing loop's last call while it
+    /// retries (no gateway reachable, a service behind it down, a refused key), nil once a call is
+    /// answered again. Callbacks are never lost meanwhile; this only tells an app or a tool that
+    /// none can arrive until the stream is back.
+    public var observingError: StoreError? {
+        state.withLock { $0.observingError }
+    }
+
     private func startObserving() {
         state.withLock { state in
             guard state.observing == nil, !state.closed, state.listening else { return }
@@ -145,6 +154,9 @@ public final class PaymentQueue: Sendable {
             if Task.isCancelled { return }
             let started = ContinuousClock.now
             let outcome = await current.observeOnce(configuration)
+            current.state.withLock { state in
+                if case .failed(let error) = outcome { state.observingError = error } else { state.observingError = nil }
+            }
             switch outcome {
             case .delivered(let count) where count == 0 && (hold < Self.shortestHold || started.duration(to: .now) < hold / 2):
                 // Nothing, and long before the hold was up: the gateway could not hold the call (it is

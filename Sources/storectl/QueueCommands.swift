@@ -146,6 +146,21 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let queue = try await client.queue()
+        // Says on standard error when the stream is interrupted and when it is back: otherwise a
+        // watch whose payment queue is down looks like a quiet queue.
+        let reporter = Task {
+            var reported: StoreError?
+            while !Task.isCancelled {
+                let error = queue.observingError
+                if let error, reported == nil {
+                    FileHandle.standardError.write(Data("storectl: the observer stream is interrupted (\(error)); retrying\n".utf8))
+                } else if error == nil, reported != nil {
+                    FileHandle.standardError.write(Data("storectl: the observer stream is back\n".utf8))
+                }
+                reported = error
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+        }
         var seen = 0
         for await callback in queue.callbacks {
             print(describe(callback))
@@ -153,6 +168,7 @@ struct WatchCommand: AsyncParsableCommand {
             seen += 1
             if let count, seen >= count { break }
         }
+        reporter.cancel()
         await queue.close()
     }
 }

@@ -271,6 +271,26 @@ struct SDKObserveTests {
         await gateway.stop()
     }
 
+    @Test("observingError says why the stream is interrupted while the queue retries")
+    func observingErrorWhileInterrupted() async throws {
+        let gateway = try Self.endlessGateway(perAnswer: 1, delay: .milliseconds(20), acknowledged: Positions())
+        var configuration = gateway.configuration
+        configuration.callTimeout = .milliseconds(300)
+        configuration.observerHold = .milliseconds(200)
+        let queue = try PaymentQueue(configuration: configuration)
+        let observer = IdentifierObserver()
+        // Given a queue whose stream flows
+        queue.add(observer)
+        #expect(await waitUntil { observer.identifiers.withLock { $0.count } >= 2 })
+        #expect(queue.observingError == nil)
+        // When its gateway goes away, the queue says why nothing more arrives
+        await gateway.stop()
+        #expect(await waitUntil(timeout: .seconds(5)) { queue.observingError != nil })
+        let error = try #require(queue.observingError)
+        #expect([.unavailable, .deadlineExceeded, .cancelled].contains(error.status), "\(error)")
+        await queue.close()
+    }
+
     @Test("a slow callbacks consumer slows the stream: the SDK buffers at most two answers' worth")
     func slowSequenceIsBounded() async throws {
         let (gateway, queue, acknowledged) = try Self.flooded(credit: 8)
