@@ -14,6 +14,9 @@ struct AdminCommands: AsyncParsableCommand {
     )
 
     struct Options: ParsableArguments {
+        /// The local deployment's demo admin key (deploy/local/gateway.json); for local use only.
+        static let localAdminKey = "storebus-local-demo-admin-key"
+
         @OptionGroup var gateway: GatewayOptions
         @Option(name: .customLong("admin-key"), help: "An admin API key. Default: STOREBUS_ADMIN_KEY or the local demo admin key.")
         var adminKey: String?
@@ -25,7 +28,7 @@ struct AdminCommands: AsyncParsableCommand {
         /// An admin connection, its session opened (so a wrong key fails here, clearly).
         func connection() async throws -> StoreConnection {
             let connection = try StoreConnection(configuration: gateway.configuration(
-                key: adminKey ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? ClientOptions.localAdminKey,
+                key: adminKey ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? Self.localAdminKey,
                 app: app, account: account, device: "storectl-admin"
             ))
             try await sentence { try await connection.authenticate() }

@@ -34,9 +34,8 @@ struct GatewayOptions: ParsableArguments {
 /// Who storectl acts as, and through which gateways. Every option has an environment variable or a
 /// default that matches the local deployment `make run` starts (deploy/local/gateway.json).
 struct ClientOptions: ParsableArguments {
-    /// The local deployment's demo keys (deploy/local/gateway.json); for local use only.
+    /// The local deployment's demo app key (deploy/local/gateway.json); for local use only.
     static let localAppKey = "storebus-local-demo-app-key"
-    static let localAdminKey = "storebus-local-demo-admin-key"
 
     @OptionGroup var gateway: GatewayOptions
 

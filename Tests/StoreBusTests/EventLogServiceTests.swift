@@ -10,12 +10,8 @@ import Testing
 struct EventLogServiceTests {
     @Test("a page stops before 1 MiB of events, holds at least one, and reading on from its last event gets the rest")
     func pagesAreBoundedByBytes() async throws {
-        let directory = try TemporaryDirectory(prefix: "pages")
+        let (directory, database, writer) = try Self.eventLog("pages")
         defer { directory.remove() }
-        var migrator = DatabaseMigrator()
-        EventLog.registerMigrations(&migrator)
-        let database = try StoreDatabase(directory: directory.url, name: "pages", migrator: migrator)
-        let writer = EventLogWriter(logName: "pages", database: database, publisher: nil)
         // Given 16 events of 300 KiB (4.8 MB together, over the 4 MiB message limit) and one of 1.5 MiB
         let sizes = Array(repeating: 300 * 1024, count: 16) + [1536 * 1024]
         for (index, size) in sizes.enumerated() {
@@ -50,12 +46,8 @@ struct EventLogServiceTests {
 
     @Test("a position past any SQLite integer (up to UInt64.max) reads nothing, and the server goes on answering")
     func hugePositionsReadNothing() async throws {
-        let directory = try TemporaryDirectory(prefix: "huge")
+        let (directory, database, writer) = try Self.eventLog("huge")
         defer { directory.remove() }
-        var migrator = DatabaseMigrator()
-        EventLog.registerMigrations(&migrator)
-        let database = try StoreDatabase(directory: directory.url, name: "huge", migrator: migrator)
-        let writer = EventLogWriter(logName: "huge", database: database, publisher: nil)
         _ = try await writer.write { _, batch in
             try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "one" })
         }
@@ -76,5 +68,15 @@ struct EventLogServiceTests {
             #expect(first.events.map(\.keySeq) == [1])
         }
         await server.stop()
+    }
+
+    /// A database holding only the event log, in a directory of its own, and its writer (announcing
+    /// nothing).
+    private static func eventLog(_ name: String) throws -> (TemporaryDirectory, StoreDatabase, EventLogWriter) {
+        let directory = try TemporaryDirectory(prefix: name)
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        let database = try StoreDatabase(directory: directory.url, name: name, migrator: migrator)
+        return (directory, database, EventLogWriter(logName: name, database: database, publisher: nil))
     }
 }
