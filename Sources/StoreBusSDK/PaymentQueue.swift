@@ -169,7 +169,15 @@ public final class PaymentQueue: Sendable {
                 // The connection was closed (a queue sharing it closed it): no call can succeed again.
                 if current.connection.isClosed {
                     current.logger.error("Observing stopped: the connection was closed")
-                    current.state.withLock { $0.observing = nil }
+                    // Nothing can arrive any more: the queue is closed, and its sequences end (a
+                    // `for await` loop would otherwise wait forever).
+                    let streams = current.state.withLock { state in
+                        state.observing = nil
+                        state.closed = true
+                        defer { state.streams.removeAll() }
+                        return state.streams.values.map(\.continuation)
+                    }
+                    for stream in streams { stream.finish() }
                     return
                 }
                 let level: Logger.Level = error.isTransient ? .debug : .error
@@ -290,6 +298,9 @@ public final class PaymentQueue: Sendable {
         }
         guard let (observers, streams) = listeners else { return false }
         for observer in observers {
+            // Removed by an observer before it in this delivery (remove(_:) returns at once inside a
+            // callback): it hears nothing more, this callback included.
+            guard state.withLock({ $0.observers[ObjectIdentifier(observer)] != nil }) else { continue }
             switch callback.event {
             case .updatedTransactions(let transactions, _):
                 observer.paymentQueue(self, updatedTransactions: transactions)
@@ -335,6 +346,19 @@ public final class PaymentQueue: Sendable {
         }
     }
 
+    /// Returns once the launch replay has been handed over, when something listens and it has not
+    /// been yet (at most `callTimeout`): a payment, finish or restore sent before the replay's
+    /// snapshot would otherwise be taken into it, and its callbacks that the snapshot does not
+    /// show (a restore's end, a removal) would be lost. With nobody listening there is no replay to
+    /// wait for, and after the limit the call goes ahead (it fails on its own if the store is out
+    /// of reach).
+    func afterLaunchReplay() async {
+        let limit = ContinuousClock.now + connection.configuration.callTimeout
+        while state.withLock({ !$0.replayed && $0.listening && !$0.closed }), ContinuousClock.now < limit, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     // MARK: Payments
 
     /// Whether the account may pay in this app (false under purchase restrictions).
@@ -350,6 +374,7 @@ public final class PaymentQueue: Sendable {
     /// as callbacks. Retried safely under `idempotencyKey` (one is made up when none is given).
     @discardableResult
     public func addPayment(_ payment: Payment, storefront: String? = nil, idempotencyKey: String = UUID().uuidString) async throws -> PaymentTransaction {
+        await afterLaunchReplay()
         let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
             $0.queue = connection.configuration.queue
             $0.payment = payment.message
@@ -374,7 +399,8 @@ public final class PaymentQueue: Sendable {
     /// had been finished already.
     @discardableResult
     public func finish(_ transaction: PaymentTransaction) async throws -> Bool {
-        try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
+        await afterLaunchReplay()
+        return try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
             $0.queue = connection.configuration.queue
             $0.transactionIdentifier = transaction.transactionIdentifier
         }).alreadyFinished
@@ -396,6 +422,7 @@ public final class PaymentQueue: Sendable {
     /// transactions it adds; the RESTORED transactions and the end of the restore arrive as callbacks.
     @discardableResult
     public func restore(applicationUsername: String? = nil, idempotencyKey: String = UUID().uuidString) async throws -> (restoreID: String, restoredCount: Int) {
+        await afterLaunchReplay()
         let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
             $0.queue = connection.configuration.queue
             if let applicationUsername { $0.applicationUsername = applicationUsername }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StoreBusSDK
+import Synchronization
 
 /// `storectl products`: SKProductsRequest at a terminal.
 struct ProductsCommand: AsyncParsableCommand {
@@ -125,14 +126,22 @@ struct RestoreCommand: AsyncParsableCommand {
         let callbacks = queue.callbacks
         let (restoreID, count) = try await sentence { try await queue.restore(applicationUsername: applicationUsername) }
         print("restore \(restoreID): \(count) transaction\(count == 1 ? "" : "s") to restore")
+        let failure = Mutex<StoreKitError?>(nil)
         let ended = await follow(callbacks, timeout: wait.duration) { callback in
             switch callback.event {
-            case .restoreCompletedTransactionsFinished(let id, _), .restoreCompletedTransactionsFailed(let id, _): id == restoreID
-            default: false
+            case .restoreCompletedTransactionsFinished(let id, _): return id == restoreID
+            case .restoreCompletedTransactionsFailed(let id, let error) where id == restoreID:
+                failure.withLock { $0 = error }
+                return true
+            default: return false
             }
         }
         await queue.close()
         if !ended { throw Failure(description: "Restore \(restoreID) did not end within \(wait.text).") }
+        // As with a failed purchase, a script must be able to tell.
+        if let error = failure.withLock({ $0 }) {
+            throw Failure(description: "Restore \(restoreID) failed: \(error).")
+        }
     }
 }
 

@@ -147,6 +147,136 @@ struct SDKObserveTests {
         await gateway.stop()
     }
 
+    @Test("a payment, a finish and a restore made before the launch replay has arrived wait for it, so their callbacks follow it")
+    func callsWaitForTheLaunchReplay() async throws {
+        // A scripted gateway whose replay takes 300 ms; each queue call records whether the replay had
+        // been answered when the call arrived (a restore that arrived first would be in the replay's
+        // snapshot, and its end callback, below the snapshot's position, never delivered).
+        let replayAnswered = Atomic<Bool>(false)
+        let early = Mutex<[String]>([])
+        var router = RPCRouter()
+        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
+        router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
+            guard request.replay else {
+                try await Task.sleep(for: .milliseconds(Int(request.waitMs)))
+                return .init()
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            replayAnswered.store(true, ordering: .releasing)
+            return .with { $0.events = [.with { $0.seq = 7; $0.replayComplete.replayedCount = 0 }] }
+        }
+        @Sendable func record(_ call: String) {
+            if !replayAnswered.load(ordering: .acquiring) { early.withLock { $0.append(call) } }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment) { _, _ in
+            record("add")
+            return .with { $0.transaction.transactionIdentifier = "t1" }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { _, _ in
+            record("finish")
+            return .init()
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { _, _ in
+            record("restore")
+            return .with { $0.restoreID = "restore-1" }
+        }
+        let gateway = try ScriptedGateway(router: router)
+        var configuration = gateway.configuration
+        configuration.observerHold = .milliseconds(200)
+        let queue = try PaymentQueue(configuration: configuration)
+        // Given an app that starts listening and, at once, restores, buys and finishes
+        let stream = queue.callbacks
+        let listening = Task { for await _ in stream {} }
+        async let restored = queue.restore()
+        async let added = queue.addPayment(Payment(productIdentifier: "com.example.gems"))
+        let transaction = try await added
+        _ = try await (restored, queue.finish(transaction))
+        // Then none of them reached the store before the replay had been answered
+        #expect(early.withLock { $0 }.isEmpty, "sent before the launch replay: \(early.withLock { $0 })")
+        let answered = replayAnswered.load(ordering: .acquiring)
+        #expect(answered)
+        await queue.close()
+        listening.cancel()
+        await gateway.stop()
+    }
+
+    @Test("with nobody listening, a call does not wait for a launch replay")
+    func callsWithoutListenersDoNotWait() async throws {
+        var router = RPCRouter()
+        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { _, _ in .with { $0.restoreID = "restore-1" } }
+        let gateway = try ScriptedGateway(router: router)
+        var configuration = gateway.configuration
+        // A wait for a replay would last the call timeout; the call alone takes far less, even on a
+        // loaded machine.
+        configuration.callTimeout = .seconds(30)
+        let queue = try PaymentQueue(configuration: configuration)
+        let started = ContinuousClock.now
+        #expect(try await queue.restore().restoreID == "restore-1")
+        #expect(started.duration(to: .now) < .seconds(15))
+        await queue.close()
+        await gateway.stop()
+    }
+
+    @Test("observers removed by another inside a callback do not hear that callback")
+    func removedInsideACallback() async throws {
+        let gateway = try Self.endlessGateway(perAnswer: 1, delay: .milliseconds(20), acknowledged: Positions())
+        let queue = try PaymentQueue(configuration: gateway.configuration)
+        let others = (0..<8).map { _ in IdentifierObserver() }
+        let first = RemovingObserver(removing: others)
+        // Given observers, one of which removes the others in its first callback (observers are
+        // called in no fixed order: with eight, some follow it, whatever the order)
+        for observer in others { queue.add(observer) }
+        queue.add(first)
+        #expect(await waitUntil { first.identifiers.withLock { $0.count } >= 3 })
+        await queue.close()
+        // Then each had heard, when removed, all it ever hears
+        let atRemoval = first.heardAtRemoval.withLock { $0 }
+        let heard = others.map { observer in observer.identifiers.withLock { $0.count } }
+        #expect(heard == atRemoval, "heard in all \(heard), when removed \(atRemoval)")
+        await gateway.stop()
+    }
+
+    /// Records what it hears, and removes other observers in its first callback, noting how many
+    /// callbacks each had heard then.
+    private final class RemovingObserver: PaymentTransactionObserver {
+        let identifiers = Mutex<[String]>([])
+        let heardAtRemoval = Mutex<[Int]>([])
+        let removing: [IdentifierObserver]
+        init(removing: [IdentifierObserver]) { self.removing = removing }
+        func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
+            let first = identifiers.withLock { identifiers in
+                identifiers += transactions.map(\.transactionIdentifier)
+                return identifiers.count == transactions.count
+            }
+            guard first else { return }
+            for observer in removing {
+                queue.remove(observer)
+                heardAtRemoval.withLock { $0.append(observer.identifiers.withLock { $0.count }) }
+            }
+        }
+    }
+
+    @Test("when a shared connection is closed under a queue, its callbacks sequences end")
+    func closedConnectionEndsSequences() async throws {
+        var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
+        configuration.callTimeout = .milliseconds(300)
+        let connection = try StoreConnection(configuration: configuration)
+        let queue = PaymentQueue(connection: connection)
+        let callbacks = queue.callbacks
+        let ended = Atomic<Bool>(false)
+        let consumer = Task {
+            for await _ in callbacks {}
+            ended.store(true, ordering: .releasing)
+        }
+        // When another owner closes the connection the queue observes through
+        await connection.close()
+        // Then the `for await` ends (it used to wait forever)
+        #expect(await waitUntil(timeout: .seconds(5)) { ended.load(ordering: .acquiring) })
+        consumer.cancel()
+        await queue.close()
+    }
+
     @Test("a queue dropped without close() ends its callbacks sequences")
     func droppedQueueEndsItsSequences() async throws {
         var queue: PaymentQueue? = try Self.unreachableQueue()

@@ -74,6 +74,13 @@ struct StorectlAndProtocolTests {
         let (failedBuyStatus, failedBuy) = try await storectl(store, ["buy", coins, "--finish", "--account", "lena"], name: "buy-failed")
         #expect(failedBuyStatus != 0, "\(failedBuy)")
         #expect(failedBuy.contains("The purchase failed"), "\(failedBuy)")
+        // So is a failed restore (under the same policy), and a restore that works exits 0.
+        let (failedRestoreStatus, failedRestore) = try await storectl(store, ["restore", "--account", "lena"], name: "restore-failed")
+        #expect(failedRestoreStatus != 0, "\(failedRestore)")
+        #expect(failedRestore.contains("restoreCompletedTransactionsFailedWithError") && failedRestore.contains("failed: "), "\(failedRestore)")
+        let (restoreStatus, restore) = try await storectl(store, ["restore", "--account", "kim"], name: "restore")
+        #expect(restoreStatus == 0, "\(restore)")
+        #expect(restore.contains("restoreCompletedTransactionsFinished"), "\(restore)")
 
         // --wait bounds the wait for callbacks: a policy that answers after 3 s outlasts a 1 s wait
         // (a sentence, non-zero) and not a 20 s one.
