@@ -12,6 +12,16 @@ public struct PaymentQueueService: Sendable {
     /// Longest applicationUsername of a payment or restore, in bytes (an app's opaque account id;
     /// Apple suggests a hash of it).
     public static let maxApplicationUsernameBytes = 1024
+
+    /// Longest a policy may make the sandbox wait before it answers, in milliseconds.
+    public static let maxPolicyDelayMs: UInt32 = 600_000
+
+    /// INVALID_ARGUMENT naming `policy.delayMs` when the policy waits longer than the sandbox allows.
+    public static func checkDelay(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy) throws(RPCError) {
+        guard policy.delayMs <= maxPolicyDelayMs else {
+            throw RPCError.invalidArgument(field: "policy.delayMs", "must be at most \(maxPolicyDelayMs)")
+        }
+    }
     /// Largest requestData of a payment, in bytes (StoreKit reserves the field; such payments fail
     /// with unauthorizedRequestData, and their transactions still carry it).
     public static let maxRequestDataBytes = 4096
@@ -125,9 +135,7 @@ public struct PaymentQueueService: Sendable {
             guard request.policy.mode != .unspecified else {
                 throw RPCError.invalidArgument(field: "policy.mode", "must be APPROVE, FAIL, ASK_TO_BUY or INTERRUPT")
             }
-            guard request.policy.delayMs <= 600_000 else {
-                throw RPCError.invalidArgument(field: "policy.delayMs", "must be at most 600000")
-            }
+            try PaymentQueueService.checkDelay(request.policy)
             try await service.store.setPolicy(request.policy, app: request.appBundleID, account: request.accountID)
             service.authority.poke()
             return .init()

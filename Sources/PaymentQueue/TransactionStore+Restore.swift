@@ -220,8 +220,12 @@ extension TransactionStore {
         let waiting = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state IN (?, ?)"), arguments: [
             app, account, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Storebus_PaymentQueue_V1_TransactionState.deferred.rawValue,
         ])
+        // Their observers hear them fail (updatedTransactions) before they leave the queue with the
+        // rest, as with any failed payment: the last state they heard was not the end.
+        var failedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for id in waiting {
-            try Self.fail(db, id: id, .make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided."), at: Self.milliseconds(now))
+            let failed = try Self.fail(db, id: id, .make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided."), at: Self.milliseconds(now))
+            failedByQueue[failed["queue_key"], default: []].append(try Self.transaction(db, row: failed))
         }
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
                                     arguments: [app, account])
@@ -241,6 +245,9 @@ extension TransactionStore {
         for queueRow in queues {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
             let key: String = queueRow["queue_key"]
+            for chunk in Self.eventSized(failedByQueue[key] ?? []) {
+                try batch.append(key: key, Self.updated(chunk, queue: queue))
+            }
             for chunk in Self.eventSized(removedByQueue[key] ?? []) {
                 try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
                     $0.queue = queue

@@ -299,11 +299,16 @@ public final class TransactionStore: Sendable {
             guard let current = try Self.transaction(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
+            // Whether the transaction was ever DEFERRED: Ask to Buy asked for by the payment or the
+            // policy copied onto it, the only ways into DEFERRED.
+            let asked = try Bool.fetchOne(db.cachedStatement(sql: "SELECT ask_to_buy OR policy_mode = ? FROM pq_transaction WHERE id = ?"),
+                                          arguments: [Storebus_PaymentQueue_V1_PolicyMode.askToBuy.rawValue, id]) ?? false
             let answered: Row
             switch (current.transactionState, approve) {
             case (.deferred, true): answered = try Self.purchase(db, id: id, at: Self.milliseconds(now))
             case (.deferred, false): answered = try Self.fail(db, id: id, .make(.paymentCancelled, "The request to buy was declined."), at: Self.milliseconds(now))
-            case (.purchased, true), (.failed, false): return current
+            // Approved already, or declined already (a clear fails a deferred one too: it is over).
+            case (.purchased, true) where asked, (.failed, false) where asked: return current
             default:
                 throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState), not waiting for Ask to Buy")
             }
@@ -327,6 +332,10 @@ public final class TransactionStore: Sendable {
                 throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")
             }
             if let resolved = row["resolved_by"] as String? { return try Self.transaction(db, id: resolved)! }
+            // Cleared purchase history is never charged later (see clear).
+            guard !(row["cleared"] as Bool) else {
+                throw RPCError(.failedPrecondition, "transaction \(id) was cleared with the account's purchase history and can no longer be resolved")
+            }
             let payload = (row["request_data"] as Data? ?? Data()).count + (row["application_username"] as String? ?? "").utf8.count
             try Self.checkRoom(
                 Self.unfinishedLoad(db, queueKey: row["queue_key"]), adding: 1, bytes: payload,

@@ -87,6 +87,11 @@ func applyConfiguredPolicies(_ section: Data?, store: TransactionStore) async th
         } catch {
             throw StartupError("service.policies[\(index)].policy is not a PaymentPolicy: \(error)")
         }
+        do {
+            try PaymentQueueService.checkDelay(policy)
+        } catch {
+            throw StartupError("service.policies[\(index)].policy: \(error.message)")
+        }
         try await store.setPolicy(policy.mode == .unspecified ? { var p = policy; p.mode = .approve; return p }() : policy, app: app, account: entry["account"] as? String ?? "")
     }
 }

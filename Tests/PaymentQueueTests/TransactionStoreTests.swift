@@ -197,6 +197,67 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) == resolved, "resolving again returns it, full queue or not")
     }
 
+    @Test("clearing an account fails its waiting payments where their observers hear it (updatedTransactions failed), before they leave the queue")
+    func clearFailsWaitingPaymentsAudibly() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        // Given a payment deferred for Ask to Buy and one still PURCHASING (its policy answers later)
+        let deferred = try await fixture.purchase("coins", askToBuy: true)
+        #expect(try await fixture.store.decide(deferred.transactionIdentifier)?.transactionState == .deferred)
+        let waiting = try await fixture.purchase("gems", policy: .with { $0.mode = .approve; $0.delayMs = 600_000 })
+        // When the account's history is cleared
+        _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
+        // Then each is heard FAILED (paymentCancelled), then removed
+        let timeline = try await fixture.events().flatMap { event -> [(String, String)] in
+            switch event.event {
+            case .updatedTransactions(let updated): updated.transactions.map { ($0.transactionIdentifier, "\($0.transactionState)") }
+            case .removedTransactions(let removed): removed.transactions.map { ($0.transactionIdentifier, "removed") }
+            default: []
+            }
+        }
+        for id in [deferred.transactionIdentifier, waiting.transactionIdentifier] {
+            let states = timeline.filter { $0.0 == id }.map(\.1)
+            #expect(states.suffix(2) == ["failed", "removed"], "\(id): \(states)")
+        }
+        #expect(try await fixture.store.transaction(waiting.transactionIdentifier)?.error.code == .paymentCancelled)
+    }
+
+    @Test("an interrupted purchase cleared with the account's history can no longer be resolved (nothing cleared is charged later)")
+    func clearedInterruptedPurchaseStaysUncharged() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
+        #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
+        _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
+        let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) }
+        #expect(refused?.code == .failedPrecondition)
+        let charges = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
+        #expect(charges.isEmpty, "\(charges)")
+    }
+
+    @Test("Ask to Buy answers: repeating the answer given is OK; answering a purchase that never waited for one is FAILED_PRECONDITION")
+    func askToBuyAnswersOnlyForDeferred() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let asked = try await fixture.purchase("coins", askToBuy: true)
+        _ = try await fixture.store.decide(asked.transactionIdentifier)
+        #expect(try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true).transactionState == .purchased)
+        #expect(try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true).transactionState == .purchased, "approved already")
+        let declined = try await fixture.purchase("coins", policy: .with { $0.mode = .askToBuy })
+        _ = try await fixture.store.decide(declined.transactionIdentifier)
+        #expect(try await fixture.store.answerAskToBuy(declined.transactionIdentifier, approve: false).transactionState == .failed)
+        #expect(try await fixture.store.answerAskToBuy(declined.transactionIdentifier, approve: false).transactionState == .failed, "declined already")
+        // An ordinary purchase, and a payment the sandbox failed, were never deferred
+        let bought = try await fixture.purchase("coins")
+        _ = try await fixture.store.decide(bought.transactionIdentifier)
+        let failed = try await fixture.purchase("coins", policy: .with { $0.mode = .fail; $0.failError = .paymentInvalid })
+        _ = try await fixture.store.decide(failed.transactionIdentifier)
+        for (id, approve) in [(bought.transactionIdentifier, true), (failed.transactionIdentifier, false)] {
+            let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.answerAskToBuy(id, approve: approve) }
+            #expect(refused?.code == .failedPrecondition, "\(id)")
+        }
+    }
+
     @Test("an account's transactions and charges list in pages that follow each other, oldest first, and a token the listing did not give is INVALID_ARGUMENT")
     func listingsInPages() async throws {
         let fixture = try StoreFixture()

@@ -278,7 +278,8 @@ public nonisolated enum Storebus_PaymentQueue_V1_PolicyMode: SwiftProtobuf.Enum,
   /// Move to DEFERRED until ApproveAskToBuy or DeclineAskToBuy.
   case askToBuy // = 3
 
-  /// Stay PURCHASING until ResolveInterruptedPurchase.
+  /// Move to FAILED (SK_ERROR_PAYMENT_CANCELLED), marked interrupted: ResolveInterruptedPurchase then
+  /// adds a new PURCHASED transaction for the same payment.
   case interrupt // = 4
   case UNRECOGNIZED(Int)
 

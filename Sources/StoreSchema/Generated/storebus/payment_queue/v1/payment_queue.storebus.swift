@@ -51,7 +51,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     )
 
     /// The queue's unfinished transactions and its current event position, for a follower that starts
-    /// from a snapshot. NOT_FOUND: unknown app. Idempotent.
+    /// from a snapshot. The app is not looked up in the catalog (this is every launch's call): an
+    /// unknown app's queue is empty. Idempotent.
     public static let listTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ListTransactionsRequest, Storebus_PaymentQueue_V1_ListTransactionsResponse>(
         service: serviceName, method: "ListTransactions", idempotent: true, streaming: .unary
     )
@@ -67,8 +68,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     public static let serviceName = "storebus.payment_queue.v1.PaymentQueueAdmin"
 
     /// Sets how the sandbox answers new payments for one account, or for every account without its own
-    /// policy. NOT_FOUND: unknown app. INVALID_ARGUMENT: mode unspecified, or FAIL without a fail_error.
-    /// Idempotent.
+    /// policy. NOT_FOUND: unknown app. INVALID_ARGUMENT: mode unspecified, or delay_ms over 600000.
+    /// FAIL without a fail_error fails with SK_ERROR_UNKNOWN (its zero value). Idempotent.
     public static let setPaymentPolicy = MethodDescriptor<Storebus_PaymentQueue_V1_SetPaymentPolicyRequest, Storebus_PaymentQueue_V1_SetPaymentPolicyResponse>(
         service: serviceName, method: "SetPaymentPolicy", idempotent: true, streaming: .unary
     )
@@ -95,9 +96,9 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// Resolves a purchase interrupted by the INTERRUPT policy (as if the user finished the required
     /// action outside the app). The interrupted transaction has already FAILED; resolving adds a new
     /// PURCHASED transaction for the same payment to the same queue, charged once. NOT_FOUND: unknown
-    /// transaction. FAILED_PRECONDITION: not an interrupted purchase. RESOURCE_EXHAUSTED: the queue
-    /// already holds as many unfinished transactions as it may. Idempotent: resolving twice adds
-    /// nothing more.
+    /// transaction. FAILED_PRECONDITION: not an interrupted purchase, or one cleared with the account's
+    /// history. RESOURCE_EXHAUSTED: the queue already holds as many unfinished transactions as it may.
+    /// Idempotent: resolving twice adds nothing more.
     public static let resolveInterruptedPurchase = MethodDescriptor<Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseRequest, Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseResponse>(
         service: serviceName, method: "ResolveInterruptedPurchase", idempotent: true, streaming: .unary
     )
