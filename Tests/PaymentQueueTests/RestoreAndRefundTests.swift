@@ -253,5 +253,18 @@ struct PaymentQueueExtrasTests {
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "parent" }).canMakePayments)
         await client.shutdown()
         await fixture.stop()
+
+        // A configured policy is held to the limits SetPaymentPolicy enforces: the service says so and
+        // does not start.
+        let overlong = try PaymentQueueFixture { directory in
+            let path = directory.path("payment-queue.json")
+            try Data(#"""
+            {"service": {"policies": [{"app": "com.storebus.demo.puzzle", "policy": {"mode": "POLICY_MODE_APPROVE", "delayMs": 700000}}]}}
+            """#.utf8).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        let refused = await #expect(throws: (any Error).self) { try await overlong.start() }
+        #expect("\(refused.map { "\($0)" } ?? "")".contains(#"service.policies[0].policy: invalid field "policy.delayMs": must be at most 600000"#), "\(String(describing: refused))")
+        await overlong.stop()
     }
 }
