@@ -391,6 +391,25 @@ struct EndToEndTests {
         await store.stop()
     }
 
+    @Test("a call the gateway could not forward (the payment queue down) is UNAVAILABLE with NOT_SENT and retry advice: it did not run")
+    func unforwardedCallDidNotRun() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let connection = try StoreConnection(configuration: store.configuration(account: "ines"))
+        _ = try await connection.authenticate()
+        await store.queue.stop()
+        let refused = await #expect(throws: StoreError.self) {
+            _ = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = .with { $0.appBundleID = puzzle; $0.accountID = "ines"; $0.deviceID = "phone" }
+                $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
+            }, timeout: .seconds(1))
+        }
+        #expect(refused?.status == .unavailable, "\(String(describing: refused))")
+        #expect(refused?.reason == "NOT_SENT" && refused?.domain == "storebus.rpc", "\(String(describing: refused))")
+        await connection.close()
+        await store.stop()
+    }
+
     @Test("when the payment queue's data is replaced, a client ahead of the new log starts over with a replay")
     func logBehindClient() async throws {
         let store = try StoreFixture()

@@ -395,6 +395,8 @@ struct RPCBalancingTests {
                 _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init(), options: CallOptions(timeout: .milliseconds(300)))
             }
             #expect(error?.code == .unavailable)
+            // Never sent, so it did not run: a forwarder passing this on tells its caller so.
+            #expect(error?.details.info.reason == "NOT_SENT" && error?.details.retry.retryDelayMs ?? 0 > 0, "\(String(describing: error?.details))")
         }
         await live.stop()
     }

@@ -125,8 +125,15 @@ final class ClientLoop {
         if sent || call.attempts > 0 {
             call.finish(.failure(RPCError(.deadlineExceeded, "\(call.path): the deadline passed before the server answered")))
         } else {
+            // Never sent, so certainly not run: `retry` says so (§8 of the protocol), also to the
+            // caller of a forwarder (the gateway) that passes this error on, for whom an UNAVAILABLE
+            // without it would mean "may have run".
             let addresses = endpoints.map(\.address).joined(separator: ", ")
-            call.finish(.failure(RPCError(.unavailable, "\(call.path): no StoreBus server was reachable at \(addresses) before the deadline")))
+            let error = RPCError(
+                .unavailable, "\(call.path): no StoreBus server was reachable at \(addresses) before the deadline",
+                details: .with { $0.retry.retryDelayMs = Int64(configuration.reconnectIntervalMax.wireMilliseconds) }
+            )
+            call.finish(.failure(error.withReason("NOT_SENT", domain: "storebus.rpc")))
         }
     }
 
