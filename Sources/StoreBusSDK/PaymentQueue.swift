@@ -34,6 +34,12 @@ public final class PaymentQueue: Sendable {
         var observing: Task<Void, Never>?
         var observingError: StoreError?
         var closed = false
+        /// Callbacks of the SDK's own making (a payment or restore the store refused) that came while
+        /// nobody listened, or before the launch replay: handed to the next listener after it.
+        var held: [PaymentQueueCallback] = []
+        /// The last of the fire-and-forget calls (`add`, `finishTransaction`): each starts after the
+        /// one before, so they reach the store in the order the app made them.
+        var lastCall: Task<Void, Never>?
 
         var listening: Bool { !observers.isEmpty || !streams.isEmpty }
     }
@@ -62,6 +68,7 @@ public final class PaymentQueue: Sendable {
     public func add(_ observer: any PaymentTransactionObserver) {
         state.withLock { $0.observers[ObjectIdentifier(observer)] = observer }
         startObserving()
+        handOverHeldLater()
     }
 
     /// Removes an observer: once this returns, it hears no more callbacks. Observing goes on while
@@ -99,6 +106,7 @@ public final class PaymentQueue: Sendable {
             _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
         }
         startObserving()
+        handOverHeldLater()
         return PaymentQueueCallbacks(stream: stream, backlog: backlog)
     }
 
@@ -249,18 +257,54 @@ public final class PaymentQueue: Sendable {
         return .delivered(delivered)
     }
 
+    /// Hands a store callback to every observer and sequence (one callback at a time whichever task
+    /// delivers it) and moves the acknowledged position to its seq; then, once the launch replay is
+    /// over, the SDK's own callbacks that were held. Returns false, changing nothing, when nobody
+    /// listens.
     private func deliver(_ event: Storebus_Gateway_V1_ObserverEvent) -> Bool {
-        deliver(PaymentQueueCallback(seq: event.seq, event: Self.translate(event)), advances: true)
-    }
-
-    /// Hands a callback to every observer and sequence, one callback at a time whichever task
-    /// delivers it; `advances` moves the acknowledged position to its seq. Returns false, changing
-    /// nothing, when nobody listens.
-    @discardableResult
-    private func deliver(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
         delivering.lock()
         defer { delivering.unlock() }
-        return deliverSerially(callback, advances: advances)
+        guard deliverSerially(PaymentQueueCallback(seq: event.seq, event: Self.translate(event)), advances: true) else { return false }
+        handOverHeld()
+        return true
+    }
+
+    /// Hands a callback of the SDK's own making (position 0, nothing acknowledged) to the observers
+    /// and sequences, after any held before it; while nobody listens, or before the launch replay has
+    /// been handed over, it is held for later instead (see ``State/held``).
+    private func deliverLocal(_ event: PaymentQueueCallback.Event) {
+        delivering.lock()
+        defer { delivering.unlock() }
+        state.withLock { if !$0.closed { $0.held.append(PaymentQueueCallback(seq: 0, event: event)) } }
+        handOverHeld()
+    }
+
+    /// Hands over the held callbacks, in order, if someone listens and the launch replay is over.
+    /// Called with `delivering` held.
+    private func handOverHeld() {
+        while let next = state.withLock({ state -> PaymentQueueCallback? in
+            guard state.listening, state.replayed, !state.closed, !state.held.isEmpty else { return nil }
+            return state.held.removeFirst()
+        }) {
+            if !deliverSerially(next, advances: false) {
+                state.withLock { if !$0.closed { $0.held.insert(next, at: 0) } }
+                return
+            }
+        }
+    }
+
+    /// For a listener just added: hands over the held callbacks from another task (StoreKit never
+    /// calls an observer from inside `add`), if the replay is already over; otherwise the observing
+    /// loop does after it.
+    private func handOverHeldLater() {
+        guard state.withLock({ !$0.held.isEmpty && $0.replayed }) else { return }
+        Task { handOverHeldNow() }
+    }
+
+    private func handOverHeldNow() {
+        delivering.lock()
+        defer { delivering.unlock() }
+        handOverHeld()
     }
 
     private func deliverSerially(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
@@ -383,14 +427,72 @@ public final class PaymentQueue: Sendable {
         return PaymentTransaction(response.transaction)
     }
 
-    /// Adds a payment (SKPaymentQueue.add); the transaction arrives through the observers. Errors
-    /// reaching the store are logged; use ``addPayment(_:storefront:idempotencyKey:)`` to handle them.
+    /// Adds a payment (SKPaymentQueue.add); its transaction arrives through the observers, as with
+    /// StoreKit whatever happens. Payments (and ``finishTransaction(_:)`` calls) reach the store in
+    /// the order they were made. A call whose outcome is unknown (deadline, no gateway) is made again
+    /// under the same idempotency key, up to three times. When the store refuses the payment, or still
+    /// cannot be reached, observers hear a FAILED transaction that only this queue knows: its
+    /// identifier starts with ``localTransactionPrefix``, its error says why (paymentInvalid for a
+    /// payment the store found invalid, clientInvalid when the session or the queue may not add it,
+    /// cloudServiceNetworkConnectionFailed when it could not be reached), and finishing it removes it
+    /// here. A payment whose answers were lost may still have gone through: its transaction then
+    /// arrives as well, like any transaction at any time. Use ``addPayment(_:storefront:idempotencyKey:)``
+    /// to handle errors yourself.
     public func add(_ payment: Payment) {
-        Task {
-            do {
-                try await addPayment(payment)
-            } catch {
-                logger.error("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
+        inOrder { [self] in
+            let key = UUID().uuidString
+            var backoff = Backoff(first: connection.configuration.reconnectDelay)
+            for attempt in 1...3 {
+                do {
+                    try await addPayment(payment, idempotencyKey: key)
+                    return
+                } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
+                    await backoff.wait()
+                } catch {
+                    logger.error("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
+                    deliverLocal(.updatedTransactions([localFailure(payment, error)], replayed: false))
+                    return
+                }
+            }
+        }
+    }
+
+    /// The identifier prefix of a FAILED transaction the store never recorded (see ``add(_:)``).
+    public static let localTransactionPrefix = "local-"
+
+    /// A FAILED transaction of this queue alone, for a payment the store did not take.
+    private func localFailure(_ payment: Payment, _ error: any Error) -> PaymentTransaction {
+        let code = Self.paymentFailureCode(error)
+        return PaymentTransaction(.with {
+            $0.transactionIdentifier = Self.localTransactionPrefix + UUID().uuidString.lowercased()
+            $0.transactionState = .failed
+            $0.queue = connection.configuration.queue
+            $0.payment = payment.message
+            $0.transactionDate = .init(date: Date())
+            $0.error = .with {
+                $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
+                $0.localizedDescription = "\(error)"
+            }
+        })
+    }
+
+    /// The StoreKit code a payment that failed with `error` is reported with.
+    static func paymentFailureCode(_ error: any Error) -> StoreKitError.Code {
+        switch (error as? StoreError)?.status {
+        case .invalidArgument?, .notFound?: .paymentInvalid
+        case .permissionDenied?, .unauthenticated?, .resourceExhausted?, .failedPrecondition?: .clientInvalid
+        case .internalError?, .unimplemented?, .unknown?: .unknown
+        default: .cloudServiceNetworkConnectionFailed
+        }
+    }
+
+    /// Runs `call` in a task of its own once the fire-and-forget calls made before it have ended.
+    private func inOrder(_ call: @escaping @Sendable () async -> Void) {
+        state.withLock { state in
+            let previous = state.lastCall
+            state.lastCall = Task {
+                await previous?.value
+                await call()
             }
         }
     }
@@ -399,6 +501,9 @@ public final class PaymentQueue: Sendable {
     /// had been finished already.
     @discardableResult
     public func finish(_ transaction: PaymentTransaction) async throws -> Bool {
+        if transaction.transactionIdentifier.hasPrefix(Self.localTransactionPrefix) {
+            return finishLocal(transaction)
+        }
         await afterLaunchReplay()
         return try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
             $0.queue = connection.configuration.queue
@@ -406,10 +511,25 @@ public final class PaymentQueue: Sendable {
         }).alreadyFinished
     }
 
-    /// Finishes a transaction (SKPaymentQueue.finishTransaction). Errors are logged; use
-    /// ``finish(_:)`` to handle them.
+    /// Removes a transaction only this queue knows (see ``add(_:)``), with its removedTransactions
+    /// callback; true when it had been finished already.
+    private func finishLocal(_ transaction: PaymentTransaction) -> Bool {
+        let known = state.withLock { $0.transactions[transaction.transactionIdentifier] != nil || $0.held.contains { held in
+            if case .updatedTransactions(let transactions, _) = held.event { return transactions.contains { $0.transactionIdentifier == transaction.transactionIdentifier } }
+            return false
+        } }
+        guard known else { return true }
+        var finished = transaction
+        finished.isFinished = true
+        finished.record.finished = true
+        deliverLocal(.removedTransactions([finished]))
+        return false
+    }
+
+    /// Finishes a transaction (SKPaymentQueue.finishTransaction), after the payments and finishes
+    /// made before it. Errors are logged; use ``finish(_:)`` to handle them.
     public func finishTransaction(_ transaction: PaymentTransaction) {
-        Task {
+        inOrder { [self] in
             do {
                 try await finish(transaction)
             } catch {
@@ -454,7 +574,7 @@ public final class PaymentQueue: Sendable {
                     // Not a queue event (the store refused or was not reached): told to observers and
                     // sequences through the same serial delivery, as a StoreKit error, with position 0.
                     let failure = StoreKitError(code: Self.restoreFailureCode(error), localizedDescription: "\(error)")
-                    deliver(PaymentQueueCallback(seq: 0, event: .restoreCompletedTransactionsFailed(restoreID: "", error: failure)), advances: false)
+                    deliverLocal(.restoreCompletedTransactionsFailed(restoreID: "", error: failure))
                     return
                 }
             }

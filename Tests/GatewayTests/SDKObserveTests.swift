@@ -277,6 +277,129 @@ struct SDKObserveTests {
         await queue.close()
     }
 
+    /// A scripted gateway with an empty queue (the replay at once, live calls held), answering
+    /// AddPayment with `addPayment` and counting FinishTransaction calls.
+    private static func refusingGateway(
+        finishCalls: Counter = Counter(),
+        addPayment: @escaping @Sendable (Storebus_PaymentQueue_V1_AddPaymentRequest) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse
+    ) throws -> ScriptedGateway {
+        var router = RPCRouter()
+        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
+        router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
+            guard request.replay else {
+                try await Task.sleep(for: .milliseconds(Int(request.waitMs)))
+                return .init()
+            }
+            return .with { $0.events = [.with { $0.seq = 3; $0.replayComplete.replayedCount = 0 }] }
+        }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment) { request, _ in try await addPayment(request) }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { _, _ in
+            finishCalls.value.wrappingAdd(1, ordering: .relaxed)
+            return .init()
+        }
+        return try ScriptedGateway(router: router)
+    }
+
+    /// A count tasks share.
+    private final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    /// Records every callback of a queue's sequence.
+    private final class Recording: Sendable {
+        let callbacks = Mutex<[PaymentQueueCallback]>([])
+        private let task = Mutex<Task<Void, Never>?>(nil)
+
+        static func of(_ stream: PaymentQueueCallbacks) -> Recording {
+            let recording = Recording()
+            recording.task.withLock { $0 = Task { for await callback in stream { recording.callbacks.withLock { $0.append(callback) } } } }
+            return recording
+        }
+
+        func cancel() { task.withLock { $0?.cancel() } }
+        var failed: [PaymentTransaction] {
+            callbacks.withLock { $0 }.flatMap { callback -> [PaymentTransaction] in
+                if case .updatedTransactions(let transactions, _) = callback.event { return transactions.filter { $0.transactionState == .failed } }
+                return []
+            }
+        }
+        var removed: [String] {
+            callbacks.withLock { $0 }.flatMap { callback -> [String] in
+                if case .removedTransactions(let transactions) = callback.event { return transactions.map(\.transactionIdentifier) }
+                return []
+            }
+        }
+    }
+
+    @Test("a payment the store refuses reaches the observers as a FAILED transaction only the queue knows, which finishing removes without asking the store")
+    func refusedPaymentIsHeard() async throws {
+        let finishCalls = Counter()
+        let gateway = try Self.refusingGateway(finishCalls: finishCalls) { _ in
+            throw RPCError.invalidArgument(field: "payment.quantity", "must be 1 to 10")
+        }
+        let queue = try PaymentQueue(configuration: gateway.configuration)
+        let recording = Recording.of(queue.callbacks)
+        // When the app adds a payment StoreKit-style and the store refuses it
+        queue.add(Payment(productIdentifier: "com.example.gems", quantity: 11))
+        // Then its observers hear it fail, with StoreKit's code for an invalid payment
+        #expect(await waitUntil { !recording.failed.isEmpty })
+        let failed = try #require(recording.failed.first)
+        #expect(failed.transactionIdentifier.hasPrefix(PaymentQueue.localTransactionPrefix), "\(failed.transactionIdentifier)")
+        #expect(failed.error?.code == .paymentInvalid && failed.payment.quantity == 11, "\(String(describing: failed.error))")
+        #expect(queue.transactions.map(\.transactionIdentifier) == [failed.transactionIdentifier])
+        // And finishing it removes it, here only
+        queue.finishTransaction(failed)
+        #expect(await waitUntil { recording.removed == [failed.transactionIdentifier] })
+        #expect(queue.transactions.isEmpty)
+        #expect(try await queue.finish(failed), "finished already")
+        let calls = finishCalls.value.load(ordering: .relaxed)
+        #expect(calls == 0)
+        await queue.close()
+        recording.cancel()
+        await gateway.stop()
+    }
+
+    @Test("a refusal that comes while nobody listens reaches the next listener, after its launch replay")
+    func refusalWaitsForAListener() async throws {
+        let attempts = Counter()
+        let gateway = try Self.refusingGateway { _ in
+            attempts.value.wrappingAdd(1, ordering: .relaxed)
+            throw RPCError(.resourceExhausted, "the queue is full")
+        }
+        let queue = try PaymentQueue(configuration: gateway.configuration)
+        queue.add(Payment(productIdentifier: "com.example.gems"))
+        #expect(await waitUntil { attempts.value.load(ordering: .relaxed) == 1 })
+        try await Task.sleep(for: .milliseconds(100))
+        // When something starts listening, it hears the replay's end, then the refusal
+        let recording = Recording.of(queue.callbacks)
+        #expect(await waitUntil { !recording.failed.isEmpty })
+        let events = recording.callbacks.withLock { $0 }.map(\.event)
+        #expect(events.first == .replayCompleted(count: 0), "\(events)")
+        #expect(recording.failed.first?.error?.code == .clientInvalid)
+        await queue.close()
+        recording.cancel()
+        await gateway.stop()
+    }
+
+    @Test("payments added StoreKit-style reach the store in the order they were added")
+    func paymentsKeepTheirOrder() async throws {
+        let log = Mutex<[String]>([])
+        let gateway = try Self.refusingGateway { request in
+            let product = request.payment.productIdentifier
+            log.withLock { $0.append("start \(product)") }
+            // The first takes long: a later payment sent meanwhile would overtake it.
+            if product == "a" { try await Task.sleep(for: .milliseconds(200)) }
+            log.withLock { $0.append("end \(product)") }
+            return .with { $0.transaction = .with { $0.transactionIdentifier = product; $0.transactionState = .purchasing } }
+        }
+        let queue = try PaymentQueue(configuration: gateway.configuration)
+        for product in ["a", "b", "c"] { queue.add(Payment(productIdentifier: product)) }
+        #expect(await waitUntil { log.withLock { $0.count } == 6 })
+        #expect(log.withLock { $0 } == ["start a", "end a", "start b", "end b", "start c", "end c"])
+        await queue.close()
+        await gateway.stop()
+    }
+
     @Test("a queue dropped without close() ends its callbacks sequences")
     func droppedQueueEndsItsSequences() async throws {
         var queue: PaymentQueue? = try Self.unreachableQueue()
