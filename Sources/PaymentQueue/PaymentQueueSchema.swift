@@ -116,6 +116,16 @@ public enum PaymentQueueSchema {
             // recorded before, and for those without a key.
             try db.execute(sql: "ALTER TABLE pq_restore ADD COLUMN request_digest TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("payment_queue_v6_replay_bytes") { db in
+            // What each unfinished transaction weighs against its queue's launch-replay budget
+            // (TransactionStore.replayWeight): set when it is created, here for those already waiting.
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN replay_bytes INTEGER NOT NULL DEFAULT 0")
+            for id in try String.fetchAll(db, sql: "SELECT id FROM pq_transaction WHERE finished = 0") {
+                if let transaction = try TransactionStore.transaction(db, id: id) {
+                    try TransactionStore.setReplayWeight(db, id: id, try TransactionStore.replayWeight(transaction))
+                }
+            }
+        }
         return migrator
     }
 }

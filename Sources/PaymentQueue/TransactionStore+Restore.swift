@@ -37,7 +37,7 @@ extension TransactionStore {
             }
             let nowMS = Self.milliseconds(now)
             var sql = """
-                SELECT id, length(request_data) + length(CAST(application_username AS BLOB)) FROM pq_transaction
+                SELECT id FROM pq_transaction
                 WHERE app = ? AND account = ? AND state = ? AND product_type IN (?, ?) AND original_id IS NULL
                   AND revoked_ms IS NULL AND cleared = 0
                 """
@@ -49,13 +49,11 @@ extension TransactionStore {
                 sql += " AND application_username = ?"
                 arguments += [applicationUsername]
             }
-            let found = try Row.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
-            let originals = found.map { $0[0] as String }
-            try Self.checkRoom(
-                Self.unfinishedLoad(db, queueKey: queue.key), adding: originals.count,
-                bytes: Self.restoredPayloadCopies * found.reduce(0) { $0 + ($1[1] as Int) },
-                maxUnfinished: maxUnfinished, doing: "restoring \(originals.count) transactions"
-            )
+            let originals = try String.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
+            let load = try Self.unfinishedLoad(db, queueKey: queue.key)
+            // Refused before anything is written when the count alone is too many; the weight is known
+            // once the transactions are (the savepoint undoes them when there is no room).
+            try Self.checkRoom(load, adding: originals.count, bytes: 0, maxUnfinished: maxUnfinished, doing: "restoring \(originals.count) transactions")
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             for original in originals {
                 let id = try Self.nextIdentifier(db)
@@ -69,6 +67,12 @@ extension TransactionStore {
                     """).execute(arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
                                      nowMS, nowMS, nowMS, original])
                 restored.append(try Self.transaction(db, id: id)!)
+            }
+            // Each restored transaction carries its original's payment as well as its own.
+            let weights = try restored.map(Self.replayWeight)
+            try Self.checkRoom(load, adding: restored.count, bytes: weights.reduce(0, +), maxUnfinished: maxUnfinished, doing: "restoring \(restored.count) transactions")
+            for (transaction, weight) in zip(restored, weights) {
+                try Self.setReplayWeight(db, id: transaction.transactionIdentifier, weight)
             }
             let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: restored.count, now: now)
             for chunk in Self.eventSized(restored) {

@@ -20,10 +20,31 @@ public final class TransactionStore: Sendable {
     /// an answer must stay under the 4 MiB message limit. A queue this full means an app that does not
     /// finish its transactions; it has to finish some before it can add more.
     public static let defaultMaxUnfinished = 1000
-    /// Most bytes of requestData and applicationUsername that one queue's unfinished transactions may
-    /// hold together: with the rest of each transaction, the replay stays under the message limit
-    /// even when every field is as large (and its JSON as escaped) as it may be.
-    public static let maxUnfinishedPayloadBytes = 384 * 1024
+    /// Most bytes that one queue's unfinished transactions may take, together, in its launch replay
+    /// (their JSON, see ``replayWeight(_:)``): the replay is one answer, and it stays under the 4 MiB
+    /// message limit whatever the fields hold. Counting the JSON rather than the fields' bytes matters:
+    /// a control character takes six bytes in JSON, and every transaction repeats its queue's names
+    /// and, when restored, its original's payment.
+    public static let maxUnfinishedReplayBytes = 3 * 1024 * 1024
+    /// Bytes a transaction's weight allows beyond its JSON when it is created, for what it may still
+    /// gain while unfinished: an error and its description, a cancellation date, a longer state name.
+    static let replayGrowthBytes = 512
+
+    /// What `transaction` weighs against ``maxUnfinishedReplayBytes``: its JSON and room to grow.
+    static func replayWeight(_ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) throws -> Int {
+        try transaction.jsonUTF8Data().count + replayGrowthBytes
+    }
+
+    /// The weight of a transaction announced alone by `event`: the event holds the transaction, so its
+    /// JSON is at least as long as the transaction's (and spares encoding it once more).
+    static func replayWeight(announcedBy event: StoredEvent) -> Int {
+        event.json.utf8.count + replayGrowthBytes
+    }
+
+    /// Records a new unfinished transaction's weight (see ``replayWeight(_:)``).
+    static func setReplayWeight(_ db: Database, id: String, _ weight: Int) throws {
+        try db.cachedStatement(sql: "UPDATE pq_transaction SET replay_bytes = ? WHERE id = ?").execute(arguments: [weight, id])
+    }
     /// Most transactions announced in one event by a restore or a clear.
     static let transactionsPerEvent = 64
 
@@ -47,16 +68,8 @@ public final class TransactionStore: Sendable {
         self.maxUnfinished = maxUnfinished
     }
 
-    /// How many times the launch replay carries a restored transaction's requestData and
-    /// applicationUsername: in its own payment and in its original's.
-    static let restoredPayloadCopies = 2
-
     /// The load of a queue's unfinished transactions (see ``unfinishedLoad(_:queueKey:)``).
-    static let unfinishedLoadSQL = """
-        SELECT COUNT(*), COALESCE(SUM((length(request_data) + length(CAST(application_username AS BLOB)))
-                                      * (CASE WHEN original_id IS NULL THEN 1 ELSE \(restoredPayloadCopies) END)), 0)
-        FROM pq_transaction WHERE queue_key = ? AND finished = 0
-        """
+    static let unfinishedLoadSQL = "SELECT COUNT(*), COALESCE(SUM(replay_bytes), 0) FROM pq_transaction WHERE queue_key = ? AND finished = 0"
 
     /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
     /// requestData and applicationUsername they hold, as the launch replay carries them (see
@@ -66,11 +79,11 @@ public final class TransactionStore: Sendable {
         return (row?[0] ?? 0, row?[1] ?? 0)
     }
 
-    /// RESOURCE_EXHAUSTED unless a queue holding `load` can take `adding` more unfinished transactions
-    /// carrying `bytes` of requestData and applicationUsername.
+    /// RESOURCE_EXHAUSTED unless a queue holding `load` (its own new transactions not counted yet) can
+    /// take `adding` more unfinished transactions weighing `bytes` together.
     static func checkRoom(_ load: (count: Int, bytes: Int), adding: Int, bytes: Int, maxUnfinished: Int, doing: String) throws {
-        guard load.count + adding <= maxUnfinished, load.bytes + bytes <= maxUnfinishedPayloadBytes else {
-            throw RPCError(.resourceExhausted, "the queue already holds \(load.count) unfinished transactions with \(load.bytes) bytes of requestData and applicationUsername; \(doing) would pass its limits (\(maxUnfinished) transactions, \(maxUnfinishedPayloadBytes) bytes): finish some first")
+        guard load.count + adding <= maxUnfinished, load.bytes + bytes <= maxUnfinishedReplayBytes else {
+            throw RPCError(.resourceExhausted, "the queue already holds \(load.count) unfinished transactions taking \(load.bytes) bytes in its launch replay; \(doing) would pass its limits (\(maxUnfinished) transactions, \(maxUnfinishedReplayBytes) bytes): finish some first")
         }
     }
 
@@ -149,11 +162,9 @@ public final class TransactionStore: Sendable {
                let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
                 return (existing, true)
             }
-            try Self.checkRoom(
-                Self.unfinishedLoad(db, queueKey: new.queue.key), adding: 1,
-                bytes: new.payment.requestData.count + new.payment.applicationUsername.utf8.count,
-                maxUnfinished: maxUnfinished, doing: "this payment"
-            )
+            // Counted before this payment's row exists; its room is checked once its event is written
+            // (the savepoint undoes both when there is none).
+            let load = try Self.unfinishedLoad(db, queueKey: new.queue.key)
             let id = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)
             var state = Storebus_PaymentQueue_V1_TransactionState.purchasing
@@ -199,7 +210,9 @@ public final class TransactionStore: Sendable {
                 )
             }
             let transaction = try Self.transaction(db, row: row)
-            try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue))
+            let weight = Self.replayWeight(announcedBy: try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue)))
+            try Self.checkRoom(load, adding: 1, bytes: weight, maxUnfinished: maxUnfinished, doing: "this payment")
+            try Self.setReplayWeight(db, id: id, weight)
             guard state == .purchasing else { return (transaction, true) }
             guard decideWhenDue && decideAt <= nowMS else { return (transaction, false) }
             _ = try Self.decide(db, &batch, row: row, now: now)
@@ -336,11 +349,7 @@ public final class TransactionStore: Sendable {
             guard !(row["cleared"] as Bool) else {
                 throw RPCError(.failedPrecondition, "transaction \(id) was cleared with the account's purchase history and can no longer be resolved")
             }
-            let payload = (row["request_data"] as Data? ?? Data()).count + (row["application_username"] as String? ?? "").utf8.count
-            try Self.checkRoom(
-                Self.unfinishedLoad(db, queueKey: row["queue_key"]), adding: 1, bytes: payload,
-                maxUnfinished: maxUnfinished, doing: "resolving this purchase"
-            )
+            let load = try Self.unfinishedLoad(db, queueKey: row["queue_key"])
             let newID = try Self.nextIdentifier(db)
             let nowMS = Self.milliseconds(now)
             try db.cachedStatement(sql: """
@@ -355,7 +364,9 @@ public final class TransactionStore: Sendable {
             let purchased = try Self.purchase(db, id: newID, at: nowMS)
             try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [newID, id])
             let transaction = try Self.transaction(db, row: purchased)
-            try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue))
+            let weight = Self.replayWeight(announcedBy: try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue)))
+            try Self.checkRoom(load, adding: 1, bytes: weight, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
+            try Self.setReplayWeight(db, id: newID, weight)
             return transaction
         }
     }

@@ -344,24 +344,45 @@ struct TransactionStoreTests {
         #expect(ids.count == 210 && ids == ids.sorted() && Set(ids).count == 210 && restored == 30)
     }
 
-    @Test("a queue's unfinished transactions hold a bounded number of requestData and applicationUsername bytes")
-    func unfinishedPayloadIsBounded() async throws {
+    @Test("a queue's unfinished transactions are bounded by the size of its launch replay, whatever their fields hold: the replay stays under the message limit")
+    func unfinishedReplayIsBounded() async throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
+        // Every name, product identifier and applicationUsername as long as it may be and made of
+        // control characters (six bytes each in JSON), with 4 KiB of requestData.
+        let control = "\u{1}"
+        let name = String(repeating: control, count: QueueNames.maxBytes)
+        let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = name; $0.accountID = name; $0.deviceID = name }
+        try queue.validate()
         func add(_ index: Int) async throws {
             let new = TransactionStore.NewTransaction(
-                queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1; $0.requestData = Data(repeating: UInt8(index % 256), count: 4096) },
+                queue: queue, payment: .with {
+                    $0.productIdentifier = String(repeating: control, count: PaymentQueueService.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
+                    $0.quantity = 1
+                    $0.applicationUsername = String(repeating: control, count: PaymentQueueService.maxApplicationUsernameBytes)
+                    $0.requestData = Data(count: PaymentQueueService.maxRequestDataBytes)
+                },
                 productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
-                start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
+                start: .failed(.make(.storeProductNotAvailable)), idempotency: nil
             )
             _ = try await fixture.store.create(new)
         }
-        let fits = TransactionStore.maxUnfinishedPayloadBytes / 4096
-        for index in 0..<fits { try await add(index) }
-        let refused = await #expect(throws: RPCError.self) { try await add(fits) }
-        #expect(refused?.code == .resourceExhausted)
-        #expect(refused?.message.contains("bytes") == true, "\(String(describing: refused))")
-        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.count == fits)
+        var added = 0
+        var refused: RPCError?
+        while added < TransactionStore.defaultMaxUnfinished {
+            do { try await add(added) } catch let error as RPCError { refused = error; break }
+            added += 1
+        }
+        #expect(refused?.code == .resourceExhausted && refused?.message.contains("launch replay") == true, "\(String(describing: refused))")
+        #expect(added > 100, "\(added) transactions")
+        let unfinished = try await fixture.store.unfinished(queue)
+        #expect(unfinished.transactions.count == added, "the refused payment left nothing behind")
+        let replay = try Storebus_PaymentQueue_V1_ListTransactionsResponse.with {
+            $0.transactions = unfinished.transactions
+            $0.keySeq = unfinished.keySeq
+            $0.queueKey = queue.key
+        }.jsonUTF8Data().count
+        #expect(replay <= TransactionStore.maxUnfinishedReplayBytes && Int64(replay) < WireProtocol.defaultMaxMessageBytes, "\(replay) bytes")
     }
 
     @Test("clearing an account announces its queue's unfinished transactions as removed, at most 64 per event")
@@ -428,29 +449,65 @@ struct TransactionStoreTests {
         #expect(revocations.count == 1, "only the clear's revocation: \(revocations.count)")
     }
 
-    @Test("a restore counts its transactions' payloads twice against the queue's budget: each carries its original's payment too")
-    func restoredPayloadCountsTwice() async throws {
+    @Test("a restore weighs each transaction with the original it carries: refused, restoring nothing, when the copies would not fit the queue's replay")
+    func restoredWeighTheirOriginals() async throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
-        // Originals holding, together, a little over half the budget in requestData.
-        let each = 4096
-        let count = TransactionStore.maxUnfinishedPayloadBytes / each / 2 + 1
-        for index in 0..<count {
+        // Names and product identifiers of control characters, which JSON writes in six bytes each:
+        // their bytes are few, their JSON is not.
+        let name = String(repeating: "\u{1}", count: QueueNames.maxBytes - 1)
+        func queue(_ device: String) -> Storebus_PaymentQueue_V1_QueueRef {
+            .with { $0.appBundleID = name + "a"; $0.accountID = name + "a"; $0.deviceID = name + device }
+        }
+        let tablet = queue("t"), phone = queue("p")
+        func buy(_ index: Int) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+            let product = String(repeating: "\u{1}", count: PaymentQueueService.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
             let new = TransactionStore.NewTransaction(
-                queue: tablet, payment: .with { $0.productIdentifier = "pack\(index)"; $0.quantity = 1; $0.requestData = Data(count: each) },
+                queue: tablet, payment: .with { $0.productIdentifier = product; $0.quantity = 1 },
                 productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",
                 start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
             )
             let original = try await fixture.store.create(new).transaction
-            _ = try await fixture.store.decide(original.transactionIdentifier)
+            let purchased = try await fixture.store.decide(original.transactionIdentifier)!
             _ = try await fixture.store.finish(original.transactionIdentifier, queue: tablet)
+            return purchased
         }
+        // Originals whose own JSON would take two thirds of a queue's replay: their restored copies,
+        // each carrying its original as well as its own payment and queue, take more than all of it.
+        let each = try await buy(0).jsonUTF8Data().count
+        let count = TransactionStore.maxUnfinishedReplayBytes * 2 / 3 / each
+        #expect(count < TransactionStore.defaultMaxUnfinished, "refused for their size, not their number")
+        for index in 1..<count { _ = try await buy(index) }
         let refused = await #expect(throws: RPCError.self) {
-            _ = try await fixture.store.restore(queue: StoreFixture.queue, applicationUsername: nil)
+            _ = try await fixture.store.restore(queue: phone, applicationUsername: nil)
         }
-        #expect(refused?.code == .resourceExhausted)
-        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.isEmpty)
+        #expect(refused?.code == .resourceExhausted && refused?.message.contains("launch replay") == true, "\(String(describing: refused))")
+        #expect(try await fixture.store.unfinished(phone).transactions.isEmpty)
+        #expect(try await fixture.events(phone).isEmpty, "nothing announced")
+    }
+
+    @Test("transactions waiting when the database is upgraded get their replay weight; finished ones need none")
+    func replayWeightMigration() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let waiting = try await fixture.purchase("coins")
+        let done = try await fixture.purchase("gems")
+        _ = try await fixture.store.decide(done.transactionIdentifier)
+        _ = try await fixture.store.finish(done.transactionIdentifier, queue: StoreFixture.queue)
+        // The database as the previous version left it: no weights.
+        try await fixture.database.pool.write { db in
+            try db.execute(sql: "ALTER TABLE pq_transaction DROP COLUMN replay_bytes")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'payment_queue_v6_replay_bytes'")
+        }
+        try fixture.database.close()
+        let reopened = try StoreDatabase(directory: fixture.directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
+        defer { try? reopened.close() }
+        let weights = try await reopened.pool.read { db in
+            try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT id, replay_bytes FROM pq_transaction").map { ($0[0] as String, $0[1] as Int) })
+        }
+        let current = try await reopened.pool.read { db in try TransactionStore.transaction(db, id: waiting.transactionIdentifier)! }
+        #expect(weights[waiting.transactionIdentifier] == (try TransactionStore.replayWeight(current)))
+        #expect(weights[done.transactionIdentifier] == 0)
     }
 
     @Test("a large restore is announced in updatedTransactions events of at most 64 transactions, then the finish event")

@@ -22,8 +22,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// sandbox failure is not an error here: the transaction moves to FAILED with a StoreKitError.
     /// NOT_FOUND: unknown app. INVALID_ARGUMENT: empty product identifier or one over 255 bytes, quantity
     /// outside 1..10, unknown storefront, idempotency key over 128 bytes. FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
-    /// the queue already holds 1000 unfinished transactions, or 384 KiB of their request_data and
-    /// application_username together (finish some first). Idempotent when
+    /// the queue already holds 1000 unfinished transactions, or its unfinished transactions with this
+    /// one would take over 3 MiB of JSON in the launch replay (finish some first). Idempotent when
     /// idempotency_key is set: a repeat returns the transaction the key first created.
     public static let addPayment = MethodDescriptor<Storebus_PaymentQueue_V1_AddPaymentRequest, Storebus_PaymentQueue_V1_AddPaymentResponse>(
         service: serviceName, method: "AddPayment", idempotent: false, streaming: .unary
