@@ -103,4 +103,45 @@ struct EventFollowerTests {
         await client.shutdown()
         await server.stop()
     }
+
+    @Test("a log that ends before the follower's position (replaced by an older one) ends the follow with OUT_OF_RANGE instead of waiting without a word")
+    func logBehindThePosition() async throws {
+        // Given a log of three events, and a follower that last applied event 10 of the log it replaced
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            .with {
+                $0.events = [1, 2, 3].filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = 3
+            }
+        }
+        let server = try TestServer(extra: router)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", key: "k", doorbellEndpoints: [])
+        configuration.idlePoll = .milliseconds(20)
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = Atomic<Int>(0)
+
+        // When it follows from there
+        let run = Task { try await follower.follow(after: 10) { _ in applied.wrappingAdd(1, ordering: .relaxed) } }
+        let outcome = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
+            group.addTask { await run.result }
+            group.addTask { try? await Task.sleep(for: .seconds(5)); return nil }
+            let first = await group.next()!
+            // (The group waits for both: the follow has to end for the one awaiting it to.)
+            run.cancel()
+            group.cancelAll()
+            return first
+        }
+
+        // Then the follow ends at once with OUT_OF_RANGE naming both positions, having applied nothing
+        guard case .failure(let error as RPCError)? = outcome else {
+            Issue.record("the follow did not end with an RPCError: \(String(describing: outcome))")
+            return
+        }
+        #expect(error.code == .outOfRange && error.message.contains("ends at 3, before position 10"), "\(error)")
+        #expect(applied.load(ordering: .relaxed) == 0)
+        await follower.shutdown()
+        await client.shutdown()
+        await server.stop()
+    }
 }

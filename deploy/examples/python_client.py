@@ -192,6 +192,9 @@ def follow(ctx, client, events_endpoint, state, key="", page_size=2, seconds=3.0
             continue
         if state.position < head:
             continue  # more pages
+        if state.position > head:
+            # The log ends before events we applied: it is not the log our position came from.
+            raise SystemExit("the log ends at %d, before our position %d: it was replaced; start over from 0" % (head, state.position))
         if on_caught_up:
             on_caught_up()
             on_caught_up = None

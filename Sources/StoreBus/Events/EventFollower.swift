@@ -57,6 +57,12 @@ public final class EventFollower: Sendable {
 
     /// Reads events after `position` and hands each to `apply`, in order, until the task is cancelled
     /// or `apply` throws (which ends the follow with that error). Read failures are retried.
+    ///
+    /// Throws OUT_OF_RANGE when the log ends before `position`, the last event applied: the log is not
+    /// the one the position came from (the service's database was replaced, by a backup or a fresh
+    /// one, or the position was stored wrongly). Waiting would hand over nothing until the new log
+    /// passed the old position, and then only its later events; the consumer decides instead, for
+    /// example to rebuild what it keeps from position 0.
     public func follow(after position: UInt64, _ apply: (Storebus_Eventlog_V1_Event) async throws -> Void) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
@@ -94,6 +100,10 @@ public final class EventFollower: Sendable {
                 continue
             }
             if position < page.headSeq { continue }  // more pages
+            if position > page.headSeq {
+                logger.error("The event log ends before the follower's position", metadata: ["queue.seq": "\(position)", "head": "\(page.headSeq)"])
+                throw RPCError(.outOfRange, "the \(configuration.log) event log\(keyed ? " of \(configuration.key)" : "") ends at \(page.headSeq), before position \(position) where this follower stands: the log was replaced, or the position is not from it")
+            }
             // Caught up: wait for a doorbell beyond our position, or poll after idlePoll.
             if let bell {
                 // A doorbell beyond anything the log holds (a log restored from a backup, a stray
