@@ -22,11 +22,13 @@ struct AdminCommands: AsyncParsableCommand {
         var adminKey: String?
         @Option(help: "The app's bundle identifier.")
         var app: String = "com.storebus.demo.puzzle"
-        @Option(help: "The App Store account acted on.")
-        var account: String = "demo"
+
+        /// The account an admin session names when the command acts on none (a transaction is
+        /// found by its identifier, whichever account holds it).
+        static let sessionAccount = "storectl-admin"
 
         /// An admin connection, its session opened (so a wrong key fails here, clearly).
-        func connection() async throws -> StoreConnection {
+        func connection(account: String = Options.sessionAccount) async throws -> StoreConnection {
             let connection = try StoreConnection(configuration: gateway.configuration(
                 key: adminKey ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? Self.localAdminKey,
                 app: app, account: account, device: "storectl-admin"
@@ -34,6 +36,13 @@ struct AdminCommands: AsyncParsableCommand {
             try await sentence { try await connection.authenticate() }
             return connection
         }
+    }
+
+    /// `--account`, for the commands that act on one account (the others find a transaction by its
+    /// identifier alone).
+    struct AccountOption: ParsableArguments {
+        @Option(help: "The App Store account acted on.")
+        var account: String = "demo"
     }
 
     enum Mode: String, ExpressibleByArgument, CaseIterable {
@@ -65,6 +74,7 @@ struct AdminCommands: AsyncParsableCommand {
     struct Policy: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Set how the sandbox answers an account's payments (--account for one account, --all-accounts for the app's default).")
         @OptionGroup var options: Options
+        @OptionGroup var target: AccountOption
         @Option(help: "approve, fail, ask-to-buy or interrupt.")
         var mode: Mode
         @Option(help: "With --mode fail: payment-cancelled, payment-invalid, payment-not-allowed, network-failed or unknown.")
@@ -81,11 +91,11 @@ struct AdminCommands: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let admin = try await options.connection()
+            let admin = try await options.connection(account: target.account)
             try await sentence {
                 _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
                     $0.appBundleID = options.app
-                    $0.accountID = allAccounts ? "" : options.account
+                    $0.accountID = allAccounts ? "" : target.account
                     $0.policy = .with {
                         $0.mode = mode.proto
                         if let failError { $0.failError = failError.proto }
@@ -94,7 +104,7 @@ struct AdminCommands: AsyncParsableCommand {
                     }
                 })
             }
-            print("policy of \(allAccounts ? "every account" : "account \(options.account)") in \(options.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")")
+            print("policy of \(allAccounts ? "every account" : "account \(target.account)") in \(options.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")")
             await admin.close()
         }
     }
@@ -164,12 +174,13 @@ struct AdminCommands: AsyncParsableCommand {
     struct History: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "transactions", abstract: "Every transaction of an account, across its devices.")
         @OptionGroup var options: Options
+        @OptionGroup var target: AccountOption
         func run() async throws {
-            let admin = try await options.connection()
+            let admin = try await options.connection(account: target.account)
             try await printEveryPage(orIfNone: "no transactions") { pageToken in
                 let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
                     $0.appBundleID = options.app
-                    $0.accountID = options.account
+                    $0.accountID = target.account
                     $0.includeFinished = true
                     $0.pageSize = 1000  // the most a page holds
                     $0.pageToken = pageToken
@@ -185,12 +196,13 @@ struct AdminCommands: AsyncParsableCommand {
     struct Charges: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The charge ledger of an account.")
         @OptionGroup var options: Options
+        @OptionGroup var target: AccountOption
         func run() async throws {
-            let admin = try await options.connection()
+            let admin = try await options.connection(account: target.account)
             try await printEveryPage(orIfNone: "no charges") { pageToken in
                 let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
                     $0.appBundleID = options.app
-                    $0.accountID = options.account
+                    $0.accountID = target.account
                     $0.pageSize = 1000  // the most a page holds
                     $0.pageToken = pageToken
                 })

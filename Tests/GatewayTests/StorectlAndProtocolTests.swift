@@ -36,6 +36,9 @@ struct StorectlAndProtocolTests {
         #expect(buy.contains(" deferred"))
         let id = try #require(buy.split(separator: "\n").first { $0.hasPrefix("added transaction ") }?.split(separator: " ")[2]).description
 
+        // A transaction is found by its identifier: a command acting on none takes no --account.
+        let (misleadStatus, mislead) = try await storectl(store, ["admin", "approve", "--account", "gina", id], name: "approve-account")
+        #expect(misleadStatus != 0 && mislead.contains("--account"), "\(mislead)")
         let (approveStatus, approve) = try await storectl(store, ["admin", "approve", id], name: "approve")
         #expect(approveStatus == 0, "\(approve)")
         #expect(approve.contains("\(id) is now purchased"))
