@@ -24,33 +24,39 @@ public enum CatalogService {
     }
 
     /// ReloadCatalog: a changed valid file replaces the catalog; a dry run reports problems as its
-    /// answer; a rejected file is FAILED_PRECONDITION with each problem as a field violation.
+    /// answer; a rejected file is FAILED_PRECONDITION naming the first problems, with problems as
+    /// field violations. However many problems a file has and however long the values they quote,
+    /// an answer lists only what fits well under the message limit, and says how many more there are.
     static func reload(store: CatalogStore, request: Storebus_Catalog_V1_ReloadCatalogRequest) throws(RPCError) -> Storebus_Catalog_V1_ReloadCatalogResponse {
-        let before = store.catalog.version
-        let loaded: Catalog
+        let reloaded: (catalog: Catalog, previousVersion: UInt64)
         do {
-            loaded = try store.reload(dryRun: request.dryRun)
+            reloaded = try store.reload(dryRun: request.dryRun)
         } catch {
+            let (problems, more) = error.reported()
             if request.dryRun {
                 var response = Storebus_Catalog_V1_ReloadCatalogResponse()
-                response.catalogVersion = before
-                response.problems = error.problems.map { problem in
+                response.catalogVersion = store.catalog.version
+                response.problems = problems.map { problem in
                     .with { $0.location = problem.field; $0.message = problem.reason; $0.fatal = true }
+                }
+                if more > 0 {
+                    response.problems.append(.with { $0.message = "\(more) more problems not listed; fix these and check again"; $0.fatal = true })
                 }
                 return response
             }
             var details = Storebus_Common_V1_ErrorStatus()
-            details.fieldViolations = error.problems.map { problem in
+            details.fieldViolations = problems.map { problem in
                 .with { $0.field = problem.field; $0.description_p = problem.reason }
             }
             details.info.reason = "CATALOG_INVALID"
             details.info.domain = "storebus.catalog"
             details.info.metadata["file"] = store.path
-            throw RPCError(.failedPrecondition, "the catalog file was rejected; the previous catalog keeps serving: \(error.description)", details: details)
+            details.info.metadata["problems"] = String(error.problems.count)
+            throw RPCError(.failedPrecondition, "the catalog file was rejected; the previous catalog keeps serving: \(error.summary)", details: details)
         }
         var response = Storebus_Catalog_V1_ReloadCatalogResponse()
-        response.catalogVersion = request.dryRun ? before : loaded.version
-        response.changed = !request.dryRun && loaded.version != before
+        response.catalogVersion = request.dryRun ? reloaded.previousVersion : reloaded.catalog.version
+        response.changed = !request.dryRun && reloaded.catalog.version != reloaded.previousVersion
         return response
     }
 }

@@ -25,31 +25,34 @@ public final class CatalogStore: Sendable {
     /// Reads the file again. On success (and unless `dryRun`) the new catalog replaces the old one
     /// from the next request on; on failure the old one keeps serving and the problems are logged and
     /// thrown.
+    ///
+    /// Returns the catalog read and the version in force just before, as this reload found it (two
+    /// reloads never overlap): the reload changed the catalog when the two versions differ.
     @discardableResult
-    public func reload(dryRun: Bool = false) throws(CatalogLoadError) -> Catalog {
+    public func reload(dryRun: Bool = false) throws(CatalogLoadError) -> (catalog: Catalog, previousVersion: UInt64) {
         try reloading.withLock { _ throws(CatalogLoadError) in try reloadLocked(dryRun: dryRun) }
     }
 
-    private func reloadLocked(dryRun: Bool) throws(CatalogLoadError) -> Catalog {
+    private func reloadLocked(dryRun: Bool) throws(CatalogLoadError) -> (catalog: Catalog, previousVersion: UInt64) {
         let loaded: Catalog
         do {
             loaded = try CatalogValidator.load(path: path)
         } catch {
             logger.error("Catalog reload rejected; the previous catalog keeps serving", metadata: [
-                "catalog.file": "\(path)", "problems": "\(error.problems.map(\.description))",
+                "catalog.file": "\(path)", "problems": "\(error.problems.count)", "first": "\(error.summary)",
             ])
             throw error
         }
+        let previous = current.withLock { catalog -> UInt64 in
+            let old = catalog.version
+            if !dryRun { catalog = loaded }
+            return old
+        }
         if !dryRun {
-            let previous = current.withLock { catalog -> UInt64 in
-                let old = catalog.version
-                catalog = loaded
-                return old
-            }
             logger.notice("Catalog reloaded", metadata: [
                 "catalog.file": "\(path)", "catalog.version": "\(loaded.version)", "catalog.previous_version": "\(previous)",
             ])
         }
-        return loaded
+        return (loaded, previous)
     }
 }

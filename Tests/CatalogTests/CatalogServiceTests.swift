@@ -206,6 +206,45 @@ struct CatalogServiceTests {
         await catalog.stop()
     }
 
+    @Test("a file with tens of thousands of problems, quoting megabytes, is refused with a clear answer that fits: the first problems, and how many more")
+    func manyProblemsFit() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let before = try await client.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init()).catalogVersion
+        // Given a product priced in 30,000 storefronts that do not exist and, in one that does, at a
+        // price of 2 MB of text (each problem quotes it): several megabytes of problems
+        let bogus = String(repeating: "x", count: 2 * 1024 * 1024)
+        try catalog.editCatalog {
+            $0.editProduct(app: 0, id: coins) { product in
+                var prices: [String: String] = ["FRA": bogus]
+                for index in 0..<30_000 { prices[String(format: "Z%05d", index)] = "1.00" }
+                product["prices"] = prices
+            }
+        }
+
+        // When the catalog is reloaded
+        let rejected = await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init()) }
+        // Then it is refused as invalid (not an answer too large to send), naming the file, the
+        // first problems cut short and how many more there are; the old catalog keeps serving
+        #expect(rejected?.code == .failedPrecondition, "\(String(describing: rejected))")
+        #expect(rejected?.message.contains(catalog.catalogPath) == true)
+        #expect(rejected?.message.contains("… and 29991 more problems") == true, "\(String(describing: rejected?.message.suffix(200)))")
+        #expect((rejected?.message.utf8.count ?? .max) < 64 * 1024)
+        let violations = rejected?.details.fieldViolations ?? []
+        #expect(!violations.isEmpty && violations.count < 30_001 && violations.allSatisfy { $0.description_p.utf8.count <= 1024 })
+        #expect(rejected?.details.info.metadata["problems"] == "30001")
+        #expect(try await client.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init()).catalogVersion == before)
+
+        // And a dry run answers with the problems that fit, then how many more there are
+        let dry = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .with { $0.dryRun = true })
+        #expect(dry.problems.count > 1 && dry.problems.count < 30_001)
+        #expect(dry.problems.last?.location == "" && dry.problems.last?.message.hasSuffix("more problems not listed; fix these and check again") == true)
+        #expect(dry.catalogVersion == before && !dry.changed)
+        await client.shutdown()
+        await catalog.stop()
+    }
+
     @Test("SIGHUP the instant the ready line is printed, and again, never kills the catalog")
     func hangupRightAfterReady() async throws {
         let catalog = try CatalogFixture()

@@ -637,7 +637,8 @@ public nonisolated struct Storebus_Catalog_V1_CatalogProblem: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// File and position, for example "apps/com.example.app.json:12".
+  /// The field's path in the catalog file, for example "apps[0].products[2].prices.FRA"; empty for
+  /// the note that ends a list cut short.
   public var location: String = String()
 
   /// What is wrong.
@@ -677,7 +678,9 @@ public nonisolated struct Storebus_Catalog_V1_ReloadCatalogResponse: Sendable {
   /// True when a different catalog was loaded by this call.
   public var changed: Bool = false
 
-  /// Every problem found; only warnings unless dry_run was set.
+  /// The problems found (only warnings unless dry_run was set): as many as fit well under the message
+  /// limit (512 KiB of paths and messages, each cut to 1 KiB), then, when some were left out, one
+  /// more, without location, saying how many.
   public var problems: [Storebus_Catalog_V1_CatalogProblem] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()

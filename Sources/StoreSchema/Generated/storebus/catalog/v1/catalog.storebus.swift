@@ -32,7 +32,8 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
 
     /// Admin: reads the catalog files again and, if they are valid, replaces the loaded catalog in one step.
     /// FAILED_PRECONDITION: the files have errors (the old catalog stays loaded; the message names the
-    /// first problems; call with dry_run to list them all). Idempotent: unchanged files keep the version.
+    /// first ten problems, the field violations as many as fit; call with dry_run to have them as an
+    /// answer). Idempotent: unchanged files keep the version.
     public static let reloadCatalog = MethodDescriptor<Storebus_Catalog_V1_ReloadCatalogRequest, Storebus_Catalog_V1_ReloadCatalogResponse>(
         service: serviceName, method: "ReloadCatalog", idempotent: true, streaming: .unary
     )
