@@ -5,6 +5,13 @@ import StoreSchema
 extension Catalog {
     /// Most identifiers one request may name.
     public static let maxIdentifiersPerRequest = 1000
+    /// Most bytes of JSON one product may take in a FetchProducts or LookupProducts answer (without
+    /// its files), in any storefront: a thousand of them and the rest of the answer stay under the
+    /// 4 MiB message limit. The catalog refuses a file with a larger product.
+    public static let maxProductAnswerBytes = 3800
+    /// Most bytes of JSON a product's record may take with its hosted content's files (LookupProducts
+    /// with include_files).
+    public static let maxFilesAnswerBytes = 3 * 1024 * 1024
 
     /// The storefront a request names, or the app's default when it names none.
     func storefront(named code: String, for app: App) throws(RPCError) -> Storefront {
@@ -65,24 +72,7 @@ extension Catalog {
                 response.unknownProductIdentifiers.append(identifier)
                 continue
             }
-            response.products.append(.with {
-                $0.productIdentifier = product.identifier
-                $0.productType = product.type
-                $0.clearedForSale = product.clearedForSale
-                if let price = product.prices[storefront.countryCode] {
-                    $0.price = price
-                    $0.currencyCode = storefront.currencyCode
-                }
-                if let content = product.hostedContent { $0.hostedContent = [content.message] }
-                if let subscription = product.subscription {
-                    $0.subscriptionPeriod = subscription.period.message
-                    $0.subscriptionGroupIdentifier = subscription.groupID
-                    if let offer = subscription.introductoryOffer, let message = offer.message(in: storefront) {
-                        $0.introductoryPrice = message
-                    }
-                }
-                $0.isFamilyShareable = product.familyShareable
-            })
+            response.products.append(product.record(in: storefront, includeFiles: request.includeFiles))
         }
         return response
     }
@@ -122,6 +112,29 @@ extension Catalog.Product {
             return localizations[sameLanguage]!
         }
         return localizations[app.defaultLocale] ?? ("", "")
+    }
+
+    /// The product's record for other services (LookupProducts) in a storefront; the hosted content's
+    /// files only with `includeFiles`.
+    func record(in storefront: Catalog.Storefront, includeFiles: Bool) -> Storebus_Catalog_V1_ProductRecord {
+        .with {
+            $0.productIdentifier = identifier
+            $0.productType = type
+            $0.clearedForSale = clearedForSale
+            if let price = prices[storefront.countryCode] {
+                $0.price = price
+                $0.currencyCode = storefront.currencyCode
+            }
+            if let content = hostedContent { $0.hostedContent = [content.message(includeFiles: includeFiles)] }
+            if let subscription {
+                $0.subscriptionPeriod = subscription.period.message
+                $0.subscriptionGroupIdentifier = subscription.groupID
+                if let offer = subscription.introductoryOffer, let message = offer.message(in: storefront) {
+                    $0.introductoryPrice = message
+                }
+            }
+            $0.isFamilyShareable = familyShareable
+        }
     }
 
     func message(price: String, in storefront: Catalog.Storefront, app: Catalog.App) -> Storebus_Catalog_V1_Product {
@@ -167,13 +180,13 @@ extension Catalog.IntroductoryOffer {
 }
 
 extension Catalog.HostedContent {
-    var message: Storebus_Catalog_V1_HostedContent {
+    func message(includeFiles: Bool) -> Storebus_Catalog_V1_HostedContent {
         .with {
             $0.contentIdentifier = contentID
             $0.version = version
             $0.contentLength = totalLength
             $0.location = location
-            $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length } }
+            if includeFiles { $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length } } }
         }
     }
 }

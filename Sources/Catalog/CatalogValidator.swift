@@ -130,12 +130,14 @@ public enum CatalogValidator {
                         hosted = validateHostedContent(content, productID: identifier, path: "\(path).hostedContent", base: baseDirectory, problem: problem)
                     }
                 }
-                products[identifier] = Catalog.Product(
+                let built = Catalog.Product(
                     identifier: identifier, type: type, clearedForSale: product.clearedForSale ?? true,
                     familyShareable: product.familyShareable ?? false, prices: prices,
                     formattedPrices: formatted(prices, storefronts: storefronts), localizations: localizations,
                     subscription: subscription, hostedContent: hosted
                 )
+                products[identifier] = built
+                checkAnswerSizes(built, path: path, storefronts: storefrontOrder.compactMap { storefronts[$0] }, defaultLocale: defaultLocale, problem: problem)
             }
             apps[bundleID] = Catalog.App(bundleID: bundleID, defaultLocale: defaultLocale, defaultStorefront: defaultStorefront, products: products)
             appOrder.append(bundleID)
@@ -145,6 +147,33 @@ public enum CatalogValidator {
             version: contentHash(file), loadedAt: now, storefronts: storefronts, storefrontOrder: storefrontOrder,
             apps: apps, appOrder: appOrder
         )
+    }
+
+    /// Refuses a product whose answers could pass the message limit: in any storefront, its
+    /// FetchProducts product or LookupProducts record may take at most ``Catalog/maxProductAnswerBytes``
+    /// of JSON (an answer holds up to a thousand), and its record with its hosted content's files at
+    /// most ``Catalog/maxFilesAnswerBytes``. Measured by encoding them as the queries do.
+    private static func checkAnswerSizes(
+        _ product: Catalog.Product, path: String, storefronts: [Catalog.Storefront], defaultLocale: String, problem: (String, String) -> Void
+    ) {
+        let app = Catalog.App(bundleID: "", defaultLocale: defaultLocale, defaultStorefront: "", products: [:])
+        var largest = (bytes: 0, storefront: "")
+        for storefront in storefronts {
+            var bytes = (try? product.record(in: storefront, includeFiles: false).jsonUTF8Data().count) ?? .max
+            if let price = product.prices[storefront.countryCode] {
+                bytes = max(bytes, (try? product.message(price: price, in: storefront, app: app).jsonUTF8Data().count) ?? .max)
+            }
+            if bytes > largest.bytes { largest = (bytes, storefront.countryCode) }
+        }
+        if largest.bytes > Catalog.maxProductAnswerBytes {
+            problem(path, "takes \(largest.bytes) bytes of JSON in an answer for storefront \(largest.storefront), more than the \(Catalog.maxProductAnswerBytes) a product may (an answer holds up to \(Catalog.maxIdentifiersPerRequest) products and must stay under the 4 MiB message limit): shorten its title, description or identifiers")
+        }
+        if product.hostedContent != nil, let storefront = storefronts.first {
+            let bytes = (try? product.record(in: storefront, includeFiles: true).jsonUTF8Data().count) ?? .max
+            if bytes > Catalog.maxFilesAnswerBytes {
+                problem("\(path).hostedContent.files", "take \(bytes) bytes of JSON in the product's record, more than the \(Catalog.maxFilesAnswerBytes) one answer may hold: split the package or shorten the paths")
+            }
+        }
     }
 
     private static func validateSubscription(

@@ -1,3 +1,4 @@
+import Catalog
 import Foundation
 import StoreBus
 import StoreBusTesting
@@ -152,7 +153,13 @@ struct CatalogServiceTests {
         #expect(pack.productType == .nonConsumable && pack.clearedForSale && pack.price == "2.99" && pack.currencyCode == "EUR")
         let content = try #require(pack.hostedContent.first)
         #expect(content.contentIdentifier == levelPack && content.version == "1.0" && content.contentLength == 26865 + 57124)
-        #expect(content.files.map(\.path) == ["levels.json", "palette.txt"])
+        #expect(content.files.isEmpty, "files only when asked for")
+        let withFiles = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
+            $0.appBundleID = puzzle
+            $0.productIdentifiers = [levelPack]
+            $0.includeFiles = true
+        })
+        #expect(withFiles.products.first?.hostedContent.first?.files.map(\.path) == ["levels.json", "palette.txt"])
         #expect(content.location.hasSuffix("content/puzzle-levelpack1"))
         #expect(byID[retired]?.clearedForSale == false)
         #expect(byID[usOnly]?.price == "", "no price in FRA")
@@ -241,6 +248,55 @@ struct CatalogServiceTests {
         #expect(dry.problems.count > 1 && dry.problems.count < 30_001)
         #expect(dry.problems.last?.location == "" && dry.problems.last?.message.hasSuffix("more problems not listed; fix these and check again") == true)
         #expect(dry.catalogVersion == before && !dry.changed)
+        await client.shutdown()
+        await catalog.stop()
+    }
+
+    @Test("a product too large for an answer is refused when the file is loaded, naming it; a thousand products at the limit fit in one FetchProducts answer")
+    func productsFitAnswers() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        let bulk = (0..<Catalog.maxIdentifiersPerRequest).map { String(format: "com.storebus.demo.puzzle.bulk%04d", $0) }
+        func addBulk(description: String) throws {
+            try catalog.editCatalog { object in
+                var apps = object["apps"] as! [[String: Any]]
+                var products = (apps[0]["products"] as! [[String: Any]]).filter { !(($0["productId"] as! String).contains(".bulk")) }
+                for id in bulk {
+                    products.append([
+                        "productId": id, "type": "consumable", "prices": ["USA": "0.99", "FRA": "0.99", "JPN": "120"],
+                        "localizations": ["en_US": ["title": "Bulk", "description": description]],
+                    ])
+                }
+                apps[0]["products"] = products
+                object["apps"] = apps
+            }
+        }
+        // Given a thousand products whose descriptions (quotes: two bytes each in JSON) bring each
+        // close to the limit
+        try addBulk(description: String(repeating: "\"", count: 1650))
+        _ = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init())
+        // When all of them are asked for at once, in each storefront
+        for storefront in ["USA", "FRA", "JPN"] {
+            let body = try await client.callRaw(path: Storebus_Catalog_V1_Catalog.fetchProducts.path, idempotent: true, body: JSONCodec.encode(Storebus_Catalog_V1_FetchProductsRequest.with {
+                $0.appBundleID = puzzle
+                $0.productIdentifiers = bulk
+                $0.storefront = storefront
+            }), options: CallOptions(timeout: .seconds(10)))
+            // Then the answer holds them all, under the message limit
+            #expect(body.code == .ok, "\(String(describing: body.error))")
+            let answer = try JSONCodec.decode(Storebus_Catalog_V1_FetchProductsResponse.self, from: body.body)
+            #expect(answer.products.count == bulk.count && body.body.count > 3_000_000 && Int64(body.body.count) < WireProtocol.defaultMaxMessageBytes, "\(body.body.count) bytes")
+        }
+
+        // When their descriptions are longer still
+        try addBulk(description: String(repeating: "\"", count: 1900))
+        let rejected = await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init()) }
+        // Then the file is refused, each product named with its size, and the old catalog serves on
+        #expect(rejected?.code == .failedPrecondition)
+        let violations = rejected?.details.fieldViolations ?? []
+        #expect(violations.count >= 10 && violations.allSatisfy { $0.description_p.contains("bytes of JSON in an answer for storefront") }, "\(violations.prefix(2))")
+        #expect(try await fetch(client, [bulk[0]]).products.count == 1)
         await client.shutdown()
         await catalog.stop()
     }

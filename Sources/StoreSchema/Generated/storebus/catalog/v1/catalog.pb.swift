@@ -415,7 +415,7 @@ public nonisolated struct Storebus_Catalog_V1_HostedContent: Sendable {
   /// Lowercase hex SHA-256 of the package.
   public var sha256: String = String()
 
-  /// The files of the package.
+  /// The files of the package; only when LookupProductsRequest.include_files is set.
   public var files: [Storebus_Catalog_V1_HostedFile] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -518,6 +518,10 @@ public nonisolated struct Storebus_Catalog_V1_LookupProductsRequest: Sendable {
 
   /// ISO 3166-1 alpha-3 storefront code; empty for the app's default storefront.
   public var storefront: String = String()
+
+  /// Also list each hosted content's files (HostedContent.files, empty otherwise): a package can
+  /// hold thousands, so ask for them product by product, not for a thousand products at once.
+  public var includeFiles: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1271,7 +1275,7 @@ nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, 
 
 nonisolated extension Storebus_Catalog_V1_LookupProductsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".LookupProductsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}product_identifiers\0\u{1}storefront\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}product_identifiers\0\u{1}storefront\0\u{3}include_files\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1282,6 +1286,7 @@ nonisolated extension Storebus_Catalog_V1_LookupProductsRequest: SwiftProtobuf.M
       case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
       case 2: try { try decoder.decodeRepeatedStringField(value: &self.productIdentifiers) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.storefront) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.includeFiles) }()
       default: break
       }
     }
@@ -1297,6 +1302,9 @@ nonisolated extension Storebus_Catalog_V1_LookupProductsRequest: SwiftProtobuf.M
     if !self.storefront.isEmpty {
       try visitor.visitSingularStringField(value: self.storefront, fieldNumber: 3)
     }
+    if self.includeFiles != false {
+      try visitor.visitSingularBoolField(value: self.includeFiles, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1304,6 +1312,7 @@ nonisolated extension Storebus_Catalog_V1_LookupProductsRequest: SwiftProtobuf.M
     if lhs.appBundleID != rhs.appBundleID {return false}
     if lhs.productIdentifiers != rhs.productIdentifiers {return false}
     if lhs.storefront != rhs.storefront {return false}
+    if lhs.includeFiles != rhs.includeFiles {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
