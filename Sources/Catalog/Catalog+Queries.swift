@@ -16,6 +16,10 @@ extension Catalog {
     /// The storefront a request names, or the app's default when it names none.
     func storefront(named code: String, for app: App) throws(RPCError) -> Storefront {
         let resolved = code.isEmpty ? app.defaultStorefront : code
+        // Not echoed when it cannot be a code: the answer would repeat whatever the request held.
+        guard resolved.utf8.count == 3 else {
+            throw RPCError.invalidArgument(field: "storefront", "must be an ISO 3166-1 alpha-3 code such as FRA (known: \(storefrontOrder.joined(separator: ", ")))")
+        }
         guard let storefront = storefronts[resolved] else {
             throw RPCError.invalidArgument(field: "storefront", "unknown storefront \"\(code)\" (known: \(storefrontOrder.joined(separator: ", ")))")
         }
@@ -23,6 +27,10 @@ extension Catalog {
     }
 
     func app(_ bundleID: String) throws(RPCError) -> App {
+        // No catalog holds a longer one, and the answer would repeat it three times.
+        guard bundleID.utf8.count <= 255 else {
+            throw RPCError.invalidArgument(field: "appBundleId", "must be at most 255 bytes")
+        }
         guard let app = apps[bundleID] else {
             throw RPCError.resource(.notFound, type: "app", name: bundleID, "unknown app \"\(bundleID)\"")
         }

@@ -112,7 +112,7 @@ struct CatalogServiceTests {
         await catalog.stop()
     }
 
-    @Test("bad input: unknown app is NOT_FOUND, more than 1,000 identifiers and an unknown storefront are INVALID_ARGUMENT naming them")
+    @Test("bad input: unknown app is NOT_FOUND, more than 1,000 identifiers, an unknown storefront and names too long to be any are INVALID_ARGUMENT naming them")
     func badInput() async throws {
         let catalog = try CatalogFixture()
         try await catalog.start()
@@ -131,6 +131,15 @@ struct CatalogServiceTests {
         #expect(storefront?.code == .invalidArgument)
         #expect(storefront?.details.fieldViolations.first?.field == "storefront")
         #expect(storefront?.message.contains("ATL") == true)
+
+        // Names no catalog holds, a megabyte long, are refused without being repeated back (three
+        // times over, the answer would pass the message limit)
+        let huge = String(repeating: "x", count: 1024 * 1024)
+        let longApp = await #expect(throws: RPCError.self) { _ = try await fetch(client, app: huge, [coins]) }
+        #expect(longApp?.code == .invalidArgument && longApp?.details.fieldViolations.first?.field == "appBundleId", "\(String(describing: longApp?.code))")
+        let longStorefront = await #expect(throws: RPCError.self) { _ = try await fetch(client, [coins], storefront: huge) }
+        #expect(longStorefront?.code == .invalidArgument && longStorefront?.details.fieldViolations.first?.field == "storefront", "\(String(describing: longStorefront?.code))")
+        #expect((longStorefront?.message.utf8.count ?? .max) < 1024)
         await client.shutdown()
         await catalog.stop()
     }

@@ -13,14 +13,15 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
     /// Returns the localized products for the identifiers asked (SKProductsRequest). Identifiers that are
     /// unknown (an empty one included), not cleared for sale, or without a price in the storefront are
     /// listed in invalid_product_identifiers, as StoreKit lists them, not errors. NOT_FOUND: unknown app.
-    /// INVALID_ARGUMENT: more than 1000 identifiers or an unknown storefront. Idempotent.
+    /// INVALID_ARGUMENT: more than 1000 identifiers, an unknown storefront, or an app bundle id over 255
+    /// bytes. Idempotent.
     public static let fetchProducts = MethodDescriptor<Storebus_Catalog_V1_FetchProductsRequest, Storebus_Catalog_V1_FetchProductsResponse>(
         service: serviceName, method: "FetchProducts", idempotent: true, streaming: .unary
     )
 
     /// Returns unlocalized product records for StoreBus services (payment queue, download). Unknown
     /// identifiers are listed, not errors. NOT_FOUND: unknown app. INVALID_ARGUMENT: more than 1000
-    /// identifiers or an unknown storefront. Idempotent.
+    /// identifiers, an unknown storefront, or an app bundle id over 255 bytes. Idempotent.
     public static let lookupProducts = MethodDescriptor<Storebus_Catalog_V1_LookupProductsRequest, Storebus_Catalog_V1_LookupProductsResponse>(
         service: serviceName, method: "LookupProducts", idempotent: true, streaming: .unary
     )
