@@ -31,7 +31,8 @@ extension Catalog {
         guard bundleID.utf8.count <= 255 else {
             throw RPCError.invalidArgument(field: "appBundleId", "must be at most 255 bytes")
         }
-        guard let app = apps[bundleID] else {
+        // Byte for byte: Swift's dictionary takes canonically equivalent names for the same.
+        guard let app = apps[bundleID], app.bundleID.utf8.elementsEqual(bundleID.utf8) else {
             throw RPCError.resource(.notFound, type: "app", name: bundleID, "unknown app \"\(bundleID)\"")
         }
         return app
@@ -53,9 +54,9 @@ extension Catalog {
         let storefront = try storefront(named: request.storefront, for: app)
         var response = Storebus_Catalog_V1_FetchProductsResponse()
         response.storefront = storefront.countryCode
-        var seen = Set<String>()
-        for identifier in request.productIdentifiers where seen.insert(identifier).inserted {
-            guard let product = app.products[identifier], product.clearedForSale,
+        var seen = Set<[UInt8]>()
+        for identifier in request.productIdentifiers where seen.insert(Array(identifier.utf8)).inserted {
+            guard let product = app.product(identifier), product.clearedForSale,
                   let price = product.prices[storefront.countryCode]
             else {
                 response.invalidProductIdentifiers.append(identifier)
@@ -74,9 +75,9 @@ extension Catalog {
         var response = Storebus_Catalog_V1_LookupProductsResponse()
         response.catalogVersion = version
         response.storefront = storefront.countryCode
-        var seen = Set<String>()
-        for identifier in request.productIdentifiers where seen.insert(identifier).inserted {
-            guard let product = app.products[identifier] else {
+        var seen = Set<[UInt8]>()
+        for identifier in request.productIdentifiers where seen.insert(Array(identifier.utf8)).inserted {
+            guard let product = app.product(identifier) else {
                 response.unknownProductIdentifiers.append(identifier)
                 continue
             }
@@ -107,6 +108,17 @@ extension Catalog {
                 }
             }
         }
+    }
+}
+
+extension Catalog.App {
+    /// The product whose identifier is `identifier` byte for byte. Swift compares strings by canonical
+    /// equivalence ("\u{212A}" is "K"), the App Store and SQLite by bytes: a product asked for under
+    /// another spelling would be sold under that spelling, and the payment queue, which keeps the
+    /// spelling it was given, would not know it for the same product.
+    func product(_ identifier: String) -> Catalog.Product? {
+        guard let product = products[identifier], product.identifier.utf8.elementsEqual(identifier.utf8) else { return nil }
+        return product
     }
 }
 

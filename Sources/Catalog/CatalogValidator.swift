@@ -233,6 +233,9 @@ public enum CatalogValidator {
                 }
                 prices[code] = price
             }
+            if mode != .freeTrial && prices.isEmpty && (intro.prices ?? [:]).isEmpty {
+                problem("\(introPath).prices", "a paid offer needs a price in at least one storefront (it is shown only where it has one)")
+            }
             offer = Catalog.IntroductoryOffer(
                 paymentMode: mode, period: introPeriod, periods: Int32(periods), prices: prices,
                 formattedPrices: formatted(prices, storefronts: storefronts)
@@ -278,7 +281,8 @@ public enum CatalogValidator {
             // Adding stops once over the limit: every length is at most the limit, so no overflow.
             if total <= maxHostedContentLength { total += length }
             let hash = file.sha256 ?? ""
-            if !hash.isEmpty && (hash.count != 64 || !hash.allSatisfy(\.isHexDigit)) {
+            // ASCII hex digits only (Character.isHexDigit also takes fullwidth ones).
+            if !hash.isEmpty && (hash.utf8.count != 64 || !hash.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0 | 0x20) })) {
                 problem("\(path).files[\(index)].sha256", "must be 64 hex digits")
                 continue
             }

@@ -68,6 +68,11 @@ struct CatalogValidatorTests {
             f.apps![0].products![0].type = "autoRenewableSubscription"
             f.apps![0].products![0].subscription = .init(groupId: "g", period: "P1M", introductoryOffer: .init(paymentMode: "freeTrial", period: "P1W", prices: ["FRA": "0.99"]))
         }, "apps[0].products[0].subscription.introductoryOffer.prices.FRA", "free trial costs 0"),
+        // A paid offer without a price anywhere was loaded and shown nowhere.
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "autoRenewableSubscription"
+            f.apps![0].products![0].subscription = .init(groupId: "g", period: "P1M", introductoryOffer: .init(paymentMode: "payUpFront", period: "P1M"))
+        }, "apps[0].products[0].subscription.introductoryOffer.prices", "needs a price"),
         ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].subscription = .init(groupId: "g", period: "P1M") }, "apps[0].products[0].subscription", "only auto-renewable"),
         ({ @Sendable (f: inout CatalogFile) in f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: 1)]) }, "apps[0].products[0].hostedContent", "only non-consumable"),
         ({ @Sendable (f: inout CatalogFile) in
@@ -83,10 +88,31 @@ struct CatalogValidatorTests {
             f.apps![0].products![0].type = "nonConsumable"
             f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: 1 << 40), .init(path: "b", length: 1 << 40)])
         }, "apps[0].products[0].hostedContent.files", "add up to more than 1 TiB"),
+        // Fullwidth digits passed Character.isHexDigit.
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "nonConsumable"
+            f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: 1, sha256: String(repeating: "\u{FF10}", count: 64))])
+        }, "apps[0].products[0].hostedContent.files[0].sha256", "64 hex digits"),
     ] as [(@Sendable (inout CatalogFile) -> Void, String, String)])
     func problemsNameTheField(edit: @Sendable (inout CatalogFile) -> Void, field: String, reason: String) {
         let found = problems(file(edit))
         #expect(found.contains { $0.field == field && $0.reason.contains(reason) && $0.file == "test.json" }, "\(found)")
+    }
+
+    @Test("identifiers and app names match byte for byte: a canonically equivalent spelling (the Kelvin sign for K) is another, unknown identifier, never the product under a second name")
+    func identifiersMatchByBytes() throws {
+        let catalog = try CatalogValidator.validate(file {
+            $0.apps![0].bundleId = "com.example.Kit"
+            $0.apps![0].products![0].productId = "com.example.Kit.gems"
+        }, fileName: "test.json", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        let kelvin = "com.example.\u{212A}it.gems"
+        #expect(kelvin == "com.example.Kit.gems", "Swift takes them for the same string")
+        let fetched = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.Kit"; $0.productIdentifiers = [kelvin, "com.example.Kit.gems"] })
+        #expect(fetched.products.map(\.productIdentifier) == ["com.example.Kit.gems"])
+        #expect(fetched.invalidProductIdentifiers.map { Array($0.utf8) } == [Array(kelvin.utf8)], "listed invalid, not dropped as a repeat")
+        let looked = try catalog.lookupProducts(.with { $0.appBundleID = "com.example.Kit"; $0.productIdentifiers = [kelvin] })
+        #expect(looked.products.isEmpty && looked.unknownProductIdentifiers.count == 1)
+        #expect(throws: (any Error).self) { _ = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.\u{212A}it"; $0.productIdentifiers = ["com.example.Kit.gems"] }) }
     }
 
     @Test("a file that is not JSON, or has a wrong type, is named with its path")
