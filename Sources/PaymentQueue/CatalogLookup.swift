@@ -17,10 +17,12 @@ public struct CatalogLookup: Sendable {
     /// Most answers kept; when full, the cache starts over.
     static let capacity = 4096
 
+    /// The names' bytes: String keys would take canonically equivalent spellings for one name (the
+    /// Kelvin sign for K), which the catalog, comparing bytes, answers apart.
     private struct Key: Hashable {
-        let app: String
-        let identifier: String
-        let storefront: String
+        let app: [UInt8]
+        let identifier: [UInt8]
+        let storefront: [UInt8]
     }
 
     private struct Entry {
@@ -48,7 +50,7 @@ public struct CatalogLookup: Sendable {
     /// The product's record in the storefront, or nil when the catalog does not know it. The
     /// catalog's NOT_FOUND (unknown app) and INVALID_ARGUMENT (unknown storefront) pass through.
     public func product(app: String, identifier: String, storefront: String) async throws(RPCError) -> (record: Storebus_Catalog_V1_ProductRecord?, storefront: String) {
-        let key = Key(app: app, identifier: identifier, storefront: storefront)
+        let key = Key(app: Array(app.utf8), identifier: Array(identifier.utf8), storefront: Array(storefront.utf8))
         let now = ContinuousClock.now
         if maxAge > .zero, let kept = cache.state.withLock({ $0.entries[key] }), kept.expires > now {
             return (kept.record, kept.storefront)

@@ -227,6 +227,39 @@ struct PaymentQueueProcessTests {
         await fixture.stop()
     }
 
+    @Test("a product is sold under its own spelling only: a canonically equivalent one (the Kelvin sign for K) is an unknown product, even just after the real one was looked up")
+    func productSpellingIsExact() async throws {
+        let source = deployDirectory.appendingPathComponent("catalog/catalog.json")
+        let kit = "com.storebus.demo.puzzle.Kit"
+        let fixture = try PaymentQueueFixture(catalogFile: { directory in
+            // The sample catalog with one more product, whose identifier holds a K.
+            var catalog = try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as! [String: Any]
+            var apps = catalog["apps"] as! [[String: Any]]
+            var products = (apps[0]["products"] as! [[String: Any]]).filter { $0["hostedContent"] == nil }
+            products.append(["productId": kit, "type": "nonConsumable", "prices": ["USA": "0.99", "FRA": "0.99", "JPN": "120"],
+                             "localizations": ["en_US": ["title": "Kit", "description": ""]]])
+            apps[0]["products"] = products
+            catalog["apps"] = Array(apps.prefix(1))
+            let path = directory.path("catalog.json")
+            try JSONSerialization.data(withJSONObject: catalog).write(to: URL(fileURLWithPath: path))
+            return path
+        })
+        try await fixture.start()
+        let client = try fixture.client()
+        let queue = queueRef()
+        // Given the product bought under its own spelling (its catalog answer now kept)
+        let bought = try await add(client, queue, kit)
+        #expect(bought.payment.productIdentifier == kit)
+        // When it is asked for with the Kelvin sign, which Swift takes for the same string
+        let kelvin = "com.storebus.demo.puzzle.\u{212A}it"
+        #expect(kelvin == kit)
+        let other = try await add(client, queue, kelvin)
+        // Then that payment fails as for a product the store does not sell
+        #expect(other.transactionState == .failed && other.error.code == .storeProductNotAvailable, "\(other.transactionState)")
+        await client.shutdown()
+        await fixture.stop()
+    }
+
     @Test("a reloaded catalog's price applies to payments once the payment queue's kept answer has expired")
     func catalogReloadReachesPayments() async throws {
         // The sample catalog, copied so that it can change, with its hosted content still found.
