@@ -123,13 +123,15 @@ extension Catalog.App {
 }
 
 extension Catalog.Product {
-    /// Title and description for a locale: the exact locale, else one of the same language, else the
-    /// app's default locale.
+    /// Title and description for a locale: the exact locale; else one of the same language written
+    /// in the same script (zh_Hant_TW takes zh_TW or zh_Hant_HK, never zh_Hans_CN), the app's default
+    /// locale first when it is one of them, else the first by name; else the app's default locale.
     func localization(for locale: String, app: Catalog.App) -> (title: String, description: String) {
         if let exact = localizations[locale] { return exact }
-        let language = locale.prefix { $0 != "_" }
-        if let sameLanguage = localizations.keys.sorted().first(where: { $0.prefix { $0 != "_" } == language }) {
-            return localizations[sameLanguage]!
+        let wanted = LocaleParts(locale)
+        let candidates = localizations.keys.filter { wanted.sharesLanguageAndScript(with: LocaleParts($0)) }
+        if let chosen = candidates.contains(app.defaultLocale) ? app.defaultLocale : candidates.min() {
+            return localizations[chosen]!
         }
         return localizations[app.defaultLocale] ?? ("", "")
     }
@@ -208,5 +210,40 @@ extension Catalog.HostedContent {
             $0.location = location
             if includeFiles { $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length } } }
         }
+    }
+}
+
+/// A locale identifier's language, script and region (`zh_Hant_TW`, `fr_FR`, `en`), the script
+/// filled in where the region decides it.
+struct LocaleParts: Equatable {
+    let language: Substring
+    let script: Substring?
+    let region: Substring?
+
+    init(_ identifier: String) {
+        let parts = identifier.split(separator: "_")
+        language = parts.first ?? ""
+        var script: Substring?
+        var region: Substring?
+        for part in parts.dropFirst() {
+            if part.count == 4 { script = part } else { region = part }
+        }
+        self.region = region
+        self.script = script ?? Self.impliedScript(language: language, region: region)
+    }
+
+    /// The script a region implies for a language written in more than one (Chinese: traditional
+    /// characters in Taiwan, Hong Kong and Macao, simplified ones elsewhere).
+    static func impliedScript(language: Substring, region: Substring?) -> Substring? {
+        guard language == "zh" else { return nil }
+        guard let region else { return nil }
+        return ["TW", "HK", "MO"].contains(region) ? "Hant" : "Hans"
+    }
+
+    /// Same language, and the same script when both say which.
+    func sharesLanguageAndScript(with other: LocaleParts) -> Bool {
+        guard language == other.language else { return false }
+        guard let script, let otherScript = other.script else { return true }
+        return script == otherScript
     }
 }

@@ -115,6 +115,25 @@ struct CatalogValidatorTests {
         #expect(throws: (any Error).self) { _ = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.\u{212A}it"; $0.productIdentifiers = ["com.example.Kit.gems"] }) }
     }
 
+    @Test("a storefront without its own localization takes one of its language in its script, the app's default first, before the app's default of another language", arguments: [
+        ("en_CA", ["en_US", "en_AU", "fr_FR"], "en_US"),  // the app's default shares the language
+        ("en_CA", ["en_AU", "en_GB", "fr_FR"], "en_AU"),  // else the first by name
+        ("zh_Hant_TW", ["zh_Hans_CN", "zh_Hant_HK", "fr_FR"], "zh_Hant_HK"),  // never the other script
+        ("zh_TW", ["zh_CN", "zh_HK", "fr_FR"], "zh_HK"),  // the region says which script
+        ("zh_Hant_TW", ["zh_Hans_CN", "zh_CN", "fr_FR"], "fr_FR"),  // none in its script: the app's default
+        ("pt_BR", ["pt_PT", "fr_FR"], "pt_PT"),
+        ("de_DE", ["fr_FR", "en_US"], "en_US"),  // no German: the app's default
+    ] as [(String, [String], String)])
+    func localizationFallback(storefrontLocale: String, localized: [String], expected: String) throws {
+        let catalog = try CatalogValidator.validate(file {
+            $0.storefronts![0].locale = storefrontLocale
+            $0.apps![0].defaultLocale = localized.contains("en_US") ? "en_US" : "fr_FR"
+            $0.apps![0].products![0].localizations = Dictionary(uniqueKeysWithValues: localized.map { ($0, CatalogFile.Localization(title: $0)) })
+        }, fileName: "test.json", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        let fetched = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.app"; $0.productIdentifiers = ["p1"]; $0.storefront = "FRA" })
+        #expect(fetched.products.first?.localizedTitle == expected)
+    }
+
     @Test("a file that is not JSON, or has a wrong type, is named with its path")
     func decodingErrors() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catalog-\(UUID().uuidString)")
