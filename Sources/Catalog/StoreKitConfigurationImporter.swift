@@ -115,11 +115,20 @@ public enum StoreKitConfigurationImporter {
                 }
                 if let mode {
                     var intro = CatalogFile.IntroductoryOffer(paymentMode: mode, period: offer["subscriptionPeriod"] as? String, periods: offer["numberOfPeriods"] as? Int)
-                    if mode != "freeTrial", let price = offer["displayPrice"] as? String { intro.prices = [storefront: price] }
+                    if mode != "freeTrial" {
+                        if let price = offer["displayPrice"] as? String {
+                            intro.prices = [storefront: price]
+                        } else if let price = offer["displayPrice"] as? NSNumber {
+                            intro.prices = [storefront: price.stringValue]
+                        }
+                    }
                     subscription.introductoryOffer = intro
                 } else {
                     notes.append("\(path) (\(productID)): introductory offer payment mode \"\(offer["paymentMode"] ?? "")\" is unknown; offer skipped")
                 }
+            }
+            if item["groupNumber"] != nil {
+                notes.append("\(path) (\(productID)): groupNumber (the subscription's level in its group) is not carried")
             }
             for key in ["promotionalOffers", "adHocOffers", "codeOffers", "winbackOffers"] {
                 if let offers = item[key] as? [Any], !offers.isEmpty {

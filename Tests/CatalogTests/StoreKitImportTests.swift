@@ -93,7 +93,7 @@ let storeKitConfiguration = #"""
         {
           "displayPrice" : "9.99",
           "familyShareable" : false,
-          "introductoryOffer" : { "displayPrice" : "4.99", "numberOfPeriods" : 1, "paymentMode" : "payUpFront", "subscriptionPeriod" : "P3M" },
+          "introductoryOffer" : { "displayPrice" : 4.99, "numberOfPeriods" : 1, "paymentMode" : "payUpFront", "subscriptionPeriod" : "P3M" },
           "localizations" : [ { "description" : "Every world, quarterly", "displayName" : "Game Pass Quarterly", "locale" : "en_US" } ],
           "productID" : "com.example.game.pass.quarterly",
           "recurringSubscriptionPeriod" : "P3M",
@@ -134,12 +134,14 @@ struct StoreKitImportTests {
         #expect(monthly.subscription?.introductoryOffer == .init(paymentMode: "freeTrial", period: "P1W", periods: 1))
         let yearly = try #require(products["com.example.game.pass.yearly"])
         #expect(yearly.subscription?.introductoryOffer == .init(paymentMode: "payAsYouGo", period: "P1M", periods: 3, prices: ["FRA": "0.99"]))
-        #expect(products["com.example.game.pass.quarterly"]?.subscription?.introductoryOffer?.paymentMode == "payUpFront")
+        // A price written as a number, as for products
+        #expect(products["com.example.game.pass.quarterly"]?.subscription?.introductoryOffer == .init(paymentMode: "payUpFront", period: "P3M", periods: 1, prices: ["FRA": "4.99"]))
 
         // Reported, not silently dropped
         #expect(result.notCarriedOver.contains { $0.contains("codeOffers") && $0.contains("pass.monthly") })
         #expect(result.notCarriedOver.contains { $0.contains("_failTransactionsEnabled") })
         #expect(result.notCarriedOver.contains { $0.contains("subscriptionGroups[0].localizations") })
+        #expect(result.notCarriedOver.contains { $0.contains("groupNumber") && $0.contains("pass.yearly") })
 
         // The result is a catalog that loads
         let catalog = try CatalogValidator.validate(result.catalog, fileName: "imported", baseDirectory: URL(fileURLWithPath: "/tmp"))
