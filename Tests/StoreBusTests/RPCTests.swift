@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StoreBusTesting
 import StoreSchema
 import Testing
 import ZeroMQ
@@ -69,6 +70,61 @@ struct RPCTests {
             }
             let stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
             #expect(stats.requestsSucceeded == 501)
+        }
+        await server.stop()
+    }
+
+    @Test("a timeout far too long to count (\".seconds(.max)\", meaning none) is a day, as servers read it: the call is answered, nothing overflows")
+    func endlessTimeout() async throws {
+        let server = try TestServer()
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            for timeout in [Duration.seconds(Int64.max), .seconds(Int64.max / 1000), .seconds(365 * 86_400)] {
+                let reply = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.payload = "patient" }, options: CallOptions(timeout: timeout))
+                #expect(reply.payload == "patient")
+            }
+        }
+        #expect(Duration.seconds(Int64.max).wireMilliseconds == .max)
+        await server.stop()
+    }
+
+    @Test("metadata a server would refuse as a malformed header (too large, a line break, a bad key) is INVALID_ARGUMENT at once, nothing sent, not a wait for the deadline")
+    func headerCheckedBeforeSending() async throws {
+        let server = try TestServer()
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            for metadata: Metadata in [["note": String(repeating: "x", count: WireProtocol.maxHeaderBytes)], ["note": "two\nlines"], ["Bad Key": "v"]] {
+                let started = ContinuousClock.now
+                let refused = await #expect(throws: RPCError.self) {
+                    _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.payload = "x" }, options: CallOptions(timeout: .seconds(10), metadata: metadata))
+                }
+                #expect(refused?.code == .invalidArgument && refused?.details.fieldViolations.first?.field == "metadata", "\(String(describing: refused))")
+                #expect(started.duration(to: .now) < .seconds(5))
+            }
+            let stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
+            #expect(stats.requestsReceived == 1, "only the statistics call reached the server")
+        }
+        await server.stop()
+    }
+
+    @Test("a call still running when a graceful shutdown's grace period ends is answered UNAVAILABLE, without retry advice (it may have run), not left to its deadline")
+    func drainAnswersWhatItStops() async throws {
+        let server = try TestServer { $0.shutdownGracePeriod = .milliseconds(200) }
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            let started = ContinuousClock.now
+            // (As a call that is not safe to retry: the client hands over the server's answer as it is.)
+            let call = Task {
+                try await client.callRaw(
+                    path: Storebus_Diagnostics_V1_Diagnostics.echo.path, idempotent: false,
+                    body: JSONCodec.encode(Storebus_Diagnostics_V1_EchoRequest.with { $0.delayMs = 30_000 }),
+                    options: CallOptions(timeout: .seconds(20))
+                )
+            }
+            // (The call is running once the server counts it.)
+            #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 })
+            server.server.beginGracefulShutdown()
+            let answer = try await call.value
+            let error = answer.error
+            #expect(answer.code == .unavailable && error?.details.hasRetry == false && error?.message.contains("may have run") == true, "\(answer.code) \(String(describing: error))")
+            #expect(started.duration(to: .now) < .seconds(10), "answered at the end of the grace period, not at its deadline")
         }
         await server.stop()
     }

@@ -96,6 +96,26 @@ public final class RPCClient: Sendable {
         return try JSONCodec.decode(Response.self, from: response.body)
     }
 
+    /// INVALID_ARGUMENT, before anything is sent, for a header a server would refuse as malformed:
+    /// its answer would carry no request id (the header cannot be trusted to have named one), so the
+    /// call would only end at its deadline, as if it might have run. Metadata keys must be valid, values
+    /// hold no line break, and the header stay within ``WireProtocol/maxHeaderBytes``.
+    static func checkHeader(path: String, metadata: Metadata) throws(RPCError) {
+        var bytes = 64 + path.utf8.count  // tag, request id, timeout and line breaks: at most 64
+        for (key, value) in metadata.values {
+            guard Metadata.isValidKey(key) else {
+                throw RPCError.invalidArgument(field: "metadata", "\(path): \"\(key.prefix(64))\" is not a valid metadata key")
+            }
+            guard !value.utf8.contains(0x0A), !value.utf8.contains(0x0D) else {
+                throw RPCError.invalidArgument(field: "metadata", "\(path): the value of \(key) holds a line break")
+            }
+            bytes += key.utf8.count + value.utf8.count + 3
+        }
+        guard bytes <= WireProtocol.maxHeaderBytes else {
+            throw RPCError.invalidArgument(field: "metadata", "\(path): the request's header would take about \(bytes) bytes, more than the \(WireProtocol.maxHeaderBytes) a server reads")
+        }
+    }
+
     /// Calls a method with an encoded body and returns the encoded answer, whatever its status.
     /// Throws only for failures of the call itself (deadline, cancellation, no server).
     public func callRaw(path: String, idempotent: Bool, body: [UInt8], options: CallOptions = CallOptions()) async throws(RPCError) -> RawResponse {
@@ -103,8 +123,10 @@ public final class RPCClient: Sendable {
         guard Int64(body.count) <= configuration.maxMessageBytes else {
             throw RPCError(.resourceExhausted, "\(path): the request (\(body.count) bytes) is larger than the message limit (\(configuration.maxMessageBytes) bytes)")
         }
+        try Self.checkHeader(path: path, metadata: options.metadata)
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
-        let timeout = options.timeout ?? configuration.defaultTimeout
+        // At most a day, as servers read it (`.seconds(.max)`, "no timeout", overflowed the arithmetic).
+        let timeout = min(options.timeout ?? configuration.defaultTimeout, .milliseconds(Int64(WireProtocol.maxTimeoutMilliseconds)))
         let deadline = ContinuousClock.now + timeout
         let call = PendingCall(
             id: id, path: path, metadata: options.metadata, body: body,

@@ -347,6 +347,9 @@ struct TimerQueue {
         guard let top = heap.peek() else { return -1 }
         let remaining = now.duration(to: top.deadline)
         if remaining <= .zero { return 0 }
+        // A timer days away: wake within the hour and look again (the arithmetic below would overflow
+        // for durations of centuries, and poll takes an Int32 anyway).
+        if remaining >= .seconds(3600) { return 3_600_000 }
         let (seconds, attoseconds) = remaining.components
         return Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }

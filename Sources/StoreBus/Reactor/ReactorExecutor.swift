@@ -20,8 +20,10 @@ public final class ReactorExecutor: TaskExecutor, @unchecked Sendable {
             job.runSynchronously(on: self.asUnownedTaskExecutor())
         }
         if !accepted {
-            // The reactor has stopped: the task still runs to its end, on the global executor.
-            job.runSynchronously(on: globalConcurrentExecutor.asUnownedTaskExecutor())
+            // The reactor has stopped: the task still runs to its end, on the global executor, in
+            // its turn there (not here, on whichever thread resumed it: a commit thread, or a loop
+            // in the middle of its own work).
+            globalConcurrentExecutor.enqueue(ExecutorJob(job))
         }
     }
 }

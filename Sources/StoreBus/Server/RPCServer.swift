@@ -163,16 +163,20 @@ final class ServerLoop {
         }
     }
 
-    private func readAvailable() {
+    /// Handles the messages waiting (at most 256, so that other sockets get their turn); false when
+    /// it took them all.
+    @discardableResult
+    private func readAvailable() -> Bool {
         for _ in 0..<256 {
             let message: Message
             do {
                 message = try socket.receive(dontWait: true)
             } catch {
-                return
+                return false
             }
             handle(message.frames)
         }
+        return true
     }
 
     private func handle(_ frames: [[UInt8]]) {
@@ -341,12 +345,22 @@ final class ServerLoop {
     func beginDraining() {
         guard !draining else { return }
         draining = true
+        // Requests already waiting are answered now (UNAVAILABLE with retry advice: they did not
+        // run), not left to their callers' deadlines when the socket closes.
+        var batches = 0
+        while readAvailable() && batches < 64 { batches += 1 }
         if inFlight.isEmpty {
             reactor.stop()
             return
         }
         reactor.schedule(at: .now + configuration.shutdownGracePeriod) { [unowned self] in
-            for entry in self.inFlight.values { entry.task?.cancel() }
+            // Calls still running at the end of the grace period are answered before the socket
+            // closes: UNAVAILABLE without retry advice, as they may have run.
+            for (key, entry) in self.inFlight {
+                entry.task?.cancel()
+                if let timer = entry.timer { self.reactor.cancel(timer) }
+                self.send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.unavailable, "the server stopped before the call completed; it may have run"))
+            }
             self.inFlight.removeAll()
             self.reactor.stop()
         }

@@ -31,10 +31,12 @@ extension Duration {
         return Int32(clamping: ms)
     }
 
-    /// Whole milliseconds, rounded up, never negative.
+    /// Whole milliseconds, rounded up, never negative; UInt64.max for durations too long to count so.
     var wireMilliseconds: UInt64 {
         let (seconds, attoseconds) = components
         if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
-        return UInt64(seconds) * 1000 + UInt64((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1000)
+        let (total, carry) = whole.addingReportingOverflow(UInt64((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+        return overflow || carry ? .max : total
     }
 }
