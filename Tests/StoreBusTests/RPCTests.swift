@@ -457,6 +457,46 @@ struct RPCBalancingTests {
         await live.stop()
     }
 
+    @Test("an instance that refused a call with retry advice (as a draining one does) is passed over while another is connected, though it looks the least busy")
+    func refusingInstanceRests() async throws {
+        // Given A, which answers Echo at once and refuses Flaky with retry advice, as a draining
+        // server refuses everything, and B, which answers Echo after the delay asked and Flaky at once
+        var refusing = RPCRouter()
+        refusing.register(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in .with { $0.payload = request.payload } }
+        refusing.registerRaw(path: "/test.Flaky/Call") { _, _ in
+            throw RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 })
+        }
+        var answering = RPCRouter()
+        answering.registerRaw(path: "/test.Flaky/Call") { _, _ in Array("{}".utf8) }
+        let a = try TestServer(extra: refusing), b = try TestServer(extra: answering)
+        try await withRPCClient(endpoints: [a.endpoint, b.endpoint]) { client in
+            // (Both connected: quick calls reach each of them.)
+            try await Task.sleep(for: .milliseconds(300))
+            // And this client's slow calls in flight on B only (those sent to A came back at once),
+            // so that A looks the least busy
+            let slow = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<8 {
+                        group.addTask { _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 3000 }, options: CallOptions(timeout: .seconds(10))) }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            // When idempotent Flaky calls are made
+            var answered = 0
+            for _ in 0..<10 {
+                let answer = try await client.callRaw(path: "/test.Flaky/Call", idempotent: true, body: [], options: CallOptions(timeout: .seconds(5)))
+                if answer.code == .ok { answered += 1 }
+            }
+            // Then every one is answered by B: after A's refusal, its retries go there
+            #expect(answered == 10)
+            try await slow.value
+        }
+        await a.stop()
+        await b.stop()
+    }
+
     @Test("UNAVAILABLE is retried for idempotent calls and calls with an idempotency key, and returned for others")
     func retriesOnlyWhenSafe() async throws {
         var refusing = RPCRouter()

@@ -12,6 +12,9 @@ final class ClientLoop {
         let monitor: Socket
         var connected = false
         var inFlight = 0
+        /// Until when calls go elsewhere when they can: the server refused a call with retry advice
+        /// (draining, overloaded), so it would most likely refuse the next one too.
+        var restingUntil: ContinuousClock.Instant?
     }
 
 
@@ -161,15 +164,24 @@ final class ClientLoop {
         armRetryTimer()
     }
 
+    /// Sends to the connected endpoint with the fewest of this client's calls in flight, passing over
+    /// those resting after a refusal while another is connected (a draining server answers at once,
+    /// so it always looks the least busy).
     private func trySend(_ call: PendingCall) -> Bool {
         let count = endpoints.count
+        let now = ContinuousClock.now
         var best: Int?
+        var bestResting: Int?
         for offset in 0..<count {
             let index = (rotation + offset) % count
             guard endpoints[index].connected else { continue }
+            if let until = endpoints[index].restingUntil, until > now {
+                if bestResting == nil || endpoints[index].inFlight < endpoints[bestResting!].inFlight { bestResting = index }
+                continue
+            }
             if best == nil || endpoints[index].inFlight < endpoints[best!].inFlight { best = index }
         }
-        guard let first = best else { return false }
+        guard let first = best ?? bestResting else { return false }
         rotation = (rotation + 1) % max(count, 1)
         let frames = call.frames(now: .now)
         if send(frames, call, to: first) { return true }
@@ -244,6 +256,9 @@ final class ClientLoop {
             }
             endpoints[index].inFlight -= 1
             call.endpoint = nil
+            if response.code == .unavailable || response.code == .resourceExhausted {
+                rest(index, after: RawResponse(code: response.code, body: response.body))
+            }
             if response.code == .unavailable, call.retryable, call.attempts < configuration.maxAttempts,
                ContinuousClock.now + configuration.retryBackoff < call.deadline {
                 reactor.schedule(at: .now + configuration.retryBackoff) { [self] in
@@ -256,11 +271,23 @@ final class ClientLoop {
         }
     }
 
+    /// Shortest and longest rest of an endpoint that refused a call with retry advice.
+    static let restBounds: ClosedRange<Duration> = .milliseconds(250)...(.seconds(5))
+
+    /// Lets an endpoint rest when its answer refused the call with retry advice (it did not run the
+    /// call and asks for time): for the advised delay, held to ``restBounds``.
+    private func rest(_ index: Int, after response: RawResponse) {
+        guard let advised = response.error?.details.retry.retryDelayMs, advised > 0 else { return }
+        let delay = min(max(Duration.milliseconds(advised), Self.restBounds.lowerBound), Self.restBounds.upperBound)
+        endpoints[index].restingUntil = .now + delay
+    }
+
     private func readMonitor(_ index: Int) {
         while let message = try? endpoints[index].monitor.receive(dontWait: true) {
             guard let event = SocketEvent(message) else { continue }
             if event.event == .handshakeSucceeded {
                 endpoints[index].connected = true
+                endpoints[index].restingUntil = nil  // a new connection: perhaps a restarted server
                 logger.debug("Connected", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
                 flushWaiting()
             } else if event.event == .disconnected {
