@@ -38,7 +38,7 @@ public struct CatalogLoadError: Error, Sendable, CustomStringConvertible {
         var shown: [CatalogProblem] = []
         var bytes = 0
         for problem in problems {
-            let cut = CatalogProblem(file: problem.file, field: Self.cut(problem.field), reason: Self.cut(problem.reason))
+            let cut = Self.cut(problem)
             bytes += cut.file.utf8.count + cut.field.utf8.count + cut.reason.utf8.count
             if bytes > Self.maxReportedBytes { break }
             shown.append(cut)
@@ -49,13 +49,16 @@ public struct CatalogLoadError: Error, Sendable, CustomStringConvertible {
     /// The first ``summarizedProblems`` problems, each cut to ``maxReportedTextBytes``, one per line,
     /// then how many more there are.
     public var summary: String {
-        var lines = problems.prefix(Self.summarizedProblems).map { problem in
-            CatalogProblem(file: problem.file, field: Self.cut(problem.field), reason: Self.cut(problem.reason)).description
-        }
+        var lines = problems.prefix(Self.summarizedProblems).map { Self.cut($0).description }
         if problems.count > Self.summarizedProblems {
             lines.append("… and \(problems.count - Self.summarizedProblems) more problems")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// `problem` with its field path and reason each cut to ``maxReportedTextBytes``.
+    static func cut(_ problem: CatalogProblem) -> CatalogProblem {
+        CatalogProblem(file: problem.file, field: cut(problem.field), reason: cut(problem.reason))
     }
 
     /// `text` cut to at most ``maxReportedTextBytes`` bytes of UTF-8, on a character boundary, with

@@ -54,6 +54,7 @@ public enum CatalogValidator {
             storefrontOrder.append(code)
         }
 
+        let orderedStorefronts = storefrontOrder.compactMap { storefronts[$0] }
         var apps: [String: Catalog.App] = [:]
         var appOrder: [String] = []
         let fileApps = file.apps ?? []
@@ -137,7 +138,7 @@ public enum CatalogValidator {
                     subscription: subscription, hostedContent: hosted
                 )
                 products[identifier] = built
-                checkAnswerSizes(built, path: path, storefronts: storefrontOrder.compactMap { storefronts[$0] }, defaultLocale: defaultLocale, problem: problem)
+                checkAnswerSizes(built, path: path, storefronts: orderedStorefronts, defaultLocale: defaultLocale, problem: problem)
             }
             apps[bundleID] = Catalog.App(bundleID: bundleID, defaultLocale: defaultLocale, defaultStorefront: defaultStorefront, products: products)
             appOrder.append(bundleID)

@@ -440,19 +440,28 @@ public final class PaymentQueue: Sendable {
     /// to handle errors yourself.
     public func add(_ payment: Payment) {
         inOrder { [self] in
-            let key = UUID().uuidString
-            var backoff = Backoff(first: connection.configuration.reconnectDelay)
-            for attempt in 1...3 {
-                do {
-                    try await addPayment(payment, idempotencyKey: key)
-                    return
-                } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
-                    await backoff.wait()
-                } catch {
-                    logger.error("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
-                    deliverLocal(.updatedTransactions([localFailure(payment, error)], replayed: false))
-                    return
-                }
+            do {
+                try await underOneKey { key in _ = try await addPayment(payment, idempotencyKey: key) }
+            } catch {
+                logger.error("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
+                deliverLocal(.updatedTransactions([localFailure(payment, error)], replayed: false))
+            }
+        }
+    }
+
+    /// Makes `call` under one idempotency key, again after a pause while its outcome is unknown
+    /// (deadline, no gateway), three times at most: a call that ran although its answer was lost is
+    /// answered again by the next attempt, not run twice. Throws the error that ended the attempts.
+    private func underOneKey(_ call: (_ idempotencyKey: String) async throws -> Void) async throws {
+        let key = UUID().uuidString
+        var backoff = Backoff(first: connection.configuration.reconnectDelay)
+        var attempt = 1
+        while true {
+            do {
+                return try await call(key)
+            } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
+                attempt += 1
+                await backoff.wait()
             }
         }
     }
@@ -560,23 +569,13 @@ public final class PaymentQueue: Sendable {
     /// may, at any time).
     public func restoreCompletedTransactions(withApplicationUsername username: String? = nil) {
         Task {
-            // One key for every attempt: a restore that ran although its answer was lost (a deadline,
-            // a gateway restart) is answered again by the next attempt, not run twice.
-            let key = UUID().uuidString
-            var backoff = Backoff(first: connection.configuration.reconnectDelay)
-            for attempt in 1...3 {
-                do {
-                    try await restore(applicationUsername: username, idempotencyKey: key)
-                    return
-                } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
-                    await backoff.wait()
-                } catch {
-                    // Not a queue event (the store refused or was not reached): told to observers and
-                    // sequences through the same serial delivery, as a StoreKit error, with position 0.
-                    let failure = StoreKitError(code: Self.restoreFailureCode(error), localizedDescription: "\(error)")
-                    deliverLocal(.restoreCompletedTransactionsFailed(restoreID: "", error: failure))
-                    return
-                }
+            do {
+                try await underOneKey { key in _ = try await restore(applicationUsername: username, idempotencyKey: key) }
+            } catch {
+                // Not a queue event (the store refused or was not reached): told to observers and
+                // sequences through the same serial delivery, as a StoreKit error, with position 0.
+                let failure = StoreKitError(code: Self.restoreFailureCode(error), localizedDescription: "\(error)")
+                deliverLocal(.restoreCompletedTransactionsFailed(restoreID: "", error: failure))
             }
         }
     }

@@ -80,15 +80,7 @@ struct SDKObserveTests {
     func restoreRetriedUnderOneKey() async throws {
         // A scripted gateway: the first restore outlasts the SDK's call timeout, the next is answered.
         let keys = Mutex<[String]>([])
-        var router = RPCRouter()
-        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
-        router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
-            guard request.replay else {
-                try await Task.sleep(for: .milliseconds(Int(request.waitMs)))
-                return .init()
-            }
-            return .with { $0.events = [.with { $0.replayComplete.replayedCount = 0 }] }
-        }
+        var router = Self.emptyQueueRouter()
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { _, context in
             let count = keys.withLock { keys -> Int in
                 keys.append(context.metadata[WireProtocol.idempotencyKeyMetadata] ?? "")
@@ -154,16 +146,9 @@ struct SDKObserveTests {
         // snapshot, and its end callback, below the snapshot's position, never delivered).
         let replayAnswered = Atomic<Bool>(false)
         let early = Mutex<[String]>([])
-        var router = RPCRouter()
-        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
-        router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
-            guard request.replay else {
-                try await Task.sleep(for: .milliseconds(Int(request.waitMs)))
-                return .init()
-            }
+        var router = Self.emptyQueueRouter(seq: 7) {
             try await Task.sleep(for: .milliseconds(300))
             replayAnswered.store(true, ordering: .releasing)
-            return .with { $0.events = [.with { $0.seq = 7; $0.replayComplete.replayedCount = 0 }] }
         }
         @Sendable func record(_ call: String) {
             if !replayAnswered.load(ordering: .acquiring) { early.withLock { $0.append(call) } }
@@ -202,8 +187,7 @@ struct SDKObserveTests {
 
     @Test("with nobody listening, a call does not wait for a launch replay")
     func callsWithoutListenersDoNotWait() async throws {
-        var router = RPCRouter()
-        router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
+        var router = Self.emptyQueueRouter()
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { _, _ in .with { $0.restoreID = "restore-1" } }
         let gateway = try ScriptedGateway(router: router)
         var configuration = gateway.configuration
@@ -277,12 +261,10 @@ struct SDKObserveTests {
         await queue.close()
     }
 
-    /// A scripted gateway with an empty queue (the replay at once, live calls held), answering
-    /// AddPayment with `addPayment` and counting FinishTransaction calls.
-    private static func refusingGateway(
-        finishCalls: Counter = Counter(),
-        addPayment: @escaping @Sendable (Storebus_PaymentQueue_V1_AddPaymentRequest) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse
-    ) throws -> ScriptedGateway {
+    /// A scripted gateway's methods for an empty queue: sessions open, the launch replay (after
+    /// `beforeReplay`) holds nothing and ends at position `seq`, and live observe calls are held for
+    /// their wait. Tests add the queue methods they script.
+    private static func emptyQueueRouter(seq: UInt64 = 0, beforeReplay: @escaping @Sendable () async throws -> Void = {}) -> RPCRouter {
         var router = RPCRouter()
         router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
         router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
@@ -290,8 +272,19 @@ struct SDKObserveTests {
                 try await Task.sleep(for: .milliseconds(Int(request.waitMs)))
                 return .init()
             }
-            return .with { $0.events = [.with { $0.seq = 3; $0.replayComplete.replayedCount = 0 }] }
+            try await beforeReplay()
+            return .with { $0.events = [.with { $0.seq = seq; $0.replayComplete.replayedCount = 0 }] }
         }
+        return router
+    }
+
+    /// A scripted gateway with an empty queue (the replay at once, live calls held), answering
+    /// AddPayment with `addPayment` and counting FinishTransaction calls.
+    private static func refusingGateway(
+        finishCalls: Counter = Counter(),
+        addPayment: @escaping @Sendable (Storebus_PaymentQueue_V1_AddPaymentRequest) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse
+    ) throws -> ScriptedGateway {
+        var router = emptyQueueRouter(seq: 3)
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment) { request, _ in try await addPayment(request) }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { _, _ in
             finishCalls.value.wrappingAdd(1, ordering: .relaxed)
