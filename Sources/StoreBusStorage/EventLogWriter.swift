@@ -160,6 +160,8 @@ private final class Committer: @unchecked Sendable {
     }
 
     private func commit(_ group: [Job]) {
+        // Between two transactions: the moment to let the WAL start over (see StoreDatabase).
+        database.completeRequestedCheckpoint()
         do {
             let events = try database.pool.write { db -> [StoredEvent] in
                 var events: [StoredEvent] = []

@@ -52,13 +52,14 @@ public final class StoreDatabase: Sendable {
         // file: more page writes than the WAL itself. A larger page cache spares the writer re-reading
         // index pages between commits.
         //
-        // Checkpoints copy the WAL into the database file mostly on a thread of their own
-        // (``Checkpointer``), beside the writer rather than inside its commits: they took a tenth of
-        // the payment queue's commit thread, and the commit that crossed SQLite's threshold waited for
-        // the copy and its fsync. Under steady writes a checkpoint beside the writer never catches up
-        // with it entirely, and only a checkpoint that has copied every frame lets the next write start
-        // the WAL over; so the writer still checkpoints by itself past ``writerCheckpointPages``, and
-        // then finds all but the last few milliseconds of frames copied already.
+        // Checkpoints copy the WAL into the database file on a thread of their own (``Checkpointer``),
+        // beside the writer rather than inside its commits: they took a tenth of the payment queue's
+        // commit thread. Under steady writes that copy never catches up with the writer entirely, and
+        // the WAL starts over only at a commit whose transaction began with every frame copied. So
+        // once the WAL passes ``restartPages``, the checkpointer runs passes until one leaves only a
+        // short tail, then asks the writer to copy that tail between two of its transactions
+        // (``completeRequestedCheckpoint()``). SQLite's own checkpoint after a commit, past
+        // ``writerCheckpointPages``, is the safety net for writers that never ask.
         try pool.barrierWriteWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
@@ -69,13 +70,30 @@ public final class StoreDatabase: Sendable {
         checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval)
     }
 
-    /// WAL pages past which the writer checkpoints after its commit, completing the copy so that the
-    /// WAL starts over (SQLite's default is 1000): the WAL stays under about 16 MiB.
-    static let writerCheckpointPages = 4096
+    /// WAL pages past which the checkpointer asks the writer to complete the copy, so that the WAL
+    /// starts over: it stays near 8 to 16 MiB under steady writes.
+    static let restartPages = 2048
+    /// WAL pages past which a commit checkpoints by itself (SQLite's `wal_autocheckpoint`; its
+    /// default is 1000), for writers that never call ``completeRequestedCheckpoint()``: the WAL stays
+    /// under about 32 MiB whatever they do. That commit waits for a copy of every frame not yet
+    /// copied, up to an interval's worth (measured in the payment queue at 1,000 purchase flows a
+    /// second: 4 to 8 ms, one flow in a hundred caught behind it), where a requested copy finds a
+    /// tail of a few milliseconds.
+    static let writerCheckpointPages = 8192
     /// How often the checkpointer copies the WAL into the database file.
     public static let defaultCheckpointInterval = Duration.milliseconds(50)
 
     private let checkpointer: Checkpointer
+
+    /// On the writer's thread, between two write transactions: copies the tail of the WAL the
+    /// checkpointer asked for, if it did (see ``restartPages``). The writer adds no frames meanwhile,
+    /// so the copy ends with every frame copied unless a reader still needs one, and the next commit
+    /// starts the WAL over. When nothing was asked it costs an atomic load. A copy that fails (a
+    /// reader in the way) is left to the next request.
+    public func completeRequestedCheckpoint() {
+        guard checkpointer.takeRequest() else { return }
+        _ = try? pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+    }
 
     /// Frames in the WAL and frames already copied to the database file, as of the checkpointer's
     /// last pass (for tests and statistics).
@@ -113,13 +131,14 @@ public final class StoreDatabase: Sendable {
 /// Copies the WAL into the database file every interval (a passive checkpoint: it never waits for
 /// the writer or readers, and the writer never waits for it), on a thread and connection of its own.
 /// When it has copied every frame (the writes paused), the writer's next transaction starts the WAL
-/// over; under steady writes the writer's own checkpoint does that (see ``StoreDatabase``).
+/// over; under steady writes it asks the writer to copy the last few frames (see ``StoreDatabase``).
 final class Checkpointer: @unchecked Sendable {
     // Invariant for @unchecked Sendable: `connection` is used in init, then only by the
     // checkpointer's thread (which closes it as it ends); `stopped`, `finished` and `latest` are
-    // guarded by `condition`.
+    // guarded by `condition`; `requested` is atomic.
     private let connection: DatabaseQueue
     private let interval: Duration
+    private let requested = Atomic<Bool>(false)
     private let condition = NSCondition()
     private var stopped = false
     private var finished = false
@@ -141,6 +160,18 @@ final class Checkpointer: @unchecked Sendable {
         thread.start()
     }
 
+    /// Frames few enough for the writer to copy between two transactions without a noticeable pause
+    /// (a pass that copied no more took about a millisecond).
+    static let shortTail = 128
+    /// Passes run in a row at most before the writer is asked anyway.
+    static let maxHurried = 4
+
+    /// Whether a pass asked the writer to complete the copy since the last call (the request is
+    /// taken: another comes only after another pass).
+    func takeRequest() -> Bool {
+        requested.load(ordering: .relaxed) && requested.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
     var last: (walFrames: Int, copied: Int) {
         condition.lock()
         defer { condition.unlock() }
@@ -159,13 +190,19 @@ final class Checkpointer: @unchecked Sendable {
     private func run() {
         // The connection's data_version as of a pass that copied every frame (thread-local).
         var copiedVersion: Int?
+        // The WAL frames copied as of the last pass, and the passes run at once in a row (thread-local).
+        var lastCopied = 0
+        var hurried = 0
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         while true {
             condition.lock()
-            if !stopped { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+            if !stopped && hurried == 0 { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
             let stop = stopped
             condition.unlock()
             if stop { break }
+            // Only a pass that succeeds runs the next at once (a failing one waits an interval).
+            let inRow = hurried
+            hurried = 0
             // A failed pass (the database busy or gone) is tried again next interval; the writer's own
             // checkpoints are there meanwhile. With nothing committed since a pass that copied
             // everything, there is nothing to do (an idle service only reads a counter).
@@ -178,6 +215,16 @@ final class Checkpointer: @unchecked Sendable {
             if let pass = pass ?? nil, let row = pass.row, row[0] as Int? == 0,
                let frames = row[1] as Int?, let copied = row[2] as Int?, frames >= 0, copied >= 0 {
                 copiedVersion = frames == copied ? pass.version : nil
+                // Past the threshold, passes follow one another at once until one copies only a short
+                // tail: it was short itself, so the frames it left behind are few. The writer is then
+                // asked to copy those.
+                let fresh = copied >= lastCopied ? copied - lastCopied : copied
+                if frames >= StoreDatabase.restartPages && fresh > Self.shortTail && inRow < Self.maxHurried {
+                    hurried = inRow + 1
+                } else if frames >= StoreDatabase.restartPages {
+                    requested.store(true, ordering: .releasing)
+                }
+                lastCopied = copied
                 condition.lock()
                 latest = (frames, copied)
                 condition.unlock()

@@ -44,7 +44,7 @@ struct RunBenchmarks: AsyncParsableCommand {
     var devices = 64
 
     @Option(help: "Offered load of the paced flow figures, flows per second (0: none). The devices then start flows on a fixed schedule and each latency counts from its scheduled start.")
-    var pacedRate = 1_000
+    var pacedRate = 2_000
 
     @Option(help: "Run only the benchmarks of these groups (transport, durable, flows); all when omitted.")
     var only: [String] = []
