@@ -31,7 +31,7 @@ struct StoreDatabaseTests {
         EventLog.registerMigrations(&migrator)
         let database = try StoreDatabase(directory: directory.url, name: "busy", migrator: migrator, checkpointInterval: .milliseconds(20))
         let threshold = try await database.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
-        #expect(threshold == 8192, "SQLite's own checkpoint after a commit is only the safety net")
+        #expect(threshold == 16384, "SQLite's own checkpoint after a commit is only the safety net")
         let writer = EventLogWriter(logName: "busy", database: database, publisher: nil)
         let payload = "\"" + String(repeating: "x", count: 3000) + "\""
         var largestWAL = 0
@@ -46,7 +46,7 @@ struct StoreDatabaseTests {
             }
         }
         // About 2000 x 3 pages: without a restart the WAL would hold them all (24 MB) before SQLite's
-        // own checkpoint at 8192 pages; the writer copies the checkpointer's tail and starts it over.
+        // own checkpoint at 16384 pages; the writer copies the checkpointer's tail and starts it over.
         #expect(largestWAL < 4096 * 4096, "WAL grew to \(largestWAL) bytes")
         // Once the writes stop, the checkpointer copies the rest.
         let deadline = ContinuousClock.now + .seconds(10)

@@ -65,7 +65,7 @@ final class ClientLoop {
         // Closed before this job ran (shut down at once, on a shared reactor): nothing to register.
         guard !closed else { return }
         for index in endpoints.indices {
-            reactor.register(endpoints[index].socket) { [self] in self.readResponses(index) }
+            reactor.register(endpoints[index].socket) { [self] in _ = self.readResponses(index) }
             reactor.register(endpoints[index].monitor) { [self] in self.readMonitor(index) }
         }
         stopAction = reactor.onStop { [self] in self.close() }
@@ -234,7 +234,9 @@ final class ClientLoop {
     /// Answers read before the callers they resumed on this loop (see ``RPCClient/executor``) run.
     private static let answersPerTurn = 16
 
-    private func readResponses(_ index: Int) {
+    /// Reads the answers waiting on an endpoint's socket, 256 at most; returns whether it stopped at
+    /// that limit (more may be waiting).
+    private func readResponses(_ index: Int) -> Bool {
         for count in 0..<256 {
             // Callers resumed on this loop by the answers so far continue now, and their next requests
             // leave while the server is still busy, rather than after the whole batch has been read.
@@ -245,7 +247,7 @@ final class ClientLoop {
             do {
                 message = try endpoints[index].socket.receive(dontWait: true)
             } catch {
-                return
+                return false
             }
             guard let response = Frames.parseAtClient(message.frames) else {
                 logger.debug("Unreadable response dropped", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
@@ -269,6 +271,7 @@ final class ClientLoop {
             pending[id] = nil
             call.finish(.success(RawResponse(code: response.code, body: response.body)))
         }
+        return true
     }
 
     /// Shortest and longest rest of an endpoint that refused a call with retry advice.
@@ -293,6 +296,10 @@ final class ClientLoop {
             } else if event.event == .disconnected {
                 endpoints[index].connected = false
                 logger.debug("Disconnected", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
+                // Answers that arrived before the connection closed are still in the socket (a server
+                // that answers as it shuts down, say): the monitor's event can be read first. They
+                // are taken before the calls still waiting are failed over.
+                while readResponses(index) {}
                 failOver(from: index)
             }
         }
