@@ -224,8 +224,7 @@ public final class GatewayService: Sendable {
         }
     }
 
-    /// Time a forwarded call may take: what the caller left, less a margin for the answer's way back.
-    /// The deadline of a call forwarded for `context`: the caller's, less a tenth of what remains (5 to
+    /// The time a call forwarded for `context` may take: what the caller has left, less a tenth of it (5 to
     /// 100 ms), so that the upstream's answer, or the gateway's own when the call timed out or was never
     /// sent, still reaches the caller before its deadline (with 5 ms, a loaded machine often let the
     /// caller time out first, hiding a NOT_SENT that said the call did not run).

@@ -16,12 +16,6 @@ public struct PaymentQueueService: Sendable {
     /// Longest a policy may make the sandbox wait before it answers, in milliseconds.
     public static let maxPolicyDelayMs: UInt32 = 600_000
 
-    /// INVALID_ARGUMENT naming `policy.delayMs` when the policy waits longer than the sandbox allows.
-    public static func checkDelay(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy) throws(RPCError) {
-        guard policy.delayMs <= maxPolicyDelayMs else {
-            throw RPCError.invalidArgument(field: "policy.delayMs", "must be at most \(maxPolicyDelayMs)")
-        }
-    }
     /// Largest requestData of a payment, in bytes (StoreKit reserves the field; such payments fail
     /// with unauthorizedRequestData, and their transactions still carry it).
     public static let maxRequestDataBytes = 4096
@@ -31,6 +25,13 @@ public struct PaymentQueueService: Sendable {
     public static let maxProductIdentifierBytes = 255
     /// Longest idempotency key, in bytes (as the contract says).
     public static let maxIdempotencyKeyBytes = 128
+
+    /// INVALID_ARGUMENT naming `policy.delayMs` when the policy waits longer than the sandbox allows.
+    public static func checkDelay(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy) throws(RPCError) {
+        guard policy.delayMs <= maxPolicyDelayMs else {
+            throw RPCError.invalidArgument(field: "policy.delayMs", "must be at most \(maxPolicyDelayMs)")
+        }
+    }
 
     /// The idempotency key of a request: its own field, else the call's metadata; INVALID_ARGUMENT
     /// when longer than ``maxIdempotencyKeyBytes``.

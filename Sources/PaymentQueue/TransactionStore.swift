@@ -309,13 +309,14 @@ public final class TransactionStore: Sendable {
     /// with paymentCancelled. Approving an approved one (or declining a declined one) is OK.
     public func answerAskToBuy(_ id: String, approve: Bool, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         try await writer.write { db, batch in
-            guard let current = try Self.transaction(db, id: id) else {
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
+            let current = try Self.transaction(db, row: row)
             // Whether the transaction was ever DEFERRED: Ask to Buy asked for by the payment or the
             // policy copied onto it, the only ways into DEFERRED.
-            let asked = try Bool.fetchOne(db.cachedStatement(sql: "SELECT ask_to_buy OR policy_mode = ? FROM pq_transaction WHERE id = ?"),
-                                          arguments: [Storebus_PaymentQueue_V1_PolicyMode.askToBuy.rawValue, id]) ?? false
+            let columns = ColumnReader(row)
+            let asked = columns["ask_to_buy"] as Bool || columns["policy_mode"] as Int == Storebus_PaymentQueue_V1_PolicyMode.askToBuy.rawValue
             let answered: Row
             switch (current.transactionState, approve) {
             case (.deferred, true): answered = try Self.purchase(db, id: id, at: Self.milliseconds(now))

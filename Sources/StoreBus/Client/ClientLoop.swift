@@ -258,8 +258,9 @@ final class ClientLoop {
             }
             endpoints[index].inFlight -= 1
             call.endpoint = nil
+            let raw = RawResponse(code: response.code, body: response.body)
             if response.code == .unavailable || response.code == .resourceExhausted {
-                rest(index, after: RawResponse(code: response.code, body: response.body))
+                rest(index, after: raw)
             }
             if response.code == .unavailable, call.retryable, call.attempts < configuration.maxAttempts,
                ContinuousClock.now + configuration.retryBackoff < call.deadline {
@@ -269,7 +270,7 @@ final class ClientLoop {
                 continue
             }
             pending[id] = nil
-            call.finish(.success(RawResponse(code: response.code, body: response.body)))
+            call.finish(.success(raw))
         }
         return true
     }
