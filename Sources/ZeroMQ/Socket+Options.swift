@@ -14,8 +14,6 @@ public enum SocketOption: Sendable {
     case routerMandatory(Bool)
     /// ROUTER: a new connection with a known routing id takes it over from the old one.
     case routerHandover(Bool)
-    /// Only queue messages to peers whose connection is complete.
-    case immediate(Bool)
     /// ZMTP heartbeat: PING every `interval` ms, give up on a peer silent for `timeout` ms, and ask
     /// the peer to time us out after `ttl` ms.
     case heartbeat(interval: Int32, timeout: Int32, ttl: Int32)
@@ -49,7 +47,6 @@ extension Socket {
         case .maxMessageSize(let value): try setInt64(ZMQ_MAXMSGSIZE, value, "ZMQ_MAXMSGSIZE")
         case .routerMandatory(let on): try setInt(ZMQ_ROUTER_MANDATORY, on ? 1 : 0, "ZMQ_ROUTER_MANDATORY")
         case .routerHandover(let on): try setInt(ZMQ_ROUTER_HANDOVER, on ? 1 : 0, "ZMQ_ROUTER_HANDOVER")
-        case .immediate(let on): try setInt(ZMQ_IMMEDIATE, on ? 1 : 0, "ZMQ_IMMEDIATE")
         case .heartbeat(let interval, let timeout, let ttl):
             try setInt(ZMQ_HEARTBEAT_IVL, interval, "ZMQ_HEARTBEAT_IVL")
             try setInt(ZMQ_HEARTBEAT_TIMEOUT, timeout, "ZMQ_HEARTBEAT_TIMEOUT")

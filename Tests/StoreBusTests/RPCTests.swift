@@ -129,6 +129,55 @@ struct RPCTests {
         await server.stop()
     }
 
+    @Test("an answer that arrives just before its connection closes, while the client is busy, is delivered, not replaced by 'connection lost'")
+    func answerBeforeCloseWhileBusy() async throws {
+        let server = try TestServer { $0.shutdownGracePeriod = .milliseconds(100) }
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            let call = Task {
+                try await client.callRaw(
+                    path: Storebus_Diagnostics_V1_Diagnostics.echo.path, idempotent: false,
+                    body: JSONCodec.encode(Storebus_Diagnostics_V1_EchoRequest.with { $0.delayMs = 30_000 }),
+                    options: CallOptions(timeout: .seconds(20))
+                )
+            }
+            #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 })
+            // The client's loop has read everything and is busy when the answer comes, then the close:
+            // it finds both at once (with ZMQ_IMMEDIATE, libzmq dropped the answer every time).
+            let busy = Task(executorPreference: client.executor) { _ = usleep(600_000) }
+            server.server.beginGracefulShutdown()
+            await busy.value
+            let answer = try await call.value
+            #expect(answer.code == .unavailable && answer.error?.message.contains("may have run") == true, "\(answer.code) \(String(describing: answer.error))")
+        }
+        await server.stop()
+    }
+
+    @Test("a request sent as its connection drops, before the client hears of it, is failed and never delivered once the client reconnects")
+    func requestSentIntoDroppedConnection() async throws {
+        let first = try TestServer()
+        let endpoint = first.endpoint
+        try await withRPCClient(endpoints: [endpoint]) { client in
+            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
+            // The server goes away while the client's loop is busy; the call is then sent on the
+            // connection the client still believes in, and waits in its socket.
+            let call = Task(executorPreference: client.executor) { () async throws -> RawResponse in
+                _ = usleep(500_000)
+                return try await client.callRaw(
+                    path: Storebus_Diagnostics_V1_Diagnostics.echo.path, idempotent: false,
+                    body: JSONCodec.encode(Storebus_Diagnostics_V1_EchoRequest.with { $0.payload = "late" }),
+                    options: CallOptions(timeout: .seconds(20))
+                )
+            }
+            await first.stop()
+            let failed = await #expect(throws: RPCError.self) { _ = try await call.value }
+            #expect(failed?.code == .unavailable, "\(String(describing: failed))")
+            let second = try TestServer { $0.endpoints = [endpoint] }
+            let stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
+            #expect(stats.requestsReceived == 1, "only this call reached the new server: \(stats.requestsReceived)")
+            await second.stop()
+        }
+    }
+
     @Test("tasks preferring the client's executor make calls on its loop: answered, matched, and held to deadlines")
     func callsOnClientExecutor() async throws {
         let server = try TestServer()

@@ -54,9 +54,17 @@ class Client:
     """One DEALER connected to one service instance. Request ids are a per-connection counter."""
 
     def __init__(self, ctx, endpoint):
-        self.sock = ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.IMMEDIATE, 1)          # never queue requests for a peer not yet connected
-        self.sock.setsockopt(zmq.LINGER, 0)             # closing never blocks
+        self.ctx, self.endpoint = ctx, endpoint
+        self.next_id = 1
+        self._open()
+
+    def _open(self):
+        # No IMMEDIATE: with it, libzmq drops an answer that arrives just as its connection closes
+        # (a server answering as it shuts down). A request can then wait in the socket for a
+        # connection instead; the socket is replaced after a call that got no answer (_attempt),
+        # so that such a request is never delivered after its caller gave up.
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)             # closing never blocks, and drops what waits
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 << 20)   # same 4 MiB limit as the servers
         self.sock.setsockopt(zmq.SNDHWM, 50000)
         self.sock.setsockopt(zmq.RCVHWM, 50000)
@@ -65,8 +73,7 @@ class Client:
         self.sock.setsockopt(zmq.HEARTBEAT_TTL, 3000)
         self.sock.setsockopt(zmq.RECONNECT_IVL, 100)
         self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        self.sock.connect(endpoint)
-        self.next_id = 1
+        self.sock.connect(self.endpoint)
 
     def call(self, method, request, timeout_ms=5000, metadata=None, idempotent=False, attempts=3):
         """Calls `method` (a path such as /storebus.health.v1.Health/Check) with a dict; returns the
@@ -91,17 +98,19 @@ class Client:
         for key in sorted(metadata):
             header += b"\n" + key.encode() + b": " + metadata[key].encode()
         frames = [b"", header, json.dumps(request, separators=(",", ":")).encode()]
-        # With IMMEDIATE, send waits for a connected server; give up at the deadline.
         self.sock.setsockopt(zmq.SNDTIMEO, max(1, left_ms))
         try:
             self.sock.send_multipart(frames)
-        except zmq.Again:  # no connected server before the deadline: nothing was sent
-            return UNAVAILABLE, {"code": UNAVAILABLE, "message": "no server reachable before the deadline"}
+        except zmq.Again:  # the send queue stayed full until the deadline: nothing was sent
+            return UNAVAILABLE, {"code": UNAVAILABLE, "message": "the send queue stayed full until the deadline"}
         trace(">>", frames)
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0 or not self.sock.poll(left_ms):
-                # The server drops the work at the same deadline; no cancel needed.
+                # A server that got the request drops its work at the same deadline; one that never
+                # did (no connection) must not get it later: the socket goes, with what waits in it.
+                self.sock.close()
+                self._open()
                 return DEADLINE_EXCEEDED, {"code": DEADLINE_EXCEEDED, "message": "no answer before the deadline"}
             reply = self.sock.recv_multipart()
             trace("<<", reply)

@@ -8,8 +8,9 @@ import ZeroMQ
 final class ClientLoop {
     struct Endpoint {
         let address: String
-        let socket: Socket
-        let monitor: Socket
+        /// Replaced after a disconnect that left calls in flight (see ``replaceSocket(_:)``).
+        var socket: Socket
+        var monitor: Socket
         var connected = false
         var inFlight = 0
         /// Until when calls go elsewhere when they can: the server refused a call with retry advice
@@ -45,8 +46,21 @@ final class ClientLoop {
         self.shared = shared
         self.logger = logger
         for address in configuration.endpoints {
-            let socket = try Socket(context: reactor.context, type: .dealer)
-            try socket.set(.immediate(true))
+            let (socket, monitor) = try Self.connect(address, configuration: configuration, context: reactor.context)
+            endpoints.append(Endpoint(address: address, socket: socket, monitor: monitor))
+        }
+    }
+
+    /// A DEALER connecting to `address`, with the monitor that reports its connections.
+    ///
+    /// Not ZMQ_IMMEDIATE: with it, libzmq drops the answers a connection delivered just before it
+    /// closed whenever the socket had already read everything before they came (a server answering
+    /// as it shuts down lost its last answers so, one in ten in a plain C test). Without it a request
+    /// can wait in the socket for a connection; calls are sent only on connected endpoints, and the
+    /// few left waiting when a connection drops go with the socket (see ``replaceSocket(_:)``).
+    private static func connect(_ address: String, configuration: ClientConfiguration, context: ZeroMQ.Context) throws -> (socket: Socket, monitor: Socket) {
+        let socket = try Socket(context: context, type: .dealer)
+        do {
             try socket.applyRPCLimits(
                 maxMessageBytes: configuration.maxMessageBytes, highWaterMark: configuration.highWaterMark,
                 heartbeatInterval: configuration.heartbeatInterval, heartbeatTimeout: configuration.heartbeatTimeout
@@ -55,19 +69,25 @@ final class ClientLoop {
                 interval: configuration.reconnectInterval.socketMilliseconds,
                 max: configuration.reconnectIntervalMax.socketMilliseconds
             ))
-            let monitor = try socket.openMonitor(context: reactor.context, events: [.handshakeSucceeded, .disconnected])
-            try socket.connect(address)
-            endpoints.append(Endpoint(address: address, socket: socket, monitor: monitor))
+            let monitor = try socket.openMonitor(context: context, events: [.handshakeSucceeded, .disconnected])
+            do {
+                try socket.connect(address)
+            } catch {
+                socket.stopMonitor()
+                monitor.close()
+                throw error
+            }
+            return (socket, monitor)
+        } catch {
+            socket.close()
+            throw error
         }
     }
 
     func attach() {
         // Closed before this job ran (shut down at once, on a shared reactor): nothing to register.
         guard !closed else { return }
-        for index in endpoints.indices {
-            reactor.register(endpoints[index].socket) { [self] in _ = self.readResponses(index) }
-            reactor.register(endpoints[index].monitor) { [self] in self.readMonitor(index) }
-        }
+        for index in endpoints.indices { register(index) }
         stopAction = reactor.onStop { [self] in self.close() }
     }
 
@@ -301,9 +321,41 @@ final class ClientLoop {
                 // that answers as it shuts down, say): the monitor's event can be read first. They
                 // are taken before the calls still waiting are failed over.
                 while readResponses(index) {}
+                let sent = endpoints[index].inFlight > 0
                 failOver(from: index)
+                if sent {
+                    replaceSocket(index)
+                    return  // the old monitor is closed; the new one reports from here on
+                }
             }
         }
+    }
+
+    private func register(_ index: Int) {
+        reactor.register(endpoints[index].socket) { [self] in _ = self.readResponses(index) }
+        reactor.register(endpoints[index].monitor) { [self] in self.readMonitor(index) }
+    }
+
+    /// Closes an endpoint's socket after its connection dropped with calls in flight, and connects a
+    /// new one. Requests still waiting in the old socket for a connection (sent as it dropped) are
+    /// discarded with it: their calls were failed over, so a reconnection must not deliver them
+    /// later. A socket that cannot be replaced is kept, and logged.
+    private func replaceSocket(_ index: Int) {
+        let replacement: (socket: Socket, monitor: Socket)
+        do {
+            replacement = try Self.connect(endpoints[index].address, configuration: configuration, context: reactor.context)
+        } catch {
+            logger.error("Cannot replace the socket of a dropped connection", metadata: ["peer.endpoint": "\(endpoints[index].address)", "error": "\(error)"])
+            return
+        }
+        reactor.unregister(endpoints[index].socket)
+        reactor.unregister(endpoints[index].monitor)
+        endpoints[index].socket.stopMonitor()
+        endpoints[index].monitor.close()
+        endpoints[index].socket.close()
+        endpoints[index].socket = replacement.socket
+        endpoints[index].monitor = replacement.monitor
+        register(index)
     }
 
     /// The calls sent to an endpoint that went away: retry the retryable, fail the rest.
