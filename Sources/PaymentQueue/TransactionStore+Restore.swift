@@ -125,19 +125,18 @@ extension TransactionStore {
     /// refunded (FAILED_PRECONDITION). Refunding twice changes nothing.
     public func refund(_ id: String, now: Date = Date()) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
         try await writer.write { db, batch in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
+            guard let record = try TransactionRecord.fetch(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
-            guard row["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue else {
+            guard record.state == .purchased else {
                 throw RPCError(.failedPrecondition, "only purchased transactions can be refunded; restored ones through their original")
             }
             guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pq_charge WHERE transaction_id = ?)"), arguments: [id]) == true else {
                 throw RPCError(.failedPrecondition, "transaction \(id) was never charged (the account already held the product when it was bought): refund the purchase that was")
             }
-            let type = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .consumable
-            let product: String = row["product_id"]
-            var revokes = type == .nonConsumable || type == .autoRenewableSubscription
-            if row["revoked_ms"] as Int64? == nil {
+            let product = record.productID
+            var revokes = record.productType == .nonConsumable || record.productType == .autoRenewableSubscription
+            if record.revokedMS == nil {
                 let nowMS = Self.milliseconds(now)
                 try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, id, id])
                 try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
@@ -145,7 +144,7 @@ extension TransactionStore {
                     let stillHeld = try Bool.fetchOne(db.cachedStatement(sql: """
                         SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
                                        WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
-                        """), arguments: [row["app"], row["account"], product]) ?? false
+                        """), arguments: [record.app, record.account, product]) ?? false
                     if stillHeld {
                         revokes = false
                     } else {
@@ -158,12 +157,12 @@ extension TransactionStore {
                                   AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = t.id))
                             UPDATE pq_transaction SET revoked_ms = ?
                             WHERE revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)
-                            """).execute(arguments: [row["app"], row["account"], product, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue, nowMS])
+                            """).execute(arguments: [record.app, record.account, product, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue, nowMS])
                     }
                 }
                 if revokes {
                     let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"),
-                                                  arguments: [row["app"], row["account"]])
+                                                  arguments: [record.app, record.account])
                     for queueRow in queues {
                         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
                             $0.appBundleID = queueRow["app"]
@@ -228,8 +227,10 @@ extension TransactionStore {
         // rest, as with any failed payment: the last state they heard was not the end.
         var failedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for id in waiting {
-            let failed = try Self.fail(db, id: id, .make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided."), at: Self.milliseconds(now))
-            failedByQueue[failed["queue_key"], default: []].append(try Self.transaction(db, row: failed))
+            guard var record = try TransactionRecord.fetch(db, id: id) else { continue }
+            record.setFailed(.make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided."), at: Self.milliseconds(now))
+            try record.saveDecision(db)
+            failedByQueue[record.queueKey, default: []].append(try record.transaction(db))
         }
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
                                     arguments: [app, account])

@@ -35,13 +35,18 @@ public final class TransactionStore: Sendable {
         try transaction.jsonUTF8Data().count + replayGrowthBytes
     }
 
-    /// The weight of a transaction announced alone by `event`: the event holds the transaction, so its
-    /// JSON is at least as long as the transaction's (and spares encoding it once more).
-    static func replayWeight(announcedBy event: StoredEvent) -> Int {
-        event.json.utf8.count + replayGrowthBytes
+    /// The weight of `record`, a new transaction announced alone by `event` (see ``replayWeight(_:)``):
+    /// the event holds the transaction, so its JSON is at least as long as the transaction's (and
+    /// spares encoding it once more). A transaction not yet PURCHASED offers its product's downloads
+    /// only once it is, and they are counted from the start.
+    static func replayWeight(announcedBy event: StoredEvent, _ record: TransactionRecord) throws -> Int {
+        let offers = record.state == .purchased || record.state == .restored
+        let downloads = offers ? [] : try record.offeredDownloads()
+        let later = downloads.isEmpty ? 0 : try Storebus_PaymentQueue_V1_Download.jsonString(from: downloads).utf8.count
+        return event.json.utf8.count + later + replayGrowthBytes
     }
 
-    /// Records a new unfinished transaction's weight (see ``replayWeight(_:)``).
+    /// Records an unfinished transaction's weight (see ``replayWeight(_:)``).
     static func setReplayWeight(_ db: Database, id: String, _ weight: Int) throws {
         try db.cachedStatement(sql: "UPDATE pq_transaction SET replay_bytes = ? WHERE id = ?").execute(arguments: [weight, id])
     }
@@ -191,31 +196,26 @@ public final class TransactionStore: Sendable {
                     decideAt = nowMS + Int64(current.delayMs)
                 }
             }
-            let row = try Self.updated(id, Row.fetchOne(db.cachedStatement(sql: """
-                INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
-                    application_username, request_data, ask_to_buy, storefront, price, currency, error_code, error_message,
-                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                RETURNING *
-                """), arguments: [
-                    id, new.queue.appBundleID, new.queue.accountID, new.queue.deviceID, new.queue.key, state.rawValue,
-                    new.payment.productIdentifier, new.productType.rawValue, max(1, new.payment.quantity),
-                    new.payment.applicationUsername, new.payment.requestData, new.payment.simulatesAskToBuyInSandbox,
-                    new.storefront, new.price, new.currency, error.map { $0.code.rawValue }, error?.localizedDescription,
-                    policy.mode.rawValue, policy.failError.rawValue, decideAt, nowMS, nowMS,
-                    try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads),
-                ]))
+            var record = TransactionRecord(
+                id: id, queue: new.queue, queueKey: new.queue.key, state: state, payment: new.payment, productType: new.productType,
+                storefront: new.storefront, price: new.price, currency: new.currency, error: error, policy: policy,
+                decideAtMS: decideAt, nowMS: nowMS, downloads: try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads)
+            )
+            // The event comes first, for its weight: the row is then written once, with its weight and,
+            // when it is decided at once, its decision.
+            let transaction = try record.transaction(db)
+            let event = try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue))
+            record.replayBytes = try Self.replayWeight(announcedBy: event, record)
+            try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: "this payment")
+            let decidesNow = state == .purchasing && decideWhenDue && decideAt <= nowMS
+            if decidesNow { record.decide(at: nowMS) }
+            try record.insert(db)
             if let idempotency = new.idempotency {
                 try db.cachedStatement(sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)").execute(arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
                 )
             }
-            let transaction = try Self.transaction(db, row: row)
-            let weight = Self.replayWeight(announcedBy: try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue)))
-            try Self.checkRoom(load, adding: 1, bytes: weight, maxUnfinished: maxUnfinished, doing: "this payment")
-            try Self.setReplayWeight(db, id: id, weight)
-            guard state == .purchasing else { return (transaction, true) }
-            guard decideWhenDue && decideAt <= nowMS else { return (transaction, false) }
-            _ = try Self.decide(db, &batch, row: row, now: now)
+            guard decidesNow else { return (transaction, state != .purchasing) }
+            try Self.announceDecision(db, &batch, record, at: nowMS)
             return (transaction, true)
         }
     }
@@ -274,34 +274,23 @@ public final class TransactionStore: Sendable {
         }
     }
 
+    /// Decides the transaction `id` by the policy copied onto it (see ``TransactionRecord/decide(at:)``).
+    /// Returns it decided, or nil when it was not PURCHASING (decided already).
     static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, id: String, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else { return nil }
-        return try decide(db, &batch, row: row, now: now)
+        guard var record = try TransactionRecord.fetch(db, id: id), record.state == .purchasing else { return nil }
+        let nowMS = Self.milliseconds(now)
+        record.decide(at: nowMS)
+        try record.saveDecision(db)
+        return try announceDecision(db, &batch, record, at: nowMS)
     }
 
-    /// Decides the transaction whose current row is `row` (nil unless it is PURCHASING).
-    static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, row: Row, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        let columns = ColumnReader(row)
-        guard columns["state"] as Int == Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue else { return nil }
-        let id: String = columns["id"]
-        let nowMS = Self.milliseconds(now)
-        let mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: columns["policy_mode"]) ?? .approve
-        let decided: Row
-        if columns["ask_to_buy"] as Bool || mode == .askToBuy {
-            decided = try Self.setState(db, id: id, .deferred, at: nowMS)
-        } else {
-            switch mode {
-            case .fail:
-                let code = Storebus_PaymentQueue_V1_SKError(rawValue: columns["policy_error"]) ?? .unknown
-                decided = try Self.fail(db, id: id, .make(code), at: nowMS)
-            case .interrupt:
-                decided = try Self.fail(db, id: id, .make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: nowMS, interrupted: true)
-            default:
-                decided = try Self.purchase(db, id: id, at: nowMS)
-            }
-        }
-        let transaction = try Self.transaction(db, row: decided)
-        try batch.append(key: columns["queue_key"], Self.updated([transaction], queue: transaction.queue))
+    /// After a transaction's decision is written: charges it when PURCHASED (see ``charge(_:_:at:)``)
+    /// and announces it to its queue. Returns it.
+    @discardableResult
+    static func announceDecision(_ db: Database, _ batch: inout EventLogWriter.Batch, _ record: TransactionRecord, at ms: Int64) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        if record.state == .purchased { try charge(db, record, at: ms) }
+        let transaction = try record.transaction(db)
+        try batch.append(key: record.queueKey, Self.updated([transaction], queue: transaction.queue))
         return transaction
     }
 
@@ -309,26 +298,23 @@ public final class TransactionStore: Sendable {
     /// with paymentCancelled. Approving an approved one (or declining a declined one) is OK.
     public func answerAskToBuy(_ id: String, approve: Bool, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         try await writer.write { db, batch in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
+            guard var record = try TransactionRecord.fetch(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
-            let current = try Self.transaction(db, row: row)
             // Whether the transaction was ever DEFERRED: Ask to Buy asked for by the payment or the
             // policy copied onto it, the only ways into DEFERRED.
-            let columns = ColumnReader(row)
-            let asked = columns["ask_to_buy"] as Bool || columns["policy_mode"] as Int == Storebus_PaymentQueue_V1_PolicyMode.askToBuy.rawValue
-            let answered: Row
-            switch (current.transactionState, approve) {
-            case (.deferred, true): answered = try Self.purchase(db, id: id, at: Self.milliseconds(now))
-            case (.deferred, false): answered = try Self.fail(db, id: id, .make(.paymentCancelled, "The request to buy was declined."), at: Self.milliseconds(now))
+            let asked = record.askToBuy || record.policyMode == .askToBuy
+            let nowMS = Self.milliseconds(now)
+            switch (record.state, approve) {
+            case (.deferred, true): record.setState(.purchased, at: nowMS)
+            case (.deferred, false): record.setFailed(.make(.paymentCancelled, "The request to buy was declined."), at: nowMS)
             // Approved already, or declined already (a clear fails a deferred one too: it is over).
-            case (.purchased, true) where asked, (.failed, false) where asked: return current
+            case (.purchased, true) where asked, (.failed, false) where asked: return try record.transaction(db)
             default:
-                throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState), not waiting for Ask to Buy")
+                throw RPCError(.failedPrecondition, "transaction \(id) is \(record.state), not waiting for Ask to Buy")
             }
-            let transaction = try Self.transaction(db, row: answered)
-            try batch.append(key: current.queue.key, Self.updated([transaction], queue: current.queue))
-            return transaction
+            try record.saveDecision(db)
+            return try Self.announceDecision(db, &batch, record, at: nowMS)
         }
     }
 
@@ -339,35 +325,34 @@ public final class TransactionStore: Sendable {
     public func resolveInterrupted(_ id: String, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else {
+            guard let interrupted = try TransactionRecord.fetch(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
             }
-            guard row["interrupted"] as Bool else {
+            guard interrupted.interrupted else {
                 throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")
             }
-            if let resolved = row["resolved_by"] as String? { return try Self.transaction(db, id: resolved)! }
+            if let resolved = interrupted.resolvedBy { return try Self.transaction(db, id: resolved)! }
             // Cleared purchase history is never charged later (see clear).
-            guard !(row["cleared"] as Bool) else {
+            guard !interrupted.cleared else {
                 throw RPCError(.failedPrecondition, "transaction \(id) was cleared with the account's purchase history and can no longer be resolved")
             }
-            let load = try Self.unfinishedLoad(db, queueKey: row["queue_key"])
-            let newID = try Self.nextIdentifier(db)
+            let load = try Self.unfinishedLoad(db, queueKey: interrupted.queueKey)
             let nowMS = Self.milliseconds(now)
-            try db.cachedStatement(sql: """
-                INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
-                    application_username, request_data, ask_to_buy, storefront, price, currency,
-                    policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
-                SELECT ?, app, account, device, queue_key, ?, product_id, product_type, quantity,
-                    application_username, request_data, 0, storefront, price, currency, ?, 0, ?, ?, ?, downloads
-                FROM pq_transaction WHERE id = ?
-                """).execute(arguments: [newID, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue,
-                                 Storebus_PaymentQueue_V1_PolicyMode.approve.rawValue, nowMS, nowMS, nowMS, id])
-            let purchased = try Self.purchase(db, id: newID, at: nowMS)
-            try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [newID, id])
-            let transaction = try Self.transaction(db, row: purchased)
-            let weight = Self.replayWeight(announcedBy: try batch.append(key: row["queue_key"], Self.updated([transaction], queue: transaction.queue)))
-            try Self.checkRoom(load, adding: 1, bytes: weight, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
-            try Self.setReplayWeight(db, id: newID, weight)
+            var payment = interrupted.payment
+            payment.simulatesAskToBuyInSandbox = false
+            var record = TransactionRecord(
+                id: try Self.nextIdentifier(db), queue: interrupted.queue, queueKey: interrupted.queueKey, state: .purchased,
+                payment: payment, productType: interrupted.productType, storefront: interrupted.storefront, price: interrupted.price,
+                currency: interrupted.currency, error: nil, policy: .with { $0.mode = .approve }, decideAtMS: nowMS, nowMS: nowMS,
+                downloads: interrupted.downloads
+            )
+            let transaction = try record.transaction(db)
+            let event = try batch.append(key: record.queueKey, Self.updated([transaction], queue: transaction.queue))
+            record.replayBytes = try Self.replayWeight(announcedBy: event, record)
+            try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
+            try record.insert(db)
+            try Self.charge(db, record, at: nowMS)
+            try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [record.id, id])
             return transaction
         }
     }
@@ -420,25 +405,25 @@ public final class TransactionStore: Sendable {
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
         try await writer.write { db, batch in
-            guard let current = try Self.transaction(db, id: id), QueueNames.same(current.queue.appBundleID, queue.appBundleID) else {
+            guard let record = try TransactionRecord.fetch(db, id: id), QueueNames.same(record.app, queue.appBundleID) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }
-            guard QueueNames.same(current.queue.accountID, queue.accountID) else {
+            guard QueueNames.same(record.account, queue.accountID) else {
                 throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(id) belongs to another account")
                     .withReason("OTHER_ACCOUNT", domain: "storebus.payment_queue")
             }
-            guard QueueNames.same(current.queue.deviceID, queue.deviceID) else {
+            guard QueueNames.same(record.device, queue.deviceID) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }
-            if current.finished { return true }
-            switch current.transactionState {
+            if record.finished { return true }
+            switch record.state {
             case .purchasing, .deferred:
-                throw RPCError(.failedPrecondition, "transaction \(id) is \(current.transactionState) and cannot be finished yet")
+                throw RPCError(.failedPrecondition, "transaction \(id) is \(record.state) and cannot be finished yet")
             default:
                 break
             }
             try db.cachedStatement(sql: "UPDATE pq_transaction SET finished = 1 WHERE id = ?").execute(arguments: [id])
-            var removed = current
+            var removed = try record.transaction(db)
             removed.finished = true
             try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
                 $0.queue = queue
@@ -530,41 +515,15 @@ public final class TransactionStore: Sendable {
         Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
     }
 
-    /// Sets the state and date; returns the updated row.
-    @discardableResult
-    static func setState(_ db: Database, id: String, _ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) throws -> Row {
-        try updated(id, Row.fetchOne(db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ? WHERE id = ? RETURNING *"), arguments: [state.rawValue, ms, id]))
-    }
-
-    /// The row an INSERT or UPDATE ... RETURNING gave back (an UPDATE's callers update rows they have
-    /// just read); a missing one is an INTERNAL error rather than a crash.
-    private static func updated(_ id: String, _ row: Row?) throws -> Row {
-        guard let row else { throw RPCError(.internalError, "transaction \(id) is missing from the database") }
-        return row
-    }
-
-    /// FAILED with `error` (and marked interrupted when it was); returns the updated row.
-    @discardableResult
-    static func fail(_ db: Database, id: String, _ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64, interrupted: Bool = false) throws -> Row {
-        try updated(id, Row.fetchOne(db.cachedStatement(sql: """
-            UPDATE pq_transaction SET state = ?, error_code = ?, error_message = ?, date_ms = ?, interrupted = (interrupted OR ?) WHERE id = ? RETURNING *
-            """), arguments: [Storebus_PaymentQueue_V1_TransactionState.failed.rawValue, error.code.rawValue, error.localizedDescription, ms, interrupted, id]))
-    }
-
-    /// PURCHASED, with a charge unless the account already holds this non-consumable or
+    /// Charges a PURCHASED transaction, unless the account already holds this non-consumable or
     /// auto-renewable subscription (a regular purchased transaction, but no second charge).
-    /// Returns the updated row.
-    @discardableResult
-    static func purchase(_ db: Database, id: String, at ms: Int64) throws -> Row {
-        let row = try setState(db, id: id, .purchased, at: ms)
-        let columns = ColumnReader(row)
-        let type = Storebus_Catalog_V1_ProductType(rawValue: columns["product_type"]) ?? .consumable
-        if type == .nonConsumable || type == .autoRenewableSubscription {
+    static func charge(_ db: Database, _ record: TransactionRecord, at ms: Int64) throws {
+        if record.productType == .nonConsumable || record.productType == .autoRenewableSubscription {
             let held = try Bool.fetchOne(db.cachedStatement(sql: """
                 SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
                                WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
-                """), arguments: [columns["app"], columns["account"], columns["product_id"]]) ?? false
-            if held { return row }
+                """), arguments: [record.app, record.account, record.productID]) ?? false
+            if held { return }
         }
         // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
         // `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first non-NULL
@@ -573,8 +532,7 @@ public final class TransactionStore: Sendable {
             INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
             VALUES (COALESCE((SELECT MAX(id) FROM pq_charge), (SELECT value FROM pq_sequence WHERE name = 'charge'), 0) + 1,
                     ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [id, columns["app"], columns["account"], columns["product_id"], Self.amount(price: columns["price"], quantity: columns["quantity"]), columns["currency"], columns["storefront"], ms])
-        return row
+            """).execute(arguments: [record.id, record.app, record.account, record.productID, Self.amount(price: record.price, quantity: record.quantity), record.currency, record.storefront, ms])
     }
 
     /// Price times quantity, as a decimal string.
@@ -583,54 +541,8 @@ public final class TransactionStore: Sendable {
         return NSDecimalNumber(decimal: value * Decimal(quantity)).stringValue
     }
 
-    static func transaction(_ db: Database, id: String, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_transaction WHERE id = ?"), arguments: [id]) else { return nil }
-        return try transaction(db, row: row, depth: depth)
-    }
-
-    /// The transaction whose row (all columns of pq_transaction) is `row`.
-    static func transaction(_ db: Database, row: Row, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
-        var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
-        let columns = ColumnReader(row)
-        transaction.transactionIdentifier = columns["id"]
-        transaction.transactionState = Storebus_PaymentQueue_V1_TransactionState(rawValue: columns["state"]) ?? .purchasing
-        transaction.transactionDate = Self.timestamp(milliseconds: columns["date_ms"])
-        transaction.payment = .with {
-            $0.productIdentifier = columns["product_id"]
-            $0.quantity = columns["quantity"]
-            $0.applicationUsername = columns["application_username"]
-            $0.requestData = columns["request_data"]
-            $0.simulatesAskToBuyInSandbox = columns["ask_to_buy"]
-        }
-        transaction.queue = .with {
-            $0.appBundleID = columns["app"]
-            $0.accountID = columns["account"]
-            $0.deviceID = columns["device"]
-        }
-        transaction.storefront = columns["storefront"]
-        transaction.productType = Storebus_Catalog_V1_ProductType(rawValue: columns["product_type"]) ?? .unspecified
-        transaction.finished = columns["finished"]
-        if transaction.transactionState == .purchased || transaction.transactionState == .restored,
-           let text = columns["downloads"] as String?, text != "[]" {
-            transaction.downloads = try Storebus_PaymentQueue_V1_Download.array(fromJSONString: text).map { download in
-                var download = download
-                download.transactionIdentifier = transaction.transactionIdentifier
-                return download
-            }
-        }
-        if let revoked = columns["revoked_ms"] as Int64? {
-            transaction.cancellationDate = Self.timestamp(milliseconds: revoked)
-        }
-        if let code = columns["error_code"] as Int? {
-            transaction.error = .with {
-                $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code) ?? .unknown
-                $0.localizedDescription = columns["error_message"] ?? ""
-            }
-        }
-        if let original = columns["original_id"] as String?, depth == 0, let originalTransaction = try Self.transaction(db, id: original, depth: 1) {
-            transaction.originalTransaction = originalTransaction
-        }
-        return transaction
+    static func transaction(_ db: Database, id: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+        try TransactionRecord.fetch(db, id: id)?.transaction(db)
     }
 
     /// A stored time in milliseconds as a Timestamp, exactly: through a Double, 34.090 s came out as

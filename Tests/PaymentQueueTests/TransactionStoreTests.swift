@@ -486,6 +486,63 @@ struct TransactionStoreTests {
         #expect(try await fixture.events(phone).isEmpty, "nothing announced")
     }
 
+    @Test("a purchase's replay weight counts the downloads it offers only once purchased")
+    func weightCountsLaterDownloads() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        var new = TransactionStore.NewTransaction(
+            queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "levels"; $0.quantity = 1 },
+            productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",
+            start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
+        )
+        // Some 4 KB of hosted content: far more than the room a weight leaves to grow.
+        new.downloads = (0..<40).map { index in .with { $0.contentIdentifier = "level-pack-\(index)-" + String(repeating: "x", count: 60); $0.contentVersion = "1.0"; $0.contentLength = 1 << 20 } }
+        for decideWhenDue in [false, true] {
+            let created = try await fixture.store.create(new, decideWhenDue: decideWhenDue).transaction
+            #expect(created.transactionState == .purchasing && created.downloads.isEmpty)
+            var decided = try await fixture.store.decide(created.transactionIdentifier)
+            if decided == nil { decided = try await fixture.store.transaction(created.transactionIdentifier) }
+            let purchased = try #require(decided)
+            #expect(purchased.transactionState == .purchased && purchased.downloads.count == 40)
+            let weight = try await fixture.database.pool.read { db in
+                try Int.fetchOne(db, sql: "SELECT replay_bytes FROM pq_transaction WHERE id = ?", arguments: [created.transactionIdentifier])!
+            }
+            #expect(weight >= (try purchased.jsonUTF8Data().count), "decided at once: \(decideWhenDue)")
+        }
+    }
+
+    @Test("the transaction record reads and writes every column of pq_transaction, each in its own place")
+    func recordCoversTheTable() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let original = try await fixture.purchase("gems")
+        let (table, written, read) = try await fixture.database.pool.write { db in
+            let table = try Row.fetchAll(db, sql: "PRAGMA table_info(pq_transaction)").map { $0["name"] as String }
+            // Every field set, and no two alike: a value read from another column's place shows.
+            var record = TransactionRecord(
+                id: "9000000000000000001", queue: .with { $0.appBundleID = "app"; $0.accountID = "account"; $0.deviceID = "device" },
+                queueKey: "queue-key", state: .restored,
+                payment: .with { $0.productIdentifier = "product"; $0.quantity = 3; $0.applicationUsername = "user"; $0.requestData = Data([1, 2]); $0.simulatesAskToBuyInSandbox = true },
+                productType: .autoRenewableSubscription, storefront: "storefront", price: "1.99", currency: "currency",
+                error: .make(.paymentInvalid, "message"), policy: .with { $0.mode = .interrupt; $0.failError = .storeProductNotAvailable },
+                decideAtMS: 11, nowMS: 12, downloads: "[{\"contentIdentifier\":\"c\"}]"
+            )
+            record.originalID = original.transactionIdentifier
+            record.interrupted = true
+            record.resolvedBy = "resolver"
+            record.dateMS = 13
+            record.finished = true
+            record.revokedMS = 14
+            record.cleared = true
+            record.replayBytes = 15
+            try record.insert(db)
+            return (table, record, try TransactionRecord.fetch(db, id: record.id))
+        }
+        let listed = TransactionRecord.columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        #expect(listed == table, "the record's columns are the table's, in its order")
+        #expect(read == written)
+    }
+
     @Test("transactions waiting when the database is upgraded get their replay weight; finished ones need none")
     func replayWeightMigration() async throws {
         let fixture = try StoreFixture()

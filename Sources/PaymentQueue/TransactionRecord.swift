@@ -1,0 +1,249 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreSchema
+import SwiftProtobuf
+
+/// One row of `pq_transaction` as Swift values.
+///
+/// Rows are read through an explicit column list, by position, straight from the statement (no
+/// copied row, no lookup by name), and written back field by field: a transaction being created or
+/// decided is built here in memory and written once, rather than written, read back with
+/// `RETURNING *` and written again. Copying rows and finding their columns by name took about a
+/// seventh of the payment queue's commit thread.
+struct TransactionRecord: Sendable, Equatable {
+    var id: String
+    var app: String
+    var account: String
+    var device: String
+    var queueKey: String
+    var state: Storebus_PaymentQueue_V1_TransactionState
+    var productID: String
+    var productType: Storebus_Catalog_V1_ProductType
+    var quantity: Int
+    var applicationUsername: String
+    var requestData: Data
+    var askToBuy: Bool
+    var storefront: String
+    var price: String
+    var currency: String
+    var errorCode: Int?
+    var errorMessage: String?
+    var originalID: String?
+    /// The policy copied onto the transaction when it was created, applied when it is decided.
+    var policyMode: Storebus_PaymentQueue_V1_PolicyMode
+    var policyError: Storebus_PaymentQueue_V1_SKError
+    var decideAtMS: Int64
+    var interrupted: Bool
+    var resolvedBy: String?
+    var createdMS: Int64
+    var dateMS: Int64
+    var finished: Bool
+    var revokedMS: Int64?
+    var cleared: Bool
+    /// The product's hosted content, as a JSON array of storebus.payment_queue.v1.Download.
+    var downloads: String
+    /// What the transaction weighs against its queue's launch-replay budget while unfinished.
+    var replayBytes: Int
+
+    /// Every column, in the order ``init(_:)`` reads them.
+    static let columns = """
+        id, app, account, device, queue_key, state, product_id, product_type, quantity, application_username,
+        request_data, ask_to_buy, storefront, price, currency, error_code, error_message, original_id, policy_mode,
+        policy_error, decide_at_ms, interrupted, resolved_by, created_ms, date_ms, finished, revoked_ms, cleared,
+        downloads, replay_bytes
+        """
+    static let selectByID = "SELECT \(columns) FROM pq_transaction WHERE id = ?"
+    static let insertSQL = "INSERT INTO pq_transaction (\(columns)) VALUES (\(Array(repeating: "?", count: 30).joined(separator: ", ")))"
+
+    /// The record of a row selected with ``columns``.
+    init(_ row: Row) {
+        id = row[0]
+        app = row[1]
+        account = row[2]
+        device = row[3]
+        queueKey = row[4]
+        state = Storebus_PaymentQueue_V1_TransactionState(rawValue: row[5]) ?? .purchasing
+        productID = row[6]
+        productType = Storebus_Catalog_V1_ProductType(rawValue: row[7]) ?? .unspecified
+        quantity = row[8]
+        applicationUsername = row[9]
+        requestData = row[10]
+        askToBuy = row[11]
+        storefront = row[12]
+        price = row[13]
+        currency = row[14]
+        errorCode = row[15]
+        errorMessage = row[16]
+        originalID = row[17]
+        policyMode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row[18]) ?? .approve
+        policyError = Storebus_PaymentQueue_V1_SKError(rawValue: row[19]) ?? .unknown
+        decideAtMS = row[20]
+        interrupted = row[21]
+        resolvedBy = row[22]
+        createdMS = row[23]
+        dateMS = row[24]
+        finished = row[25]
+        revokedMS = row[26]
+        cleared = row[27]
+        downloads = row[28]
+        replayBytes = row[29]
+    }
+
+    /// A new unfinished transaction of `queue` (the fields not given start empty).
+    init(
+        id: String, queue: Storebus_PaymentQueue_V1_QueueRef, queueKey: String, state: Storebus_PaymentQueue_V1_TransactionState,
+        payment: Storebus_PaymentQueue_V1_Payment, productType: Storebus_Catalog_V1_ProductType,
+        storefront: String, price: String, currency: String, error: Storebus_PaymentQueue_V1_StoreKitError?,
+        policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAtMS: Int64, nowMS: Int64, downloads: String
+    ) {
+        self.id = id
+        app = queue.appBundleID
+        account = queue.accountID
+        device = queue.deviceID
+        self.queueKey = queueKey
+        self.state = state
+        productID = payment.productIdentifier
+        self.productType = productType
+        quantity = max(1, Int(payment.quantity))
+        applicationUsername = payment.applicationUsername
+        requestData = payment.requestData
+        askToBuy = payment.simulatesAskToBuyInSandbox
+        self.storefront = storefront
+        self.price = price
+        self.currency = currency
+        errorCode = error.map { $0.code.rawValue }
+        errorMessage = error?.localizedDescription
+        originalID = nil
+        policyMode = policy.mode
+        policyError = policy.failError
+        self.decideAtMS = decideAtMS
+        interrupted = false
+        resolvedBy = nil
+        createdMS = nowMS
+        dateMS = nowMS
+        finished = false
+        revokedMS = nil
+        cleared = false
+        self.downloads = downloads
+        replayBytes = 0
+    }
+
+    /// The transaction with identifier `id`, if any.
+    static func fetch(_ db: Database, id: String) throws -> TransactionRecord? {
+        // Read from the cursor's row in place: a fetched row would be copied first.
+        let cursor = try Row.fetchCursor(db.cachedStatement(sql: selectByID), arguments: [id])
+        return try cursor.next().map(TransactionRecord.init)
+    }
+
+    /// Writes the record as a new row.
+    func insert(_ db: Database) throws {
+        try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [
+            id, app, account, device, queueKey, state.rawValue, productID, productType.rawValue, quantity, applicationUsername,
+            requestData, askToBuy, storefront, price, currency, errorCode, errorMessage, originalID, policyMode.rawValue,
+            policyError.rawValue, decideAtMS, interrupted, resolvedBy, createdMS, dateMS, finished, revokedMS, cleared,
+            downloads, replayBytes,
+        ])
+    }
+
+    /// Writes the fields a decision changes (``setState(_:at:)``, ``setFailed(_:at:interrupted:)``)
+    /// to the record's existing row.
+    func saveDecision(_ db: Database) throws {
+        try db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ?, error_code = ?, error_message = ?, interrupted = ? WHERE id = ?")
+            .execute(arguments: [state.rawValue, dateMS, errorCode, errorMessage, interrupted, id])
+    }
+
+    /// Moves to `state` at `ms` (in memory; see ``saveDecision(_:)``).
+    mutating func setState(_ state: Storebus_PaymentQueue_V1_TransactionState, at ms: Int64) {
+        self.state = state
+        dateMS = ms
+    }
+
+    /// FAILED with `error` at `ms`, and marked interrupted when it was (in memory; see
+    /// ``saveDecision(_:)``).
+    mutating func setFailed(_ error: Storebus_PaymentQueue_V1_StoreKitError, at ms: Int64, interrupted: Bool = false) {
+        setState(.failed, at: ms)
+        errorCode = error.code.rawValue
+        errorMessage = error.localizedDescription
+        self.interrupted = self.interrupted || interrupted
+    }
+
+    /// Applies the policy copied onto a PURCHASING transaction at `ms` (in memory; see
+    /// ``saveDecision(_:)``): DEFERRED when Ask to Buy was asked for by the payment or the policy,
+    /// FAILED under a FAIL policy, FAILED and interrupted under INTERRUPT, PURCHASED otherwise.
+    mutating func decide(at ms: Int64) {
+        if askToBuy || policyMode == .askToBuy {
+            setState(.deferred, at: ms)
+            return
+        }
+        switch policyMode {
+        case .fail:
+            setFailed(.make(policyError), at: ms)
+        case .interrupt:
+            setFailed(.make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: ms, interrupted: true)
+        default:
+            setState(.purchased, at: ms)
+        }
+    }
+
+    /// The payment as the transaction records it.
+    var payment: Storebus_PaymentQueue_V1_Payment {
+        .with {
+            $0.productIdentifier = productID
+            $0.quantity = Int32(clamping: quantity)
+            $0.applicationUsername = applicationUsername
+            $0.requestData = requestData
+            $0.simulatesAskToBuyInSandbox = askToBuy
+        }
+    }
+
+    /// The queue the transaction is in.
+    var queue: Storebus_PaymentQueue_V1_QueueRef {
+        .with {
+            $0.appBundleID = app
+            $0.accountID = account
+            $0.deviceID = device
+        }
+    }
+
+    /// The transaction as observers see it. A restored transaction carries its original (read from
+    /// `db`) unless `depth` says this is that original already.
+    func transaction(_ db: Database, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
+        transaction.transactionIdentifier = id
+        transaction.transactionState = state
+        transaction.transactionDate = TransactionStore.timestamp(milliseconds: dateMS)
+        transaction.payment = payment
+        transaction.queue = queue
+        transaction.storefront = storefront
+        transaction.productType = productType
+        transaction.finished = finished
+        if state == .purchased || state == .restored {
+            transaction.downloads = try offeredDownloads()
+        }
+        if let revokedMS {
+            transaction.cancellationDate = TransactionStore.timestamp(milliseconds: revokedMS)
+        }
+        if let errorCode {
+            transaction.error = .with {
+                $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: errorCode) ?? .unknown
+                $0.localizedDescription = errorMessage ?? ""
+            }
+        }
+        if let originalID, depth == 0, let original = try Self.fetch(db, id: originalID) {
+            transaction.originalTransaction = try original.transaction(db, depth: 1)
+        }
+        return transaction
+    }
+
+    /// The downloads a PURCHASED or RESTORED transaction offers: the product's hosted content, each
+    /// naming this transaction.
+    func offeredDownloads() throws -> [Storebus_PaymentQueue_V1_Download] {
+        guard downloads != "[]" else { return [] }
+        return try Storebus_PaymentQueue_V1_Download.array(fromJSONString: downloads).map { download in
+            var download = download
+            download.transactionIdentifier = id
+            return download
+        }
+    }
+}
