@@ -74,9 +74,9 @@ public final class Socket {
 
     /// Sends a multipart message: every frame is queued, or none is.
     ///
-    /// With `dontWait`, a full queue (high-water mark reached, or no connected peer on a socket with
-    /// IMMEDIATE) throws an error whose ``ZMQError/isAgain`` is true. libzmq checks the high-water
-    /// mark on the first frame only, so a message is never cut in two.
+    /// With `dontWait`, a full queue (high-water mark reached, or nothing to queue for: a DEALER that
+    /// never connected) throws an error whose ``ZMQError/isAgain`` is true. libzmq checks the
+    /// high-water mark on the first frame only, so a message is never cut in two.
     public func send(_ message: Message, dontWait: Bool = false) throws(ZMQError) {
         try send(frames: message.frames, dontWait: dontWait)
     }
