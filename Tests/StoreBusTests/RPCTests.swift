@@ -31,6 +31,20 @@ final class TestServer: Sendable {
     }
 }
 
+/// Starts an Echo call that runs for 30 s on the server, and returns once the server counts it as
+/// running. It is not safe to retry, so the client hands over the server's answer as it is.
+private func startLongCall(_ client: RPCClient, sourceLocation: SourceLocation = #_sourceLocation) async -> Task<RawResponse, any Error> {
+    let call = Task {
+        try await client.callRaw(
+            path: Storebus_Diagnostics_V1_Diagnostics.echo.path, idempotent: false,
+            body: JSONCodec.encode(Storebus_Diagnostics_V1_EchoRequest.with { $0.delayMs = 30_000 }),
+            options: CallOptions(timeout: .seconds(20))
+        )
+    }
+    #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 }, sourceLocation: sourceLocation)
+    return call
+}
+
 /// Calls Echo with a handler delay of `delayMs` under a `timeout` deadline, and expects
 /// DEADLINE_EXCEEDED within `bound` of the call's start.
 private func expectDeadlineExceeded(
@@ -110,16 +124,7 @@ struct RPCTests {
         let server = try TestServer { $0.shutdownGracePeriod = .milliseconds(200) }
         try await withRPCClient(endpoints: [server.endpoint]) { client in
             let started = ContinuousClock.now
-            // (As a call that is not safe to retry: the client hands over the server's answer as it is.)
-            let call = Task {
-                try await client.callRaw(
-                    path: Storebus_Diagnostics_V1_Diagnostics.echo.path, idempotent: false,
-                    body: JSONCodec.encode(Storebus_Diagnostics_V1_EchoRequest.with { $0.delayMs = 30_000 }),
-                    options: CallOptions(timeout: .seconds(20))
-                )
-            }
-            // (The call is running once the server counts it.)
-            #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 })
+            let call = await startLongCall(client)
             server.server.beginGracefulShutdown()
             let answer = try await call.value
             let error = answer.error
@@ -133,14 +138,7 @@ struct RPCTests {
     func answerBeforeCloseWhileBusy() async throws {
         let server = try TestServer { $0.shutdownGracePeriod = .milliseconds(100) }
         try await withRPCClient(endpoints: [server.endpoint]) { client in
-            let call = Task {
-                try await client.callRaw(
-                    path: Storebus_Diagnostics_V1_Diagnostics.echo.path, idempotent: false,
-                    body: JSONCodec.encode(Storebus_Diagnostics_V1_EchoRequest.with { $0.delayMs = 30_000 }),
-                    options: CallOptions(timeout: .seconds(20))
-                )
-            }
-            #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 })
+            let call = await startLongCall(client)
             // The client's loop has read everything and is busy when the answer comes, then the close:
             // it finds both at once (with ZMQ_IMMEDIATE, libzmq dropped the answer every time).
             let busy = Task(executorPreference: client.executor) { _ = usleep(600_000) }

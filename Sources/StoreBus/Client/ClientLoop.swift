@@ -55,7 +55,7 @@ final class ClientLoop {
     ///
     /// Not ZMQ_IMMEDIATE: with it, libzmq drops the answers a connection delivered just before it
     /// closed whenever the socket had already read everything before they came (a server answering
-    /// as it shuts down lost its last answers so, one in ten in a plain C test). Without it a request
+    /// as it shuts down lost its last answers so: 17 of 200 in a plain C test). Without it a request
     /// can wait in the socket for a connection; calls are sent only on connected endpoints, and the
     /// few left waiting when a connection drops go with the socket (see ``replaceSocket(_:)``).
     private static func connect(_ address: String, configuration: ClientConfiguration, context: ZeroMQ.Context) throws -> (socket: Socket, monitor: Socket) {
