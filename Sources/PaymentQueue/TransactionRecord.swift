@@ -54,7 +54,7 @@ struct TransactionRecord: Sendable, Equatable {
         downloads, replay_bytes
         """
     static let selectByID = "SELECT \(columns) FROM pq_transaction WHERE id = ?"
-    static let insertSQL = "INSERT INTO pq_transaction (\(columns)) VALUES (\(Array(repeating: "?", count: 30).joined(separator: ", ")))"
+    static let insertSQL = "INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
 
     /// The record of a row selected with ``columns``.
     init(_ row: Row) {
@@ -92,7 +92,7 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// A new unfinished transaction of `queue` (the fields not given start empty).
     init(
-        id: String, queue: Storebus_PaymentQueue_V1_QueueRef, queueKey: String, state: Storebus_PaymentQueue_V1_TransactionState,
+        id: String, queue: Storebus_PaymentQueue_V1_QueueRef, state: Storebus_PaymentQueue_V1_TransactionState,
         payment: Storebus_PaymentQueue_V1_Payment, productType: Storebus_Catalog_V1_ProductType,
         storefront: String, price: String, currency: String, error: Storebus_PaymentQueue_V1_StoreKitError?,
         policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAtMS: Int64, nowMS: Int64, downloads: String
@@ -101,7 +101,7 @@ struct TransactionRecord: Sendable, Equatable {
         app = queue.appBundleID
         account = queue.accountID
         device = queue.deviceID
-        self.queueKey = queueKey
+        queueKey = queue.key
         self.state = state
         productID = payment.productIdentifier
         self.productType = productType

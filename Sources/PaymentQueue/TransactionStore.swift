@@ -197,16 +197,13 @@ public final class TransactionStore: Sendable {
                 }
             }
             var record = TransactionRecord(
-                id: id, queue: new.queue, queueKey: new.queue.key, state: state, payment: new.payment, productType: new.productType,
+                id: id, queue: new.queue, state: state, payment: new.payment, productType: new.productType,
                 storefront: new.storefront, price: new.price, currency: new.currency, error: error, policy: policy,
                 decideAtMS: decideAt, nowMS: nowMS, downloads: try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads)
             )
-            // The event comes first, for its weight: the row is then written once, with its weight and,
-            // when it is decided at once, its decision.
-            let transaction = try record.transaction(db)
-            let event = try batch.append(key: new.queue.key, Self.updated([transaction], queue: new.queue))
-            record.replayBytes = try Self.replayWeight(announcedBy: event, record)
-            try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: "this payment")
+            // The row is written once, after its event: with its weight and, when it is decided at
+            // once, its decision.
+            let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "this payment")
             let decidesNow = state == .purchasing && decideWhenDue && decideAt <= nowMS
             if decidesNow { record.decide(at: nowMS) }
             try record.insert(db)
@@ -218,6 +215,20 @@ public final class TransactionStore: Sendable {
             try Self.announceDecision(db, &batch, record, at: nowMS)
             return (transaction, true)
         }
+    }
+
+    /// Announces `record`, a new unfinished transaction not written yet, to its queue and sets its
+    /// replay weight from that event (see ``replayWeight(announcedBy:_:)``). RESOURCE_EXHAUSTED, for
+    /// `doing`, when its queue, holding `load`, has no room for it. Returns the transaction announced.
+    static func announceNew(
+        _ record: inout TransactionRecord, _ db: Database, _ batch: inout EventLogWriter.Batch,
+        load: (count: Int, bytes: Int), maxUnfinished: Int, doing: String
+    ) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        let transaction = try record.transaction(db)
+        let event = try batch.append(key: record.queueKey, Self.updated([transaction], queue: transaction.queue))
+        record.replayBytes = try Self.replayWeight(announcedBy: event, record)
+        try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: doing)
+        return transaction
     }
 
     // MARK: Deciding
@@ -341,15 +352,12 @@ public final class TransactionStore: Sendable {
             var payment = interrupted.payment
             payment.simulatesAskToBuyInSandbox = false
             var record = TransactionRecord(
-                id: try Self.nextIdentifier(db), queue: interrupted.queue, queueKey: interrupted.queueKey, state: .purchased,
+                id: try Self.nextIdentifier(db), queue: interrupted.queue, state: .purchased,
                 payment: payment, productType: interrupted.productType, storefront: interrupted.storefront, price: interrupted.price,
                 currency: interrupted.currency, error: nil, policy: .with { $0.mode = .approve }, decideAtMS: nowMS, nowMS: nowMS,
                 downloads: interrupted.downloads
             )
-            let transaction = try record.transaction(db)
-            let event = try batch.append(key: record.queueKey, Self.updated([transaction], queue: transaction.queue))
-            record.replayBytes = try Self.replayWeight(announcedBy: event, record)
-            try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
+            let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
             try record.insert(db)
             try Self.charge(db, record, at: nowMS)
             try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [record.id, id])

@@ -521,7 +521,7 @@ struct TransactionStoreTests {
             // Every field set, and no two alike: a value read from another column's place shows.
             var record = TransactionRecord(
                 id: "9000000000000000001", queue: .with { $0.appBundleID = "app"; $0.accountID = "account"; $0.deviceID = "device" },
-                queueKey: "queue-key", state: .restored,
+                state: .restored,
                 payment: .with { $0.productIdentifier = "product"; $0.quantity = 3; $0.applicationUsername = "user"; $0.requestData = Data([1, 2]); $0.simulatesAskToBuyInSandbox = true },
                 productType: .autoRenewableSubscription, storefront: "storefront", price: "1.99", currency: "currency",
                 error: .make(.paymentInvalid, "message"), policy: .with { $0.mode = .interrupt; $0.failError = .storeProductNotAvailable },
