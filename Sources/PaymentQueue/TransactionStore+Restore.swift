@@ -141,11 +141,7 @@ extension TransactionStore {
                 try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, id, id])
                 try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
                 if revokes {
-                    let stillHeld = try Bool.fetchOne(db.cachedStatement(sql: """
-                        SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
-                                       WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
-                        """), arguments: [record.app, record.account, product]) ?? false
-                    if stillHeld {
+                    if try Self.holds(db, app: record.app, account: record.account, product: product) {
                         revokes = false
                     } else {
                         // Purchases made while the product was held were never charged and stood on

@@ -464,9 +464,9 @@ public final class TransactionStore: Sendable {
         let limit = Paging.clamped(limit)
         let after = try Paging.row(after: pageToken, kind: "charges") ?? 0
         return try await pool.read { db in
-            let rows = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT * FROM pq_charge INDEXED BY pq_charge_account WHERE app = ? AND account = ? AND id > ? ORDER BY id LIMIT ?
-                """), arguments: [app, account, after, limit + 1])
+            // Through the account's transactions, as the transactions' listing reads them: charges
+            // have no index by account of their own (see the v7 migration).
+            let rows = try Row.fetchAll(db.cachedStatement(sql: Self.ledgerSQL), arguments: [app, account, after, limit + 1])
             let page = rows.prefix(limit)
             guard page.count < rows.count, let last = page.last else { return (page.map(Self.charge), "") }
             return (page.map(Self.charge), Paging.token("charges", after: last["id"]))
@@ -527,11 +527,7 @@ public final class TransactionStore: Sendable {
     /// auto-renewable subscription (a regular purchased transaction, but no second charge).
     static func charge(_ db: Database, _ record: TransactionRecord, at ms: Int64) throws {
         if record.productType == .nonConsumable || record.productType == .autoRenewableSubscription {
-            let held = try Bool.fetchOne(db.cachedStatement(sql: """
-                SELECT EXISTS (SELECT 1 FROM pq_charge c JOIN pq_transaction t ON t.id = c.transaction_id
-                               WHERE c.app = ? AND c.account = ? AND c.product_id = ? AND c.refunded = 0 AND t.cleared = 0)
-                """), arguments: [record.app, record.account, record.productID]) ?? false
-            if held { return }
+            if try holds(db, app: record.app, account: record.account, product: record.productID) { return }
         }
         // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
         // `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first non-NULL
@@ -542,6 +538,25 @@ public final class TransactionStore: Sendable {
                     ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [record.id, record.app, record.account, record.productID, Self.amount(price: record.price, quantity: record.quantity), record.currency, record.storefront, ms])
     }
+
+    /// Whether the account holds the product: a charge of one of its transactions of that product,
+    /// not refunded, and not cleared. Read through the transactions' index by account and product
+    /// (charges have none by account; see the v7 migration).
+    static func holds(_ db: Database, app: String, account: String, product: String) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: holdsSQL), arguments: [app, account, product]) ?? false
+    }
+
+    /// Whether an account (`?`, `?`) holds a product (`?`): see ``holds(_:app:account:product:)``.
+    static let holdsSQL = """
+        SELECT EXISTS (SELECT 1 FROM pq_transaction t INDEXED BY pq_transaction_account JOIN pq_charge c ON c.transaction_id = t.id
+                       WHERE t.app = ? AND t.account = ? AND t.product_id = ? AND t.cleared = 0 AND c.refunded = 0)
+        """
+    /// A page of an account's ledger: the charges of an account (`?`, `?`) after a charge id (`?`), at
+    /// most `?`, oldest first, through the account's transactions.
+    static let ledgerSQL = """
+        SELECT c.* FROM pq_transaction t INDEXED BY pq_transaction_account JOIN pq_charge c ON c.transaction_id = t.id
+        WHERE t.app = ? AND t.account = ? AND c.id > ? ORDER BY c.id LIMIT ?
+        """
 
     /// Price times quantity, as a decimal string.
     static func amount(price: String, quantity: Int) -> String {

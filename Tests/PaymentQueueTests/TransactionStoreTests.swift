@@ -617,6 +617,43 @@ struct TransactionStoreTests {
         fixture.remove()
     }
 
+    @Test("an account's ledger pages through its own charges in charge order, found through its transactions (charges have no index by account)")
+    func ledgerThroughTransactions() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
+        // Products interleaved so that the account index's order (by product) is not the charges' order.
+        var alices: [String] = []
+        for product in ["gems", "coins", "gems", "acorns", "coins"] {
+            let mine = try await fixture.purchase(product)
+            try await fixture.store.decide(mine.transactionIdentifier)
+            alices.append(mine.transactionIdentifier)
+            try await fixture.store.decide(try await fixture.purchase(product, queue: bob).transactionIdentifier)
+        }
+        var listed: [Storebus_PaymentQueue_V1_Charge] = []
+        var token = ""
+        repeat {
+            let page = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice", pageToken: token, limit: 2)
+            #expect(page.charges.count <= 2)
+            listed += page.charges
+            token = page.nextPageToken
+        } while !token.isEmpty
+        #expect(listed.map(\.transactionIdentifier) == alices, "alice's charges only, oldest first")
+        #expect(listed.map { Int64($0.chargeID)! } == listed.map { Int64($0.chargeID)! }.sorted())
+
+        let plans = try await fixture.database.pool.read { db -> [String] in
+            let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pq_charge' AND sql IS NOT NULL")
+            return [indexes.joined(separator: ",")] + (try [TransactionStore.holdsSQL, TransactionStore.ledgerSQL].map { sql in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.replacingOccurrences(of: "?", with: "'x'"))
+                    .map { $0["detail"] as String }.joined(separator: "; ")
+            })
+        }
+        #expect(plans[0].isEmpty, "pq_charge has no index of its own but its keys: \(plans[0])")
+        for plan in plans.dropFirst() {
+            #expect(plan.contains("pq_transaction_account") && plan.contains("sqlite_autoindex_pq_charge_1"), "through the account's transactions, then each one's charge: \(plan)")
+        }
+    }
+
     @Test("policies: FAIL gives the chosen SKError, ASK_TO_BUY defers until approved or declined, INTERRUPT fails and marks the purchase")
     func policies() async throws {
         let fixture = try StoreFixture()
