@@ -19,7 +19,8 @@ public final class DoorbellBoard: Sendable {
         var beyond: UInt64
         var rung = false
         var continuation: CheckedContinuation<Void, Never>?
-        var timer: Task<Void, Never>?
+        /// The wait's timeout, a timer of the board's reactor (set on its loop once the wait began).
+        var timer: TimerID?
     }
 
     private struct State {
@@ -79,26 +80,51 @@ public final class DoorbellBoard: Sendable {
 
     /// Returns when the ticket's doorbell has rung (maybe already), after `timeout`, or when the
     /// calling task is cancelled. The ticket is used up either way.
+    ///
+    /// The timeout is a timer of the board's reactor, the loop that rings the doorbells, so a wait
+    /// costs no thread of its own: each parked observer call of the gateway used to sleep in a task
+    /// of its own (a dispatch timer, and a pool thread woken to start it and again to cancel it),
+    /// which took a third of the gateway's CPU once every device kept a call parked, as the SDK does.
     public func wait(_ ticket: Ticket, timeout: Duration) async {
+        let deadline = ContinuousClock.now + timeout
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = state.withLock { state -> Bool in
                     guard var waiter = state.waiters[ticket.key]?[ticket.id], !waiter.rung else { return true }
                     waiter.continuation = continuation
-                    waiter.timer = Task { [weak self] in
-                        try? await Task.sleep(for: timeout)
-                        self?.release(ticket)
-                    }
                     state.waiters[ticket.key]?[ticket.id] = waiter
                     return false
                 }
                 if ready {
                     release(ticket)
                     continuation.resume()
+                } else if !reactor.execute({ [weak self] in self?.arm(ticket, deadline: deadline) }) {
+                    // The reactor has stopped: no timer could end the wait, and no doorbell ring.
+                    release(ticket)
                 }
             }
         } onCancel: {
             release(ticket)
+        }
+    }
+
+    /// On the loop: sets the timer that ends a wait still going on at `deadline`.
+    private func arm(_ ticket: Ticket, deadline: ContinuousClock.Instant) {
+        state.withLock { state in
+            guard state.waiters[ticket.key]?[ticket.id]?.continuation != nil else { return }
+            state.waiters[ticket.key]?[ticket.id]?.timer = reactor.schedule(at: deadline) { [weak self] in
+                self?.release(ticket)
+            }
+        }
+    }
+
+    /// Cancels a wait's timer, on the loop (a timer that has fired meanwhile is left alone).
+    private func disarm(_ timer: TimerID?) {
+        guard let timer else { return }
+        if reactor.isInLoop {
+            reactor.cancel(timer)
+        } else {
+            _ = reactor.execute { [reactor] in reactor.cancel(timer) }
         }
     }
 
@@ -112,15 +138,15 @@ public final class DoorbellBoard: Sendable {
         state.withLock { $0.waiters.values.reduce(0) { $0 + $1.count } }
     }
 
+    /// On the loop (the subscription's handler): wakes the waiters of `key` behind `position`.
     private func rang(key: String, position: UInt64) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let ready = state.withLock { state -> [Waiter] in
             guard var waiters = state.waiters[key] else { return [] }
-            var ready: [CheckedContinuation<Void, Never>] = []
+            var ready: [Waiter] = []
             for (id, var waiter) in waiters where !waiter.rung && position > waiter.beyond {
                 waiter.rung = true
-                if let continuation = waiter.continuation {
-                    ready.append(continuation)
-                    waiter.timer?.cancel()
+                if waiter.continuation != nil {
+                    ready.append(waiter)
                     waiters[id] = nil
                 } else {
                     waiters[id] = waiter
@@ -129,7 +155,10 @@ public final class DoorbellBoard: Sendable {
             state.waiters[key] = waiters.isEmpty ? nil : waiters
             return ready
         }
-        for continuation in ready { continuation.resume() }
+        for waiter in ready {
+            disarm(waiter.timer)
+            waiter.continuation?.resume()
+        }
     }
 
     private func release(_ ticket: Ticket) {
@@ -138,7 +167,7 @@ public final class DoorbellBoard: Sendable {
             if state.waiters[ticket.key]?.isEmpty == true { state.waiters[ticket.key] = nil }
             return waiter
         }
-        waiter?.timer?.cancel()
+        disarm(waiter?.timer)
         waiter?.continuation?.resume()
     }
 
@@ -151,7 +180,7 @@ public final class DoorbellBoard: Sendable {
             return all
         }
         for waiter in waiters {
-            waiter.timer?.cancel()
+            disarm(waiter.timer)
             waiter.continuation?.resume()
         }
         guard ownsReactor else {
