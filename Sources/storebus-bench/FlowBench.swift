@@ -19,6 +19,8 @@ struct FlowBench {
     var verbose = false
     /// Offered load of the paced figures, flows per second over all devices (0: no paced figures).
     var pacedRate = 0
+    /// Whether each device keeps an Observe call parked at the gateway (see ``Device``).
+    var parkedObserver = false
 
     static let key = "storebus-bench-app-key-0000"
 
@@ -63,7 +65,7 @@ struct FlowBench {
 
         var simulated: [Device] = []
         for index in 0..<devices {
-            simulated.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product))
+            simulated.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
         }
 
         var closed = RoundFigures(), paced = RoundFigures()
@@ -93,6 +95,7 @@ struct FlowBench {
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
 
+        for device in simulated { await device.stopObserving() }
         await client.shutdown()
         reactor.stop()
         await reactor.join()
@@ -213,16 +216,41 @@ extension Reactor {
     }
 }
 
-/// One simulated device: a session, its queue position, and the flow it repeats.
+/// One simulated device: a session, its observer, and the flow it repeats.
+///
+/// By default a device asks for the callback it waits for once the call that causes it has been
+/// answered: Observe calls after its position until the callback is among those it brought. With
+/// `parked`, it observes as the SDK's PaymentQueue does: one Observe call waits at the gateway at
+/// all times (the long-poll chain, each call acknowledging what the last one brought), the flow's
+/// own calls go out beside it, and the purchased and removed steps wait for their callback to have
+/// arrived on the chain, before the call that caused it was answered or after.
 final class Device: Sendable {
     let client: RPCClient
     let options: CallOptions
     let queue: Storebus_PaymentQueue_V1_QueueRef
     let product: String
+    /// Callbacks heard and not yet waited for, and the flow's wait, if it is waiting.
+    private let inbox = Mutex(Inbox())
+    private let observer = Mutex<Task<Void, Never>?>(nil)
+    /// The position acknowledged so far, when the device observes without a parked call.
     private let position: Mutex<UInt64>
     /// Each step's latencies (ns) since the last `takeSteps`, in `stepNames` order.
     private let steps = Mutex(Array(repeating: [UInt64](), count: Device.stepNames.count))
     static let stepNames = ["fetch", "add", "purchased", "finish", "removed"]
+
+    /// A callback a flow waits for: a transaction purchased, or removed from the queue.
+    struct Arrival: Hashable {
+        enum Kind { case purchased, removed }
+        let kind: Kind
+        let transaction: String
+    }
+
+    struct Inbox {
+        var heard: Set<Arrival> = []
+        var waiting: (arrival: Arrival, continuation: CheckedContinuation<Void, any Error>)?
+        /// Why the chain ended (the bench is stopping, or a call failed); nil while it runs.
+        var ended: (any Error)?
+    }
 
     func takeSteps() -> [[UInt64]] {
         steps.withLock { steps in
@@ -247,8 +275,9 @@ final class Device: Sendable {
         self.position = Mutex(position)
     }
 
-    /// Authenticates and attaches (the launch replay) as an app would.
-    static func open(client: RPCClient, app: String, account: String, product: String) async throws -> Device {
+    /// Authenticates and attaches (the launch replay) as an app would; with `parked`, starts the
+    /// observer's long-poll chain.
+    static func open(client: RPCClient, app: String, account: String, product: String, parked: Bool) async throws -> Device {
         let session = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
             $0.apiKey = FlowBench.key
             $0.appBundleID = app
@@ -257,7 +286,73 @@ final class Device: Sendable {
         })
         let options = CallOptions(timeout: .seconds(30), metadata: ["session": session.sessionID])
         let replay = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.replay = true }, options: options)
-        return Device(client: client, options: options, queue: session.queue, product: product, position: replay.headSeq)
+        let device = Device(client: client, options: options, queue: session.queue, product: product, position: replay.headSeq)
+        if parked {
+            let position = replay.headSeq
+            device.observer.withLock { observer in
+                observer = Task(executorPreference: client.executor) { await device.observe(after: position) }
+            }
+        }
+        return device
+    }
+
+    /// Ends the observer's chain (its waiting call is cancelled) and waits for it.
+    func stopObserving() async {
+        let task = observer.withLock { $0 }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// The long-poll chain: each call acknowledges the position reached and waits for what follows.
+    private func observe(after start: UInt64) async {
+        var position = start
+        while !Task.isCancelled {
+            let page: Storebus_Gateway_V1_ObserveResponse
+            do {
+                page = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with {
+                    $0.afterSeq = position
+                    $0.waitMs = 5_000
+                }, options: options)
+            } catch {
+                let waiting = inbox.withLock { inbox in
+                    inbox.ended = error
+                    defer { inbox.waiting = nil }
+                    return inbox.waiting
+                }
+                waiting?.continuation.resume(throwing: error)
+                return
+            }
+            var heard: [Arrival] = []
+            for event in page.events {
+                heard += Self.arrivals(in: event)
+                position = event.seq
+            }
+            let resumed = inbox.withLock { inbox -> CheckedContinuation<Void, any Error>? in
+                inbox.heard.formUnion(heard)
+                guard let waiting = inbox.waiting, inbox.heard.remove(waiting.arrival) != nil else { return nil }
+                inbox.waiting = nil
+                return waiting.continuation
+            }
+            resumed?.resume()
+        }
+    }
+
+    /// Returns once the observer has heard `arrival` (at once if it already has).
+    private func wait(for arrival: Arrival) async throws {
+        guard observer.withLock({ $0 != nil }) else { return try await observe(until: arrival) }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let outcome = inbox.withLock { inbox -> Result<Bool, any Error> in
+                if inbox.heard.remove(arrival) != nil { return .success(true) }
+                if let ended = inbox.ended { return .failure(ended) }
+                inbox.waiting = (arrival, continuation)
+                return .success(false)
+            }
+            switch outcome {
+            case .success(true): continuation.resume()
+            case .success(false): break
+            case .failure(let error): continuation.resume(throwing: error)
+            }
+        }
     }
 
     /// Fetch, add, purchased callback, finish, removed callback.
@@ -277,26 +372,18 @@ final class Device: Sendable {
             }, options: addOptions)
         }
         let id = added.transaction.transactionIdentifier
-        try await timed(2) {
-            try await observe { event in
-                event.updatedTransactions.transactions.contains { $0.transactionIdentifier == id && $0.transactionState == .purchased }
-            }
-        }
+        try await timed(2) { try await wait(for: Arrival(kind: .purchased, transaction: id)) }
         _ = try await timed(3) {
             try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
                 $0.queue = queue
                 $0.transactionIdentifier = id
             }, options: options)
         }
-        try await timed(4) {
-            try await observe { event in
-                event.removedTransactions.transactions.contains { $0.transactionIdentifier == id }
-            }
-        }
+        try await timed(4) { try await wait(for: Arrival(kind: .removed, transaction: id)) }
     }
 
-    /// Follows the observer chain until `seen` holds of a callback.
-    private func observe(until seen: (Storebus_Gateway_V1_ObserverEvent) -> Bool) async throws {
+    /// Without a parked call: Observe calls after the position reached until one brings `arrival`.
+    private func observe(until arrival: Arrival) async throws {
         while true {
             let after = position.withLock { $0 }
             let page = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with {
@@ -305,10 +392,16 @@ final class Device: Sendable {
             }, options: options)
             var found = false
             for event in page.events {
-                found = found || seen(event)
+                found = found || Self.arrivals(in: event).contains(arrival)
                 position.withLock { $0 = event.seq }
             }
             if found { return }
         }
+    }
+
+    /// The callbacks an event brings that flows wait for.
+    static func arrivals(in event: Storebus_Gateway_V1_ObserverEvent) -> [Arrival] {
+        event.updatedTransactions.transactions.filter { $0.transactionState == .purchased }.map { Arrival(kind: .purchased, transaction: $0.transactionIdentifier) }
+            + event.removedTransactions.transactions.map { Arrival(kind: .removed, transaction: $0.transactionIdentifier) }
     }
 }

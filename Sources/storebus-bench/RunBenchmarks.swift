@@ -46,6 +46,9 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Option(help: "Offered load of the paced flow figures, flows per second (0: none). The devices then start flows on a fixed schedule and each latency counts from its scheduled start.")
     var pacedRate = 2_000
 
+    @Flag(help: "In the flow figures, each device keeps an Observe call parked at the gateway at all times, as the SDK's PaymentQueue does, instead of asking for the callbacks it waits for once the call that causes them is answered.")
+    var parkedObserver = false
+
     @Option(help: "Run only the benchmarks of these groups (transport, durable, flows); all when omitted.")
     var only: [String] = []
 
@@ -66,7 +69,7 @@ struct RunBenchmarks: AsyncParsableCommand {
                 try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
             }
             if wants("flows") {
-                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate).run()
+                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, parkedObserver: parkedObserver).run()
             }
         } catch {
             // After a signal, the flows fail as their services stop: the signal's handler ends the
