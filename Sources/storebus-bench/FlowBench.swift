@@ -304,28 +304,25 @@ final class Device: Sendable {
     }
 
     /// The long-poll chain: each call acknowledges the position reached and waits for what follows.
+    /// When it ends (cancelled, or a call failed), a flow waiting on it, or waiting later, gets why.
     private func observe(after start: UInt64) async {
-        var position = start
+        var acknowledged = start
+        var failure: any Error = CancellationError()
         while !Task.isCancelled {
             let page: Storebus_Gateway_V1_ObserveResponse
             do {
                 page = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                    $0.afterSeq = position
+                    $0.afterSeq = acknowledged
                     $0.waitMs = 5_000
                 }, options: options)
             } catch {
-                let waiting = inbox.withLock { inbox in
-                    inbox.ended = error
-                    defer { inbox.waiting = nil }
-                    return inbox.waiting
-                }
-                waiting?.continuation.resume(throwing: error)
-                return
+                failure = error
+                break
             }
             var heard: [Arrival] = []
             for event in page.events {
                 heard += Self.arrivals(in: event)
-                position = event.seq
+                acknowledged = event.seq
             }
             let resumed = inbox.withLock { inbox -> CheckedContinuation<Void, any Error>? in
                 inbox.heard.formUnion(heard)
@@ -335,6 +332,12 @@ final class Device: Sendable {
             }
             resumed?.resume()
         }
+        let waiting = inbox.withLock { inbox in
+            inbox.ended = failure
+            defer { inbox.waiting = nil }
+            return inbox.waiting
+        }
+        waiting?.continuation.resume(throwing: failure)
     }
 
     /// Returns once the observer has heard `arrival` (at once if it already has).
