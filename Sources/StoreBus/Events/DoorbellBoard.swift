@@ -118,14 +118,11 @@ public final class DoorbellBoard: Sendable {
         }
     }
 
-    /// Cancels a wait's timer, on the loop (a timer that has fired meanwhile is left alone).
+    /// Cancels a wait's timer, on the loop (a timer that has fired meanwhile is left alone). Called
+    /// on the loop itself, the job runs in the loop's current turn.
     private func disarm(_ timer: TimerID?) {
         guard let timer else { return }
-        if reactor.isInLoop {
-            reactor.cancel(timer)
-        } else {
-            _ = reactor.execute { [reactor] in reactor.cancel(timer) }
-        }
+        _ = reactor.execute { [reactor] in reactor.cancel(timer) }
     }
 
     /// Gives a ticket back unused (the read found something).
