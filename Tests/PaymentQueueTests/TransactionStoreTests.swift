@@ -170,14 +170,16 @@ struct TransactionStoreTests {
             authority.poke()
             try await Task.sleep(for: .milliseconds(1))
         }
-        // And a wait in a task cancelled before it starts returns at once
+        // And a wait in a task cancelled before it starts returns at once, not at its timeout (the
+        // bound is loose: the whole suite runs meanwhile, and merely starting the task took 2.3 s
+        // once under that load)
         let started = ContinuousClock.now
         let cancelledFirst = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            await authority.waitForPoke(timeout: .seconds(3))
+            await authority.waitForPoke(timeout: .seconds(60))
         }
         await cancelledFirst.value
-        #expect(started.duration(to: .now) < .seconds(2))
+        #expect(started.duration(to: .now) < .seconds(20))
     }
 
     @Test("resolving an interrupted purchase into a full queue is RESOURCE_EXHAUSTED until the app finishes one")
