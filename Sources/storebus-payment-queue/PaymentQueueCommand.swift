@@ -48,7 +48,8 @@ struct PaymentQueueCommand: AsyncParsableCommand {
             durability: durability ?? settings?.durability ?? .full, migrator: PaymentQueueSchema.migrator
         )
         let publisher = try host.makePublisher()
-        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints))
+        // Writes commit on the server's loop, where requests arrive and answers and doorbells leave.
+        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints, reactor: host.reactor))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), reactor: host.reactor, logger: host.logger)
         try await applyConfiguredPolicies(configuration.serviceSection, store: store)
         let authority = PaymentAuthority(store: store, logger: host.logger)

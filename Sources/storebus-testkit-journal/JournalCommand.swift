@@ -34,7 +34,8 @@ struct JournalCommand: AsyncParsableCommand {
         }
         let database = try StoreDatabase(directory: try host.dataDirectory(), name: "journal", migrator: migrator)
         let publisher = try host.makePublisher()
-        let writer = EventLogWriter(logName: "journal", database: database, publisher: publisher, failPoints: host.failPoints)
+        // Commits on the server's loop, as the payment queue's do.
+        let writer = EventLogWriter(logName: "journal", database: database, publisher: publisher, failPoints: host.failPoints, reactor: host.reactor)
 
         var router = try EventLogService.router(database: database)
         router.register(Storebus_Testkit_V1_Journal.append) { request, _ in

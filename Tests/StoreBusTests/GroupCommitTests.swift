@@ -5,22 +5,36 @@ import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
 import Testing
+import ZeroMQ
 
 @Suite("Event log writer: group commit")
 struct GroupCommitTests {
     struct Refused: Error {}
 
-    @Test("concurrent writes commit together; a write that throws rolls back alone and its caller hears why")
-    func failingWriteRollsBackAlone() async throws {
-        let directory = try TemporaryDirectory(prefix: "group")
-        defer { directory.remove() }
+    /// A writer committing on its own thread, or on a reactor's loop (with the reactor to stop after).
+    static func writer(_ database: StoreDatabase, onLoop: Bool) throws -> (EventLogWriter, Reactor?, ZeroMQ.Context?) {
+        guard onLoop else { return (EventLogWriter(logName: "group", database: database, publisher: nil), nil, nil) }
+        let context = try ZeroMQ.Context()
+        let reactor = Reactor(name: "group", context: context)
+        reactor.start()
+        return (EventLogWriter(logName: "group", database: database, publisher: nil, reactor: reactor), reactor, context)
+    }
+
+    static func migrator() -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         EventLog.registerMigrations(&migrator)
         migrator.registerMigration("note") { db in
             try db.execute(sql: "CREATE TABLE note (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
         }
-        let database = try StoreDatabase(directory: directory.url, name: "group", migrator: migrator)
-        let writer = EventLogWriter(logName: "group", database: database, publisher: nil)
+        return migrator
+    }
+
+    @Test("concurrent writes commit together; a write that throws rolls back alone and its caller hears why", arguments: [false, true])
+    func failingWriteRollsBackAlone(onLoop: Bool) async throws {
+        let directory = try TemporaryDirectory(prefix: "group")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
+        let (writer, reactor, context) = try Self.writer(database, onLoop: onLoop)
 
         // 400 writers at once; every fifth writes its row and event, then throws.
         let outcomes = await withTaskGroup(of: (Int, Bool).self) { group in
@@ -60,6 +74,36 @@ struct GroupCommitTests {
                 #expect(keySeqs == Array(1...UInt64(keySeqs.count)))
             }
         }
+        reactor?.stop()
+        await reactor?.join()
+        context?.terminate()
+        try database.close()
+    }
+
+    @Test("on a reactor's loop: a write made there commits with no other thread; once the reactor stops, a write is cancelled instead of waiting forever", .timeLimit(.minutes(1)))
+    func loopCommitterAroundStop() async throws {
+        let directory = try TemporaryDirectory(prefix: "group")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
+        let (writer, reactor, context) = try Self.writer(database, onLoop: true)
+        let reactorExecutor = ReactorExecutor(reactor: reactor!)
+        // A task of the loop, as a request's handler is: its write commits and its caller resumes there.
+        let committedOnLoop = try await Task(executorPreference: reactorExecutor) {
+            try await writer.write { db, batch in
+                try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'on the loop')")
+                try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "1" })
+                return reactor!.isInLoop
+            }
+        }.value
+        #expect(committedOnLoop)
+        reactor!.stop()
+        await reactor!.join()
+        await #expect(throws: CancellationError.self) {
+            try await writer.write { db, _ in try db.execute(sql: "INSERT INTO note (id, text) VALUES (2, 'too late')") }
+        }
+        let notes = try await database.pool.read { db in try Int.fetchAll(db, sql: "SELECT id FROM note") }
+        #expect(notes == [1])
+        context?.terminate()
         try database.close()
     }
 }

@@ -72,6 +72,39 @@ struct ReactorTests {
         context.terminate()
     }
 
+    @Test("idle work runs after the turn's jobs, taking in all they asked for; while it has more, the loop comes back without blocking", .timeLimit(.minutes(1)))
+    func idleWorkBatchesATurn() async throws {
+        let context = try ZeroMQ.Context()
+        let reactor = Reactor(name: "test", context: context)
+        reactor.start()
+        // Loop-confined state, reached only from jobs on the loop.
+        final class Box: @unchecked Sendable {
+            var pending: [Int] = []
+            var batches: [[Int]] = []
+        }
+        let box = Box()
+        let batches = await withCheckedContinuation { (done: CheckedContinuation<[[Int]], Never>) in
+            reactor.execute {
+                reactor.whenIdle(hasWork: { !box.pending.isEmpty }) {
+                    box.batches.append(box.pending)
+                    box.pending.removeAll()
+                    switch box.batches.count {
+                    // A job the work queues asks for more: nothing else will wake the loop (it has
+                    // no timer and no socket), so only the loop coming back finds it.
+                    case 1: reactor.execute { box.pending.append(99) }
+                    default: done.resume(returning: box.batches)
+                    }
+                }
+                // One turn's jobs: each asks for one piece of work.
+                for index in 0..<10 { reactor.execute { box.pending.append(index) } }
+            }
+        }
+        #expect(batches == [Array(0..<10), [99]])
+        reactor.stop()
+        await reactor.join()
+        context.terminate()
+    }
+
     @Test("a call made after the client shut down fails with CANCELLED at once instead of hanging")
     func callAfterShutdown() async throws {
         let server = try TestServer()

@@ -11,8 +11,8 @@ import Glibc
 /// ZeroMQ sockets are not thread-safe, and a `zmq_*` call may block, so StoreBus never touches a
 /// socket from Swift's cooperative thread pool. Each component (an RPC server, an RPC client, an event
 /// follower) gives its sockets to a reactor. Tasks talk to the reactor with ``execute(_:)``, which
-/// queues a job and wakes the loop through a pipe; the loop runs jobs, socket handlers and timers
-/// on its own thread, one at a time.
+/// queues a job and wakes the loop through a pipe; the loop runs jobs, socket handlers, timers and
+/// idle work (``whenIdle(hasWork:run:)``) on its own thread, one at a time.
 ///
 /// Methods marked "loop only" must be called on the reactor's thread (from a job, a handler or a
 /// timer); they check it with a precondition.
@@ -59,6 +59,7 @@ public final class Reactor: @unchecked Sendable {
     private var timers = TimerQueue()
     private var stopActions: [(id: UInt64, action: () -> Void)] = []
     private var nextStopActionID: UInt64 = 0
+    private var idleWork: [IdleWork] = []
 
     /// Creates a reactor; its thread starts with ``start()``.
     public init(name: String, context: ZeroMQ.Context) {
@@ -201,6 +202,34 @@ public final class Reactor: @unchecked Sendable {
         stopActions.removeAll { $0.id == id.raw }
     }
 
+    /// Registers work for the end of each turn of the loop: once the loop has run the jobs, socket
+    /// handlers and timers that were ready, and before it waits for more, it calls `run` if
+    /// `hasWork` says there is something to do. Work batched this way (a group commit) takes in all
+    /// that the turn's messages asked for. Jobs `run` queues on the loop (tasks it resumes) run right
+    /// after it; while `hasWork` stays true, the loop looks at its sockets without blocking and comes
+    /// back. `run` blocks the loop while it runs. Loop only.
+    public func whenIdle(hasWork: @escaping () -> Bool, run: @escaping () -> Void) {
+        precondition(isInLoop, "Reactor.whenIdle called off the loop thread")
+        idleWork.append(IdleWork(hasWork: hasWork, run: run))
+    }
+
+    private struct IdleWork {
+        let hasWork: () -> Bool
+        let run: () -> Void
+    }
+
+    /// Runs the idle work that has something to do, and the jobs it queues; true when some still has
+    /// work afterwards.
+    private func runIdleWork() -> Bool {
+        var more = false
+        for work in idleWork where work.hasWork() {
+            work.run()
+            runLocalJobs()
+            more = more || work.hasWork()
+        }
+        return more
+    }
+
     // MARK: The loop
 
     private func signal() {
@@ -244,8 +273,9 @@ public final class Reactor: @unchecked Sendable {
             if stopRequested { break }
             for action in timers.takeExpired(now: .now) { action() }
             runLocalJobs()
+            let idleWorkLeft = runIdleWork()
 
-            let timeout = timers.millisecondsUntilNext(now: .now)
+            let timeout = idleWorkLeft ? 0 : timers.millisecondsUntilNext(now: .now)
             sleeping.store(true, ordering: .sequentiallyConsistent)
             if !jobs.isEmpty || lifecycle.withLock({ $0.stopRequested }) {
                 sleeping.store(false, ordering: .sequentiallyConsistent)
