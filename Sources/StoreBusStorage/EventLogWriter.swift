@@ -100,10 +100,9 @@ public final class EventLogWriter: Sendable {
 private final class Committer: GroupCommitter, @unchecked Sendable {
     // Invariant for @unchecked Sendable: `jobs` and `stopped` are read and written only with
     // `condition` locked; `group` is immutable.
-    typealias Job = CommitJob
     let group: GroupCommit
     private let condition = NSCondition()
-    private var jobs: [Job] = []
+    private var jobs: [CommitJob] = []
     private var stopped = false
 
     init(group: GroupCommit) {
@@ -119,7 +118,7 @@ private final class Committer: GroupCommitter, @unchecked Sendable {
         thread.start()
     }
 
-    func submit(_ job: Job) {
+    func submit(_ job: CommitJob) {
         condition.lock()
         if stopped {
             condition.unlock()
