@@ -85,25 +85,27 @@ struct GroupCommitTests {
         let directory = try TemporaryDirectory(prefix: "group")
         defer { directory.remove() }
         let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
-        let (writer, reactor, context) = try Self.writer(database, onLoop: true)
-        let reactorExecutor = ReactorExecutor(reactor: reactor!)
+        let context = try ZeroMQ.Context()
+        let reactor = Reactor(name: "group", context: context)
+        reactor.start()
+        let writer = EventLogWriter(logName: "group", database: database, publisher: nil, reactor: reactor)
         // A task of the loop, as a request's handler is: its write commits and its caller resumes there.
-        let committedOnLoop = try await Task(executorPreference: reactorExecutor) {
+        let committedOnLoop = try await Task(executorPreference: ReactorExecutor(reactor: reactor)) {
             try await writer.write { db, batch in
                 try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'on the loop')")
                 try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "1" })
-                return reactor!.isInLoop
+                return reactor.isInLoop
             }
         }.value
         #expect(committedOnLoop)
-        reactor!.stop()
-        await reactor!.join()
+        reactor.stop()
+        await reactor.join()
         await #expect(throws: CancellationError.self) {
             try await writer.write { db, _ in try db.execute(sql: "INSERT INTO note (id, text) VALUES (2, 'too late')") }
         }
         let notes = try await database.pool.read { db in try Int.fetchAll(db, sql: "SELECT id FROM note") }
         #expect(notes == [1])
-        context?.terminate()
+        context.terminate()
         try database.close()
     }
 }
