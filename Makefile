@@ -31,9 +31,10 @@ run: build
 	@deploy/run-local
 
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
+## Each test target runs in a process of its own (scripts/run-tests says why).
 test: deps check-protos
 	@for product in $(TEST_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
-	$(SWIFT) test --skip-build
+	scripts/run-tests
 
 # The generators: protoc-gen-swift (swift-protobuf) for messages, protoc-gen-storebus (ours) for
 # method descriptors. Both are built from this package, in debug mode (fast to build).
