@@ -218,6 +218,11 @@ extension Reactor {
 
 /// One simulated device: a session, its observer, and the flow it repeats.
 ///
+/// Its flow's calls send bodies encoded once, when they are the same every time, and it reads only
+/// the members of the answers it checks (``FlowAnswers``), as a load generator does: decoding every
+/// answer in full cost the bench process about a third of its CPU, taken from the two cores the
+/// services it measures share with it.
+///
 /// By default a device asks for the callback it waits for once the call that causes it has been
 /// answered: Observe calls after its position until the callback is among those it brought. With
 /// `parked`, it observes as the SDK's PaymentQueue does: one Observe call waits at the gateway at
@@ -229,6 +234,9 @@ final class Device: Sendable {
     let options: CallOptions
     let queue: Storebus_PaymentQueue_V1_QueueRef
     let product: String
+    /// The flow's FetchProducts and AddPayment requests, the same for every flow of the device.
+    let fetchBody: [UInt8]
+    let addBody: [UInt8]
     /// Callbacks heard and not yet waited for, and the flow's wait, if it is waiting.
     private let inbox = Mutex(Inbox())
     private let observer = Mutex<Task<Void, Never>?>(nil)
@@ -267,12 +275,36 @@ final class Device: Sendable {
         return result
     }
 
-    private init(client: RPCClient, options: CallOptions, queue: Storebus_PaymentQueue_V1_QueueRef, product: String, position: UInt64) {
+    private init(client: RPCClient, options: CallOptions, queue: Storebus_PaymentQueue_V1_QueueRef, product: String, position: UInt64) throws {
         self.client = client
         self.options = options
         self.queue = queue
         self.product = product
         self.position = Mutex(position)
+        fetchBody = try JSONCodec.encode(Storebus_Catalog_V1_FetchProductsRequest.with {
+            $0.appBundleID = queue.appBundleID
+            $0.productIdentifiers = [product]
+        })
+        addBody = try JSONCodec.encode(Storebus_PaymentQueue_V1_AddPaymentRequest.with {
+            $0.queue = queue
+            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
+        })
+    }
+
+    /// Calls `method` with an encoded request; the answer's body on OK, its error otherwise.
+    private func call<Request, Response>(_ method: MethodDescriptor<Request, Response>, body: [UInt8], options: CallOptions) async throws -> [UInt8] {
+        let response = try await client.callRaw(path: method.path, idempotent: method.idempotent, body: body, options: options)
+        if let error = response.error { throw error }
+        return response.body
+    }
+
+    /// An Observe call after `position`: the events it brought, as ``FlowAnswers/observed(_:)`` reads them.
+    private func observeCall(after position: UInt64) async throws -> [(seq: UInt64, arrivals: [Arrival])] {
+        let body = try JSONCodec.encode(Storebus_Gateway_V1_ObserveRequest.with {
+            $0.afterSeq = position
+            $0.waitMs = 5_000
+        })
+        return try FlowAnswers.observed(try await call(Storebus_Gateway_V1_Gateway.observe, body: body, options: options))
     }
 
     /// Authenticates and attaches (the launch replay) as an app would; with `parked`, starts the
@@ -286,7 +318,7 @@ final class Device: Sendable {
         })
         let options = CallOptions(timeout: .seconds(30), metadata: ["session": session.sessionID])
         let replay = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.replay = true }, options: options)
-        let device = Device(client: client, options: options, queue: session.queue, product: product, position: replay.headSeq)
+        let device = try Device(client: client, options: options, queue: session.queue, product: product, position: replay.headSeq)
         if parked {
             let position = replay.headSeq
             device.observer.withLock { observer in
@@ -309,19 +341,16 @@ final class Device: Sendable {
         var acknowledged = start
         var failure: any Error = CancellationError()
         while !Task.isCancelled {
-            let page: Storebus_Gateway_V1_ObserveResponse
+            let events: [(seq: UInt64, arrivals: [Arrival])]
             do {
-                page = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                    $0.afterSeq = acknowledged
-                    $0.waitMs = 5_000
-                }, options: options)
+                events = try await observeCall(after: acknowledged)
             } catch {
                 failure = error
                 break
             }
             var heard: [Arrival] = []
-            for event in page.events {
-                heard += Self.arrivals(in: event)
+            for event in events {
+                heard += event.arrivals
                 acknowledged = event.seq
             }
             let resumed = inbox.withLock { inbox -> CheckedContinuation<Void, any Error>? in
@@ -360,27 +389,23 @@ final class Device: Sendable {
 
     /// Fetch, add, purchased callback, finish, removed callback.
     func purchaseFlow() async throws {
-        _ = try await timed(0) {
-            try await client.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
-                $0.appBundleID = queue.appBundleID
-                $0.productIdentifiers = [product]
-            }, options: options)
+        let products = try await timed(0) {
+            try await call(Storebus_Catalog_V1_Catalog.fetchProducts, body: fetchBody, options: options)
         }
+        try FlowAnswers.checkListed(product, in: products)
         var addOptions = options
         addOptions.idempotencyKey = UUID().uuidString
         let added = try await timed(1) {
-            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                $0.queue = queue
-                $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
-            }, options: addOptions)
+            try await call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, body: addBody, options: addOptions)
         }
-        let id = added.transaction.transactionIdentifier
+        let id = try FlowAnswers.transactionIdentifier(added)
         try await timed(2) { try await wait(for: Arrival(kind: .purchased, transaction: id)) }
+        let finish = try JSONCodec.encode(Storebus_PaymentQueue_V1_FinishTransactionRequest.with {
+            $0.queue = queue
+            $0.transactionIdentifier = id
+        })
         _ = try await timed(3) {
-            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
-                $0.queue = queue
-                $0.transactionIdentifier = id
-            }, options: options)
+            try await call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, body: finish, options: options)
         }
         try await timed(4) { try await wait(for: Arrival(kind: .removed, transaction: id)) }
     }
@@ -389,22 +414,81 @@ final class Device: Sendable {
     private func observe(until arrival: Arrival) async throws {
         while true {
             let after = position.withLock { $0 }
-            let page = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                $0.afterSeq = after
-                $0.waitMs = 5_000
-            }, options: options)
             var found = false
-            for event in page.events {
-                found = found || Self.arrivals(in: event).contains(arrival)
+            for event in try await observeCall(after: after) {
+                found = found || event.arrivals.contains(arrival)
                 position.withLock { $0 = event.seq }
             }
             if found { return }
         }
     }
+}
 
-    /// The callbacks an event brings that flows wait for.
-    static func arrivals(in event: Storebus_Gateway_V1_ObserverEvent) -> [Arrival] {
-        event.updatedTransactions.transactions.filter { $0.transactionState == .purchased }.map { Arrival(kind: .purchased, transaction: $0.transactionIdentifier) }
-            + event.removedTransactions.transactions.map { Arrival(kind: .removed, transaction: $0.transactionIdentifier) }
+/// The members of the gateway's answers that a flow checks, read with ``JSONScanner`` from their
+/// proto3 JSON. An answer without them, or not well-formed, ends the run with an error naming it.
+enum FlowAnswers {
+    struct Unexpected: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Throws unless the FetchProductsResponse `json` lists `product` first.
+    static func checkListed(_ product: String, in json: [UInt8]) throws {
+        guard let products = JSONScanner.member("products", of: json, in: json.indices),
+              let first = JSONScanner.elements(of: json, in: products)?.first,
+              let identifier = JSONScanner.member("productIdentifier", of: json, in: first),
+              JSONScanner.plainString(json, identifier) == Array(product.utf8)
+        else { throw unexpected("FetchProducts", json) }
+    }
+
+    /// The identifier of the transaction in the AddPaymentResponse `json`.
+    static func transactionIdentifier(_ json: [UInt8]) throws -> String {
+        guard let transaction = JSONScanner.member("transaction", of: json, in: json.indices),
+              let id = identifier(json, transaction)
+        else { throw unexpected("AddPayment", json) }
+        return id
+    }
+
+    /// The events of the ObserveResponse `json`: each one's seq and the callbacks flows wait for in
+    /// it (transactions updated to PURCHASED, transactions removed).
+    static func observed(_ json: [UInt8]) throws -> [(seq: UInt64, arrivals: [Device.Arrival])] {
+        // An answer without events leaves the member out (proto3 JSON omits empty repeated fields).
+        guard let response = JSONScanner.members(of: json, in: json.indices) else { throw unexpected("Observe", json) }
+        guard let events = response.first(where: { $0.name == "events" }) else { return [] }
+        guard let elements = JSONScanner.elements(of: json, in: events.value) else { throw unexpected("Observe", json) }
+        return try elements.map { element in
+            guard let members = JSONScanner.members(of: json, in: element),
+                  let seq = members.first(where: { $0.name == "seq" }).flatMap({ JSONScanner.unsigned(json, $0.value) })
+            else { throw unexpected("Observe", json) }
+            var arrivals: [Device.Arrival] = []
+            for member in members where member.name == "updatedTransactions" || member.name == "removedTransactions" {
+                let removed = member.name == "removedTransactions"
+                // A callback with no transactions (none here) omits the member, as above.
+                guard let list = JSONScanner.members(of: json, in: member.value) else { throw unexpected("Observe", json) }
+                guard let transactions = list.first(where: { $0.name == "transactions" }) else { continue }
+                guard let items = JSONScanner.elements(of: json, in: transactions.value) else { throw unexpected("Observe", json) }
+                for item in items {
+                    guard let id = identifier(json, item) else { throw unexpected("Observe", json) }
+                    if removed {
+                        arrivals.append(.init(kind: .removed, transaction: id))
+                    } else if let state = JSONScanner.member("transactionState", of: json, in: item),
+                              JSONScanner.plainString(json, state) == Array("TRANSACTION_STATE_PURCHASED".utf8) {
+                        arrivals.append(.init(kind: .purchased, transaction: id))
+                    }
+                }
+            }
+            return (seq, arrivals)
+        }
+    }
+
+    /// The transactionIdentifier of the PaymentTransaction object at `range`.
+    private static func identifier(_ json: [UInt8], _ range: Range<Int>) -> String? {
+        guard let value = JSONScanner.member("transactionIdentifier", of: json, in: range),
+              let bytes = JSONScanner.plainString(json, value)
+        else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func unexpected(_ call: String, _ json: [UInt8]) -> Unexpected {
+        Unexpected(description: "the gateway's \(call) answer lacks what the flow checks: \(String(decoding: json.prefix(300), as: UTF8.self))")
     }
 }

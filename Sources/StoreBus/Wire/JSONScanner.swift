@@ -1,0 +1,222 @@
+/// A validating scanner over JSON text that finds an object's members, or an array's elements,
+/// without building values: for readers that need a few members of a large document (the gateway
+/// copying callbacks out of event records, the flow benchmark reading the answers it checks).
+public enum JSONScanner {
+    /// Deepest nesting accepted (as the RPC layer's decoder).
+    public static let maxDepth = 64
+
+    /// The members of the object spanning `range` exactly (surrounding whitespace allowed), each
+    /// value's range well-formed JSON; nil when the text is not such an object or a member name holds
+    /// an escape.
+    public static func members(of json: [UInt8], in range: Range<Int>) -> [(name: String, value: Range<Int>)]? {
+        precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
+        return json.withUnsafeBufferPointer { text in
+            let start = skipSpace(text, range.lowerBound, range.upperBound)
+            guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
+            var result: [(name: String, value: Range<Int>)] = []
+            let objectEnd = skipObject(text, start, range.upperBound, depth: 0) { name, value in
+                let nameBytes = UnsafeBufferPointer(rebasing: text[name])
+                guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
+                result.append((String(decoding: nameBytes, as: UTF8.self), value))
+                return true
+            }
+            guard let objectEnd, skipSpace(text, objectEnd, range.upperBound) == range.upperBound else { return nil }
+            return result
+        }
+    }
+
+    /// The value of the member `name` of the object spanning `range` (see ``members(of:in:)``); nil
+    /// when the text is not such an object or has no such member.
+    public static func member(_ name: String, of json: [UInt8], in range: Range<Int>) -> Range<Int>? {
+        members(of: json, in: range)?.first { $0.name == name }?.value
+    }
+
+    /// The elements of the array spanning `range` exactly (surrounding whitespace allowed), each
+    /// well-formed JSON; nil when the text is not such an array.
+    public static func elements(of json: [UInt8], in range: Range<Int>) -> [Range<Int>]? {
+        precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
+        return json.withUnsafeBufferPointer { text in
+            let end = range.upperBound
+            var index = skipSpace(text, range.lowerBound, end)
+            guard index < end, text[index] == UInt8(ascii: "[") else { return nil }
+            var result: [Range<Int>] = []
+            index = skipSpace(text, index + 1, end)
+            if index < end, text[index] == UInt8(ascii: "]") {
+                return skipSpace(text, index + 1, end) == end ? result : nil
+            }
+            while true {
+                guard let valueEnd = skipValue(text, index, end, depth: 1) else { return nil }
+                result.append(index..<valueEnd)
+                index = skipSpace(text, valueEnd, end)
+                guard index < end else { return nil }
+                if text[index] == UInt8(ascii: "]") { break }
+                guard text[index] == UInt8(ascii: ",") else { return nil }
+                index = skipSpace(text, index + 1, end)
+            }
+            return skipSpace(text, index + 1, end) == end ? result : nil
+        }
+    }
+
+    /// A uint64 written as proto3 JSON writes one (a quoted decimal) or as a bare decimal.
+    public static func unsigned(_ json: [UInt8], _ range: Range<Int>) -> UInt64? {
+        var digits = range
+        if json[range.lowerBound] == UInt8(ascii: "\"") {
+            guard range.count >= 3 else { return nil }
+            digits = (range.lowerBound + 1)..<(range.upperBound - 1)
+        }
+        guard !digits.isEmpty, digits.count <= 20 else { return nil }
+        var value: UInt64 = 0
+        for byte in json[digits] {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            let (times, overflowA) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowB) = times.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+            guard !overflowA, !overflowB else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// The bytes of a string value without escapes; nil when the value is not a string or holds one.
+    public static func plainString(_ json: [UInt8], _ range: Range<Int>) -> [UInt8]? {
+        guard json[range.lowerBound] == UInt8(ascii: "\"") else { return nil }
+        let content = json[(range.lowerBound + 1)..<(range.upperBound - 1)]
+        return content.contains(UInt8(ascii: "\\")) ? nil : Array(content)
+    }
+
+    private static func skipSpace(_ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int {
+        var index = start
+        while index < end {
+            switch json[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return index
+            }
+        }
+        return index
+    }
+
+    /// The end of the value starting at `start`, or nil when it is not well-formed JSON.
+    private static func skipValue(_ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, depth: Int) -> Int? {
+        guard start < end, depth <= maxDepth else { return nil }
+        switch json[start] {
+        case UInt8(ascii: "\""):
+            return skipString(json, start, end)
+        case UInt8(ascii: "{"):
+            return skipObject(json, start, end, depth: depth) { _, _ in true }
+        case UInt8(ascii: "["):
+            var index = skipSpace(json, start + 1, end)
+            if index < end, json[index] == UInt8(ascii: "]") { return index + 1 }
+            while true {
+                guard let valueEnd = skipValue(json, index, end, depth: depth + 1) else { return nil }
+                index = skipSpace(json, valueEnd, end)
+                guard index < end else { return nil }
+                if json[index] == UInt8(ascii: "]") { return index + 1 }
+                guard json[index] == UInt8(ascii: ",") else { return nil }
+                index = skipSpace(json, index + 1, end)
+            }
+        case UInt8(ascii: "t"):
+            return literal("true", json, start, end)
+        case UInt8(ascii: "f"):
+            return literal("false", json, start, end)
+        case UInt8(ascii: "n"):
+            return literal("null", json, start, end)
+        default:
+            return skipNumber(json, start, end)
+        }
+    }
+
+    /// The end of the object starting at `start` (its opening brace), each member's name (without
+    /// its quotes) and value given to `member`, which may refuse it (the object is then not taken);
+    /// nil when it is not well-formed.
+    private static func skipObject(
+        _ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, depth: Int,
+        member: (_ name: Range<Int>, _ value: Range<Int>) -> Bool
+    ) -> Int? {
+        var index = skipSpace(json, start + 1, end)
+        if index < end, json[index] == UInt8(ascii: "}") { return index + 1 }
+        while true {
+            guard index < end, json[index] == UInt8(ascii: "\""), let nameEnd = skipString(json, index, end) else { return nil }
+            let name = (index + 1)..<(nameEnd - 1)
+            index = skipSpace(json, nameEnd, end)
+            guard index < end, json[index] == UInt8(ascii: ":") else { return nil }
+            let valueStart = skipSpace(json, index + 1, end)
+            guard let valueEnd = skipValue(json, valueStart, end, depth: depth + 1),
+                  member(name, valueStart..<valueEnd)
+            else { return nil }
+            index = skipSpace(json, valueEnd, end)
+            guard index < end else { return nil }
+            if json[index] == UInt8(ascii: "}") { return index + 1 }
+            guard json[index] == UInt8(ascii: ",") else { return nil }
+            index = skipSpace(json, index + 1, end)
+        }
+    }
+
+    private static func literal(_ word: StaticString, _ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int? {
+        let count = word.utf8CodeUnitCount
+        guard end - start >= count else { return nil }
+        for offset in 0..<count where json[start + offset] != word.utf8Start[offset] { return nil }
+        return start + count
+    }
+
+    /// The end of the string starting at `start` (its opening quote), escapes checked; nil when it
+    /// is unterminated or holds a raw control character or a bad escape.
+    private static func skipString(_ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int? {
+        var index = start + 1
+        while index < end {
+            let byte = json[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                return index + 1
+            case UInt8(ascii: "\\"):
+                guard index + 1 < end else { return nil }
+                switch json[index + 1] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    index += 2
+                case UInt8(ascii: "u"):
+                    guard index + 6 <= end, json[(index + 2)..<(index + 6)].allSatisfy(isHexDigit) else { return nil }
+                    index += 6
+                default:
+                    return nil
+                }
+            case 0..<0x20:
+                return nil
+            default:
+                index += 1
+            }
+        }
+        return nil
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    }
+
+    /// The end of a number in JSON's grammar: -? int frac? exp?
+    private static func skipNumber(_ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int? {
+        var index = start
+        func digits() -> Bool {
+            let first = index
+            while index < end, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(json[index]) { index += 1 }
+            return index > first
+        }
+        if index < end, json[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < end else { return nil }
+        if json[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if !digits() {
+            return nil
+        }
+        if index < end, json[index] == UInt8(ascii: ".") {
+            index += 1
+            guard digits() else { return nil }
+        }
+        if index < end, json[index] == UInt8(ascii: "e") || json[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < end, json[index] == UInt8(ascii: "+") || json[index] == UInt8(ascii: "-") { index += 1 }
+            guard digits() else { return nil }
+        }
+        return index
+    }
+}
