@@ -76,7 +76,7 @@ extension TransactionStore {
             }
             let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: restored.count, now: now)
             for chunk in Self.eventSized(restored) {
-                try batch.append(key: queue.key, Self.updated(chunk, queue: queue))
+                try Self.announce(&batch, key: queue.key, chunk, queue: queue)
             }
             try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
                 $0.queue = queue
@@ -247,13 +247,10 @@ extension TransactionStore {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
             let key: String = queueRow["queue_key"]
             for chunk in Self.eventSized(failedByQueue[key] ?? []) {
-                try batch.append(key: key, Self.updated(chunk, queue: queue))
+                try Self.announce(&batch, key: key, chunk, queue: queue)
             }
             for chunk in Self.eventSized(removedByQueue[key] ?? []) {
-                try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                    $0.queue = queue
-                    $0.removedTransactions = .with { $0.transactions = chunk }
-                })
+                try Self.announce(&batch, key: key, chunk, removed: true, queue: queue)
             }
             if !held.isEmpty {
                 try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {

@@ -225,7 +225,7 @@ public final class TransactionStore: Sendable {
         load: (count: Int, bytes: Int), maxUnfinished: Int, doing: String
     ) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         let transaction = try record.transaction(db)
-        let event = try batch.append(key: record.queueKey, Self.updated([transaction], queue: transaction.queue))
+        let event = try Self.announce(&batch, key: record.queueKey, [transaction], queue: transaction.queue)
         record.replayBytes = try Self.replayWeight(announcedBy: event, record)
         try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: doing)
         return transaction
@@ -301,7 +301,7 @@ public final class TransactionStore: Sendable {
     static func announceDecision(_ db: Database, _ batch: inout EventLogWriter.Batch, _ record: TransactionRecord, at ms: Int64) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         if record.state == .purchased { try charge(db, record, at: ms) }
         let transaction = try record.transaction(db)
-        try batch.append(key: record.queueKey, Self.updated([transaction], queue: transaction.queue))
+        try Self.announce(&batch, key: record.queueKey, [transaction], queue: transaction.queue)
         return transaction
     }
 
@@ -433,10 +433,7 @@ public final class TransactionStore: Sendable {
             try db.cachedStatement(sql: "UPDATE pq_transaction SET finished = 1 WHERE id = ?").execute(arguments: [id])
             var removed = try record.transaction(db)
             removed.finished = true
-            try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                $0.queue = queue
-                $0.removedTransactions = .with { $0.transactions = [removed] }
-            })
+            try Self.announce(&batch, key: queue.key, [removed], removed: true, queue: queue)
             return false
         }
     }
@@ -578,10 +575,16 @@ public final class TransactionStore: Sendable {
             : Google_Protobuf_Timestamp(seconds: seconds - 1, nanos: Int32(remainder + 1000) * 1_000_000)
     }
 
-    static func updated(_ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], queue: Storebus_PaymentQueue_V1_QueueRef) -> Storebus_PaymentQueue_V1_QueueEvent {
-        .with {
-            $0.queue = queue
-            $0.updatedTransactions = .with { $0.transactions = transactions }
-        }
+    /// Announces `transactions` to `queue` (its key `key`) as updated, or as `removed`: one QueueEvent,
+    /// written as JSON directly (see ``TransactionJSON``).
+    @discardableResult
+    static func announce(
+        _ batch: inout EventLogWriter.Batch, key: String, _ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction],
+        removed: Bool = false, queue: Storebus_PaymentQueue_V1_QueueRef
+    ) throws -> StoredEvent {
+        try batch.appendJSON(
+            key: key, type: Storebus_PaymentQueue_V1_QueueEvent.protoMessageName,
+            payloadJSON: TransactionJSON.queueEvent(transactions, removed: removed, queue: queue)
+        )
     }
 }

@@ -58,6 +58,15 @@ public final class EventLogWriter: Sendable {
             events.append(event)
             return event
         }
+
+        /// Appends an event for `key` whose payload, a `type` (its full message name), is already
+        /// proto3 JSON.
+        @discardableResult
+        public mutating func appendJSON(key: String, type: String, payloadJSON: String) throws -> StoredEvent {
+            let event = try EventLog.appendJSON(db, key: key, type: type, payloadJSON: payloadJSON)
+            events.append(event)
+            return event
+        }
     }
 
     /// Runs `body` in a write transaction (shared with concurrent writes), commits, then announces
