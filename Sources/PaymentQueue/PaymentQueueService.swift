@@ -58,9 +58,12 @@ public struct PaymentQueueService: Sendable {
             try context.authorize(app: request.appBundleID, account: request.accountID)
             return try await service.canMakePayments(request)
         }
-        router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment) { request, context in
+        // The answer's transaction is written as JSON directly, as the events are (TransactionJSON).
+        router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path) { body, context in
+            let request = try JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
             try context.authorize(request.queue)
-            return try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
+            let response = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
+            return try TransactionJSON.addPaymentResponse(response.transaction)
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, context in
             try context.authorize(request.queue)

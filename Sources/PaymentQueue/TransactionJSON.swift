@@ -44,6 +44,15 @@ enum TransactionJSON {
         }
     }
 
+    /// The AddPaymentResponse holding `transaction`, as proto3 JSON.
+    static func addPaymentResponse(_ transaction: Transaction) throws -> [UInt8] {
+        var out = Array(#"{"transaction":"#.utf8)
+        out.reserveCapacity(512)
+        try append(transaction, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     /// A QueueEvent announcing `transactions` as updated (`removed`: as removed) to `queue`, as proto3
     /// JSON: the payload of the events the queue's observers hear.
     static func queueEvent(_ transactions: [Transaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> String {

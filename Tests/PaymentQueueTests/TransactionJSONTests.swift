@@ -75,7 +75,7 @@ struct TransactionJSONTests {
         return transaction
     }
 
-    @Test("5,000 random transactions, nested originals, escapes and times of every precision: the same bytes")
+    @Test("5,000 random transactions, nested originals, escapes and times of every precision: the same bytes, alone and in an AddPayment answer")
     func randomTransactions() throws {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<5_000 {
@@ -85,6 +85,8 @@ struct TransactionJSONTests {
             // Compared as text, so that a failure reads as JSON.
             #expect(written == expected, "\(String(decoding: written, as: UTF8.self)) instead of \(String(decoding: expected, as: UTF8.self))")
             if written != expected { break }
+            let response = Storebus_PaymentQueue_V1_AddPaymentResponse.with { $0.transaction = transaction }
+            #expect(try TransactionJSON.addPaymentResponse(transaction) == response.jsonUTF8Bytes() as [UInt8])
         }
     }
 

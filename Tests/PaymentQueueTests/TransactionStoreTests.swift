@@ -737,6 +737,21 @@ struct TransactionStoreTests {
         fixture.remove()
     }
 
+    @Test("an account's own policy comes before the app's default, whichever was set first; other accounts get the default")
+    func accountPolicyBeforeDefault() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        try await store.setPolicy(.with { $0.mode = .askToBuy }, app: "a", account: "alice")
+        try await store.setPolicy(.with { $0.mode = .fail; $0.failError = .paymentInvalid }, app: "a", account: "")
+        let own = try await store.policy(app: "a", account: "alice")
+        #expect(!own.isDefault && own.policy.mode == .askToBuy)
+        let other = try await store.policy(app: "a", account: "bob")
+        #expect(other.isDefault && other.policy.mode == .fail && other.policy.failError == .paymentInvalid)
+        let elsewhere = try await store.policy(app: "b", account: "alice")
+        #expect(elsewhere.isDefault && elsewhere.policy.mode == .approve)
+        fixture.remove()
+    }
+
     @Test("queue names must be NFC, 1 to 255 bytes, without | or a line break; a refusal names the field")
     func queueNames() throws {
         func queue(account: String, device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
