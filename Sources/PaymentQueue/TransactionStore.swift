@@ -480,8 +480,8 @@ public final class TransactionStore: Sendable {
     /// The policy in force for an account, read in `db`'s transaction.
     static func policy(_ db: Database, app: String, account: String) throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
         // The account's own policy, else the app's default (account ''): both keys in one statement,
-        // the account's row first.
-        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_policy WHERE app = ? AND account IN (?, '') ORDER BY account = '' LIMIT 1"), arguments: [app, account]) {
+        // the account's row first (UNION ALL keeps that order with no sort; LIMIT 1 stops there).
+        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_policy WHERE app = ?1 AND account = ?2 UNION ALL SELECT * FROM pq_policy WHERE app = ?1 AND account = '' LIMIT 1"), arguments: [app, account]) {
             let isDefault = (row["account"] as String).isEmpty
             return (Self.policy(row), isDefault)
         }
