@@ -136,103 +136,98 @@ enum TransactionJSON {
         }
     }
 
-    /// Appends the transaction's JSON; false, with `out` left partly written, when it is not one this
-    /// writer handles exactly.
-    private static func appendDirectly(_ transaction: Transaction, to out: inout [UInt8]) -> Bool {
-        guard transaction.unknownFields.data.isEmpty else { return false }
+    /// Writes one object to `out`, its members by `body`; false, with `out` left partly written, when
+    /// the message has unknown fields or `body` gives up (the object is then not one this writer
+    /// handles exactly).
+    private static func object(_ unknownFields: UnknownStorage, to out: inout [UInt8], _ body: (inout Fields) -> Bool) -> Bool {
+        guard unknownFields.data.isEmpty else { return false }
         var fields = Fields(out: [])
         swap(&fields.out, &out)
         // Whatever happens, `out` gets what was written (the caller cuts it back on failure).
         defer { out = fields.out }
-        fields.string("transactionIdentifier", transaction.transactionIdentifier)
-        guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: Names.transactionState),
-              fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)
-        else { return false }
-        if transaction.hasPayment, !fields.message("payment", { appendPayment(transaction.payment, to: &$0) }) { return false }
-        if transaction.hasOriginalTransaction, !fields.message("originalTransaction", { appendDirectly(transaction.originalTransaction, to: &$0) }) { return false }
-        if transaction.hasError, !fields.message("error", { appendError(transaction.error, to: &$0) }) { return false }
-        if !transaction.downloads.isEmpty {
-            fields.name("downloads")
-            fields.out.append(UInt8(ascii: "["))
-            for (index, download) in transaction.downloads.enumerated() {
-                if index > 0 { fields.out.append(UInt8(ascii: ",")) }
-                guard appendDownload(download, to: &fields.out) else { return false }
-            }
-            fields.out.append(UInt8(ascii: "]"))
-        }
-        fields.string("storefront", transaction.storefront)
-        if transaction.hasQueue, !fields.message("queue", { appendQueue(transaction.queue, to: &$0) }) { return false }
-        fields.bool("finished", transaction.finished)
-        guard fields.enumeration("productType", transaction.productType.rawValue, names: Names.productType),
-              fields.timestamp("expiresDate", transaction.hasExpiresDate ? transaction.expiresDate : nil),
-              fields.timestamp("cancellationDate", transaction.hasCancellationDate ? transaction.cancellationDate : nil)
-        else { return false }
-        fields.bool("isTrialPeriod", transaction.isTrialPeriod)
+        guard body(&fields) else { return false }
         fields.close()
         return true
+    }
+
+    /// Appends the transaction's JSON (see ``object(_:to:_:)``).
+    private static func appendDirectly(_ transaction: Transaction, to out: inout [UInt8]) -> Bool {
+        object(transaction.unknownFields, to: &out) { fields in
+            fields.string("transactionIdentifier", transaction.transactionIdentifier)
+            guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: Names.transactionState),
+                  fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)
+            else { return false }
+            if transaction.hasPayment, !fields.message("payment", { appendPayment(transaction.payment, to: &$0) }) { return false }
+            if transaction.hasOriginalTransaction, !fields.message("originalTransaction", { appendDirectly(transaction.originalTransaction, to: &$0) }) { return false }
+            if transaction.hasError, !fields.message("error", { appendError(transaction.error, to: &$0) }) { return false }
+            if !transaction.downloads.isEmpty {
+                fields.name("downloads")
+                fields.out.append(UInt8(ascii: "["))
+                for (index, download) in transaction.downloads.enumerated() {
+                    if index > 0 { fields.out.append(UInt8(ascii: ",")) }
+                    guard appendDownload(download, to: &fields.out) else { return false }
+                }
+                fields.out.append(UInt8(ascii: "]"))
+            }
+            fields.string("storefront", transaction.storefront)
+            if transaction.hasQueue, !fields.message("queue", { appendQueue(transaction.queue, to: &$0) }) { return false }
+            fields.bool("finished", transaction.finished)
+            guard fields.enumeration("productType", transaction.productType.rawValue, names: Names.productType),
+                  fields.timestamp("expiresDate", transaction.hasExpiresDate ? transaction.expiresDate : nil),
+                  fields.timestamp("cancellationDate", transaction.hasCancellationDate ? transaction.cancellationDate : nil)
+            else { return false }
+            fields.bool("isTrialPeriod", transaction.isTrialPeriod)
+            return true
+        }
     }
 
     private static func appendPayment(_ payment: Storebus_PaymentQueue_V1_Payment, to out: inout [UInt8]) -> Bool {
-        guard payment.unknownFields.data.isEmpty else { return false }
-        var fields = Fields(out: [])
-        swap(&fields.out, &out)
-        defer { out = fields.out }
-        fields.string("productIdentifier", payment.productIdentifier)
-        if payment.quantity != 0 {
-            fields.name("quantity")
-            fields.out += Array(String(payment.quantity).utf8)
+        object(payment.unknownFields, to: &out) { fields in
+            fields.string("productIdentifier", payment.productIdentifier)
+            if payment.quantity != 0 {
+                fields.name("quantity")
+                fields.out += Array(String(payment.quantity).utf8)
+            }
+            fields.string("applicationUsername", payment.applicationUsername)
+            if !payment.requestData.isEmpty {
+                fields.name("requestData")
+                fields.out += Array("\"\(payment.requestData.base64EncodedString())\"".utf8)
+            }
+            fields.bool("simulatesAskToBuyInSandbox", payment.simulatesAskToBuyInSandbox)
+            return true
         }
-        fields.string("applicationUsername", payment.applicationUsername)
-        if !payment.requestData.isEmpty {
-            fields.name("requestData")
-            fields.out.append(UInt8(ascii: "\""))
-            fields.out += Array(payment.requestData.base64EncodedString().utf8)
-            fields.out.append(UInt8(ascii: "\""))
-        }
-        fields.bool("simulatesAskToBuyInSandbox", payment.simulatesAskToBuyInSandbox)
-        fields.close()
-        return true
     }
 
     private static func appendError(_ error: Storebus_PaymentQueue_V1_StoreKitError, to out: inout [UInt8]) -> Bool {
-        guard error.unknownFields.data.isEmpty else { return false }
-        var fields = Fields(out: [])
-        swap(&fields.out, &out)
-        defer { out = fields.out }
-        guard fields.enumeration("code", error.code.rawValue, names: Names.skError) else { return false }
-        fields.string("localizedDescription", error.localizedDescription)
-        fields.close()
-        return true
+        object(error.unknownFields, to: &out) { fields in
+            guard fields.enumeration("code", error.code.rawValue, names: Names.skError) else { return false }
+            fields.string("localizedDescription", error.localizedDescription)
+            return true
+        }
     }
 
     private static func appendDownload(_ download: Storebus_PaymentQueue_V1_Download, to out: inout [UInt8]) -> Bool {
         // Doubles are written by swift-protobuf's own formatter: a download in progress goes there.
-        guard download.unknownFields.data.isEmpty, download.progress == 0, download.timeRemainingSeconds == 0 else { return false }
-        var fields = Fields(out: [])
-        swap(&fields.out, &out)
-        defer { out = fields.out }
-        fields.string("contentIdentifier", download.contentIdentifier)
-        fields.string("contentVersion", download.contentVersion)
-        if download.contentLength != 0 {
-            fields.name("contentLength")
-            fields.out += Array("\"\(download.contentLength)\"".utf8)
+        guard download.progress == 0, download.timeRemainingSeconds == 0 else { return false }
+        return object(download.unknownFields, to: &out) { fields in
+            fields.string("contentIdentifier", download.contentIdentifier)
+            fields.string("contentVersion", download.contentVersion)
+            if download.contentLength != 0 {
+                fields.name("contentLength")
+                fields.out += Array("\"\(download.contentLength)\"".utf8)
+            }
+            fields.string("transactionIdentifier", download.transactionIdentifier)
+            return fields.enumeration("state", download.state.rawValue, names: Names.downloadState)
         }
-        fields.string("transactionIdentifier", download.transactionIdentifier)
-        guard fields.enumeration("state", download.state.rawValue, names: Names.downloadState) else { return false }
-        fields.close()
-        return true
     }
 
     private static func appendQueue(_ queue: Storebus_PaymentQueue_V1_QueueRef, to out: inout [UInt8]) -> Bool {
-        guard queue.unknownFields.data.isEmpty else { return false }
-        var fields = Fields(out: [])
-        swap(&fields.out, &out)
-        defer { out = fields.out }
-        fields.string("appBundleId", queue.appBundleID)
-        fields.string("accountId", queue.accountID)
-        fields.string("deviceId", queue.deviceID)
-        fields.close()
-        return true
+        object(queue.unknownFields, to: &out) { fields in
+            fields.string("appBundleId", queue.appBundleID)
+            fields.string("accountId", queue.accountID)
+            fields.string("deviceId", queue.deviceID)
+            return true
+        }
     }
 
     /// Each enum value's JSON name, quoted, as swift-protobuf writes it (asked of swift-protobuf once,
