@@ -6,9 +6,9 @@ import SwiftProtobuf
 /// PaymentTransaction, and the queue events that carry transactions, in proto3 JSON written
 /// directly: byte for byte what swift-protobuf writes, at a fraction of the cost.
 ///
-/// Every purchase writes a transaction's JSON three times (the PURCHASING event, the decision's
-/// event, the finish's event); through swift-protobuf's encoder that was about a tenth of the payment
-/// queue's CPU in the flow benchmark. A transaction this writer does not handle exactly (unknown
+/// Every purchase writes a transaction's JSON four times (the PURCHASING event, the AddPayment
+/// answer, the decision's event, the finish's event); through swift-protobuf's encoder that was about
+/// a tenth of the payment queue's CPU in the flow benchmark. A transaction this writer does not handle exactly (unknown
 /// fields kept from a newer peer, an enum value without a name, a download in progress whose
 /// doubles swift-protobuf formats its own way, a time outside years 1 to 9999) goes through
 /// swift-protobuf instead. The tests compare both writers on thousands of random transactions and

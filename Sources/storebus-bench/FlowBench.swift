@@ -220,8 +220,8 @@ extension Reactor {
 ///
 /// Its flow's calls send bodies encoded once, when they are the same every time, and it reads only
 /// the members of the answers it checks (``FlowAnswers``), as a load generator does: decoding every
-/// answer in full cost the bench process about a third of its CPU, taken from the two cores the
-/// services it measures share with it.
+/// answer in full took about a quarter of the bench process's CPU in a profile, CPU taken from the
+/// two cores that the services it measures share with it.
 ///
 /// By default a device asks for the callback it waits for once the call that causes it has been
 /// answered: Observe calls after its position until the callback is among those it brought. With
