@@ -56,12 +56,6 @@ enum TransactionJSON {
     /// A QueueEvent announcing `transactions` as updated (`removed`: as removed) to `queue`, as proto3
     /// JSON: the payload of the events the queue's observers hear.
     static func queueEvent(_ transactions: [Transaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> String {
-        guard queue.unknownFields.data.isEmpty else {
-            var event = Storebus_PaymentQueue_V1_QueueEvent()
-            event.queue = queue
-            if removed { event.removedTransactions.transactions = transactions } else { event.updatedTransactions.transactions = transactions }
-            return try event.jsonString()
-        }
         var out: [UInt8] = []
         out.reserveCapacity(512 * transactions.count + 128)
         out += removed ? Array(#"{"removedTransactions":{"#.utf8) : Array(#"{"updatedTransactions":{"#.utf8)
@@ -75,7 +69,13 @@ enum TransactionJSON {
             out.append(UInt8(ascii: "]"))
         }
         out += Array(#"},"queue":"#.utf8)
-        _ = appendQueue(queue, to: &out)
+        guard appendQueue(queue, to: &out) else {
+            // A queue with unknown fields (never one decoded from JSON): the whole event through swift-protobuf.
+            var event = Storebus_PaymentQueue_V1_QueueEvent()
+            event.queue = queue
+            if removed { event.removedTransactions.transactions = transactions } else { event.updatedTransactions.transactions = transactions }
+            return try event.jsonString()
+        }
         out.append(UInt8(ascii: "}"))
         return String(decoding: out, as: UTF8.self)
     }

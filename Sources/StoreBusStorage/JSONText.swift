@@ -4,29 +4,13 @@ import Foundation
 /// (the event log stores each event's JSON once and serves it as is; the payment queue writes its
 /// transactions' JSON directly).
 public enum JSONText {
-    /// A JSON string literal for `text`, quotes included.
+    /// A JSON string literal for `text`, quotes included, escaped as ``appendQuoted(_:to:)`` escapes
+    /// it (the event's envelope and its payload alike, as swift-protobuf writes them).
     static func quoted(_ text: String) -> String {
-        // Most keys and names need no escape: one scan of the bytes, then one copy.
-        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            return "\"" + text + "\""
-        }
-        var out = "\""
+        var out: [UInt8] = []
         out.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += String(format: "\\u%04x", scalar.value)
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-        return out
+        appendQuoted(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// RFC 3339 UTC time with milliseconds, as proto3 JSON writes a Timestamp
@@ -134,7 +118,7 @@ public enum JSONText {
     }
 
     /// Appends `value` in decimal, zero-padded to at least `width` digits.
-    static func appendDigits(_ value: Int, width: Int, to text: inout [UInt8]) {
+    private static func appendDigits(_ value: Int, width: Int, to text: inout [UInt8]) {
         if value < 0 { text.append(UInt8(ascii: "-")) }
         let magnitude = Int(value.magnitude)
         var divisor = 1

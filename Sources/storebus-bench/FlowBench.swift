@@ -443,7 +443,8 @@ enum FlowAnswers {
     /// The identifier of the transaction in the AddPaymentResponse `json`.
     static func transactionIdentifier(_ json: [UInt8]) throws -> String {
         guard let transaction = JSONScanner.member("transaction", of: json, in: json.indices),
-              let id = identifier(json, transaction)
+              let fields = JSONScanner.members(of: json, in: transaction),
+              let id = identifier(json, fields)
         else { throw unexpected("AddPayment", json) }
         return id
     }
@@ -467,11 +468,14 @@ enum FlowAnswers {
                 guard let transactions = list.first(where: { $0.name == "transactions" }) else { continue }
                 guard let items = JSONScanner.elements(of: json, in: transactions.value) else { throw unexpected("Observe", json) }
                 for item in items {
-                    guard let id = identifier(json, item) else { throw unexpected("Observe", json) }
+                    // Each transaction is scanned once, for both members read.
+                    guard let fields = JSONScanner.members(of: json, in: item), let id = identifier(json, fields) else {
+                        throw unexpected("Observe", json)
+                    }
                     if removed {
                         arrivals.append(.init(kind: .removed, transaction: id))
-                    } else if let state = JSONScanner.member("transactionState", of: json, in: item),
-                              JSONScanner.plainString(json, state) == Array("TRANSACTION_STATE_PURCHASED".utf8) {
+                    } else if let state = fields.first(where: { $0.name == "transactionState" }),
+                              JSONScanner.plainString(json, state.value) == Array("TRANSACTION_STATE_PURCHASED".utf8) {
                         arrivals.append(.init(kind: .purchased, transaction: id))
                     }
                 }
@@ -480,10 +484,10 @@ enum FlowAnswers {
         }
     }
 
-    /// The transactionIdentifier of the PaymentTransaction object at `range`.
-    private static func identifier(_ json: [UInt8], _ range: Range<Int>) -> String? {
-        guard let value = JSONScanner.member("transactionIdentifier", of: json, in: range),
-              let bytes = JSONScanner.plainString(json, value)
+    /// The transactionIdentifier among the members of a PaymentTransaction object.
+    private static func identifier(_ json: [UInt8], _ fields: [(name: String, value: Range<Int>)]) -> String? {
+        guard let value = fields.first(where: { $0.name == "transactionIdentifier" }),
+              let bytes = JSONScanner.plainString(json, value.value)
         else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }
