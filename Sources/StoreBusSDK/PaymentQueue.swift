@@ -454,11 +454,18 @@ public final class PaymentQueue: Sendable {
     /// answered again by the next attempt, not run twice. Throws the error that ended the attempts.
     private func underOneKey(_ call: (_ idempotencyKey: String) async throws -> Void) async throws {
         let key = UUID().uuidString
+        try await whileOutcomeUnknown { try await call(key) }
+    }
+
+    /// Makes `call` again after a pause while its outcome is unknown (deadline, no gateway), three
+    /// times at most; the call must be safe to repeat (idempotent, or under one idempotency key).
+    /// Throws the error that ended the attempts.
+    private func whileOutcomeUnknown(_ call: () async throws -> Void) async throws {
         var backoff = Backoff(first: connection.configuration.reconnectDelay)
         var attempt = 1
         while true {
             do {
-                return try await call(key)
+                return try await call()
             } catch let error as StoreError where attempt < 3 && [.deadlineExceeded, .unavailable].contains(error.status) {
                 attempt += 1
                 await backoff.wait()
@@ -536,11 +543,14 @@ public final class PaymentQueue: Sendable {
     }
 
     /// Finishes a transaction (SKPaymentQueue.finishTransaction), after the payments and finishes
-    /// made before it. Errors are logged; use ``finish(_:)`` to handle them.
+    /// made before it. A finish whose outcome is unknown (deadline, no gateway) is made again, up to
+    /// three times: finishing is idempotent, so one that went through although its answer was lost is
+    /// only answered again. Errors that remain are logged, and the transaction, still unfinished in
+    /// the store, comes back at the next launch; use ``finish(_:)`` to handle them.
     public func finishTransaction(_ transaction: PaymentTransaction) {
         inOrder { [self] in
             do {
-                try await finish(transaction)
+                try await whileOutcomeUnknown { _ = try await finish(transaction) }
             } catch {
                 logger.error("Finishing a transaction failed", metadata: ["transaction": "\(transaction.transactionIdentifier)", "error": "\(error)"])
             }

@@ -3,8 +3,9 @@
 /// Register one observer when your app starts: unfinished transactions come back on every launch,
 /// and any transaction may change state at any time (an Ask to Buy approved hours later, a purchase
 /// made on another device restored). Callbacks arrive one at a time, in the queue's order, mostly on
-/// the queue's observing task (a restore that failed to reach the store is told from the task that
-/// tried it); keep them short and hand long work elsewhere.
+/// the queue's observing task; the SDK's own callbacks (a payment or restore the store refused or
+/// could not be reached for) come from the task that made the call, or from a new one when they
+/// waited for a listener. Keep them short and hand long work elsewhere.
 public protocol PaymentTransactionObserver: AnyObject, Sendable {
     /// Transactions were added to the queue or changed state. Deliver purchased and restored
     /// content, then call ``PaymentQueue/finishTransaction(_:)``; finish failed ones too.
@@ -32,8 +33,9 @@ extension PaymentTransactionObserver {
 /// One callback of the observer stream, for `for await` loops over ``PaymentQueue/callbacks``.
 public struct PaymentQueueCallback: Sendable, Equatable {
     /// The queue position of the callback: consecutive within a queue. The launch replay's callbacks
-    /// carry the position the replay reflects. A restore that failed to reach the store is not a
-    /// queue event: its restoreCompletedTransactionsFailed callback carries 0.
+    /// carry the position the replay reflects. The SDK's own callbacks are not queue events and carry
+    /// 0: a payment or restore the store refused or could not be reached for, and the removal of
+    /// such a payment's local transaction.
     public var seq: UInt64
     /// The callback.
     public var event: Event

@@ -24,7 +24,9 @@ public struct StoreConfiguration: Sendable {
     /// How long the gateway holds an observer call when nothing happens, up to 30 s. Default 20 s.
     /// Under 100 ms the queue polls instead, backing off while nothing comes.
     public var observerHold: Duration = .seconds(20)
-    /// First pause before reconnecting after a failure (at least 10 ms); it doubles up to 2 s.
+    /// First pause before the observing loop, or a payment, finish or restore whose outcome is
+    /// unknown, tries again after a failure (at least 10 ms); it doubles up to 2 s. The sockets'
+    /// own reconnection is the RPC client's.
     public var reconnectDelay: Duration = .milliseconds(100)
 
     /// A configuration.

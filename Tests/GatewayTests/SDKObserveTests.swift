@@ -261,6 +261,33 @@ struct SDKObserveTests {
         await queue.close()
     }
 
+    @Test("a finishTransaction whose first answer is lost to its deadline is made again, and the transaction is finished")
+    func finishRetriedWhileOutcomeUnknown() async throws {
+        // A scripted gateway: the first finish outlasts the SDK's call timeout, the next is answered.
+        let finishes = Mutex<[String]>([])
+        var router = Self.emptyQueueRouter()
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, _ in
+            let count = finishes.withLock { finishes -> Int in
+                finishes.append(request.transactionIdentifier)
+                return finishes.count
+            }
+            if count == 1 { try await Task.sleep(for: .seconds(2)) }
+            return .with { $0.alreadyFinished = count > 1 }
+        }
+        let gateway = try ScriptedGateway(router: router)
+        var configuration = gateway.configuration
+        configuration.callTimeout = .milliseconds(300)
+        configuration.observerHold = .milliseconds(200)
+        let queue = try PaymentQueue(configuration: configuration)
+
+        queue.finishTransaction(PaymentTransaction(.with { $0.transactionIdentifier = "1000000000000007"; $0.transactionState = .purchased }))
+        #expect(await waitUntil { finishes.withLock { $0.count } >= 2 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(finishes.withLock { $0 } == ["1000000000000007", "1000000000000007"])
+        await queue.close()
+        await gateway.stop()
+    }
+
     /// A scripted gateway's methods for an empty queue: sessions open, the launch replay (after
     /// `beforeReplay`) holds nothing and ends at position `seq`, and live observe calls are held for
     /// their wait. Tests add the queue methods they script.
