@@ -1,16 +1,16 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusStorage
 import StoreSchema
 import SwiftProtobuf
 
 /// One row of `pq_transaction` as Swift values.
 ///
-/// Rows are read through an explicit column list, by position, straight from the statement (no
-/// copied row, no lookup by name), and written back field by field: a transaction being created or
-/// decided is built here in memory and written once, rather than written, read back with
-/// `RETURNING *` and written again. Copying rows and finding their columns by name took about a
-/// seventh of the payment queue's commit thread.
+/// Rows are read through an explicit column list, by position, in place from the statement, and
+/// written with their values bound by position (see StoreBusStorage's `Database.fetchFirst(cached:bind:read:)`):
+/// a transaction being created or decided is built here in memory and written once, rather than
+/// written, read back with `RETURNING *` and written again.
 struct TransactionRecord: Sendable, Equatable {
     var id: String
     var app: String
@@ -57,37 +57,37 @@ struct TransactionRecord: Sendable, Equatable {
     static let insertSQL = "INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
 
     /// The record of a row selected with ``columns``.
-    init(_ row: Row) {
-        id = row[0]
-        app = row[1]
-        account = row[2]
-        device = row[3]
-        queueKey = row[4]
-        state = Storebus_PaymentQueue_V1_TransactionState(rawValue: row[5]) ?? .purchasing
-        productID = row[6]
-        productType = Storebus_Catalog_V1_ProductType(rawValue: row[7]) ?? .unspecified
-        quantity = row[8]
-        applicationUsername = row[9]
-        requestData = row[10]
-        askToBuy = row[11]
-        storefront = row[12]
-        price = row[13]
-        currency = row[14]
-        errorCode = row[15]
-        errorMessage = row[16]
-        originalID = row[17]
-        policyMode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row[18]) ?? .approve
-        policyError = Storebus_PaymentQueue_V1_SKError(rawValue: row[19]) ?? .unknown
-        decideAtMS = row[20]
-        interrupted = row[21]
-        resolvedBy = row[22]
-        createdMS = row[23]
-        dateMS = row[24]
-        finished = row[25]
-        revokedMS = row[26]
-        cleared = row[27]
-        downloads = row[28]
-        replayBytes = row[29]
+    init(_ row: StatementColumns) {
+        id = row.text(0)
+        app = row.text(1)
+        account = row.text(2)
+        device = row.text(3)
+        queueKey = row.text(4)
+        state = Storebus_PaymentQueue_V1_TransactionState(rawValue: row.int(5)) ?? .purchasing
+        productID = row.text(6)
+        productType = Storebus_Catalog_V1_ProductType(rawValue: row.int(7)) ?? .unspecified
+        quantity = row.int(8)
+        applicationUsername = row.text(9)
+        requestData = row.data(10)
+        askToBuy = row.bool(11)
+        storefront = row.text(12)
+        price = row.text(13)
+        currency = row.text(14)
+        errorCode = row.optionalInt64(15).map { Int($0) }
+        errorMessage = row.optionalText(16)
+        originalID = row.optionalText(17)
+        policyMode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row.int(18)) ?? .approve
+        policyError = Storebus_PaymentQueue_V1_SKError(rawValue: row.int(19)) ?? .unknown
+        decideAtMS = row.int64(20)
+        interrupted = row.bool(21)
+        resolvedBy = row.optionalText(22)
+        createdMS = row.int64(23)
+        dateMS = row.int64(24)
+        finished = row.bool(25)
+        revokedMS = row.optionalInt64(26)
+        cleared = row.bool(27)
+        downloads = row.text(28)
+        replayBytes = row.int(29)
     }
 
     /// A new unfinished transaction of `queue` (the fields not given start empty).
@@ -131,26 +131,56 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// The transaction with identifier `id`, if any.
     static func fetch(_ db: Database, id: String) throws -> TransactionRecord? {
-        // Read from the cursor's row in place: a fetched row would be copied first.
-        let cursor = try Row.fetchCursor(db.cachedStatement(sql: selectByID), arguments: [id])
-        return try cursor.next().map(TransactionRecord.init)
+        try db.fetchFirst(cached: selectByID, bind: { $0.text(id) }, read: TransactionRecord.init)
     }
 
     /// Writes the record as a new row.
     func insert(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [
-            id, app, account, device, queueKey, state.rawValue, productID, productType.rawValue, quantity, applicationUsername,
-            requestData, askToBuy, storefront, price, currency, errorCode, errorMessage, originalID, policyMode.rawValue,
-            policyError.rawValue, decideAtMS, interrupted, resolvedBy, createdMS, dateMS, finished, revokedMS, cleared,
-            downloads, replayBytes,
-        ])
+        try db.execute(cached: Self.insertSQL) {
+            $0.text(id)
+            $0.text(app)
+            $0.text(account)
+            $0.text(device)
+            $0.text(queueKey)
+            $0.int(state.rawValue)
+            $0.text(productID)
+            $0.int(productType.rawValue)
+            $0.int(quantity)
+            $0.text(applicationUsername)
+            $0.blob(requestData)
+            $0.bool(askToBuy)
+            $0.text(storefront)
+            $0.text(price)
+            $0.text(currency)
+            $0.int(errorCode)
+            $0.text(errorMessage)
+            $0.text(originalID)
+            $0.int(policyMode.rawValue)
+            $0.int(policyError.rawValue)
+            $0.int(decideAtMS)
+            $0.bool(interrupted)
+            $0.text(resolvedBy)
+            $0.int(createdMS)
+            $0.int(dateMS)
+            $0.bool(finished)
+            $0.int(revokedMS)
+            $0.bool(cleared)
+            $0.text(downloads)
+            $0.int(replayBytes)
+        }
     }
 
     /// Writes the fields a decision changes (``setState(_:at:)``, ``setFailed(_:at:interrupted:)``)
     /// to the record's existing row.
     func saveDecision(_ db: Database) throws {
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET state = ?, date_ms = ?, error_code = ?, error_message = ?, interrupted = ? WHERE id = ?")
-            .execute(arguments: [state.rawValue, dateMS, errorCode, errorMessage, interrupted, id])
+        try db.execute(cached: "UPDATE pq_transaction SET state = ?, date_ms = ?, error_code = ?, error_message = ?, interrupted = ? WHERE id = ?") {
+            $0.int(state.rawValue)
+            $0.int(dateMS)
+            $0.int(errorCode)
+            $0.text(errorMessage)
+            $0.bool(interrupted)
+            $0.text(id)
+        }
     }
 
     /// Moves to `state` at `ms` (in memory; see ``saveDecision(_:)``).

@@ -80,8 +80,7 @@ public final class TransactionStore: Sendable {
     /// requestData and applicationUsername they hold, as the launch replay carries them (see
     /// ``restoredPayloadCopies``).
     static func unfinishedLoad(_ db: Database, queueKey: String) throws -> (count: Int, bytes: Int) {
-        let row = try Row.fetchOne(db.cachedStatement(sql: unfinishedLoadSQL), arguments: [queueKey])
-        return (row?[0] ?? 0, row?[1] ?? 0)
+        try db.fetchFirst(cached: unfinishedLoadSQL, bind: { $0.text(queueKey) }) { row in (row.int(0), row.int(1)) } ?? (0, 0)
     }
 
     /// RESOURCE_EXHAUSTED unless a queue holding `load` (its own new transactions not counted yet) can
@@ -141,14 +140,17 @@ public final class TransactionStore: Sendable {
     }
 
     static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?"), arguments: [app, account, key]) else {
-            return nil
-        }
-        guard row["request_digest"] as String == digest else {
+        let found = try db.fetchFirst(cached: "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?", bind: {
+            $0.text(app)
+            $0.text(account)
+            $0.text(key)
+        }) { row in (id: row.text(0), digest: row.text(1)) }
+        guard let found else { return nil }
+        guard found.digest == digest else {
             throw RPCError(.failedPrecondition, "idempotency key \"\(key)\" was already used for a different payment")
                 .withReason("IDEMPOTENCY_KEY_REUSED", domain: "storebus.payment_queue")
         }
-        return try transaction(db, id: row["transaction_id"])
+        return try transaction(db, id: found.id)
     }
 
     /// Creates a transaction with its `updatedTransactions` event. With an idempotency key already
@@ -208,8 +210,13 @@ public final class TransactionStore: Sendable {
             if decidesNow { record.decide(at: nowMS) }
             try record.insert(db)
             if let idempotency = new.idempotency {
-                try db.cachedStatement(sql: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)").execute(arguments: [new.queue.appBundleID, new.queue.accountID, idempotency.key, id, idempotency.digest]
-                )
+                try db.execute(cached: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)") {
+                    $0.text(new.queue.appBundleID)
+                    $0.text(new.queue.accountID)
+                    $0.text(idempotency.key)
+                    $0.text(id)
+                    $0.text(idempotency.digest)
+                }
             }
             guard decidesNow else { return (transaction, state != .purchasing) }
             try Self.announceDecision(db, &batch, record, at: nowMS)
@@ -430,7 +437,7 @@ public final class TransactionStore: Sendable {
             default:
                 break
             }
-            try db.cachedStatement(sql: "UPDATE pq_transaction SET finished = 1 WHERE id = ?").execute(arguments: [id])
+            try db.execute(cached: "UPDATE pq_transaction SET finished = 1 WHERE id = ?") { $0.text(id) }
             var removed = try record.transaction(db)
             removed.finished = true
             try Self.announce(&batch, key: queue.key, [removed], removed: true, queue: queue)
@@ -481,11 +488,21 @@ public final class TransactionStore: Sendable {
     static func policy(_ db: Database, app: String, account: String) throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
         // The account's own policy, else the app's default (account ''): both keys in one statement,
         // the account's row first (UNION ALL keeps that order with no sort; LIMIT 1 stops there).
-        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_policy WHERE app = ?1 AND account = ?2 UNION ALL SELECT * FROM pq_policy WHERE app = ?1 AND account = '' LIMIT 1"), arguments: [app, account]) {
-            let isDefault = (row["account"] as String).isEmpty
-            return (Self.policy(row), isDefault)
+        let found = try db.fetchFirst(cached: """
+            SELECT account, mode, fail_error, delay_ms, restricted FROM pq_policy WHERE app = ?1 AND account = ?2
+            UNION ALL SELECT account, mode, fail_error, delay_ms, restricted FROM pq_policy WHERE app = ?1 AND account = '' LIMIT 1
+            """, bind: {
+            $0.text(app)
+            $0.text(account)
+        }) { row in
+            (policy: Storebus_PaymentQueue_V1_PaymentPolicy.with {
+                $0.mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row.int(1)) ?? .approve
+                $0.failError = Storebus_PaymentQueue_V1_SKError(rawValue: row.int(2)) ?? .unknown
+                $0.delayMs = UInt32(clamping: row.int64(3))
+                $0.purchasesRestricted = row.bool(4)
+            }, isDefault: row.text(0).isEmpty)
         }
-        return (.with { $0.mode = .approve }, true)
+        return found ?? (.with { $0.mode = .approve }, true)
     }
 
     /// Sets the policy of an account (or the app's default with an empty account).
@@ -499,21 +516,11 @@ public final class TransactionStore: Sendable {
         }
     }
 
-    // MARK: Rows
-
-    static func policy(_ row: Row) -> Storebus_PaymentQueue_V1_PaymentPolicy {
-        .with {
-            $0.mode = Storebus_PaymentQueue_V1_PolicyMode(rawValue: row["mode"]) ?? .approve
-            $0.failError = Storebus_PaymentQueue_V1_SKError(rawValue: row["fail_error"]) ?? .unknown
-            $0.delayMs = row["delay_ms"]
-            $0.purchasesRestricted = row["restricted"]
-        }
-    }
-
     static func nextIdentifier(_ db: Database) throws -> String {
-        let value = try Int64.fetchOne(db.cachedStatement(sql: """
+        let value = try db.fetchFirst(cached: """
             INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value
-            """))!
+            """, bind: { _ in }) { row in row.int64(0) }
+        guard let value else { throw RPCError(.internalError, "the next transaction identifier could not be read") }
         return String(identifierBase + value)
     }
 
@@ -530,18 +537,31 @@ public final class TransactionStore: Sendable {
         // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
         // `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first non-NULL
         // argument: the kept floor is read only while the ledger is empty.
-        try db.cachedStatement(sql: """
+        try db.execute(cached: """
             INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
             VALUES (COALESCE((SELECT MAX(id) FROM pq_charge), (SELECT value FROM pq_sequence WHERE name = 'charge'), 0) + 1,
                     ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [record.id, record.app, record.account, record.productID, Self.amount(price: record.price, quantity: record.quantity), record.currency, record.storefront, ms])
+            """) {
+            $0.text(record.id)
+            $0.text(record.app)
+            $0.text(record.account)
+            $0.text(record.productID)
+            $0.text(Self.amount(price: record.price, quantity: record.quantity))
+            $0.text(record.currency)
+            $0.text(record.storefront)
+            $0.int(ms)
+        }
     }
 
     /// Whether the account holds the product: a charge of one of its transactions of that product,
     /// not refunded, and not cleared. Read through the transactions' index by account and product
     /// (charges have none by account; see the v7 migration).
     static func holds(_ db: Database, app: String, account: String, product: String) throws -> Bool {
-        try Bool.fetchOne(db.cachedStatement(sql: holdsSQL), arguments: [app, account, product]) ?? false
+        try db.fetchFirst(cached: holdsSQL, bind: {
+            $0.text(app)
+            $0.text(account)
+            $0.text(product)
+        }) { row in row.bool(0) } ?? false
     }
 
     /// Whether an account (`?`, `?`) holds a product (`?`): see ``holds(_:app:account:product:)``.

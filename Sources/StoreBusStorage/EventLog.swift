@@ -53,20 +53,24 @@ public enum EventLog {
 
     /// Appends an event whose payload is already proto3 JSON.
     public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-        // Read from the cursor's row in place: a fetched row would be copied first, for two integers.
-        let cursor = try Row.fetchCursor(db.cachedStatement(sql: """
+        let positions = try db.fetchFirst(cached: """
             SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
                    (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
-            """), arguments: [key])
-        guard let positions = try cursor.next() else {
+            """, bind: { $0.text(key) }) { row in (seq: row.int64(0), keySeq: row.int64(1)) }
+        guard let positions else {
             throw RPCError(.internalError, "the event log's next position could not be read")
         }
-        let seq: UInt64 = positions[0]
-        let keySeq: UInt64 = positions[1]
+        let (seq, keySeq) = (UInt64(positions.seq), UInt64(positions.keySeq))
         let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         let json = "{\"seq\":\"\(seq)\",\"key\":\(JSONText.quoted(key)),\"keySeq\":\"\(keySeq)\",\"type\":\(JSONText.quoted(type)),\"time\":\"\(JSONText.timestamp(milliseconds: timeMS))\",\"payload\":\(payloadJSON)}"
-        try db.cachedStatement(sql: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [seq, key, keySeq, type, timeMS, json]
-        )
+        try db.execute(cached: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)") {
+            $0.int(positions.seq)
+            $0.text(key)
+            $0.int(positions.keySeq)
+            $0.text(type)
+            $0.int(timeMS)
+            $0.text(json)
+        }
         return StoredEvent(seq: seq, key: key, keySeq: keySeq, json: json)
     }
 

@@ -752,7 +752,7 @@ struct TransactionStoreTests {
         fixture.remove()
     }
 
-    @Test("queue names must be NFC, 1 to 255 bytes, without | or a line break; a refusal names the field")
+    @Test("queue names must be NFC, 1 to 255 bytes, without |, a line break or NUL; a refusal names the field")
     func queueNames() throws {
         func queue(account: String, device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
             .with { $0.appBundleID = "com.example.app"; $0.accountID = account; $0.deviceID = device }
@@ -764,6 +764,8 @@ struct TransactionStoreTests {
             ("\u{212A}ate", "phone", "queue.accountId"), ("cafe\u{301}", "phone", "queue.accountId"),
             ("kate", "pa|\u{301}d", "queue.deviceId"), ("", "phone", "queue.accountId"),
             (String(repeating: "a", count: 256), "phone", "queue.accountId"), ("kate", "line\r\nbreak", "queue.deviceId"),
+            // SQLite, handed a C string, would take it for "kate".
+            ("kate\u{0}x", "phone", "queue.accountId"),
         ] {
             let refused = #expect(throws: RPCError.self, "\(account)/\(device)") { try queue(account: account, device: device).validate() }
             #expect(refused?.code == .invalidArgument)

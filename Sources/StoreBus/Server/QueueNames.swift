@@ -7,21 +7,22 @@ import Foundation
 /// sign `"\u{212A}"`, and `"é"` equals `"e\u{301}"`), SQLite compares their bytes. A name that one of
 /// them takes for another's would let an account read or act on another account's queue. Names in
 /// Unicode normalization form C are equal in both or in neither (canonically equivalent strings
-/// have one NFC form), so only those are accepted.
+/// have one NFC form), so only those are accepted. NUL is refused too: a C string ends there, so
+/// `"alice\u{0}x"` would meet `"alice"` wherever a name is handed to SQLite as one.
 public enum QueueNames {
     /// Longest name, in bytes of UTF-8.
     public static let maxBytes = 255
 
     /// INVALID_ARGUMENT naming `field` unless `value` can name part of a queue: 1 to ``maxBytes`` bytes
-    /// of UTF-8 in normalization form C, with no `|` (the key's separator) and no line break.
+    /// of UTF-8 in normalization form C, with no `|` (the key's separator), no line break and no NUL.
     public static func check(_ value: String, field: String) throws(RPCError) {
         let bytes = value.utf8
         guard !bytes.isEmpty, bytes.count <= maxBytes else {
             throw RPCError.invalidArgument(field: field, "must be 1 to \(maxBytes) bytes")
         }
         // Bytes, not characters: "|" followed by a combining mark is one character that is not "|".
-        guard !bytes.contains(UInt8(ascii: "|")), !bytes.contains(UInt8(ascii: "\n")), !bytes.contains(UInt8(ascii: "\r")) else {
-            throw RPCError.invalidArgument(field: field, "must not contain | or a line break")
+        guard !bytes.contains(where: { $0 == UInt8(ascii: "|") || $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == 0 }) else {
+            throw RPCError.invalidArgument(field: field, "must not contain |, a line break or NUL")
         }
         // ASCII is NFC as it stands: only other names pay for normalizing (this runs on every call
         // naming a queue).
