@@ -56,29 +56,42 @@ public enum JSONText {
     /// `\u00XX` (uppercase hex digits), everything else as its UTF-8.
     public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        // Most strings need no escape: one scan, then one copy.
-        if !text.utf8.contains(where: needsScan) {
+        // Most strings need no escape: one scan of their bytes in place, then one copy.
+        let copied = text.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where needsScan(byte) { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        switch copied {
+        case true?:
+            break
+        case nil where !text.utf8.contains(where: needsScan):
             out.append(contentsOf: text.utf8)
-        } else {
-            for scalar in text.unicodeScalars {
-                switch scalar.value {
-                case 8: out += Array("\\b".utf8)
-                case 9: out += Array("\\t".utf8)
-                case 10: out += Array("\\n".utf8)
-                case 12: out += Array("\\f".utf8)
-                case 13: out += Array("\\r".utf8)
-                case 34: out += Array("\\\"".utf8)
-                case 92: out += Array("\\\\".utf8)
-                case 0...31, 127...159:
-                    out += Array("\\u00".utf8)
-                    out.append(hexDigits[Int(scalar.value / 16)])
-                    out.append(hexDigits[Int(scalar.value & 15)])
-                default:
-                    out.append(contentsOf: String(scalar).utf8)
-                }
-            }
+        default:
+            appendEscaped(text, to: &out)
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// The characters of `text`, escaped as ``appendQuoted(_:to:)`` says.
+    private static func appendEscaped(_ text: String, to out: inout [UInt8]) {
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 8: out += Array("\\b".utf8)
+            case 9: out += Array("\\t".utf8)
+            case 10: out += Array("\\n".utf8)
+            case 12: out += Array("\\f".utf8)
+            case 13: out += Array("\\r".utf8)
+            case 34: out += Array("\\\"".utf8)
+            case 92: out += Array("\\\\".utf8)
+            case 0...31, 127...159:
+                out += Array("\\u00".utf8)
+                out.append(hexDigits[Int(scalar.value / 16)])
+                out.append(hexDigits[Int(scalar.value & 15)])
+            default:
+                out.append(contentsOf: String(scalar).utf8)
+            }
+        }
     }
 
     /// Bytes that may need an escape: ASCII controls, quote, backslash, DEL, and the lead byte of
