@@ -39,6 +39,49 @@ struct JSONScannerTests {
         #expect(JSONScanner.elements(of: json, in: 2..<10) == nil, "cut before the closing bracket")
     }
 
+    @Test("an object's members and, in the same pass, those of one member's object: as two calls find them; nil for the nested list when that member is absent or not an object, nil for all when anything is malformed")
+    func nestedMembersInOnePass() throws {
+        let json = Array(#"{"seq":"3", "payload" : {"a":[1,{"b":"\"}"}], "c":{"d":null}} ,"time":"x"}"#.utf8)
+        let both = try #require(JSONScanner.members(of: json, in: json.indices, andOf: "payload"))
+        let plain = try #require(JSONScanner.members(of: json, in: json.indices))
+        #expect(both.members.map(\.name) == plain.map(\.name) && both.members.map(\.value) == plain.map(\.value))
+        let payload = try #require(plain.first { $0.name == "payload" }?.value)
+        let nested = try #require(JSONScanner.members(of: json, in: payload))
+        #expect(both.nested?.map(\.name) == nested.map(\.name) && both.nested?.map(\.value) == nested.map(\.value))
+        #expect(both.nested?.map(\.name) == ["a", "c"])
+        #expect(JSONScanner.members(of: json, in: json.indices, andOf: "time")?.nested == nil, "a string, not an object")
+        #expect(JSONScanner.members(of: json, in: json.indices, andOf: "absent")?.nested == nil)
+        #expect(JSONScanner.members(of: json, in: json.indices, andOf: "absent")?.members.count == 3)
+        let twice = Array(#"{"p":{"x":1},"p":{"y":2}}"#.utf8)
+        #expect(JSONScanner.members(of: twice, in: twice.indices, andOf: "p")?.nested?.map(\.name) == ["y"])
+        for broken in [#"{"p":{"x":}}"#, #"{"p":{"x":1}"#, #"{"p":{"x":1},}"#, #"{"p":{"x\":1}}"#, #"{"p":{"x":"\q"}}"#] {
+            let text = Array(broken.utf8)
+            #expect(JSONScanner.members(of: text, in: text.indices, andOf: "p") == nil, "\(broken)")
+        }
+        // Deeper than the scanner's limit inside the nested object: refused as by skipping it.
+        let deep = Array(("{\"p\":{\"q\":" + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}}").utf8)
+        #expect(JSONScanner.members(of: deep, in: deep.indices) == nil)
+        #expect(JSONScanner.members(of: deep, in: deep.indices, andOf: "p") == nil)
+    }
+
+    @Test("strings: escapes, raw control characters and unterminated strings, at every position of a run of plain bytes")
+    func stringsAtEveryPosition() {
+        for length in 0..<20 {
+            for position in 0...length {
+                var plain = Array(repeating: UInt8(ascii: "a"), count: length)
+                #expect(JSONScanner.elements(of: Array(("[\"" + String(decoding: plain, as: UTF8.self) + "\"]").utf8), in: 0..<(length + 4)) != nil)
+                for (insert, valid) in [("\\n", true), ("\\u00e9", true), ("\\u00g9", false), ("\\x", false), ("\u{1}", false), ("\u{7f}", true), ("é", true)] {
+                    plain = Array(repeating: UInt8(ascii: "a"), count: length)
+                    plain.insert(contentsOf: Array(insert.utf8), at: position)
+                    let json = Array("[\"".utf8) + plain + Array("\"]".utf8)
+                    #expect((JSONScanner.elements(of: json, in: json.indices) != nil) == valid, "\(String(decoding: json, as: UTF8.self))")
+                }
+                let open = Array("[\"".utf8) + Array(repeating: UInt8(ascii: "a"), count: length)
+                #expect(JSONScanner.elements(of: open, in: open.indices) == nil, "unterminated")
+            }
+        }
+    }
+
     @Test("1,000 random arrays: each element range holds exactly that element, as JSONSerialization reads it")
     func randomArrays() throws {
         var generator = SystemRandomNumberGenerator()

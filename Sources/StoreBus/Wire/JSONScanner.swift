@@ -9,19 +9,42 @@ public enum JSONScanner {
     /// value's range well-formed JSON; nil when the text is not such an object or a member name holds
     /// an escape.
     public static func members(of json: [UInt8], in range: Range<Int>) -> [(name: String, value: Range<Int>)]? {
+        members(of: json, in: range, nestedIn: nil)?.members
+    }
+
+    /// The members of the object spanning `range` (see ``members(of:in:)``) and, found in the same
+    /// pass, the members of the object that is the value of its member `name` (nil when there is no
+    /// such member or its value is not an object; the last one when the name is given twice): the
+    /// nested object's text is scanned once instead of twice.
+    public static func members(of json: [UInt8], in range: Range<Int>, andOf name: String) -> (members: [(name: String, value: Range<Int>)], nested: [(name: String, value: Range<Int>)]?)? {
+        members(of: json, in: range, nestedIn: Array(name.utf8))
+    }
+
+    private static func members(of json: [UInt8], in range: Range<Int>, nestedIn nestedName: [UInt8]?) -> (members: [(name: String, value: Range<Int>)], nested: [(name: String, value: Range<Int>)]?)? {
         precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
         return json.withUnsafeBufferPointer { text in
             let start = skipSpace(text, range.lowerBound, range.upperBound)
             guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
             var result: [(name: String, value: Range<Int>)] = []
-            let objectEnd = skipObject(text, start, range.upperBound, depth: 0) { name, value in
+            var nested: [(name: String, value: Range<Int>)]?
+            func collect(into list: inout [(name: String, value: Range<Int>)], _ name: Range<Int>, _ value: Range<Int>) -> Bool {
                 let nameBytes = UnsafeBufferPointer(rebasing: text[name])
                 guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
-                result.append((String(decoding: nameBytes, as: UTF8.self), value))
+                list.append((String(decoding: nameBytes, as: UTF8.self), value))
                 return true
             }
+            let objectEnd = skipObject(text, start, range.upperBound, depth: 0, value: { name, valueStart, depth in
+                guard let nestedName, text[valueStart] == UInt8(ascii: "{"), UnsafeBufferPointer(rebasing: text[name]).elementsEqual(nestedName) else {
+                    return skipValue(text, valueStart, range.upperBound, depth: depth)
+                }
+                guard depth <= maxDepth else { return nil }
+                var inner: [(name: String, value: Range<Int>)] = []
+                let end = skipObject(text, valueStart, range.upperBound, depth: depth) { collect(into: &inner, $0, $1) }
+                nested = inner
+                return end
+            }) { collect(into: &result, $0, $1) }
             guard let objectEnd, skipSpace(text, objectEnd, range.upperBound) == range.upperBound else { return nil }
-            return result
+            return (result, nested)
         }
     }
 
@@ -129,6 +152,7 @@ public enum JSONScanner {
     /// nil when it is not well-formed.
     private static func skipObject(
         _ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, depth: Int,
+        value skip: ((_ name: Range<Int>, _ start: Int, _ depth: Int) -> Int?)? = nil,
         member: (_ name: Range<Int>, _ value: Range<Int>) -> Bool
     ) -> Int? {
         var index = skipSpace(json, start + 1, end)
@@ -139,8 +163,8 @@ public enum JSONScanner {
             index = skipSpace(json, nameEnd, end)
             guard index < end, json[index] == UInt8(ascii: ":") else { return nil }
             let valueStart = skipSpace(json, index + 1, end)
-            guard let valueEnd = skipValue(json, valueStart, end, depth: depth + 1),
-                  member(name, valueStart..<valueEnd)
+            let valueEnd = if let skip { skip(name, valueStart, depth + 1) } else { skipValue(json, valueStart, end, depth: depth + 1) }
+            guard let valueEnd, member(name, valueStart..<valueEnd)
             else { return nil }
             index = skipSpace(json, valueEnd, end)
             guard index < end else { return nil }
@@ -162,7 +186,13 @@ public enum JSONScanner {
     private static func skipString(_ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int? {
         var index = start + 1
         while index < end {
-            let byte = json[index]
+            var byte = json[index]
+            // Most of a string is bytes that stand for themselves: step over them in a tight loop.
+            while byte >= 0x20, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
+                index += 1
+                guard index < end else { return nil }
+                byte = json[index]
+            }
             switch byte {
             case UInt8(ascii: "\""):
                 return index + 1
@@ -178,10 +208,8 @@ public enum JSONScanner {
                 default:
                     return nil
                 }
-            case 0..<0x20:
-                return nil
             default:
-                index += 1
+                return nil  // a raw control character
             }
         }
         return nil
