@@ -105,7 +105,8 @@ struct RPCTests {
     func headerCheckedBeforeSending() async throws {
         let server = try TestServer()
         try await withRPCClient(endpoints: [server.endpoint]) { client in
-            for metadata: Metadata in [["note": String(repeating: "x", count: WireProtocol.maxHeaderBytes)], ["note": "two\nlines"], ["Bad Key": "v"]] {
+            for metadata: Metadata in [["note": String(repeating: "x", count: WireProtocol.maxHeaderBytes)], ["note": "two\nlines"], ["note": "carriage\rreturn"],
+                                      ["session": String(repeating: "t", count: 300) + "\n"], ["Bad Key": "v"]] {
                 let started = ContinuousClock.now
                 let refused = await #expect(throws: RPCError.self) {
                     _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.payload = "x" }, options: CallOptions(timeout: .seconds(10), metadata: metadata))

@@ -106,7 +106,7 @@ public final class RPCClient: Sendable {
             guard Metadata.isValidKey(key) else {
                 throw RPCError.invalidArgument(field: "metadata", "\(path): \"\(key.prefix(64))\" is not a valid metadata key")
             }
-            guard !value.utf8.contains(0x0A), !value.utf8.contains(0x0D) else {
+            guard !Metadata.holdsLineBreak(value) else {
                 throw RPCError.invalidArgument(field: "metadata", "\(path): the value of \(key) holds a line break")
             }
             bytes += key.utf8.count + value.utf8.count + 3
