@@ -455,23 +455,21 @@ enum FlowAnswers {
         // An answer without events leaves the member out (proto3 JSON omits empty repeated fields).
         guard let response = JSONScanner.members(of: json, in: json.indices) else { throw unexpected("Observe", json) }
         guard let events = response.first(where: { $0.name == "events" }) else { return [] }
-        guard let elements = JSONScanner.elements(of: json, in: events.value) else { throw unexpected("Observe", json) }
-        return try elements.map { element in
-            guard let members = JSONScanner.members(of: json, in: element),
-                  let seq = members.first(where: { $0.name == "seq" }).flatMap({ JSONScanner.unsigned(json, $0.value) })
-            else { throw unexpected("Observe", json) }
+        // Each array's elements and their members in one pass (objects(of:in:)), not two.
+        guard let elements = JSONScanner.objects(of: json, in: events.value) else { throw unexpected("Observe", json) }
+        return try elements.map { members in
+            guard let seq = members.first(where: { $0.name == "seq" }).flatMap({ JSONScanner.unsigned(json, $0.value) }) else {
+                throw unexpected("Observe", json)
+            }
             var arrivals: [Device.Arrival] = []
             for member in members where member.name == "updatedTransactions" || member.name == "removedTransactions" {
                 let removed = member.name == "removedTransactions"
                 // A callback with no transactions (none here) omits the member, as above.
                 guard let list = JSONScanner.members(of: json, in: member.value) else { throw unexpected("Observe", json) }
                 guard let transactions = list.first(where: { $0.name == "transactions" }) else { continue }
-                guard let items = JSONScanner.elements(of: json, in: transactions.value) else { throw unexpected("Observe", json) }
-                for item in items {
-                    // Each transaction is scanned once, for both members read.
-                    guard let fields = JSONScanner.members(of: json, in: item), let id = identifier(json, fields) else {
-                        throw unexpected("Observe", json)
-                    }
+                guard let items = JSONScanner.objects(of: json, in: transactions.value) else { throw unexpected("Observe", json) }
+                for fields in items {
+                    guard let id = identifier(json, fields) else { throw unexpected("Observe", json) }
                     if removed {
                         arrivals.append(.init(kind: .removed, transaction: id))
                     } else if let state = fields.first(where: { $0.name == "transactionState" }),

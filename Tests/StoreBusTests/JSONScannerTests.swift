@@ -64,6 +64,23 @@ struct JSONScannerTests {
         #expect(JSONScanner.members(of: deep, in: deep.indices, andOf: "p") == nil)
     }
 
+    @Test("an array of objects: each element's members in one pass, as elements then members find them; nil when an element is not an object or anything is malformed")
+    func objectsOfAnArray() throws {
+        let json = Array(#" [ {"a":1,"b":{"c":[2]}} , {} ,{"d":"\"x"} ] "#.utf8)
+        let objects = try #require(JSONScanner.objects(of: json, in: json.indices))
+        let elements = try #require(JSONScanner.elements(of: json, in: json.indices))
+        #expect(objects.count == elements.count)
+        for (object, element) in zip(objects, elements) {
+            let members = try #require(JSONScanner.members(of: json, in: element))
+            #expect(object.map(\.name) == members.map(\.name) && object.map(\.value) == members.map(\.value))
+        }
+        #expect(JSONScanner.objects(of: Array(" [ ] ".utf8), in: 0..<5)?.isEmpty == true)
+        for broken in ["[1]", #"[{},"x"]"#, "[{}", "[{},]", #"[{"a":}]"#, #"[{"a\"b":1}]"#, "{}", "[{}] x"] {
+            let text = Array(broken.utf8)
+            #expect(JSONScanner.objects(of: text, in: text.indices) == nil, "\(broken)")
+        }
+    }
+
     @Test("strings: escapes, raw control characters and unterminated strings, at every position of a run of plain bytes")
     func stringsAtEveryPosition() {
         for length in 0..<20 {

@@ -80,6 +80,40 @@ public enum JSONScanner {
         }
     }
 
+    /// The members of each element of the array spanning `range` exactly (surrounding whitespace
+    /// allowed), every element an object (see ``members(of:in:)``), found in one pass: nil when the
+    /// text is not such an array, an element is not an object, or a member name holds an escape.
+    public static func objects(of json: [UInt8], in range: Range<Int>) -> [[(name: String, value: Range<Int>)]]? {
+        precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
+        return json.withUnsafeBufferPointer { text in
+            let end = range.upperBound
+            var index = skipSpace(text, range.lowerBound, end)
+            guard index < end, text[index] == UInt8(ascii: "[") else { return nil }
+            var result: [[(name: String, value: Range<Int>)]] = []
+            index = skipSpace(text, index + 1, end)
+            if index < end, text[index] == UInt8(ascii: "]") {
+                return skipSpace(text, index + 1, end) == end ? result : nil
+            }
+            while true {
+                guard index < end, text[index] == UInt8(ascii: "{") else { return nil }
+                var members: [(name: String, value: Range<Int>)] = []
+                guard let objectEnd = skipObject(text, index, end, depth: 1, member: { name, value in
+                    let nameBytes = UnsafeBufferPointer(rebasing: text[name])
+                    guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
+                    members.append((String(decoding: nameBytes, as: UTF8.self), value))
+                    return true
+                }) else { return nil }
+                result.append(members)
+                index = skipSpace(text, objectEnd, end)
+                guard index < end else { return nil }
+                if text[index] == UInt8(ascii: "]") { break }
+                guard text[index] == UInt8(ascii: ",") else { return nil }
+                index = skipSpace(text, index + 1, end)
+            }
+            return skipSpace(text, index + 1, end) == end ? result : nil
+        }
+    }
+
     /// A uint64 written as proto3 JSON writes one (a quoted decimal) or as a bare decimal.
     public static func unsigned(_ json: [UInt8], _ range: Range<Int>) -> UInt64? {
         var digits = range
