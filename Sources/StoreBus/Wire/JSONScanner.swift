@@ -27,22 +27,16 @@ public enum JSONScanner {
             guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
             var result: [(name: String, value: Range<Int>)] = []
             var nested: [(name: String, value: Range<Int>)]?
-            func collect(into list: inout [(name: String, value: Range<Int>)], _ name: Range<Int>, _ value: Range<Int>) -> Bool {
-                let nameBytes = UnsafeBufferPointer(rebasing: text[name])
-                guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
-                list.append((String(decoding: nameBytes, as: UTF8.self), value))
-                return true
-            }
             let objectEnd = skipObject(text, start, range.upperBound, depth: 0, value: { name, valueStart, depth in
                 guard let nestedName, text[valueStart] == UInt8(ascii: "{"), UnsafeBufferPointer(rebasing: text[name]).elementsEqual(nestedName) else {
                     return skipValue(text, valueStart, range.upperBound, depth: depth)
                 }
                 guard depth <= maxDepth else { return nil }
                 var inner: [(name: String, value: Range<Int>)] = []
-                let end = skipObject(text, valueStart, range.upperBound, depth: depth) { collect(into: &inner, $0, $1) }
+                let end = skipObject(text, valueStart, range.upperBound, depth: depth) { collect(text, $0, $1, into: &inner) }
                 nested = inner
                 return end
-            }) { collect(into: &result, $0, $1) }
+            }) { collect(text, $0, $1, into: &result) }
             guard let objectEnd, skipSpace(text, objectEnd, range.upperBound) == range.upperBound else { return nil }
             return (result, nested)
         }
@@ -59,24 +53,13 @@ public enum JSONScanner {
     public static func elements(of json: [UInt8], in range: Range<Int>) -> [Range<Int>]? {
         precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
         return json.withUnsafeBufferPointer { text in
-            let end = range.upperBound
-            var index = skipSpace(text, range.lowerBound, end)
-            guard index < end, text[index] == UInt8(ascii: "[") else { return nil }
             var result: [Range<Int>] = []
-            index = skipSpace(text, index + 1, end)
-            if index < end, text[index] == UInt8(ascii: "]") {
-                return skipSpace(text, index + 1, end) == end ? result : nil
+            let taken = walkArray(text, range) { start in
+                guard let valueEnd = skipValue(text, start, range.upperBound, depth: 1) else { return nil }
+                result.append(start..<valueEnd)
+                return valueEnd
             }
-            while true {
-                guard let valueEnd = skipValue(text, index, end, depth: 1) else { return nil }
-                result.append(index..<valueEnd)
-                index = skipSpace(text, valueEnd, end)
-                guard index < end else { return nil }
-                if text[index] == UInt8(ascii: "]") { break }
-                guard text[index] == UInt8(ascii: ",") else { return nil }
-                index = skipSpace(text, index + 1, end)
-            }
-            return skipSpace(text, index + 1, end) == end ? result : nil
+            return taken ? result : nil
         }
     }
 
@@ -86,32 +69,47 @@ public enum JSONScanner {
     public static func objects(of json: [UInt8], in range: Range<Int>) -> [[(name: String, value: Range<Int>)]]? {
         precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
         return json.withUnsafeBufferPointer { text in
-            let end = range.upperBound
-            var index = skipSpace(text, range.lowerBound, end)
-            guard index < end, text[index] == UInt8(ascii: "[") else { return nil }
             var result: [[(name: String, value: Range<Int>)]] = []
-            index = skipSpace(text, index + 1, end)
-            if index < end, text[index] == UInt8(ascii: "]") {
-                return skipSpace(text, index + 1, end) == end ? result : nil
-            }
-            while true {
-                guard index < end, text[index] == UInt8(ascii: "{") else { return nil }
+            let taken = walkArray(text, range) { start in
+                guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
                 var members: [(name: String, value: Range<Int>)] = []
-                guard let objectEnd = skipObject(text, index, end, depth: 1, member: { name, value in
-                    let nameBytes = UnsafeBufferPointer(rebasing: text[name])
-                    guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
-                    members.append((String(decoding: nameBytes, as: UTF8.self), value))
-                    return true
-                }) else { return nil }
+                guard let objectEnd = skipObject(text, start, range.upperBound, depth: 1, member: { collect(text, $0, $1, into: &members) }) else { return nil }
                 result.append(members)
-                index = skipSpace(text, objectEnd, end)
-                guard index < end else { return nil }
-                if text[index] == UInt8(ascii: "]") { break }
-                guard text[index] == UInt8(ascii: ",") else { return nil }
-                index = skipSpace(text, index + 1, end)
+                return objectEnd
             }
-            return skipSpace(text, index + 1, end) == end ? result : nil
+            return taken ? result : nil
         }
+    }
+
+    /// Walks the array spanning `range` exactly (surrounding whitespace allowed), giving `element`
+    /// where each element starts; it returns where the element ends, or nil to refuse it. False when
+    /// the text is not such an array or an element was refused.
+    private static func walkArray(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, element: (_ start: Int) -> Int?) -> Bool {
+        let end = range.upperBound
+        var index = skipSpace(text, range.lowerBound, end)
+        guard index < end, text[index] == UInt8(ascii: "[") else { return false }
+        index = skipSpace(text, index + 1, end)
+        if index < end, text[index] == UInt8(ascii: "]") {
+            return skipSpace(text, index + 1, end) == end
+        }
+        while true {
+            guard let elementEnd = element(index) else { return false }
+            index = skipSpace(text, elementEnd, end)
+            guard index < end else { return false }
+            if text[index] == UInt8(ascii: "]") { break }
+            guard text[index] == UInt8(ascii: ",") else { return false }
+            index = skipSpace(text, index + 1, end)
+        }
+        return skipSpace(text, index + 1, end) == end
+    }
+
+    /// Adds the member `name` (its range without the quotes) to `list`; false, adding nothing, when
+    /// the name holds an escape.
+    private static func collect(_ text: UnsafeBufferPointer<UInt8>, _ name: Range<Int>, _ value: Range<Int>, into list: inout [(name: String, value: Range<Int>)]) -> Bool {
+        let nameBytes = UnsafeBufferPointer(rebasing: text[name])
+        guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
+        list.append((String(decoding: nameBytes, as: UTF8.self), value))
+        return true
     }
 
     /// A uint64 written as proto3 JSON writes one (a quoted decimal) or as a bare decimal.
