@@ -519,7 +519,7 @@ public final class TransactionStore: Sendable {
     static func nextIdentifier(_ db: Database) throws -> String {
         let value = try db.fetchFirst(cached: """
             INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value
-            """, bind: { _ in }) { row in row.int64(0) }
+            """) { row in row.int64(0) }
         guard let value else { throw RPCError(.internalError, "the next transaction identifier could not be read") }
         return String(identifierBase + value)
     }

@@ -135,9 +135,9 @@ public struct StatementColumns {
 
 extension Database {
     /// Runs `sql` (prepared once, in GRDB's statement cache) with the parameters `bind` binds in
-    /// order, to the end. Throws a DatabaseError when SQLite refuses it, or when `bind` binds more or
+    /// order (none by default), to the end. Throws a DatabaseError when SQLite refuses it, or when `bind` binds more or
     /// fewer parameters than the statement has.
-    public func execute(cached sql: String, bind: (inout StatementParameters) throws -> Void) throws {
+    public func execute(cached sql: String, bind: (inout StatementParameters) throws -> Void = { _ in }) throws {
         try step(sql, bind: bind) { statement, code in
             var code = code
             // A statement that returns rows (RETURNING) made its changes at the first step; the rest
@@ -150,7 +150,7 @@ extension Database {
     /// The first row of `sql` (prepared once, in GRDB's statement cache) with the parameters `bind`
     /// binds in order, as `read` reads it; nil when there is none. Throws as
     /// ``execute(cached:bind:)`` does.
-    public func fetchFirst<T>(cached sql: String, bind: (inout StatementParameters) throws -> Void, read: (StatementColumns) throws -> T) throws -> T? {
+    public func fetchFirst<T>(cached sql: String, bind: (inout StatementParameters) throws -> Void = { _ in }, read: (StatementColumns) throws -> T) throws -> T? {
         try step(sql, bind: bind) { statement, code in
             switch code {
             case SQLITE_ROW: return try read(StatementColumns(statement: statement))

@@ -61,7 +61,7 @@ struct DirectStatementsTests {
                 $0.int(1)
                 $0.int(2)
             }
-            try db.execute(cached: "INSERT INTO t (s) VALUES ('a'), ('b') RETURNING id") { _ in }
+            try db.execute(cached: "INSERT INTO t (s) VALUES ('a'), ('b') RETURNING id")
             #expect(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") == 3)
         }
     }
@@ -119,7 +119,7 @@ struct DirectStatementsTests {
         let queue = try Self.database()
         try queue.write { db in
             try db.execute(sql: "INSERT INTO t (s) VALUES ('a'), ('b'), ('c')")
-            let first = try db.fetchFirst(cached: "SELECT s FROM t ORDER BY id", bind: { _ in }) { $0.text(0) }
+            let first = try db.fetchFirst(cached: "SELECT s FROM t ORDER BY id") { $0.text(0) }
             #expect(first == "a")
             // An unfinished statement on t makes SQLite refuse this (database table is locked).
             try db.execute(sql: "DROP TABLE t")
