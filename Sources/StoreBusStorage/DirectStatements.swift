@@ -57,10 +57,6 @@ public struct StatementParameters {
         int(Int64(value))
     }
 
-    public mutating func int(_ value: Int32) {
-        int(Int64(value))
-    }
-
     /// Binds an integer, or NULL for nil.
     public mutating func int(_ value: Int64?) {
         guard let value else { return null() }
