@@ -442,8 +442,8 @@ enum FlowAnswers {
 
     /// The identifier of the transaction in the AddPaymentResponse `json`.
     static func transactionIdentifier(_ json: [UInt8]) throws -> String {
-        guard let transaction = JSONScanner.member("transaction", of: json, in: json.indices),
-              let fields = JSONScanner.members(of: json, in: transaction),
+        // The answer's members and the transaction's in one pass.
+        guard let fields = JSONScanner.members(of: json, in: json.indices, andOf: "transaction")?.nested,
               let id = identifier(json, fields)
         else { throw unexpected("AddPayment", json) }
         return id
