@@ -93,7 +93,7 @@ extension TransactionStore {
     /// different request (`digest`) is FAILED_PRECONDITION; a restore recorded before keys were tied
     /// to their request (no digest) matches any.
     public func restore(forKey key: String, app: String, account: String, digest: String) async throws -> (restoreID: String, count: Int)? {
-        try await pool.read { db in try Self.keyedRestore(db, key: key, app: app, account: account, digest: digest) }
+        try await database.read { db in try Self.keyedRestore(db, key: key, app: app, account: account, digest: digest) }
     }
 
     static func keyedRestore(_ db: Database, key: String, app: String, account: String, digest: String) throws -> (restoreID: String, count: Int)? {

@@ -65,7 +65,9 @@ public final class TransactionStore: Sendable {
     /// Most unfinished transactions one queue may hold: AddPayment and restore beyond it are
     /// RESOURCE_EXHAUSTED.
     public let maxUnfinished: Int
-    var pool: DatabasePool { writer.database.pool }
+    /// Reads go through the database (not its pool) so that, when a sync thread makes commits
+    /// durable, none is answered from before it is (see ``StoreDatabase/read(_:)``).
+    var database: StoreDatabase { writer.database }
 
     /// A store writing through `writer` (whose database was migrated with ``PaymentQueueSchema``).
     public init(writer: EventLogWriter, maxUnfinished: Int = TransactionStore.defaultMaxUnfinished) {
@@ -136,7 +138,7 @@ public final class TransactionStore: Sendable {
     /// The transaction an idempotency key created, if any. Throws FAILED_PRECONDITION when the key
     /// was used for a different request.
     public func transaction(forKey key: String, app: String, account: String, digest: String) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        try await pool.read { db in try Self.keyed(db, key: key, app: app, account: account, digest: digest) }
+        try await database.read { db in try Self.keyed(db, key: key, app: app, account: account, digest: digest) }
     }
 
     static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
@@ -248,7 +250,7 @@ public final class TransactionStore: Sendable {
 
     /// PURCHASING transactions whose decision time has come, oldest first.
     public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
-        try await pool.read { db in
+        try await database.read { db in
             try String.fetchAll(db.cachedStatement(sql: Self.dueSQL),
                                 arguments: [Self.milliseconds(now), limit])
         }
@@ -256,7 +258,7 @@ public final class TransactionStore: Sendable {
 
     /// The earliest decision time of a PURCHASING transaction, if any.
     public func nextDecision() async throws -> Date? {
-        try await pool.read { db in
+        try await database.read { db in
             try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
                 .map { Date(timeIntervalSince1970: Double($0) / 1000) }
         }
@@ -389,7 +391,7 @@ public final class TransactionStore: Sendable {
         let limit = Paging.clamped(limit)
         // Identifiers are compared as the strings they are (fixed-width, so in numeric order).
         let after = try Paging.row(after: pageToken, kind: "transactions").map(String.init) ?? ""
-        return try await pool.read { db in
+        return try await database.read { db in
             // One more than the page, to know whether there is a next one.
             let ids = try String.fetchAll(db.cachedStatement(sql: """
                 SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
@@ -447,13 +449,13 @@ public final class TransactionStore: Sendable {
 
     /// A transaction by identifier.
     public func transaction(_ id: String) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        try await pool.read { db in try Self.transaction(db, id: id) }
+        try await database.read { db in try Self.transaction(db, id: id) }
     }
 
     /// The queue's unfinished transactions, oldest first, and the queue's position in the event log
     /// that this snapshot reflects.
     public func unfinished(_ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], keySeq: UInt64) {
-        try await pool.read { db in
+        try await database.read { db in
             let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id"), arguments: [queue.key])
             return (try ids.map { try Self.transaction(db, id: $0)! }, try EventLog.head(db, key: queue.key))
         }
@@ -467,7 +469,7 @@ public final class TransactionStore: Sendable {
     ) async throws -> (charges: [Storebus_PaymentQueue_V1_Charge], nextPageToken: String) {
         let limit = Paging.clamped(limit)
         let after = try Paging.row(after: pageToken, kind: "charges") ?? 0
-        return try await pool.read { db in
+        return try await database.read { db in
             // Through the account's transactions, as the transactions' listing reads them: charges
             // have no index by account of their own (see the v7 migration).
             let rows = try Row.fetchAll(db.cachedStatement(sql: Self.ledgerSQL), arguments: [app, account, after, limit + 1])
@@ -481,7 +483,7 @@ public final class TransactionStore: Sendable {
 
     /// The policy in force for an account: its own, else the app's default, else APPROVE.
     public func policy(app: String, account: String) async throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
-        try await pool.read { db in try Self.policy(db, app: app, account: account) }
+        try await database.read { db in try Self.policy(db, app: app, account: account) }
     }
 
     /// The policy in force for an account, read in `db`'s transaction.
@@ -507,7 +509,7 @@ public final class TransactionStore: Sendable {
 
     /// Sets the policy of an account (or the app's default with an empty account).
     public func setPolicy(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy, app: String, account: String) async throws {
-        try await pool.write { db in
+        try await database.write { db in
             try db.cachedStatement(sql: """
                 INSERT INTO pq_policy (app, account, mode, fail_error, delay_ms, restricted) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app, account) DO UPDATE SET mode = excluded.mode, fail_error = excluded.fail_error,

@@ -75,24 +75,30 @@ public enum EventLog {
     }
 
     /// Up to `limit` events after `position`: of the whole log when `key` is empty (by seq), of one
-    /// key otherwise (by key seq).
-    public static func read(_ db: Database, key: String, after position: UInt64, limit: Int) throws -> [StoredEvent] {
+    /// key otherwise (by key seq). With `through`, only events at or before that log position (the
+    /// durable ones, see ``StoreDatabase/durableEventSeq``): within a key too, they come first.
+    public static func read(_ db: Database, key: String, after position: UInt64, limit: Int, through last: UInt64 = .max) throws -> [StoredEvent] {
         // Positions are SQLite integers: none lies past Int64.max (and binding one past it would trap).
         guard position < UInt64(Int64.max) else { return [] }
+        let last = Int64(clamping: last)
         let rows: [Row]
         if key.isEmpty {
-            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? ORDER BY seq LIMIT ?"), arguments: [position, limit])
+            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"), arguments: [position, last, limit])
         } else {
-            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? ORDER BY key_seq LIMIT ?"), arguments: [key, position, limit])
+            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND seq <= ? ORDER BY key_seq LIMIT ?"), arguments: [key, position, last, limit])
         }
         return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
     }
 
-    /// The newest position: seq of the whole log, or key seq of one key (0 when empty).
-    public static func head(_ db: Database, key: String) throws -> UInt64 {
+    /// The newest position: seq of the whole log, or key seq of one key (0 when empty). With
+    /// `through`, the newest at or before that log position.
+    public static func head(_ db: Database, key: String, through last: UInt64 = .max) throws -> UInt64 {
+        // Newest first through the key's index (or the table), stopping at the first event not past
+        // `through`: at most the few events not yet durable are stepped over.
+        let last = Int64(clamping: last)
         if key.isEmpty {
-            return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event"))!
+            return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM storebus_event WHERE seq <= ? ORDER BY seq DESC LIMIT 1"), arguments: [last]) ?? 0
         }
-        return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(key_seq), 0) FROM storebus_event WHERE stream_key = ?"), arguments: [key])!
+        return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT key_seq FROM storebus_event WHERE stream_key = ? AND seq <= ? ORDER BY key_seq DESC LIMIT 1"), arguments: [key, last]) ?? 0
     }
 }

@@ -34,20 +34,23 @@ public enum EventLogService {
                 throw RPCError.invalidArgument(field: "limit", "must be at most \(maxPageSize)")
             }
             let limit = Int(request.limit == 0 ? defaultPageSize : request.limit)
-            if limit <= inlinePageSize, let page = try inline.read({ db in try page(db, request, limit: limit) }) {
+            // Events not yet durable are left out: a follower never passes on one that a power loss
+            // could still take back (and give its position to another).
+            let durable = database.durableEventSeq
+            if limit <= inlinePageSize, let page = try inline.read({ db in try page(db, request, limit: limit, through: durable) }) {
                 return .now(page)
             }
             return .later {
-                try await database.pool.read { db in try page(db, request, limit: limit) }
+                try await database.pool.read { db in try page(db, request, limit: limit, through: durable) }
             }
         }
         return router
     }
 
-    /// One page of the log as the ReadEventsResponse JSON.
-    static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, limit: Int) throws -> [UInt8] {
-        let events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit)
-        let head = try EventLog.head(db, key: request.key)
+    /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`.
+    static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, limit: Int, through: UInt64) throws -> [UInt8] {
+        let events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through)
+        let head = try EventLog.head(db, key: request.key, through: through)
         var count = 0, bytes = 0
         for event in events {
             let size = event.json.utf8.count + 1

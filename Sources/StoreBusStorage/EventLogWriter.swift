@@ -32,7 +32,7 @@ public final class EventLogWriter: Sendable {
     public init(logName: String, database: StoreDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints = FailPoints(), reactor: Reactor? = nil) {
         self.logName = logName
         self.database = database
-        let group = GroupCommit(logName: logName, database: database, publisher: publisher, failPoints: failPoints)
+        let group = GroupCommit(logName: logName, database: database, publisher: publisher, failPoints: failPoints, reactor: reactor)
         if let reactor {
             committer = LoopCommitter(group: group, reactor: reactor)
         } else {
@@ -70,7 +70,8 @@ public final class EventLogWriter: Sendable {
     }
 
     /// Runs `body` in a write transaction (shared with concurrent writes), commits, then announces
-    /// the events it appended. Returns once the commit is durable.
+    /// the events it appended. Returns once the commit is durable (with the database's sync thread,
+    /// announcements and answers wait for its sync; see ``StoreDatabase``).
     public func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout Batch) throws -> T) async throws -> T {
         let outcome = OutcomeBox<T>()
         try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
@@ -187,25 +188,45 @@ private struct GroupCommit: Sendable {
     let database: StoreDatabase
     let publisher: DoorbellPublisher?
     let failPoints: FailPoints
+    /// The loop the writes commit on, if they do: their announcements and answers go out there.
+    let reactor: Reactor?
 
     func commit(_ group: [CommitJob]) {
         // Between two transactions: the moment to let the WAL start over (see StoreDatabase).
         database.completeRequestedCheckpoint()
+        let syncer = database.syncer
+        let mark = syncer?.begin()
+        let events: [StoredEvent]
         do {
-            let events = try database.pool.write { db -> [StoredEvent] in
+            events = try database.pool.write { db -> [StoredEvent] in
                 var events: [StoredEvent] = []
                 for job in group { events += try job.run(db) ?? [] }
                 return events
             }
-            for _ in group { failPoints.hit("eventlog.after-commit") }
-            publisher?.ring(events.map { event in
-                let json = event.json.utf8
-                return Doorbell(log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
-            })
-            for job in group { job.complete(nil) }
         } catch {
+            // Rolled back: nothing to wait for.
+            if let syncer, let mark { syncer.end(mark, lastSeq: nil, then: nil) }
             for job in group { job.complete(error) }
+            return
         }
+        guard let syncer, let mark else { return announce(group, events) }
+        // The loop goes on to the next group while the sync thread makes this one durable; then the
+        // announcements and answers go out on the loop, in commit order (or on the sync thread once
+        // the loop has stopped).
+        syncer.end(mark, lastSeq: events.last?.seq) { [self] in
+            if let reactor, reactor.execute({ announce(group, events) }) { return }
+            announce(group, events)
+        }
+    }
+
+    /// Once the group's commit is durable: rings its doorbells and answers its writers.
+    private func announce(_ group: [CommitJob], _ events: [StoredEvent]) {
+        for _ in group { failPoints.hit("eventlog.after-commit") }
+        publisher?.ring(events.map { event in
+            let json = event.json.utf8
+            return Doorbell(log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
+        })
+        for job in group { job.complete(nil) }
     }
 }
 

@@ -34,11 +34,18 @@ public final class StoreDatabase: Sendable {
     ///
     /// The event log's tables are added to every database by ``EventLog/registerMigrations(_:)``,
     /// which the caller's migrator should include.
+    ///
+    /// With `syncThread` and ``Durability/full``, the writer's commits are made durable by a thread
+    /// of its own rather than inside each commit (see ``WALSyncer``): the writer goes on committing
+    /// while the disk syncs. Commits are then as durable as `FULL` makes them only to those who wait
+    /// for them as this type does: write through ``EventLogWriter`` or ``write(_:)``, read through
+    /// ``read(_:)`` (or leave out events past ``durableEventSeq``), never through `pool` directly.
     public init(
-        directory: URL, name: String, durability: Durability = .full, migrator: DatabaseMigrator,
+        directory: URL, name: String, durability: Durability = .full, syncThread: Bool = false, migrator: DatabaseMigrator,
         checkpointInterval: Duration = StoreDatabase.defaultCheckpointInterval
     ) throws {
         path = directory.appendingPathComponent("\(name).sqlite").path
+        self.durability = durability
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: configuration)
@@ -60,14 +67,63 @@ public final class StoreDatabase: Sendable {
         // short tail, then asks the writer to copy that tail between two of its transactions
         // (``completeRequestedCheckpoint()``). SQLite's own checkpoint after a commit, past
         // ``writerCheckpointPages``, is the safety net for writers that never ask.
+        let syncs = syncThread && durability == .full
         try pool.barrierWriteWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)")
+            // With a sync thread, the writer's commits no longer sync (the thread does; checkpoints,
+            // on the checkpointer's connection, still sync as `durability` says).
+            try db.execute(sql: "PRAGMA synchronous = \(syncs ? Durability.normal.pragmaValue : durability.pragmaValue)")
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.writerCheckpointPages)")
         }
         try migrator.migrate(pool)
+        if syncs {
+            let last = try pool.read { db in
+                try db.tableExists("storebus_event") ? try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event") ?? 0 : 0
+            }
+            syncer = WALSyncer(databasePath: path, durableSeq: last)
+        } else {
+            syncer = nil
+        }
         checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval)
+    }
+
+    /// How durable commits are.
+    public let durability: Durability
+    /// The thread that syncs the writer's commits, when it does not sync them itself.
+    let syncer: WALSyncer?
+
+    /// The last event position of the log that is durable: readers that cannot wait for a sync
+    /// (``EventLogService``'s pages) leave out the events after it. Every event committed, when the
+    /// writer syncs its own commits.
+    public var durableEventSeq: UInt64 {
+        syncer?.durableSeq ?? UInt64.max
+    }
+
+    /// Reads in the pool; with a sync thread, returns once everything the read could have seen is
+    /// durable (at once when nothing was written since the last sync).
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let value = try await pool.read(body)
+        if let syncer { await syncer.durableNow() }
+        return value
+    }
+
+    /// Writes in a transaction of its own (outside ``EventLogWriter``'s groups: for writes with no
+    /// events, such as settings) and returns once it is durable.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        guard let syncer else { return try await pool.write(body) }
+        let mark = syncer.begin()
+        let value: T
+        do {
+            value = try await pool.write(body)
+        } catch {
+            syncer.end(mark, lastSeq: nil, then: nil)
+            throw error
+        }
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            syncer.end(mark, lastSeq: nil) { continuation.resume() }
+        }
+        return value
     }
 
     /// WAL pages past which the checkpointer asks the writer to complete the copy, so that the WAL
@@ -125,11 +181,13 @@ public final class StoreDatabase: Sendable {
 
     deinit {
         checkpointer.stop()
+        syncer?.stop()
     }
 
-    /// Waits for running statements and closes every connection.
+    /// Syncs what was written, waits for running statements and closes every connection.
     public func close() throws {
         checkpointer.stop()
+        syncer?.stop()
         try pool.close()
     }
 }

@@ -43,9 +43,11 @@ struct PaymentQueueCommand: AsyncParsableCommand {
             configured: settings?.catalogEndpoints, configKey: "catalogEndpoints", default: ["tcp://127.0.0.1:7301"]
         )
         let host = try ServiceHost(process: "storebus-payment-queue", configuration: configuration)
+        // A thread of its own syncs the commits (see WALSyncer): the loop that commits goes on with
+        // the next writes meanwhile.
         let database = try StoreDatabase(
             directory: try host.dataDirectory(), name: "payment-queue",
-            durability: durability ?? settings?.durability ?? .full, migrator: PaymentQueueSchema.migrator
+            durability: durability ?? settings?.durability ?? .full, syncThread: true, migrator: PaymentQueueSchema.migrator
         )
         let publisher = try host.makePublisher()
         // Writes commit on the server's loop, where requests arrive and answers and doorbells leave.

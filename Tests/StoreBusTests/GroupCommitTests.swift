@@ -29,11 +29,11 @@ struct GroupCommitTests {
         return migrator
     }
 
-    @Test("concurrent writes commit together; a write that throws rolls back alone and its caller hears why", arguments: [false, true])
-    func failingWriteRollsBackAlone(onLoop: Bool) async throws {
+    @Test("concurrent writes commit together; a write that throws rolls back alone and its caller hears why", arguments: [false, true], [false, true])
+    func failingWriteRollsBackAlone(onLoop: Bool, syncThread: Bool) async throws {
         let directory = try TemporaryDirectory(prefix: "group")
         defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
+        let database = try StoreDatabase(directory: directory.url, name: "group", syncThread: syncThread, migrator: Self.migrator())
         let (writer, reactor, context) = try Self.writer(database, onLoop: onLoop)
 
         // 400 writers at once; every fifth writes its row and event, then throws.
@@ -62,6 +62,8 @@ struct GroupCommitTests {
         }
         #expect(outcomes.count == 400)
         #expect(outcomes.values.filter { $0 }.count == 320)
+        // Every write answered is durable (with the writer syncing its own commits, all are).
+        #expect(database.durableEventSeq == (syncThread ? 320 : UInt64.max))
 
         try await database.pool.read { db in
             let notes = try Int.fetchAll(db, sql: "SELECT id FROM note ORDER BY id")
