@@ -204,19 +204,26 @@ private struct GroupCommit: Sendable {
                 return events
             }
         } catch {
-            // Rolled back: nothing to wait for.
-            if let syncer, let mark { syncer.end(mark, lastSeq: nil, then: nil) }
-            for job in group { job.complete(error) }
-            return
+            // Rolled back: nothing of it to make durable, but its callers hear of it after those of
+            // the groups before it, as they would have without a sync thread.
+            guard let syncer, let mark else { return fail(group, error) }
+            return syncer.end(mark, lastSeq: nil) { [self] in onLoop { fail(group, error) } }
         }
         guard let syncer, let mark else { return announce(group, events) }
         // The loop goes on to the next group while the sync thread makes this one durable; then the
-        // announcements and answers go out on the loop, in commit order (or on the sync thread once
-        // the loop has stopped).
-        syncer.end(mark, lastSeq: events.last?.seq) { [self] in
-            if let reactor, reactor.execute({ announce(group, events) }) { return }
-            announce(group, events)
-        }
+        // announcements and answers go out on the loop, in commit order.
+        syncer.end(mark, lastSeq: events.last?.seq) { [self] in onLoop { announce(group, events) } }
+    }
+
+    /// Runs `work` on the writes' loop, if they have one that still runs; here otherwise (the sync
+    /// thread, or the committer's own).
+    private func onLoop(_ work: @escaping @Sendable () -> Void) {
+        if let reactor, reactor.execute(work) { return }
+        work()
+    }
+
+    private func fail(_ group: [CommitJob], _ error: any Error) {
+        for job in group { job.complete(error) }
     }
 
     /// Once the group's commit is durable: rings its doorbells and answers its writers.

@@ -77,15 +77,13 @@ public final class StoreDatabase: Sendable {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.writerCheckpointPages)")
         }
         try migrator.migrate(pool)
-        if syncs {
-            let last = try pool.read { db in
-                try db.tableExists("storebus_event") ? try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event") ?? 0 : 0
-            }
-            syncer = WALSyncer(databasePath: path, durableSeq: last)
-        } else {
-            syncer = nil
-        }
+        let lastEvent = try syncs ? pool.read { db in
+            try db.tableExists("storebus_event") ? try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event") ?? 0 : 0
+        } : 0
+        // Threads last: once they run, nothing may throw (they would outlive an initializer that
+        // failed).
         checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval)
+        syncer = syncs ? WALSyncer(databasePath: path, durableSeq: lastEvent) : nil
     }
 
     /// How durable commits are.
@@ -102,10 +100,17 @@ public final class StoreDatabase: Sendable {
 
     /// Reads in the pool; with a sync thread, returns once everything the read could have seen is
     /// durable (at once when nothing was written since the last sync).
+    /// An error the read throws waits as well: it may tell of what the read saw (an idempotency key
+    /// already used, for instance).
     public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let value = try await pool.read(body)
+        let outcome: Result<T, any Error>
+        do {
+            outcome = .success(try await pool.read(body))
+        } catch {
+            outcome = .failure(error)
+        }
         if let syncer { await syncer.durableNow() }
-        return value
+        return try outcome.get()
     }
 
     /// Writes in a transaction of its own (outside ``EventLogWriter``'s groups: for writes with no

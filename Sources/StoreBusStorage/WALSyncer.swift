@@ -11,8 +11,9 @@ import Glibc
 /// to the WAL and returns without waiting for the disk. This thread then calls `fdatasync` on the
 /// WAL, which makes every frame written before the call durable, and only after that lets the
 /// writes be answered. While one `fdatasync` runs, the writer goes on committing the next writes
-/// (SQLite's own `synchronous=FULL` would block it for the whole of each, about a third of the
-/// payment queue's commit thread); one `fdatasync` then covers all those that ended meanwhile.
+/// (SQLite's own `synchronous=FULL` would block it for the whole of each: about a quarter of the
+/// payment queue's commit thread's time); one `fdatasync` then covers all those
+/// that ended meanwhile.
 ///
 /// The rule that keeps this as durable as `FULL`: nothing a commit wrote is shown to anyone until
 /// an `fdatasync` that started after the commit has returned.
@@ -56,6 +57,8 @@ final class WALSyncer: @unchecked Sendable {
     /// While set, no sync starts (tests hold them, to see what waits for one).
     private var held = false
     private let durable: Atomic<UInt64>
+    /// The sync thread, once it runs (to tell when `stop()` is called from it).
+    private var thread: pthread_t?
     private var walFile: Int32 = -1
     private var walIdentity: (device: UInt64, inode: UInt64) = (0, 0)
 
@@ -103,7 +106,13 @@ final class WALSyncer: @unchecked Sendable {
             endedEarly.insert(mark)
         }
         if let lastSeq { endedSeq = max(endedSeq, lastSeq) }
-        if let then { waiting.append((mark, then)) }
+        if let then {
+            guard !stopping else {
+                condition.unlock()
+                return syncHereThen(then)
+            }
+            waiting.append((mark, then))
+        }
         condition.unlock()
         condition.signal()
     }
@@ -116,6 +125,10 @@ final class WALSyncer: @unchecked Sendable {
         guard mark > durableThrough else {
             condition.unlock()
             return then()
+        }
+        guard !stopping else {
+            condition.unlock()
+            return syncHereThen(then)
         }
         // No signal needed: a write begun but not ended signals as it ends, and one ended but not
         // synced has already woken the thread, which syncs until `ended` is covered.
@@ -138,17 +151,32 @@ final class WALSyncer: @unchecked Sendable {
         condition.signal()
     }
 
-    /// Syncs what has ended, runs what waited for it, and ends the thread; waits for it. Call once
-    /// the writers have stopped.
+    /// Once the thread stops (or is stopping): a write or read that still comes to wait syncs the WAL
+    /// on its own thread, then goes on. Late, but never answered unsynced, and never left hanging.
+    private func syncHereThen(_ then: @Sendable () -> Void) {
+        Self.syncPath(walPath)
+        then()
+    }
+
+    /// Syncs what has ended, runs what waited for it, and ends the thread; waits for it, unless
+    /// called from the thread itself (the last reference to the database released by work it ran),
+    /// which then ends once that work is done. Writes and reads that come later sync on their own
+    /// threads.
     func stop() {
         condition.lock()
         stopping = true
         condition.broadcast()
+        if let thread, pthread_equal(thread, pthread_self()) != 0 {
+            return condition.unlock()
+        }
         while !finished { condition.wait() }
         condition.unlock()
     }
 
     private func run() {
+        condition.lock()
+        thread = pthread_self()
+        condition.unlock()
         while true {
             condition.lock()
             while (ended == syncedEnded || held) && !stopping { condition.wait() }
@@ -172,11 +200,13 @@ final class WALSyncer: @unchecked Sendable {
             condition.unlock()
             for run in ready { run() }
         }
-        // Stopping, with every ended write synced. Whatever still waits belongs to a write that never
-        // ended (the writers stopped mid-write): it is let go rather than left hanging forever.
+        // Stopping, with every ended write synced. Whatever still waits is a read that may have seen a
+        // write still ending, or the answer of a write ended out of order behind it: one more sync
+        // covers whatever they saw (a write that ends later syncs for itself), and they go on.
         let leftover = waiting.map(\.run)
         waiting.removeAll()
         condition.unlock()
+        if !leftover.isEmpty { syncWAL() }
         for run in leftover { run() }
         if walFile >= 0 { close(walFile) }
         walFile = -1

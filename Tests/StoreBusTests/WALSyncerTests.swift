@@ -6,6 +6,7 @@ import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
+import ZeroMQ
 
 @Suite("WAL sync thread")
 struct WALSyncerTests {
@@ -20,62 +21,107 @@ struct WALSyncerTests {
         .with { $0.key = "k"; $0.text = text }
     }
 
-    @Test("with a sync thread, a commit is not answered, its events are not served and reads that could see it do not return until a sync after it", arguments: [false, true])
+    @Test("with a sync thread, a commit is not answered, rung, served by ReadEvents, nor shown by reads (their errors included) or writes after it, until a sync after it", .timeLimit(.minutes(1)), arguments: [false, true])
     func nothingShownBeforeItsSync(onLoop: Bool) async throws {
         let directory = try TemporaryDirectory(prefix: "walsync")
         defer { directory.remove() }
         let database = try StoreDatabase(directory: directory.url, name: "synced", syncThread: true, migrator: GroupCommitTests.migrator())
         #expect(try database.synchronousSetting() == 1, "the writer leaves the syncing to the thread")
         let syncer = try #require(database.syncer)
-        let (writer, reactor, context) = try GroupCommitTests.writer(database, onLoop: onLoop)
-        try await writer.write { db, batch in try batch.append(key: "k", Self.note("first")) }
-        #expect(database.durableEventSeq == 1)
+        let context = try ZeroMQ.Context()
+        let reactor: Reactor? = onLoop ? Reactor(name: "walsync", context: context) : nil
+        reactor?.start()
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: context)
+        let heard = Mutex<[String]>([])
+        let board = try DoorbellBoard(endpoints: publisher.boundEndpoints, log: "walsync", context: context, heard: { doorbell in
+            heard.withLock { $0.append("\(doorbell.key)/\(doorbell.keySeq)") }
+        })
+        let writer = EventLogWriter(logName: "walsync", database: database, publisher: publisher, reactor: reactor)
+        let server = try TestServer(extra: try EventLogService.router(database: database))
+        // Writes to another key until the board hears one: its subscription is then connected.
+        var connecting = 0
+        while !heard.withLock({ !$0.isEmpty }) && connecting < 500 {
+            connecting += 1
+            let text = "\(connecting)"
+            try await writer.write { _, batch in try batch.append(key: "connect", Self.note(text)) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await writer.write { _, batch in try batch.append(key: "k", Self.note("first")) }
+        #expect(await waitUntil { heard.withLock { $0.contains("k/1") } })
+        let firstSeq = database.durableEventSeq
 
-        // Given syncs held, a write commits (a plain read of the pool sees it)...
-        syncer.hold(true)
-        let answered = Done()
-        let pending = Task {
-            try await writer.write { db, batch in
-                try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'second')")
-                try batch.append(key: "k", Self.note("second"))
+        try await withRPCClient(endpoints: [server.endpoint]) { client in
+            func page() async throws -> (keySeqs: [UInt64], head: UInt64, logHead: UInt64) {
+                let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with { $0.key = "k" })
+                let log = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with { $0.afterSeq = firstSeq - 1 })
+                return (page.events.map(\.keySeq), page.headSeq, log.headSeq)
             }
-            answered.set()
+            #expect(try await page() == ([1], 1, firstSeq))
+
+            // Given syncs held, a write commits (a plain read of the pool sees it)...
+            syncer.hold(true)
+            let answered = Done(), read = Done(), refused = Done(), set = Done()
+            let pending = Task {
+                try await writer.write { db, batch in
+                    try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'second')")
+                    try batch.append(key: "k", Self.note("second"))
+                }
+                answered.set()
+            }
+            #expect(await waitUntil { (try? await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") }) == 1 })
+            // ...and a read that sees it, one that fails on seeing it, and a write of its own go
+            // through the database.
+            let reading = Task {
+                let count = try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note WHERE id = 1") ?? -1 }
+                read.set()
+                return count
+            }
+            let refusing = Task {
+                do {
+                    try await database.read { db in
+                        if try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note WHERE id = 1") == 1 { throw GroupCommitTests.Refused() }
+                    }
+                } catch {
+                    refused.set()
+                }
+            }
+            let setting = Task {
+                try await database.write { db in try db.execute(sql: "INSERT INTO note (id, text) VALUES (2, 'setting')") }
+                set.set()
+            }
+            try await Task.sleep(for: .milliseconds(300))
+
+            // Then nothing is answered or rung, and ReadEvents stops before the new event
+            #expect(!answered.isSet && !read.isSet && !refused.isSet && !set.isSet)
+            #expect(!heard.withLock { $0.contains("k/2") })
+            #expect(database.durableEventSeq == firstSeq)
+            #expect(try await page() == ([1], 1, firstSeq))
+            #expect(try await database.pool.read { db in try EventLog.head(db, key: "k") } == 2, "committed all the same")
+
+            // When syncs go again, everything is answered, rung and served
+            syncer.hold(false)
+            try await pending.value
+            #expect(try await reading.value == 1)
+            await refusing.value
+            #expect(refused.isSet)
+            try await setting.value
+            #expect(set.isSet)
+            #expect(await waitUntil { heard.withLock { $0.contains("k/2") } })
+            #expect(database.durableEventSeq == firstSeq + 1)
+            #expect(try await page() == ([1, 2], 2, firstSeq + 1))
+
+            // A read with nothing written since the last sync returns at once, even with syncs held
+            syncer.hold(true)
+            #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") } == 2)
+            syncer.hold(false)
         }
-        #expect(await waitUntil { (try? await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM storebus_event") }) == 2 })
-        // ...and reads and a write of its own go through the database.
-        let read = Task { try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") ?? -1 } }
-        let setting = Task { try await database.write { db in try db.execute(sql: "INSERT INTO note (id, text) VALUES (2, 'setting')") } }
-        try await Task.sleep(for: .milliseconds(200))
 
-        // Then nothing is answered, and a page of the log stops before the new event
-        #expect(!answered.isSet)
-        #expect(database.durableEventSeq == 1)
-        let page = try await database.pool.read { db in
-            (events: try EventLog.read(db, key: "k", after: 0, limit: 10, through: database.durableEventSeq).map(\.keySeq),
-             head: try EventLog.head(db, key: "k", through: database.durableEventSeq),
-             logHead: try EventLog.head(db, key: "", through: database.durableEventSeq),
-             all: try EventLog.head(db, key: "k"))
-        }
-        #expect(page.events == [1] && page.head == 1 && page.logHead == 1 && page.all == 2)
-
-        // When syncs go again, everything is answered and served
-        syncer.hold(false)
-        try await pending.value
-        #expect(answered.isSet)
-        #expect(try await read.value >= 1)
-        try await setting.value
-        #expect(database.durableEventSeq == 2)
-        let served = try await database.pool.read { db in try EventLog.read(db, key: "k", after: 0, limit: 10, through: database.durableEventSeq).map(\.keySeq) }
-        #expect(served == [1, 2])
-
-        // A read with nothing written since the last sync returns at once, even with syncs held
-        syncer.hold(true)
-        #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") } == 2)
-        syncer.hold(false)
-
+        await server.stop()
+        await board.shutdown()
+        await publisher.shutdown()
         reactor?.stop()
         await reactor?.join()
-        context?.terminate()
+        context.terminate()
         try database.close()
     }
 
@@ -117,5 +163,6 @@ struct WALSyncerTests {
         syncer.end(mark, lastSeq: 3) { durable.set() }
         try database.close()
         #expect(durable.isSet)
+        #expect(database.durableEventSeq == 3, "synced, not only let go")
     }
 }
