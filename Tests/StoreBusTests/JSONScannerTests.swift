@@ -83,11 +83,12 @@ struct JSONScannerTests {
 
     @Test("strings: escapes, raw control characters and unterminated strings, at every position of a run of plain bytes")
     func stringsAtEveryPosition() {
-        for length in 0..<20 {
+        // Lengths past two eight-byte words: the plain bytes are stepped over a word at a time.
+        for length in 0..<26 {
             for position in 0...length {
                 var plain = Array(repeating: UInt8(ascii: "a"), count: length)
                 #expect(JSONScanner.elements(of: Array(("[\"" + String(decoding: plain, as: UTF8.self) + "\"]").utf8), in: 0..<(length + 4)) != nil)
-                for (insert, valid) in [("\\n", true), ("\\u00e9", true), ("\\u00g9", false), ("\\x", false), ("\u{1}", false), ("\u{7f}", true), ("é", true)] {
+                for (insert, valid) in [("\\n", true), ("\\\\", true), ("\\u00e9", true), ("\\u00g9", false), ("\\x", false), ("\u{1}", false), ("\u{1f}", false), ("\"", false), (" ", true), ("!", true), ("\u{7f}", true), ("é", true)] {
                     plain = Array(repeating: UInt8(ascii: "a"), count: length)
                     plain.insert(contentsOf: Array(insert.utf8), at: position)
                     let json = Array("[\"".utf8) + plain + Array("\"]".utf8)

@@ -218,6 +218,8 @@ public enum JSONScanner {
     private static func skipString(_ json: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int? {
         var index = start + 1
         while index < end {
+            index = skipPlainWords(json, index, end)
+            guard index < end else { return nil }
             var byte = json[index]
             // Most of a string is bytes that stand for themselves: step over them in a tight loop.
             while byte >= 0x20, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
@@ -245,6 +247,30 @@ public enum JSONScanner {
             }
         }
         return nil
+    }
+
+    /// From `index`, steps over eight bytes at a time while none of them is a quote, a backslash or
+    /// a control character, and returns the position of the first that is (or of the last bytes,
+    /// fewer than eight, left to look at one by one). Each word is tested with the usual bit tricks:
+    /// `(x - 0x01…01) & ~x & 0x80…80` marks bytes that are zero, so applied to the word XORed with a
+    /// byte value it marks that value, and with `0x20…20` subtracted it marks bytes below 0x20. A
+    /// borrow can mark a byte above a marked one, never below, so the lowest mark is exact. Bytes
+    /// from 0x80 (UTF-8 beyond ASCII) are never marked.
+    @inline(__always)
+    private static func skipPlainWords(_ json: UnsafeBufferPointer<UInt8>, _ index: Int, _ end: Int) -> Int {
+        guard let base = json.baseAddress else { return index }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = index
+        while index + 8 <= end {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+            let marks = ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (word &- ones &* 0x20) & ~word) & highs
+            if marks != 0 { return index + marks.trailingZeroBitCount / 8 }
+            index += 8
+        }
+        return index
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {
