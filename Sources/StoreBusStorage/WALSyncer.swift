@@ -11,9 +11,8 @@ import Glibc
 /// to the WAL and returns without waiting for the disk. This thread then calls `fdatasync` on the
 /// WAL, which makes every frame written before the call durable, and only after that lets the
 /// writes be answered. While one `fdatasync` runs, the writer goes on committing the next writes
-/// (SQLite's own `synchronous=FULL` would block it for the whole of each: about a quarter of the
-/// payment queue's commit thread's time); one `fdatasync` then covers all those
-/// that ended meanwhile.
+/// (SQLite's own `synchronous=FULL` blocks it for the whole of each: about a quarter of the payment
+/// queue's commit thread's time); one `fdatasync` then covers all those that ended meanwhile.
 ///
 /// The rule that keeps this as durable as `FULL`: nothing a commit wrote is shown to anyone until
 /// an `fdatasync` that started after the commit has returned.
@@ -29,11 +28,13 @@ import Glibc
 /// so no later sync could vouch for them, and answering would claim a durability the disk denied.
 /// SQLite's recovery at the next start finds what did reach the disk.
 final class WALSyncer: @unchecked Sendable {
-    // Invariant for @unchecked Sendable: the variables from `begun` to `finished` are read and written
-    // with `condition` locked; `walFile`, `walIdentity` and `syncs` only on the syncer's thread (and in
-    // init, before it starts); the paths are immutable; `durable` is atomic.
+    // Invariant for @unchecked Sendable: the variables from `begun` to `thread` are read and written
+    // with `condition` locked; `walFile` and `walIdentity` only on the syncer's thread (and in init,
+    // before it starts; syncs made on other threads open the WAL themselves); the paths are
+    // immutable; `durable` is atomic.
     private let walPath: String
     private let directoryPath: String
+    private let durable: Atomic<UInt64>
     private let condition = NSCondition()
     /// Writes numbered so far.
     private var begun: UInt64 = 0
@@ -56,7 +57,6 @@ final class WALSyncer: @unchecked Sendable {
     private var finished = false
     /// While set, no sync starts (tests hold them, to see what waits for one).
     private var held = false
-    private let durable: Atomic<UInt64>
     /// The sync thread, once it runs (to tell when `stop()` is called from it).
     private var thread: pthread_t?
     private var walFile: Int32 = -1
