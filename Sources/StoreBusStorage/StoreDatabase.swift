@@ -45,7 +45,6 @@ public final class StoreDatabase: Sendable {
         checkpointInterval: Duration = StoreDatabase.defaultCheckpointInterval
     ) throws {
         path = directory.appendingPathComponent("\(name).sqlite").path
-        self.durability = durability
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: configuration)
@@ -77,17 +76,13 @@ public final class StoreDatabase: Sendable {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.writerCheckpointPages)")
         }
         try migrator.migrate(pool)
-        let lastEvent = try syncs ? pool.read { db in
-            try db.tableExists("storebus_event") ? try UInt64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM storebus_event") ?? 0 : 0
-        } : 0
+        let lastEvent = try syncs ? pool.read { db in try db.tableExists("storebus_event") ? EventLog.head(db, key: "") : 0 } : 0
         // Threads last: once they run, nothing may throw (they would outlive an initializer that
         // failed).
         checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval)
         syncer = syncs ? WALSyncer(databasePath: path, durableSeq: lastEvent) : nil
     }
 
-    /// How durable commits are.
-    public let durability: Durability
     /// The thread that syncs the writer's commits, when it does not sync them itself.
     let syncer: WALSyncer?
 

@@ -21,13 +21,19 @@ struct WALSyncerTests {
         .with { $0.key = "k"; $0.text = text }
     }
 
+    /// A database with a sync thread (the group commit tests' tables), in a directory of its own, and
+    /// its sync thread.
+    static func synced(_ name: String) throws -> (TemporaryDirectory, StoreDatabase, WALSyncer) {
+        let directory = try TemporaryDirectory(prefix: "walsync")
+        let database = try StoreDatabase(directory: directory.url, name: name, syncThread: true, migrator: GroupCommitTests.migrator())
+        return (directory, database, try #require(database.syncer))
+    }
+
     @Test("with a sync thread, a commit is not answered, rung, served by ReadEvents, nor shown by reads (their errors included) or writes after it, until a sync after it", .timeLimit(.minutes(1)), arguments: [false, true])
     func nothingShownBeforeItsSync(onLoop: Bool) async throws {
-        let directory = try TemporaryDirectory(prefix: "walsync")
+        let (directory, database, syncer) = try Self.synced("synced")
         defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "synced", syncThread: true, migrator: GroupCommitTests.migrator())
         #expect(try database.synchronousSetting() == 1, "the writer leaves the syncing to the thread")
-        let syncer = try #require(database.syncer)
         let context = try ZeroMQ.Context()
         let reactor: Reactor? = onLoop ? Reactor(name: "walsync", context: context) : nil
         reactor?.start()
@@ -127,10 +133,8 @@ struct WALSyncerTests {
 
     @Test("writes that end out of order are durable only once every write numbered before them has ended and a sync has followed")
     func outOfOrderEnds() async throws {
-        let directory = try TemporaryDirectory(prefix: "walsync")
+        let (directory, database, syncer) = try Self.synced("order")
         defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "order", syncThread: true, migrator: GroupCommitTests.migrator())
-        let syncer = try #require(database.syncer)
         let first = syncer.begin(), second = syncer.begin()
         let secondDurable = Done()
         syncer.end(second, lastSeq: 7) { secondDurable.set() }
@@ -153,10 +157,8 @@ struct WALSyncerTests {
 
     @Test("closing the database syncs what has ended and answers what waited for it")
     func closeSyncsTheRest() async throws {
-        let directory = try TemporaryDirectory(prefix: "walsync")
+        let (directory, database, syncer) = try Self.synced("close")
         defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "close", syncThread: true, migrator: GroupCommitTests.migrator())
-        let syncer = try #require(database.syncer)
         syncer.hold(true)
         let mark = syncer.begin()
         let durable = Done()
