@@ -37,22 +37,24 @@ public final class RecentEvents: Sendable {
         /// Each event's callback, as ObserverEvent JSON.
         var events: [[UInt8]] = []
         var sizes: [Int] = []
-        /// Each event's seq in the whole log and a hash of its JSON, to tell a doorbell heard twice
+        /// Each event's seq in the whole log: with its callback, what tells a doorbell heard twice
         /// from a new one at a position reused by a new log.
-        var identities: [Int] = []
+        var seqs: [UInt64] = []
 
         var last: UInt64 { first + UInt64(events.count) - 1 }
 
         mutating func dropFirst() -> Int {
             first += 1
             events.removeFirst()
-            identities.removeFirst()
+            seqs.removeFirst()
             return sizes.removeFirst()
         }
 
-        func holds(keySeq: UInt64, identity: Int) -> Bool {
+        /// Whether the run holds this event: at this key seq, at this seq, with this callback.
+        func holds(keySeq: UInt64, seq: UInt64, callback: [UInt8]?) -> Bool {
             guard !events.isEmpty, first <= keySeq, keySeq <= last else { return false }
-            return identities[Int(keySeq - first)] == identity
+            let index = Int(keySeq - first)
+            return seqs[index] == seq && events[index] == callback
         }
     }
 
@@ -103,16 +105,11 @@ public final class RecentEvents: Sendable {
             ObserverEventJSON.callback(record: $0, seq: doorbell.seq, key: doorbell.key, keySeq: doorbell.keySeq)
         }
         let size = doorbell.event?.count ?? 0
-        var hasher = Hasher()
-        hasher.combine(doorbell.seq)
-        // Over the raw bytes: hashing the array would feed it to the hasher one element at a time.
-        doorbell.event?.withUnsafeBytes { hasher.combine(bytes: $0) }
-        let identity = hasher.finalize()
         state.withLock { state in
             if state.lastSeq != 0 && doorbell.seq <= state.lastSeq {
                 // Heard before (a publisher reached on two endpoints), or the log started over (its
                 // database was replaced): only a run already holding this very event tells them apart.
-                if state.runs[doorbell.key]?.holds(keySeq: doorbell.keySeq, identity: identity) == true { return }
+                if state.runs[doorbell.key]?.holds(keySeq: doorbell.keySeq, seq: doorbell.seq, callback: callback) == true { return }
                 state.dropAll()
             } else if state.lastSeq != 0 && doorbell.seq != state.lastSeq + 1 {
                 state.dropAll()  // doorbells were lost: any run may miss an event
@@ -132,7 +129,7 @@ public final class RecentEvents: Sendable {
             }
             run.events.append(callback)
             run.sizes.append(size)
-            run.identities.append(identity)
+            run.seqs.append(doorbell.seq)
             state.bytes += size
             state.live += 1
             if run.events.count > eventsPerQueue {

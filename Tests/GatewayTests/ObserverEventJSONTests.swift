@@ -114,6 +114,9 @@ struct ObserverEventJSONTests {
             Array(text.replacingOccurrences(of: "level-2", with: "level\u{1}2").utf8),
             Array(text.replacingOccurrences(of: "level-2", with: "level\\u12").utf8),
             Array(text.replacingOccurrences(of: "\"seq\":\"3\"", with: "\"seq\":\"3\",\"seq\":\"3\"").utf8),
+            // A member the copy does not check, twice; a position left out.
+            Array(text.replacingOccurrences(of: "\"seq\":\"3\"", with: "\"seq\":\"3\",\"time\":\"1970-01-01T00:00:00Z\",\"time\":\"1970-01-01T00:00:00Z\"").utf8),
+            Array(text.replacingOccurrences(of: "\"keySeq\":\"2\",", with: "").utf8),
         ]
         // A byte that is not UTF-8 inside a string.
         var invalid = json
@@ -122,6 +125,7 @@ struct ObserverEventJSONTests {
         // Nesting deeper than any decoder here accepts.
         broken.append(Array(text.replacingOccurrences(of: "\"payload\":{", with: "\"payload\":{\"deep\":" + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + ",").utf8))
         for variant in broken {
+            #expect(variant != json)
             #expect(ObserverEventJSON.splice(variant, seq: 3, key: plain.key, keySeq: 2) == nil, "\(String(decoding: variant, as: UTF8.self))")
         }
         #expect(ObserverEventJSON.callback(record: broken[0], seq: 3, key: plain.key, keySeq: 2) == nil)
