@@ -37,4 +37,26 @@ struct FramesTests {
         #expect(Frames.parseAtClient([[], header]) == nil)
         #expect(Frames.parseAtClient([[], header, [], []]) == nil)
     }
+
+    @Test("metadata keeps one value per key: setting replaces it, nil removes it, the last of a key given twice wins")
+    func metadataEntries() throws {
+        var metadata: Metadata = ["session": "one", "idempotency-key": "k", "session": "two"]
+        #expect(metadata.entries.count == 2)
+        #expect(metadata["session"] == "two")
+        metadata["session"] = "three"
+        metadata["principal-app"] = "com.example.app"
+        #expect(metadata.values == ["session": "three", "idempotency-key": "k", "principal-app": "com.example.app"])
+        metadata["idempotency-key"] = nil
+        metadata["absent"] = nil
+        #expect(metadata.entries.map(\.key) == ["session", "principal-app"])
+        #expect(metadata == Metadata(["principal-app": "com.example.app", "session": "three"]))
+        #expect(metadata != Metadata(["principal-app": "com.example.app", "session": "four"]))
+        #expect(metadata != Metadata(["principal-app": "com.example.app"]))
+        // On the wire, sorted by key; parsed back, a key given twice keeps its last value.
+        #expect(metadata.encoded == Array("principal-app: com.example.app\nsession: three".utf8))
+        let lines = "session: a\nprincipal-app: b\nsession: c".utf8.split(separator: 0x0A).map { ArraySlice($0) }
+        let parsed = try #require(Metadata(lines: lines))
+        #expect(parsed.values == ["session": "c", "principal-app": "b"])
+        #expect(Metadata(lines: [ArraySlice("Session: a".utf8)]) == nil)
+    }
 }

@@ -102,7 +102,8 @@ public final class RPCClient: Sendable {
     /// hold no line break, and the header stay within ``WireProtocol/maxHeaderBytes``.
     static func checkHeader(path: String, metadata: Metadata) throws(RPCError) {
         var bytes = 64 + path.utf8.count  // tag, request id, timeout and line breaks: at most 64
-        for (key, value) in metadata.values {
+        for entry in metadata.entries {
+            let (key, value) = (entry.key, entry.value)
             guard Metadata.isValidKey(key) else {
                 throw RPCError.invalidArgument(field: "metadata", "\(path): \"\(key.prefix(64))\" is not a valid metadata key")
             }

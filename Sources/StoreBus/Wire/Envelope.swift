@@ -141,7 +141,7 @@ public enum Frames {
         if let timeoutMilliseconds { header.append(contentsOf: decimal(timeoutMilliseconds)) }
         header.append(0x0A)
         header.append(contentsOf: method.utf8)
-        if !metadata.values.isEmpty {
+        if !metadata.isEmpty {
             header.append(0x0A)
             header.append(contentsOf: metadata.encoded)
         }

@@ -43,21 +43,52 @@ public enum WireProtocol {
 /// Metadata of a call: lower-case keys to single-line values. On the wire, one `key: value` line per
 /// entry at the end of the request header.
 public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
-    /// The entries.
-    public var values: [String: String]
-
-    /// Empty metadata.
-    public init() { values = [:] }
-    /// Metadata from a dictionary.
-    public init(_ values: [String: String]) { self.values = values }
-    public init(dictionaryLiteral elements: (String, String)...) {
-        values = Dictionary(elements, uniquingKeysWith: { _, last in last })
+    /// One entry: a key and its value.
+    public struct Entry: Sendable, Equatable {
+        public let key: String
+        public var value: String
     }
 
-    /// The value for a key.
+    /// The entries, each key once, in the order they were first set. A call carries a handful, so
+    /// finding one by comparing keys costs less than hashing them: as a dictionary, metadata took
+    /// about 3% of the gateway's instructions per purchase flow, in hashing and storage.
+    public private(set) var entries: [Entry]
+
+    /// Empty metadata.
+    public init() { entries = [] }
+    /// Metadata from a dictionary.
+    public init(_ values: [String: String]) {
+        entries = values.map { Entry(key: $0.key, value: $0.value) }
+    }
+    public init(dictionaryLiteral elements: (String, String)...) {
+        entries = []
+        for (key, value) in elements { self[key] = value }
+    }
+
+    /// The entries as a dictionary.
+    public var values: [String: String] {
+        Dictionary(entries.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
+    }
+
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// The value for a key; setting nil removes the entry.
     public subscript(key: String) -> String? {
-        get { values[key] }
-        set { values[key] = newValue }
+        get { entries.first { $0.key == key }?.value }
+        set {
+            let index = entries.firstIndex { $0.key == key }
+            switch (index, newValue) {
+            case (let index?, let value?): entries[index].value = value
+            case (let index?, nil): entries.remove(at: index)
+            case (nil, let value?): entries.append(Entry(key: key, value: value))
+            case (nil, nil): break
+            }
+        }
+    }
+
+    /// The same entries, whatever their order.
+    public static func == (lhs: Metadata, rhs: Metadata) -> Bool {
+        lhs.entries.count == rhs.entries.count && lhs.entries.allSatisfy { rhs[$0.key] == $0.value }
     }
 
     /// Whether a key is a valid metadata key: 1 to 64 of `a-z 0-9 - _ .`.
@@ -76,13 +107,13 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
 
     /// The wire frame.
     public var encoded: [UInt8] {
-        if values.isEmpty { return [] }
+        if entries.isEmpty { return [] }
         var out: [UInt8] = []
-        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+        for entry in entries.sorted(by: { $0.key < $1.key }) {
             if !out.isEmpty { out.append(0x0A) }
-            out.append(contentsOf: key.utf8)
+            out.append(contentsOf: entry.key.utf8)
             out.append(contentsOf: [0x3A, 0x20])
-            out.append(contentsOf: value.utf8)
+            out.append(contentsOf: entry.value.utf8)
         }
         return out
     }
@@ -90,7 +121,7 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     /// Parses metadata lines; nil when a line is not `key: value` with a valid key, or a value holds
     /// a carriage return.
     public init?(lines: some Collection<ArraySlice<UInt8>>) {
-        values = [:]
+        entries = []
         for line in lines {
             guard let colon = line.firstIndex(of: 0x3A) else { return nil }
             let key = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
@@ -98,7 +129,7 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
             if valueStart < line.endIndex && line[valueStart] == 0x20 { valueStart = line.index(after: valueStart) }
             let valueBytes = line[valueStart...]
             guard Metadata.isValidKey(key), !valueBytes.contains(0x0D) else { return nil }
-            values[key] = String(decoding: valueBytes, as: UTF8.self)
+            self[key] = String(decoding: valueBytes, as: UTF8.self)
         }
     }
 }
