@@ -23,6 +23,34 @@ struct StoreDatabaseTests {
         }
     }
 
+    @Test("a new database file has 2 KiB pages; one made before with SQLite's default keeps its own and its data")
+    func pageSize() throws {
+        let directory = try TemporaryDirectory(prefix: "pages")
+        defer { directory.remove() }
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        let database = try StoreDatabase(directory: directory.url, name: "new", migrator: migrator)
+        #expect(try database.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 2048)
+        try database.close()
+
+        let older = directory.url.appendingPathComponent("older.sqlite").path
+        let queue = try DatabaseQueue(path: older)
+        try queue.write { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "CREATE TABLE kept (value TEXT)")
+            try db.execute(sql: "INSERT INTO kept VALUES ('before')")
+        }
+        #expect(try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4096)
+        try queue.close()
+        let reopened = try StoreDatabase(directory: directory.url, name: "older", migrator: migrator)
+        try reopened.pool.write { db in
+            _ = try EventLog.appendJSON(db, key: "k", type: "t", payloadJSON: "{}")
+        }
+        #expect(try reopened.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4096)
+        #expect(try reopened.pool.read { db in try String.fetchAll(db, sql: "SELECT value FROM kept") } == ["before"])
+        try reopened.close()
+    }
+
     @Test("checkpoints run beside the writer: thousands of commits through the event log writer keep the WAL near the restart threshold, and it is all copied once writes pause")
     func backgroundCheckpoints() async throws {
         let directory = try TemporaryDirectory(prefix: "checkpoint")
@@ -45,9 +73,11 @@ struct StoreDatabaseTests {
                 try await Task.sleep(for: .milliseconds(1))
             }
         }
-        // About 2000 x 3 pages: without a restart the WAL would hold them all (24 MB) before SQLite's
-        // own checkpoint at 16384 pages; the writer copies the checkpointer's tail and starts it over.
-        #expect(largestWAL < 4096 * 4096, "WAL grew to \(largestWAL) bytes")
+        // Each commit adds about 10 KB of frames (the 3 KB row over two pages, and the pages it
+        // changes): without a restart the WAL would hold them all (about 20 MB) before SQLite's own
+        // checkpoint at 16384 pages; the writer copies the checkpointer's tail and starts it over
+        // near 2048 pages (4 MB).
+        #expect(largestWAL < 8 << 20, "WAL grew to \(largestWAL) bytes")
         // Once the writes stop, the checkpointer copies the rest.
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
