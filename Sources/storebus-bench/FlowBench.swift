@@ -70,27 +70,37 @@ struct FlowBench {
 
         var closed = RoundFigures(), paced = RoundFigures()
         var commitRates: [Double] = []
+        var meter: CPUMeter?
+        if let gatewayPID = gateway.pid, let queuePID = queue.pid, let catalogPID = catalog.pid {
+            meter = CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
+        }
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
             // Warm-up, then the measured run.
             _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10))
             for device in simulated { _ = device.takeSteps() }
-            closed.add(try await Self.drive(simulated, on: reactor, flows: flows))
+            closed.add(try await Self.metered(meter, flows: flows, round: "\(round)", verbose: verbose) {
+                try await Self.drive(simulated, on: reactor, flows: flows)
+            })
             if verbose { Self.printSteps(simulated, round: "\(round)") }
             if pacedRate > 0 {
                 // A warm-up at the paced rate first: the closed loop just before leaves work behind
                 // (the payment queue's WAL to copy, the last doorbells), which is not this load's.
                 _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10), pacedAt: Double(pacedRate))
                 for device in simulated { _ = device.takeSteps() }
-                paced.add(try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate)))
+                paced.add(try await Self.metered(meter, flows: flows, round: "\(round) paced", verbose: verbose) {
+                    try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
+                })
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
             }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
-        closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms")
+        closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us")
         if pacedRate > 0 {
             report("purchase_flow_paced_offered_per_s", Double(pacedRate), "flows/s")
-            paced.printMedians(rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms")
+            paced.printMedians(
+                rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms", cpu: "purchase_flow_paced_cpu_us"
+            )
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
@@ -147,23 +157,45 @@ struct FlowBench {
         return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
     }
 
-    /// The rounds of one kind of run: each round's rate and latency percentiles, reported as medians.
-    struct RoundFigures {
-        private var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = []
+    /// One run's figures: flows per second, each flow's latency in nanoseconds, and the CPU time
+    /// the processes used per flow in microseconds (nil when it could not be read).
+    typealias Run = (rate: Double, latencies: [UInt64], cpu: Double?)
 
-        /// Adds a round: its flows per second and each flow's latency in nanoseconds.
-        mutating func add(_ round: (rate: Double, latencies: [UInt64])) {
+    /// Runs `drive` (a run of `flows` flows) and measures the CPU all the processes of `meter` used
+    /// meanwhile; with `verbose`, prints each process's share on standard error.
+    static func metered(_ meter: CPUMeter?, flows: Int, round: String, verbose: Bool, _ drive: () async throws -> (Double, [UInt64])) async throws -> Run {
+        let before = meter?.read()
+        let (rate, latencies) = try await drive()
+        guard let meter, let before, let after = meter.read() else { return (rate, latencies, nil) }
+        let perFlow = zip(before, after).map { ($1 - $0) * 1e6 / Double(flows) }
+        if verbose {
+            let shares = zip(meter.processes, perFlow).map { "\($0.name) \(Int($1.rounded()))" }.joined(separator: ", ")
+            FileHandle.standardError.write("round \(round) CPU per flow (µs): \(shares)\n".data(using: .utf8)!)
+        }
+        return (rate, latencies, perFlow.reduce(0, +))
+    }
+
+    /// The rounds of one kind of run: each round's rate, latency percentiles and CPU per flow,
+    /// reported as medians.
+    struct RoundFigures {
+        private var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = [], cpus: [Double] = []
+
+        /// Adds a round.
+        mutating func add(_ round: Run) {
             let sorted = round.latencies.sorted()
             rates.append(round.rate)
             p50s.append(FlowBench.milliseconds(sorted, percentile: 50))
             p99s.append(FlowBench.milliseconds(sorted, percentile: 99))
+            if let cpu = round.cpu { cpus.append(cpu) }
         }
 
-        /// Prints the medians under the given metric names.
-        func printMedians(rate: String, p50: String, p99: String) {
+        /// Prints the medians under the given metric names (the CPU figure only when every round
+        /// measured it).
+        func printMedians(rate: String, p50: String, p99: String, cpu: String) {
             report(rate, median(rates), "flows/s")
             report(p50, median(p50s), "ms")
             report(p99, median(p99s), "ms")
+            if !cpus.isEmpty && cpus.count == rates.count { report(cpu, median(cpus), "us") }
         }
     }
 
