@@ -4,13 +4,14 @@
 SWIFT       ?= swift
 PROTO_DIR   := proto-schemas
 GEN_DIR     := Sources/StoreSchema/Generated
-APT_PACKAGES := libzmq3-dev protobuf-compiler pkg-config
+APT_PACKAGES := libzmq3-dev libsqlite3-dev protobuf-compiler pkg-config
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN         := .build/debug
 
 .PHONY: deps build run test generators protos check-protos bench clean
 
-## deps: install libzmq3-dev, protobuf-compiler and pkg-config from Debian when any is missing.
+## deps: install libzmq3-dev, libsqlite3-dev (GRDB and StoreBusStorage link it), protobuf-compiler and
+## pkg-config from Debian when any is missing.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

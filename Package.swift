@@ -44,6 +44,12 @@ let package = Package(
             providers: [.apt(["libzmq3-dev"])]
         ),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        // SQLite settings made through its variadic sqlite3_config (Debian's libsqlite3-dev, which
+        // GRDB links to as well).
+        .systemLibrary(
+            name: "CSQLiteSettings",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(
             name: "StoreSchema",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
@@ -61,7 +67,7 @@ let package = Package(
         .target(
             name: "StoreBusStorage",
             dependencies: [
-                "StoreBus", "StoreSchema",
+                "StoreBus", "StoreSchema", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

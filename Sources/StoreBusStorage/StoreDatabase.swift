@@ -51,6 +51,7 @@ public final class StoreDatabase: Sendable {
         directory: URL, name: String, durability: Durability = .full, syncThread: Bool = false, migrator: DatabaseMigrator,
         checkpointInterval: Duration = StoreDatabase.defaultCheckpointInterval
     ) throws {
+        _ = SQLiteSettings.applied
         path = directory.appendingPathComponent("\(name).sqlite").path
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
