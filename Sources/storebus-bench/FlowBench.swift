@@ -19,6 +19,8 @@ struct FlowBench {
     var verbose = false
     /// Offered load of the paced figures, flows per second over all devices (0: no paced figures).
     var pacedRate = 0
+    /// Whether to run the closed-loop figures (always, without paced ones).
+    var closedLoop = true
     /// Whether each device keeps an Observe call parked at the gateway (see ``Device``).
     var parkedObserver = false
 
@@ -76,13 +78,15 @@ struct FlowBench {
         }
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
-            // Warm-up, then the measured run.
-            _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10))
-            for device in simulated { _ = device.takeSteps() }
-            closed.add(try await Self.metered(meter, flows: flows, round: "\(round)", verbose: verbose) {
-                try await Self.drive(simulated, on: reactor, flows: flows)
-            })
-            if verbose { Self.printSteps(simulated, round: "\(round)") }
+            if closedLoop || pacedRate <= 0 {
+                // Warm-up, then the measured run.
+                _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10))
+                for device in simulated { _ = device.takeSteps() }
+                closed.add(try await Self.metered(meter, flows: flows, round: "\(round)", verbose: verbose) {
+                    try await Self.drive(simulated, on: reactor, flows: flows)
+                })
+                if verbose { Self.printSteps(simulated, round: "\(round)") }
+            }
             if pacedRate > 0 {
                 // A warm-up at the paced rate first: the closed loop just before leaves work behind
                 // (the payment queue's WAL to copy, the last doorbells), which is not this load's.
@@ -95,7 +99,9 @@ struct FlowBench {
             }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
-        closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us")
+        if closedLoop || pacedRate <= 0 {
+            closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us")
+        }
         if pacedRate > 0 {
             report("purchase_flow_paced_offered_per_s", Double(pacedRate), "flows/s")
             paced.printMedians(

@@ -2,7 +2,7 @@ import Foundation
 import StoreBusTesting
 import Testing
 
-@Suite("storebus-bench ends with a signal")
+@Suite("storebus-bench as a process: its flow figures, and a signal")
 struct BenchSignalTests {
     /// The children of `parent` (process id and command line), read from /proc.
     static func children(of parent: pid_t) -> [(pid: pid_t, arguments: [String])] {
@@ -79,5 +79,29 @@ struct BenchSignalTests {
             #expect(!Self.isRunning(service), "\(service.arguments[0]) still running")
         }
         #expect(!FileManager.default.fileExists(atPath: serviceDirectory))
+    }
+
+    @Test("a paced flow run without the closed loop prints the paced figures, their CPU per flow among them, and no closed-loop ones")
+    func pacedOnly() async throws {
+        let directory = try TemporaryDirectory(prefix: "bpaced")
+        defer { directory.remove() }
+        let bench = ServiceProcess(name: "storebus-bench", arguments: [
+            "run", "--only", "flows", "--rounds", "1", "--flows", "128", "--devices", "8", "--paced-rate", "100", "--no-closed-loop",
+            "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path,
+        ], logFile: directory.url.appendingPathComponent("bench.log"))
+        try bench.start()
+        defer { bench.signal(SIGKILL) }
+        let status = await bench.waitForExit(timeout: .seconds(120))
+        try #require(status == 0, "bench output:\n\(bench.output)")
+        var figures: [String: Double] = [:]
+        for line in bench.output.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 3, let value = Double(fields[1]) { figures[String(fields[0])] = value }
+        }
+        #expect(figures["purchase_flows_per_s"] == nil && figures["purchase_flow_cpu_us"] == nil, "\(figures)")
+        #expect((figures["purchase_flow_paced_achieved_per_s"] ?? 0) > 0, "\(figures)")
+        // Four processes, each well over a microsecond of CPU per flow, and nowhere near a second.
+        let cpu = try #require(figures["purchase_flow_paced_cpu_us"], "\(figures)")
+        #expect(cpu > 4 && cpu < 1_000_000)
     }
 }
