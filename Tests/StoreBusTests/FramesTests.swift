@@ -59,4 +59,17 @@ struct FramesTests {
         #expect(parsed.values == ["session": "c", "principal-app": "b"])
         #expect(Metadata(lines: [ArraySlice("Session: a".utf8)]) == nil)
     }
+
+    @Test("a line break is found anywhere in a value, short or long, ASCII or not", arguments: [0, 1, 7, 15, 16, 150])
+    func lineBreaks(length: Int) {
+        let plain = String(repeating: "é", count: length / 2) + String(repeating: "t", count: length - length / 2)
+        #expect(!Metadata.holdsLineBreak(plain))
+        for breakCharacter in ["\n", "\r"] {
+            for position in [0, length / 2, length] {
+                var value = plain
+                value.insert(contentsOf: breakCharacter, at: value.index(value.startIndex, offsetBy: min(position, value.count)))
+                #expect(Metadata.holdsLineBreak(value), "\(value.debugDescription)")
+            }
+        }
+    }
 }
