@@ -518,11 +518,19 @@ public final class TransactionStore: Sendable {
         }
     }
 
+    /// The next identifier (of a transaction, or the number of a restore): one more than the last
+    /// given, which `pq_sequence` keeps across restarts and resets.
     static func nextIdentifier(_ db: Database) throws -> String {
-        let value = try db.fetchFirst(cached: """
-            INSERT INTO pq_sequence (name, value) VALUES ('transaction', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value
-            """) { row in row.int64(0) }
-        guard let value else { throw RPCError(.internalError, "the next transaction identifier could not be read") }
+        // A read and a plain write (the writer's transaction keeps them together): one upsert with
+        // RETURNING, which SQLite runs as an insert that fails, an update, and its rows gathered in
+        // a temporary table first, took about 26K instructions, 3% of a purchase's in this process.
+        let last = try db.fetchFirst(cached: "SELECT value FROM pq_sequence WHERE name = 'transaction'") { row in row.int64(0) }
+        let value = (last ?? 0) + 1
+        if last == nil {
+            try db.execute(cached: "INSERT INTO pq_sequence (name, value) VALUES ('transaction', ?)") { $0.int(value) }
+        } else {
+            try db.execute(cached: "UPDATE pq_sequence SET value = ? WHERE name = 'transaction'") { $0.int(value) }
+        }
         return String(identifierBase + value)
     }
 

@@ -731,6 +731,15 @@ struct TransactionStoreTests {
         let reopened = try StoreDatabase(directory: fixture.directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
         let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: reopened, publisher: nil))
         #expect(try await store.due() == [first.transactionIdentifier], "still PURCHASING: decided after a restart")
+        // Identifiers count on from the last given: the first of a new database is one past the
+        // base, the next (after the reopen) one more.
+        let second = try await store.create(TransactionStore.NewTransaction(
+            queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1 },
+            productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
+            start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
+        )).transaction
+        #expect(Int64(first.transactionIdentifier) == TransactionStore.identifierBase + 1)
+        #expect(Int64(second.transactionIdentifier) == TransactionStore.identifierBase + 2)
         try await store.setPolicy(.with { $0.mode = .fail; $0.failError = .paymentNotAllowed; $0.purchasesRestricted = true }, app: "a", account: "")
         let policy = try await store.policy(app: "a", account: "bob")
         #expect(policy.isDefault && policy.policy.purchasesRestricted && policy.policy.failError == .paymentNotAllowed)
