@@ -226,7 +226,7 @@ public struct PaymentQueueService: Sendable {
             canonical.payment = payment
             // A retry under the same key finds its transaction inside the write below (or is refused
             // there when the key was used for another payment).
-            idempotency = (key, try canonical.jsonString())
+            idempotency = (key, try TransactionJSON.string(canonical))
         }
         let record: Storebus_Catalog_V1_ProductRecord?
         let storefront: String

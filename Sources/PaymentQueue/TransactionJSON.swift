@@ -24,6 +24,7 @@ enum TransactionJSON {
         "StoreKitError": [1, 2],
         "Download": Array(1...7),
         "QueueRef": [1, 2, 3],
+        "AddPaymentRequest": [1, 2, 3, 4],
     ]
 
     /// `transaction`'s proto3 JSON.
@@ -51,6 +52,24 @@ enum TransactionJSON {
         try append(transaction, to: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// `request`'s proto3 JSON as a string, as swift-protobuf's `jsonString()` writes it: the digest
+    /// kept with an idempotency key, which a retry's must equal, so its bytes cannot change (through
+    /// swift-protobuf it took 26K instructions of every keyed AddPayment, 3% of a purchase's in this
+    /// process). A request with unknown fields goes through swift-protobuf.
+    static func string(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest) throws -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        let written = object(request.unknownFields, to: &out) { fields in
+            if request.hasQueue, !fields.message("queue", { appendQueue(request.queue, to: &$0) }) { return false }
+            if request.hasPayment, !fields.message("payment", { appendPayment(request.payment, to: &$0) }) { return false }
+            fields.string("storefront", request.storefront)
+            fields.string("idempotencyKey", request.idempotencyKey)
+            return true
+        }
+        guard written else { return try request.jsonString() }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// A QueueEvent announcing `transactions` as updated (`removed`: as removed) to `queue`, as proto3

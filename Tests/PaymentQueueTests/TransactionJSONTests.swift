@@ -90,6 +90,29 @@ struct TransactionJSONTests {
         }
     }
 
+    @Test("5,000 random AddPayment requests, the idempotency digest: the same text as swift-protobuf's jsonString(), unknown fields through it")
+    func addPaymentRequests() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            // Payments and queues as the random transactions carry them.
+            let transaction = Self.transaction(&generator)
+            var request = Storebus_PaymentQueue_V1_AddPaymentRequest()
+            if transaction.hasQueue { request.queue = transaction.queue }
+            if transaction.hasPayment { request.payment = transaction.payment }
+            request.storefront = Self.text(&generator)
+            request.idempotencyKey = Self.text(&generator)
+            let written = try TransactionJSON.string(request)
+            let expected = try request.jsonString()
+            #expect(written == expected)
+            if written != expected { break }
+        }
+        var request = Storebus_PaymentQueue_V1_AddPaymentRequest.with { $0.storefront = "FRA"; $0.payment.productIdentifier = "coins" }
+        var binary: [UInt8] = try request.serializedBytes()
+        binary += [0x98, 0x06, 0x01]
+        request = try Storebus_PaymentQueue_V1_AddPaymentRequest(serializedBytes: binary)
+        #expect(try TransactionJSON.string(request) == request.jsonString())
+    }
+
     @Test("queue events announcing updated or removed transactions: the same bytes as the QueueEvent message's")
     func queueEvents() throws {
         var generator = SystemRandomNumberGenerator()
