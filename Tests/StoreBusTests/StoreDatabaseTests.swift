@@ -6,12 +6,18 @@ import Testing
 
 @Suite("StoreDatabase")
 struct StoreDatabaseTests {
+    /// The migrations of a database holding only the event log.
+    static var eventLogMigrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        return migrator
+    }
+
     @Test("the writer commits with the durability asked for, although GRDB's pool sets NORMAL when it enters WAL mode")
     func durabilityReachesTheWriter() throws {
         let directory = try TemporaryDirectory(prefix: "durability")
         defer { directory.remove() }
-        var migrator = DatabaseMigrator()
-        EventLog.registerMigrations(&migrator)
+        let migrator = Self.eventLogMigrator
         for (durability, expected) in [(Durability.full, 2), (.normal, 1), (.full, 2)] {
             let database = try StoreDatabase(directory: directory.url, name: "durable", durability: durability, migrator: migrator)
             try database.pool.write { db in
@@ -27,8 +33,7 @@ struct StoreDatabaseTests {
     func pageSize() throws {
         let directory = try TemporaryDirectory(prefix: "pages")
         defer { directory.remove() }
-        var migrator = DatabaseMigrator()
-        EventLog.registerMigrations(&migrator)
+        let migrator = Self.eventLogMigrator
         let database = try StoreDatabase(directory: directory.url, name: "new", migrator: migrator)
         #expect(try database.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 2048)
         try database.close()
@@ -55,8 +60,7 @@ struct StoreDatabaseTests {
     func backgroundCheckpoints() async throws {
         let directory = try TemporaryDirectory(prefix: "checkpoint")
         defer { directory.remove() }
-        var migrator = DatabaseMigrator()
-        EventLog.registerMigrations(&migrator)
+        let migrator = Self.eventLogMigrator
         let database = try StoreDatabase(directory: directory.url, name: "busy", migrator: migrator, checkpointInterval: .milliseconds(20))
         let threshold = try await database.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
         #expect(threshold == 16384, "SQLite's own checkpoint after a commit is only the safety net")
