@@ -76,9 +76,11 @@ struct FlowBench {
         if let gatewayPID = gateway.pid, let queuePID = queue.pid, let catalogPID = catalog.pid {
             meter = CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
         }
+        // The paced figures alone only when asked for and there are paced figures.
+        let runsClosedLoop = closedLoop || pacedRate <= 0
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
-            if closedLoop || pacedRate <= 0 {
+            if runsClosedLoop {
                 // Warm-up, then the measured run.
                 _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10))
                 for device in simulated { _ = device.takeSteps() }
@@ -99,7 +101,7 @@ struct FlowBench {
             }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
-        if closedLoop || pacedRate <= 0 {
+        if runsClosedLoop {
             closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us")
         }
         if pacedRate > 0 {
