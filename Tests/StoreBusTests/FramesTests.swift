@@ -60,6 +60,24 @@ struct FramesTests {
         #expect(Metadata(lines: [ArraySlice("Session: a".utf8)]) == nil)
     }
 
+    @Test("a header of thousands of metadata lines keeps each key once, its last value, in the order first given", arguments: [3, Metadata.linearLines, Metadata.linearLines + 1, 5_000])
+    func manyMetadataLines(keys: Int) throws {
+        // Every key twice, the second time with another value, and a line in between of a key
+        // given before.
+        var lines: [ArraySlice<UInt8>] = []
+        for round in 0..<2 {
+            for index in 0..<keys {
+                lines.append(ArraySlice("k\(index): v\(index)-\(round)".utf8))
+                if index % 7 == 3 { lines.append(ArraySlice("k0: again".utf8)) }
+            }
+        }
+        let metadata = try #require(Metadata(lines: lines))
+        #expect(metadata.entries.map(\.key) == (0..<keys).map { "k\($0)" })
+        #expect(metadata["k0"] == (keys > 3 ? "again" : "v0-1"))
+        #expect(metadata["k\(keys - 1)"] == "v\(keys - 1)-1")
+        #expect(metadata.entries.dropFirst().allSatisfy { $0.value.hasSuffix("-1") })
+    }
+
     @Test("a line break is found anywhere in a value, short or long, ASCII or not", arguments: [0, 1, 7, 15, 16, 150])
     func lineBreaks(length: Int) {
         let plain = String(repeating: "é", count: length / 2) + String(repeating: "t", count: length - length / 2)

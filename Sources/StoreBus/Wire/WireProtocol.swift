@@ -128,6 +128,10 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     /// a carriage return.
     public init?(lines: some Collection<ArraySlice<UInt8>>) {
         entries = []
+        // Past a handful of lines, keys are found through a dictionary: a header of 16 KiB holds
+        // thousands of short lines, and finding each key among those before it would take time
+        // growing with the square of their number, for anyone who sends such a header.
+        var positions: [String: Int]?
         for line in lines {
             guard let colon = line.firstIndex(of: 0x3A) else { return nil }
             let key = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
@@ -135,7 +139,23 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
             if valueStart < line.endIndex && line[valueStart] == 0x20 { valueStart = line.index(after: valueStart) }
             let valueBytes = line[valueStart...]
             guard Metadata.isValidKey(key), !valueBytes.contains(0x0D) else { return nil }
-            self[key] = String(decoding: valueBytes, as: UTF8.self)
+            let value = String(decoding: valueBytes, as: UTF8.self)
+            if positions == nil && entries.count < Self.linearLines {
+                self[key] = value
+                continue
+            }
+            if positions == nil {
+                positions = Dictionary(uniqueKeysWithValues: entries.enumerated().map { ($1.key, $0) })
+            }
+            if let index = positions?[key] {
+                entries[index].value = value
+            } else {
+                positions?[key] = entries.count
+                entries.append(Entry(key: key, value: value))
+            }
         }
     }
+
+    /// Lines of a header parsed by comparing keys, before a dictionary takes over.
+    static let linearLines = 16
 }
