@@ -144,10 +144,9 @@ public final class StoreDatabase: Sendable {
     /// WAL pages past which a commit checkpoints by itself (SQLite's `wal_autocheckpoint`; its
     /// default is 1000), for writers that never call ``completeRequestedCheckpoint()`` or that write
     /// faster than an interval's frames fit: the WAL stays under about 32 MiB (64 MiB in a database
-    /// of 4 KiB pages) whatever they do. That
-    /// commit waits for a copy of every frame not yet copied (measured in the payment queue: 4 to 8
-    /// ms, every flow in flight caught behind it), where a requested copy finds a tail of a few
-    /// milliseconds.
+    /// of 4 KiB pages) whatever they do. That commit waits for a copy of every frame not yet copied
+    /// (measured in the payment queue: 4 to 8 ms, every flow in flight caught behind it), where a
+    /// requested copy finds a tail of a few milliseconds.
     static let writerCheckpointPages = 16384
     /// How often the checkpointer copies the WAL into the database file. Each pass copies every page
     /// written since the last, once, however often it was written meanwhile, so fewer passes copy

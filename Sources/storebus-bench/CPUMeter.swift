@@ -1,4 +1,5 @@
 import Foundation
+import StoreBusTesting
 
 /// The CPU time (user and system, every thread) that the flow benchmark's processes use, read from
 /// /proc: the flow figures' CPU per flow, which tells what a change costs or saves when the flows a
@@ -20,14 +21,11 @@ struct CPUMeter {
 
     private static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
-    /// utime plus stime of `/proc/<pid>/stat` (its 14th and 15th fields), in seconds.
+    /// utime plus stime of `/proc/<pid>/stat`, in seconds.
     static func seconds(pid: pid_t) -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let nameEnd = text.lastIndex(of: ")")
+        guard let fields = ProcessStat.fields(of: pid), fields.count > 12,
+              let user = Double(fields[11]), let system = Double(fields[12])
         else { return nil }
-        // The second field, the command name in parentheses, may hold spaces; the third comes after it.
-        let fields = text[text.index(after: nameEnd)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         return (user + system) / ticksPerSecond
     }
 }

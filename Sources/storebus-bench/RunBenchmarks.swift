@@ -46,7 +46,7 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Option(help: "Offered load of the paced flow figures, flows per second (0: none). The devices then start flows on a fixed schedule and each latency counts from its scheduled start.")
     var pacedRate = 2_000
 
-    @Flag(inversion: .prefixedNo, help: "Run the closed-loop flow figures (with --no-closed-loop and a paced rate, only the paced ones: a steady load whose work per flow does not move with how the machine keeps up, as scripts/callgrind-flow needs).")
+    @Flag(inversion: .prefixedNo, help: "Run the closed-loop flow figures (with --no-closed-loop and a paced rate, only the paced ones: a steady load, for the CPU per flow at a fixed rate).")
     var closedLoop = true
 
     @Flag(help: "In the flow figures, each device keeps an Observe call parked at the gateway at all times, as the SDK's PaymentQueue does, instead of asking for the callbacks it waits for once the call that causes them is answered.")

@@ -8,13 +8,10 @@ struct BenchSignalTests {
     static func children(of parent: pid_t) -> [(pid: pid_t, arguments: [String])] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> (pid_t, [String])? in
-            guard let pid = pid_t(entry),
-                  let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")")
+            // fields[1]: the parent's id.
+            guard let pid = pid_t(entry), let fields = ProcessStat.fields(of: pid), fields.count > 1,
+                  pid_t(fields[1]) == parent, let arguments = commandLine(of: pid)
             else { return nil }
-            // After "pid (comm) ": the state, then the parent's id.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 1, pid_t(fields[1]) == parent, let arguments = commandLine(of: pid) else { return nil }
             return (pid, arguments)
         }
     }
