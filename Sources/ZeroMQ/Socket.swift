@@ -18,8 +18,19 @@ import Darwin
 /// Interrupted calls (`EINTR`) are retried; every other failure is thrown as ``ZMQError``. Sending or
 /// receiving on a closed socket throws `ENOTSOCK` instead of touching the freed handle.
 public final class Socket {
-    /// The libzmq socket handle, valid until ``close()``.
-    let handle: UnsafeMutableRawPointer
+    /// The libzmq socket handle, valid until ``close()``, for a call that may change what the socket
+    /// has to read or room to write: any call may process the commands that libzmq's I/O threads
+    /// queue for the socket, so each use marks the socket for a look by ``Poller``.
+    var handle: UnsafeMutableRawPointer {
+        needsLook = true
+        return rawHandle
+    }
+    /// The handle, for the poller's own looks (which leave the mark alone).
+    let rawHandle: UnsafeMutableRawPointer
+    /// Whether a call may have consumed the wake-up of the socket's notification descriptor since
+    /// ``Poller`` last read its `ZMQ_EVENTS`: until it looks again, that descriptor no longer tells
+    /// whether the socket has a message (see ``Poller``).
+    var needsLook = true
     /// The socket pattern.
     public let type: SocketType
     private let scratch: UnsafeMutablePointer<zmq_msg_t>
@@ -32,7 +43,7 @@ public final class Socket {
     /// afterwards; callers that want queued messages flushed on close set a small positive LINGER.
     public init(context: Context, type: SocketType) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, type.raw) else { throw ZMQError.last("zmq_socket(\(type))") }
-        self.handle = handle
+        self.rawHandle = handle
         self.type = type
         self.scratch = .allocate(capacity: 1)
         var zero: Int32 = 0

@@ -1,3 +1,4 @@
+import CZeroMQ
 import Foundation
 import StoreBusTesting
 import Testing
@@ -199,6 +200,73 @@ struct SocketTests {
         #expect(try poller.poll(timeoutMilliseconds: 1000) == 2)
         #expect(poller.returnedEvents(at: socketIndex).contains(.readable))
         #expect(poller.returnedEvents(at: pipeIndex).contains(.readable))
+    }
+}
+
+extension SocketTests {
+    /// A PAIR socket `b` with a poller on it, connected to `a` over inproc.
+    static func pollablePair(_ context: Context, name: String) throws -> (a: Socket, b: Socket) {
+        let b = try Socket(context: context, type: .pair)
+        try b.bind("inproc://\(name)")
+        let a = try Socket(context: context, type: .pair)
+        try a.connect("inproc://\(name)")
+        return (a, b)
+    }
+
+    @Test("the poller reports a message whose wake-up a call on the socket consumed, and one left unread again")
+    func pollerAfterConsumedWakeUp() throws {
+        let context = try Context()
+        defer { context.terminate() }
+        let (a, b) = try Self.pollablePair(context, name: "consumed")
+        defer { a.close(); b.close() }
+        var poller = Poller()
+        let index = poller.add(b)
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+
+        // The message's command wakes b's descriptor; reading ZMQ_EVENTS (as a send or a receive
+        // would) processes it, and the descriptor goes quiet with the message still queued.
+        try a.send(Message(strings: ["one"]))
+        #expect(try b.intOption(ZMQ_EVENTS) & ZMQ_POLLIN != 0)
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1)
+        #expect(poller.returnedEvents(at: index).contains(.readable))
+        // Not read: reported again, at once.
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 1)
+        #expect(try b.receive(dontWait: true) == Message(strings: ["one"]))
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+        #expect(!poller.returnedEvents(at: index).contains(.readable))
+
+        // Two messages, one read: the other is still reported.
+        try a.send(Message(strings: ["two"]))
+        try a.send(Message(strings: ["three"]))
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1)
+        #expect(try b.receive(dontWait: true) == Message(strings: ["two"]))
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1)
+        #expect(try b.receive(dontWait: true) == Message(strings: ["three"]))
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+    }
+
+    @Test("the poller waits out its timeout through wake-ups that bring no message, and wakes for one")
+    func pollerWaitsThroughCommands() async throws {
+        let context = try Context()
+        defer { context.terminate() }
+        let router = try Socket(context: context, type: .router)
+        defer { router.close() }
+        try router.bind("tcp://127.0.0.1:*")
+        var poller = Poller()
+        let index = poller.add(router)
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+        // A peer connects (commands for the router: a new pipe) and sends nothing.
+        let dealer = try Socket(context: context, type: .dealer)
+        defer { dealer.close() }
+        try dealer.connect(router.lastEndpoint)
+        let start = ContinuousClock.now
+        #expect(try poller.poll(timeoutMilliseconds: 300) == 0)
+        #expect(ContinuousClock.now - start >= .milliseconds(290))
+
+        try dealer.send(Message(strings: ["hello"]))
+        #expect(try poller.poll(timeoutMilliseconds: 5000) == 1)
+        #expect(poller.returnedEvents(at: index).contains(.readable))
+        #expect(try router.receive(dontWait: true).frames.last == Array("hello".utf8))
     }
 }
 

@@ -6,7 +6,7 @@ import ZeroMQ
 import Glibc
 #endif
 
-/// One OS thread that owns ZeroMQ sockets and runs `zmq_poll` over them.
+/// One OS thread that owns ZeroMQ sockets and waits on them with a ``Poller``.
 ///
 /// ZeroMQ sockets are not thread-safe, and a `zmq_*` call may block, so StoreBus never touches a
 /// socket from Swift's cooperative thread pool. Each component (an RPC server, an RPC client, an event
