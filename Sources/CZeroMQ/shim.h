@@ -9,4 +9,8 @@
 static const int storebus_zmq_eterm = ETERM;
 static const int storebus_zmq_efsm = EFSM;
 static const int storebus_zmq_emthread = EMTHREAD;
+
+// Linux's SCHED_BATCH policy (3 in the kernel's ABI), which glibc's <sched.h> shows only under
+// _GNU_SOURCE: the policy the context asks libzmq to give its I/O threads.
+static const int storebus_sched_batch = 3;
 #endif

@@ -14,11 +14,26 @@ public final class Context: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
 
     /// Creates a context with `ioThreads` I/O threads and room for `maxSockets` sockets.
-    public init(ioThreads: Int32 = 1, maxSockets: Int32 = 16384) throws(ZMQError) {
+    ///
+    /// With `batchScheduledIO` (on Linux), the I/O threads run under `SCHED_BATCH`: a thread that
+    /// wakes does not preempt the one running on its CPU, and runs once a CPU is free. A message
+    /// crossing a process wakes the I/O threads of both ends; preempting the loops that queue and
+    /// read messages, they cost each hop two context switches more. Measured under the flow
+    /// benchmark (two runs side by side, one with and one without, at 600 flows a second each):
+    /// about 7% less CPU per flow over all the processes, a tenth less in the gateway's.
+    public init(ioThreads: Int32 = 1, maxSockets: Int32 = 16384, batchScheduledIO: Bool = true) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new") }
         self.handle = handle
         if zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) != 0 { throw ZMQError.last("zmq_ctx_set(ZMQ_IO_THREADS)") }
         if zmq_ctx_set(handle, ZMQ_MAX_SOCKETS, maxSockets) != 0 { throw ZMQError.last("zmq_ctx_set(ZMQ_MAX_SOCKETS)") }
+        #if os(Linux)
+        // The policy applies to threads started after this, and the first socket starts them.
+        // SCHED_BATCH takes the static priority 0 that a normal thread already has, so no
+        // privilege is needed (libzmq aborts if setting it fails).
+        if batchScheduledIO, zmq_ctx_set(handle, ZMQ_THREAD_SCHED_POLICY, storebus_sched_batch) != 0 {
+            throw ZMQError.last("zmq_ctx_set(ZMQ_THREAD_SCHED_POLICY)")
+        }
+        #endif
         // Blocking close is never wanted: every socket sets its own LINGER, this is the fallback.
         _ = zmq_ctx_set(handle, ZMQ_BLOCKY, 0)
     }

@@ -270,6 +270,60 @@ extension SocketTests {
     }
 }
 
+extension SocketTests {
+    /// This process's threads named like libzmq's I/O threads, by thread id, with their scheduling
+    /// policy (field 41 of /proc/self/task/<tid>/stat).
+    static func ioThreadPolicies() throws -> [Int: Int] {
+        var policies: [Int: Int] = [:]
+        for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") {
+            guard let tid = Int(entry),
+                  let name = try? String(contentsOfFile: "/proc/self/task/\(entry)/comm", encoding: .utf8),
+                  name.hasPrefix("ZMQbg/IO"),
+                  let stat = try? String(contentsOfFile: "/proc/self/task/\(entry)/stat", encoding: .utf8),
+                  let end = stat.lastIndex(of: ")")
+            else { continue }
+            // After the command name: field 3 (state) onwards, so the policy, field 41, is the 39th.
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            if fields.count > 38, let policy = Int(fields[38]) { policies[tid] = policy }
+        }
+        return policies
+    }
+
+    /// The I/O threads that are not among `known`, once one of them satisfies `enough` (a thread
+    /// names itself after it starts), or what there is after two seconds.
+    static func newIOThreads(besides known: [Int: Int], until enough: (Int) -> Bool = { _ in true }) async throws -> [Int: Int] {
+        let end = ContinuousClock.now + .seconds(2)
+        while true {
+            let found = try ioThreadPolicies().filter { known[$0.key] == nil }
+            if found.values.contains(where: enough) || ContinuousClock.now > end { return found }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test("a context's I/O threads run under SCHED_BATCH, unless it is made without")
+    func ioThreadsBatchScheduled() async throws {
+        let before = try Self.ioThreadPolicies()
+        let batched = try Context()
+        defer { batched.terminate() }
+        // The first socket starts the I/O threads.
+        let first = try Socket(context: batched, type: .pair)
+        first.close()
+        let newBatched = try await Self.newIOThreads(besides: before)
+        #expect(!newBatched.isEmpty)
+        // Other tests running meanwhile make contexts with the default too.
+        #expect(newBatched.values.allSatisfy { $0 == Int(storebus_sched_batch) }, "\(newBatched)")
+
+        let known = before.merging(newBatched) { old, _ in old }
+        let plain = try Context(batchScheduledIO: false)
+        defer { plain.terminate() }
+        let second = try Socket(context: plain, type: .pair)
+        second.close()
+        // Another test's thread may name itself meanwhile: wait for this context's.
+        let newPlain = try await Self.newIOThreads(besides: known) { $0 == Int(SCHED_OTHER) }
+        #expect(newPlain.values.contains(Int(SCHED_OTHER)), "\(newPlain)")
+    }
+}
+
 /// A Bool that two threads can share.
 final class LockedFlag: @unchecked Sendable {
     // Invariant: `stored` is only touched while holding `lock`.
