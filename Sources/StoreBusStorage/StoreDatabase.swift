@@ -49,7 +49,8 @@ public final class StoreDatabase: Sendable {
     /// ``read(_:)`` (or leave out events past ``durableEventSeq``), never through `pool` directly.
     public init(
         directory: URL, name: String, durability: Durability = .full, syncThread: Bool = false, migrator: DatabaseMigrator,
-        checkpointInterval: Duration = StoreDatabase.defaultCheckpointInterval
+        checkpointInterval: Duration = StoreDatabase.defaultCheckpointInterval,
+        restartPages: Int = StoreDatabase.defaultRestartPages
     ) throws {
         _ = SQLiteSettings.applied
         path = directory.appendingPathComponent("\(name).sqlite").path
@@ -72,7 +73,7 @@ public final class StoreDatabase: Sendable {
         // beside the writer rather than inside its commits: they took a tenth of the payment queue's
         // commit thread. Under steady writes that copy never catches up with the writer entirely, and
         // the WAL starts over only at a commit whose transaction began with every frame copied. So
-        // once the WAL passes ``restartPages``, the checkpointer runs passes until one leaves only a
+        // once the WAL passes `restartPages`, the checkpointer runs passes until one leaves only a
         // short tail, then asks the writer to copy that tail between two of its transactions
         // (``completeRequestedCheckpoint()``). SQLite's own checkpoint after a commit, past
         // ``writerCheckpointPages``, is the safety net for writers that never ask.
@@ -89,7 +90,7 @@ public final class StoreDatabase: Sendable {
         let lastEvent = try syncs ? pool.read { db in try db.tableExists("storebus_event") ? EventLog.head(db, key: "") : 0 } : 0
         // Threads last: once they run, nothing may throw (they would outlive an initializer that
         // failed).
-        checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval)
+        checkpointer = try Checkpointer(path: path, durability: durability, interval: checkpointInterval, restartPages: restartPages)
         syncer = syncs ? WALSyncer(databasePath: path, durableSeq: lastEvent) : nil
     }
 
@@ -137,17 +138,19 @@ public final class StoreDatabase: Sendable {
     }
 
     /// WAL pages past which the checkpointer asks the writer to complete the copy, so that the WAL
-    /// starts over. Under steady writes it then holds about an interval's frames (the payment queue
-    /// at 2,000 purchase flows a second, estimated from the passes' counts at 50 ms: some 4,000 to
-    /// 5,000 pages, 16 to 20 MiB with the 4 KiB pages of the time).
-    static let restartPages = 2048
+    /// starts over (32 MiB of 2 KiB pages). The writer's copy ends with two syncs, the WAL's and the
+    /// database file's, and its loop waits for them: under the flow benchmark at 900 flows a second
+    /// the database file's took 0.3 to 12 ms, and with 2,048 pages the copy came three to five times
+    /// a second, each time with every call in flight caught behind it (the loop's syncs added up to
+    /// 75 to 136 ms in 8 s; with 16,384 pages, 18 to 27 ms).
+    public static let defaultRestartPages = 16384
     /// WAL pages past which a commit checkpoints by itself (SQLite's `wal_autocheckpoint`; its
     /// default is 1000), for writers that never call ``completeRequestedCheckpoint()`` or that write
-    /// faster than an interval's frames fit: the WAL stays under about 32 MiB (64 MiB in a database
+    /// faster than the copies keep up with: the WAL stays under about 64 MiB (128 MiB in a database
     /// of 4 KiB pages) whatever they do. That commit waits for a copy of every frame not yet copied
     /// (measured in the payment queue: 4 to 8 ms, every flow in flight caught behind it), where a
     /// requested copy finds a tail of a few milliseconds.
-    static let writerCheckpointPages = 16384
+    static let writerCheckpointPages = 32768
     /// How often the checkpointer copies the WAL into the database file. Each pass copies every page
     /// written since the last, once, however often it was written meanwhile, so fewer passes copy
     /// fewer pages: measured in the payment queue at 2,000 flows a second, passes every 50 ms held
@@ -158,7 +161,7 @@ public final class StoreDatabase: Sendable {
     private let checkpointer: Checkpointer
 
     /// On the writer's thread, between two write transactions: copies the tail of the WAL the
-    /// checkpointer asked for, if it did (see ``restartPages``). The writer adds no frames meanwhile,
+    /// checkpointer asked for, if it did (see ``defaultRestartPages``). The writer adds no frames meanwhile,
     /// so the copy ends with every frame copied unless a reader still needs one, and the next commit
     /// starts the WAL over. When nothing was asked it costs an atomic load. A copy that fails (a
     /// reader in the way) is left to the next request.
@@ -212,13 +215,15 @@ final class Checkpointer: @unchecked Sendable {
     // guarded by `condition`; `requested` is atomic.
     private let connection: DatabaseQueue
     private let interval: Duration
+    /// WAL pages past which the writer is asked to complete the copy.
+    private let restartPages: Int
     private let requested = Atomic<Bool>(false)
     private let condition = NSCondition()
     private var stopped = false
     private var finished = false
     private var latest: (walFrames: Int, copied: Int) = (0, 0)
 
-    init(path: String, durability: Durability, interval: Duration) throws {
+    init(path: String, durability: Durability, interval: Duration, restartPages: Int) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.label = "storebus.checkpointer"
@@ -226,6 +231,7 @@ final class Checkpointer: @unchecked Sendable {
         // The checkpoint's fsyncs follow the writer's durability.
         try connection.inDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(durability.pragmaValue)") }
         self.interval = interval
+        self.restartPages = restartPages
         let thread = Thread { [self] in
             nameCurrentThread("storebus-ckpt")
             run()
@@ -293,9 +299,9 @@ final class Checkpointer: @unchecked Sendable {
                 // tail: it was short itself, so the frames it left behind are few. The writer is then
                 // asked to copy those.
                 let fresh = copied >= lastCopied ? copied - lastCopied : copied
-                if frames >= StoreDatabase.restartPages && fresh > Self.shortTail && inRow < Self.maxHurried {
+                if frames >= restartPages && fresh > Self.shortTail && inRow < Self.maxHurried {
                     hurried = inRow + 1
-                } else if frames >= StoreDatabase.restartPages {
+                } else if frames >= restartPages {
                     requested.store(true, ordering: .releasing)
                 }
                 lastCopied = copied

@@ -61,9 +61,10 @@ struct StoreDatabaseTests {
         let directory = try TemporaryDirectory(prefix: "checkpoint")
         defer { directory.remove() }
         let migrator = Self.eventLogMigrator
-        let database = try StoreDatabase(directory: directory.url, name: "busy", migrator: migrator, checkpointInterval: .milliseconds(20))
+        // A restart threshold smaller than the default (16,384 pages), so that a test's writes pass it.
+        let database = try StoreDatabase(directory: directory.url, name: "busy", migrator: migrator, checkpointInterval: .milliseconds(20), restartPages: 2048)
         let threshold = try await database.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
-        #expect(threshold == 16384, "SQLite's own checkpoint after a commit is only the safety net")
+        #expect(threshold == 32768, "SQLite's own checkpoint after a commit is only the safety net")
         let writer = EventLogWriter(logName: "busy", database: database, publisher: nil)
         let payload = "\"" + String(repeating: "x", count: 3000) + "\""
         var largestWAL = 0
@@ -79,8 +80,8 @@ struct StoreDatabaseTests {
         }
         // Each commit adds about 10 KB of frames (the 3 KB row over two pages, and the pages it
         // changes): without a restart the WAL would hold them all (about 20 MB) before SQLite's own
-        // checkpoint at 16384 pages; the writer copies the checkpointer's tail and starts it over
-        // near 2048 pages (4 MB).
+        // checkpoint at 32,768 pages; the writer copies the checkpointer's tail and starts it over
+        // near 2,048 pages (4 MB).
         #expect(largestWAL < 8 << 20, "WAL grew to \(largestWAL) bytes")
         // Once the writes stop, the checkpointer copies the rest.
         let deadline = ContinuousClock.now + .seconds(10)
