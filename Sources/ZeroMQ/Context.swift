@@ -29,7 +29,10 @@ public final class Context: @unchecked Sendable {
         #if os(Linux)
         // The policy applies to threads started after this, and the first socket starts them.
         // SCHED_BATCH takes the static priority 0 that a normal thread already has, so no
-        // privilege is needed (libzmq aborts if setting it fails).
+        // privilege is needed. libzmq aborts when setting it fails, but Debian's libzmq (4.3.4)
+        // sets a policy on each of its threads whatever was asked, SCHED_OTHER by default, and
+        // aborts the same way: where the system refuses sched_setscheduler (seen with the call
+        // failed on purpose under strace), no libzmq program runs, with this or without.
         if batchScheduledIO, zmq_ctx_set(handle, ZMQ_THREAD_SCHED_POLICY, storebus_sched_batch) != 0 {
             throw ZMQError.last("zmq_ctx_set(ZMQ_THREAD_SCHED_POLICY)")
         }
