@@ -3,6 +3,16 @@ import Testing
 
 @Suite("Wire frames")
 struct FramesTests {
+    @Test("a header splits into the lines split(separator:) gives, empty ones kept", arguments: [
+        "", "\n", "\n\n", "SB1Q", "SB1Q\n", "\nSB1Q", "SB1Q\nreq-1\n\n/a.B/C\nk: v", "a\n\n\nb\n", "é\nü\n",
+    ])
+    func headerLines(header: String) {
+        let bytes = Array(header.utf8)
+        let lines = Frames.lines(bytes)
+        #expect(lines.map(Array.init) == bytes.split(separator: 0x0A, omittingEmptySubsequences: false).map(Array.init))
+        #expect(lines.count == bytes.count { $0 == 0x0A } + 1)
+    }
+
     @Test("a response built by the server parses at the client, routing and body untouched")
     func responseRoundTrip() throws {
         let body = Array(#"{"payload":"x"}"#.utf8)

@@ -54,7 +54,7 @@ public struct Doorbell: Sendable, Equatable {
     /// Parses frames received on a SUB socket: two frames, or three with the event.
     public init?(frames: [[UInt8]]) {
         guard frames.count == 2 || frames.count == 3, frames[0].last == 0x0A, let slash = frames[0].firstIndex(of: 0x2F) else { return nil }
-        let lines = frames[1].split(separator: 0x0A, omittingEmptySubsequences: false)
+        let lines = Frames.lines(frames[1])
         guard lines.count == 3, lines[0].elementsEqual(WireProtocol.doorbellTag),
               let seq = Frames.parseDecimal(lines[1]), let keySeq = Frames.parseDecimal(lines[2])
         else { return nil }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The routing part of a message: every frame before the empty delimiter.
 ///
 /// A ROUTER prepends the sender's routing id to each message it receives; a forwarder keeps those
@@ -53,6 +57,36 @@ public struct InboundResponse: Sendable {
 
 /// Builds and parses StoreBus frames.
 public enum Frames {
+    /// The lines of `bytes`, split at each line feed, empty ones included (what
+    /// `split(separator: 0x0A, omittingEmptySubsequences: false)` gives), in an array allocated at
+    /// its size once, the line feeds found with memchr: grown line by line, the array was
+    /// reallocated three or four times for each header (about 2% of the gateway's instructions per
+    /// purchase flow).
+    static func lines(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return [bytes[...]] }
+            // The next line feed at or after `index`.
+            func lineFeed(from index: Int) -> Int? {
+                guard index < buffer.count, let found = memchr(base + index, 0x0A, buffer.count - index) else { return nil }
+                return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            }
+            var count = 1
+            var index = 0
+            while let end = lineFeed(from: index) {
+                count += 1
+                index = end + 1
+            }
+            var lines: [ArraySlice<UInt8>] = []
+            lines.reserveCapacity(count)
+            var start = 0
+            while let end = lineFeed(from: start) {
+                lines.append(bytes[start..<end])
+                start = end + 1
+            }
+            lines.append(bytes[start...])
+            return lines
+        }
+    }
 
     /// Parses a message received on a ROUTER (frame 0 is the peer's routing id).
     public static func parseAtServer(_ frames: [[UInt8]]) -> InboundMessage {
@@ -71,7 +105,7 @@ public enum Frames {
         guard header.count <= WireProtocol.maxHeaderBytes else {
             return .malformed(envelope: envelope, requestID: [], reason: "the header frame is larger than \(WireProtocol.maxHeaderBytes) bytes")
         }
-        let lines = header.split(separator: 0x0A, omittingEmptySubsequences: false)
+        let lines = lines(header)
         let tag = lines[0]
         let requestID = lines.count > 1 && isValidRequestID(lines[1]) ? Array(lines[1]) : []
         let trailing = frames.count - delimiter - 2
