@@ -13,6 +13,24 @@ struct FramesTests {
         #expect(lines.count == bytes.count { $0 == 0x0A } + 1)
     }
 
+    @Test("a metadata line parses only as `key: value` with a valid key and no carriage return", arguments: [
+        ("session: abc", true), ("session:abc", true), ("session: ", true), ("x-1_a.b: v v", true),
+        ("Session: abc", false), (": abc", false), ("session abc", false), ("sess ion: abc", false),
+        ("session: abc\r", false), ("session: \(String(repeating: "t", count: 150))\r", false),
+        ("\(String(repeating: "k", count: 64)): v", true), ("\(String(repeating: "k", count: 65)): v", false),
+        ("clé: v", false),
+    ])
+    func metadataLine(line: String, valid: Bool) throws {
+        let parsed = Metadata(lines: [ArraySlice(line.utf8)])
+        #expect((parsed != nil) == valid)
+        if let parsed, let colon = line.firstIndex(of: ":") {
+            let key = String(line[..<colon])
+            var value = line[line.index(after: colon)...]
+            if value.first == " " { value = value.dropFirst() }
+            #expect(parsed.entries == [Metadata.Entry(key: key, value: String(value))])
+        }
+    }
+
     @Test("a response built by the server parses at the client, routing and body untouched")
     func responseRoundTrip() throws {
         let body = Array(#"{"payload":"x"}"#.utf8)

@@ -95,8 +95,19 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
 
     /// Whether a key is a valid metadata key: 1 to 64 of `a-z 0-9 - _ .`.
     public static func isValidKey(_ key: String) -> Bool {
-        guard !key.isEmpty, key.utf8.count <= 64 else { return false }
-        return key.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
+        isValidKey(key.utf8)
+    }
+
+    /// Whether the UTF-8 bytes of a key make a valid metadata key.
+    static func isValidKey(_ key: some Collection<UInt8>) -> Bool {
+        guard !key.isEmpty, key.count <= 64 else { return false }
+        return key.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
+    }
+
+    /// Whether bytes hold a carriage return.
+    static func holdsCarriageReturn(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let start = bytes.baseAddress else { return false }
+        return memchr(start, 0x0D, bytes.count) != nil
     }
 
     /// Whether `value` holds a line break (LF or CR), which a header line cannot carry. A session
@@ -128,17 +139,21 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     /// a carriage return.
     public init?(lines: some Collection<ArraySlice<UInt8>>) {
         entries = []
+        entries.reserveCapacity(min(lines.count, Self.linearLines))
         // Past a handful of lines, keys are found through a dictionary: a header of 16 KiB holds
         // thousands of short lines, and finding each key among those before it would take time
         // growing with the square of their number, for anyone who sends such a header.
         var positions: [String: Int]?
         for line in lines {
             guard let colon = line.firstIndex(of: 0x3A) else { return nil }
-            let key = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
+            let keyBytes = line[line.startIndex..<colon]
             var valueStart = line.index(after: colon)
             if valueStart < line.endIndex && line[valueStart] == 0x20 { valueStart = line.index(after: valueStart) }
             let valueBytes = line[valueStart...]
-            guard Metadata.isValidKey(key), !valueBytes.contains(0x0D) else { return nil }
+            // Checked as bytes, before any String is made of them (a session token is checked on
+            // every call: with memchr, not a byte loop).
+            guard Metadata.isValidKey(keyBytes), !valueBytes.withUnsafeBufferPointer({ Metadata.holdsCarriageReturn($0) }) else { return nil }
+            let key = String(decoding: keyBytes, as: UTF8.self)
             let value = String(decoding: valueBytes, as: UTF8.self)
             if positions == nil && entries.count < Self.linearLines {
                 self[key] = value
