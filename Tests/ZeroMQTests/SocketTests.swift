@@ -272,18 +272,16 @@ extension SocketTests {
 
 extension SocketTests {
     /// This process's threads named like libzmq's I/O threads, by thread id, with their scheduling
-    /// policy (field 41 of /proc/self/task/<tid>/stat).
+    /// policy (field 41 of /proc/<tid>/stat).
     static func ioThreadPolicies() throws -> [Int: Int] {
         var policies: [Int: Int] = [:]
         for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") {
             guard let tid = Int(entry),
                   let name = try? String(contentsOfFile: "/proc/self/task/\(entry)/comm", encoding: .utf8),
                   name.hasPrefix("ZMQbg/IO"),
-                  let stat = try? String(contentsOfFile: "/proc/self/task/\(entry)/stat", encoding: .utf8),
-                  let end = stat.lastIndex(of: ")")
+                  let fields = ProcessStat.fields(of: pid_t(tid))
             else { continue }
-            // After the command name: field 3 (state) onwards, so the policy, field 41, is the 39th.
-            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            // From field 3 (the state) on, so the policy, field 41, is the 39th.
             if fields.count > 38, let policy = Int(fields[38]) { policies[tid] = policy }
         }
         return policies

@@ -104,22 +104,19 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         return key.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
     }
 
-    /// Whether bytes hold a carriage return.
-    static func holdsCarriageReturn(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let start = bytes.baseAddress else { return false }
-        return memchr(start, 0x0D, bytes.count) != nil
-    }
-
     /// Whether `value` holds a line break (LF or CR), which a header line cannot carry. A session
     /// token is checked on every call: memchr's word-at-a-time search takes a few dozen
     /// instructions for one, where a byte loop took about 2,400 (15K through the generic scan of a
     /// String's UTF-8 view).
     public static func holdsLineBreak(_ value: String) -> Bool {
         var value = value
-        return value.withUTF8 { bytes in
-            guard let start = bytes.baseAddress else { return false }
-            return memchr(start, 0x0A, bytes.count) != nil || memchr(start, 0x0D, bytes.count) != nil
-        }
+        return value.withUTF8 { bytes in holds(0x0A, bytes) || holds(0x0D, bytes) }
+    }
+
+    /// Whether `bytes` hold `byte`, found with memchr.
+    static func holds(_ byte: UInt8, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let start = bytes.baseAddress else { return false }
+        return memchr(start, Int32(byte), bytes.count) != nil
     }
 
     /// The wire frame.
@@ -152,7 +149,7 @@ public struct Metadata: Sendable, Equatable, ExpressibleByDictionaryLiteral {
             let valueBytes = line[valueStart...]
             // Checked as bytes, before any String is made of them (a session token is checked on
             // every call: with memchr, not a byte loop).
-            guard Metadata.isValidKey(keyBytes), !valueBytes.withUnsafeBufferPointer({ Metadata.holdsCarriageReturn($0) }) else { return nil }
+            guard Metadata.isValidKey(keyBytes), !valueBytes.withUnsafeBufferPointer({ Metadata.holds(0x0D, $0) }) else { return nil }
             let key = String(decoding: keyBytes, as: UTF8.self)
             let value = String(decoding: valueBytes, as: UTF8.self)
             if positions == nil && entries.count < Self.linearLines {
