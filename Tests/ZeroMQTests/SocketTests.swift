@@ -204,21 +204,15 @@ struct SocketTests {
 }
 
 extension SocketTests {
-    /// A PAIR socket `b` with a poller on it, connected to `a` over inproc.
-    static func pollablePair(_ context: Context, name: String) throws -> (a: Socket, b: Socket) {
-        let b = try Socket(context: context, type: .pair)
-        try b.bind("inproc://\(name)")
-        let a = try Socket(context: context, type: .pair)
-        try a.connect("inproc://\(name)")
-        return (a, b)
-    }
-
     @Test("the poller reports a message whose wake-up a call on the socket consumed, and one left unread again")
     func pollerAfterConsumedWakeUp() throws {
         let context = try Context()
         defer { context.terminate() }
-        let (a, b) = try Self.pollablePair(context, name: "consumed")
+        // b is polled; a sends to it.
+        let (a, b) = (try Socket(context: context, type: .pair), try Socket(context: context, type: .pair))
         defer { a.close(); b.close() }
+        try b.bind("inproc://consumed")
+        try a.connect("inproc://consumed")
         var poller = Poller()
         let index = poller.add(b)
         #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
