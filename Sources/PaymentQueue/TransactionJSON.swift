@@ -72,31 +72,32 @@ enum TransactionJSON {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// A QueueEvent announcing `transactions` as updated (`removed`: as removed) to `queue`, as proto3
-    /// JSON: the payload of the events the queue's observers hear.
-    static func queueEvent(_ transactions: [Transaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(512 * transactions.count + 128)
-        out += removed ? Array(#"{"removedTransactions":{"#.utf8) : Array(#"{"updatedTransactions":{"#.utf8)
+    /// Appends a QueueEvent announcing `transactions` as updated (`removed`: as removed) to `queue`,
+    /// as proto3 JSON: the payload of the events the queue's observers hear.
+    static func appendQueueEvent(_ transactions: [Transaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef, to out: inout [UInt8]) throws {
+        let mark = out.count
+        out.reserveCapacity(out.count + 512 * transactions.count + 128)
+        out += removed ? #"{"removedTransactions":{"#.utf8 : #"{"updatedTransactions":{"#.utf8
         // A repeated field without elements is left out, as swift-protobuf leaves it out.
         if !transactions.isEmpty {
-            out += Array(#""transactions":["#.utf8)
+            out += #""transactions":["#.utf8
             for (index, transaction) in transactions.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 try append(transaction, to: &out)
             }
             out.append(UInt8(ascii: "]"))
         }
-        out += Array(#"},"queue":"#.utf8)
+        out += #"},"queue":"#.utf8
         guard appendQueue(queue, to: &out) else {
             // A queue with unknown fields (never one decoded from JSON): the whole event through swift-protobuf.
+            out.removeSubrange(mark...)
             var event = Storebus_PaymentQueue_V1_QueueEvent()
             event.queue = queue
             if removed { event.removedTransactions.transactions = transactions } else { event.updatedTransactions.transactions = transactions }
-            return try event.jsonString()
+            out += try event.jsonUTF8Bytes() as [UInt8]
+            return
         }
         out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
     }
 
     // MARK: Writing

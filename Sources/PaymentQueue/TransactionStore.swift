@@ -613,9 +613,8 @@ public final class TransactionStore: Sendable {
         _ batch: inout EventLogWriter.Batch, key: String, _ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction],
         removed: Bool = false, queue: Storebus_PaymentQueue_V1_QueueRef
     ) throws -> StoredEvent {
-        try batch.appendJSON(
-            key: key, type: Storebus_PaymentQueue_V1_QueueEvent.protoMessageName,
-            payloadJSON: TransactionJSON.queueEvent(transactions, removed: removed, queue: queue)
-        )
+        try batch.appendJSON(key: key, type: Storebus_PaymentQueue_V1_QueueEvent.protoMessageName) { out in
+            try TransactionJSON.appendQueueEvent(transactions, removed: removed, queue: queue, to: &out)
+        }
     }
 }

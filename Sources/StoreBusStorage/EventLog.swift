@@ -42,36 +42,77 @@ public enum EventLog {
 
     /// Appends an event to the log within the caller's write transaction.
     public static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload) throws -> StoredEvent {
-        let payloadJSON: String
+        try append(db, key: key, payload: payload, positions: nil)
+    }
+
+    /// Appends an event, its positions taken from `positions` when given (see ``EventPositions``).
+    static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload, positions: EventPositions?) throws -> StoredEvent {
+        let payloadJSON: [UInt8]
         do {
-            payloadJSON = try payload.jsonString()
+            payloadJSON = try payload.jsonUTF8Bytes()
         } catch {
             throw RPCError(.internalError, "could not encode event \(Payload.protoMessageName)", cause: error)
         }
-        return try appendJSON(db, key: key, type: Payload.protoMessageName, payloadJSON: payloadJSON)
+        return try appendJSON(db, key: key, type: Payload.protoMessageName, positions: positions) { $0 += payloadJSON }
     }
 
     /// Appends an event whose payload is already proto3 JSON.
     public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
+        try appendJSON(db, key: key, type: type, positions: nil) { $0 += payloadJSON.utf8 }
+    }
+
+    /// Appends an event whose payload `writePayload` appends to the record's JSON, as proto3 JSON:
+    /// the record is put together in one buffer, the payload written into it rather than into a
+    /// string of its own that is then copied. With `positions` (the log's one writer's), the event's
+    /// positions come from there rather than from the table.
+    static func appendJSON(
+        _ db: Database, key: String, type: String, positions: EventPositions?, payload writePayload: (inout [UInt8]) throws -> Void
+    ) throws -> StoredEvent {
+        let (seq, keySeq) = try positions?.take(db, key: key) ?? readPositions(db, key: key)
+        do {
+            let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            var record: [UInt8] = []
+            record.reserveCapacity(1024)
+            record += #"{"seq":""#.utf8
+            record += String(seq).utf8
+            record += #"","key":"#.utf8
+            JSONText.appendQuoted(key, to: &record)
+            record += #","keySeq":""#.utf8
+            record += String(keySeq).utf8
+            record += #"","type":"#.utf8
+            JSONText.appendQuoted(type, to: &record)
+            record += #","time":""#.utf8
+            JSONText.appendMillisecondTimestamp(timeMS, to: &record)
+            record += #"","payload":"#.utf8
+            try writePayload(&record)
+            record.append(UInt8(ascii: "}"))
+            let json = String(decoding: record, as: UTF8.self)
+            try db.execute(cached: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)") {
+                $0.int(Int64(seq))
+                $0.text(key)
+                $0.int(Int64(keySeq))
+                $0.text(type)
+                $0.int(timeMS)
+                $0.text(json)
+            }
+            return StoredEvent(seq: seq, key: key, keySeq: keySeq, json: json)
+        } catch {
+            // The positions taken were not used: the next append reads them again.
+            positions?.forget()
+            throw error
+        }
+    }
+
+    /// The next positions of the log and of `key`, read from the table.
+    static func readPositions(_ db: Database, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
         let positions = try db.fetchFirst(cached: """
             SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
                    (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
-            """, bind: { $0.text(key) }) { row in (seq: row.int64(0), keySeq: row.int64(1)) }
+            """, bind: { $0.text(key) }) { row in (seq: UInt64(row.int64(0)), keySeq: UInt64(row.int64(1))) }
         guard let positions else {
             throw RPCError(.internalError, "the event log's next position could not be read")
         }
-        let (seq, keySeq) = (UInt64(positions.seq), UInt64(positions.keySeq))
-        let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-        let json = "{\"seq\":\"\(seq)\",\"key\":\(JSONText.quoted(key)),\"keySeq\":\"\(keySeq)\",\"type\":\(JSONText.quoted(type)),\"time\":\"\(JSONText.timestamp(milliseconds: timeMS))\",\"payload\":\(payloadJSON)}"
-        try db.execute(cached: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)") {
-            $0.int(positions.seq)
-            $0.text(key)
-            $0.int(positions.keySeq)
-            $0.text(type)
-            $0.int(timeMS)
-            $0.text(json)
-        }
-        return StoredEvent(seq: seq, key: key, keySeq: keySeq, json: json)
+        return positions
     }
 
     /// Up to `limit` events after `position`: of the whole log when `key` is empty (by seq), of one

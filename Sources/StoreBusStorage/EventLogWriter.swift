@@ -49,12 +49,14 @@ public final class EventLogWriter: Sendable {
     /// The events appended by one write.
     public struct Batch {
         let db: Database
+        /// The log's positions as the writer knows them.
+        let positions: EventPositions
         fileprivate(set) var events: [StoredEvent] = []
 
         /// Appends an event for `key` to the log, in the current transaction.
         @discardableResult
         public mutating func append<Payload: SwiftProtobuf.Message>(key: String, _ payload: Payload) throws -> StoredEvent {
-            let event = try EventLog.append(db, key: key, payload: payload)
+            let event = try EventLog.append(db, key: key, payload: payload, positions: positions)
             events.append(event)
             return event
         }
@@ -63,7 +65,14 @@ public final class EventLogWriter: Sendable {
         /// proto3 JSON.
         @discardableResult
         public mutating func appendJSON(key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-            let event = try EventLog.appendJSON(db, key: key, type: type, payloadJSON: payloadJSON)
+            try appendJSON(key: key, type: type) { $0 += payloadJSON.utf8 }
+        }
+
+        /// Appends an event for `key` whose payload, a `type` (its full message name), `writePayload`
+        /// appends to the event's JSON as proto3 JSON (the event's record is put together in one buffer).
+        @discardableResult
+        public mutating func appendJSON(key: String, type: String, payload writePayload: (inout [UInt8]) throws -> Void) throws -> StoredEvent {
+            let event = try EventLog.appendJSON(db, key: key, type: type, positions: positions, payload: writePayload)
             events.append(event)
             return event
         }
@@ -76,8 +85,8 @@ public final class EventLogWriter: Sendable {
         let outcome = OutcomeBox<T>()
         try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
             committer.submit(CommitJob(
-                run: { db in
-                    var batch = Batch(db: db)
+                run: { db, positions in
+                    var batch = Batch(db: db, positions: positions)
                     // The savepoint's statements are prepared once (GRDB's inSavepoint prepares them on
                     // every call: 5% of the commit thread) and run directly (see DirectStatements):
                     // GRDB's path follows each savepoint for transaction observers, which the writer's
@@ -89,6 +98,8 @@ public final class EventLogWriter: Sendable {
                         return batch.events
                     } catch {
                         outcome.value = .failure(error)
+                        // Events it appended are undone with it: their positions are free again.
+                        positions.forget()
                         // This write only is undone. If it cannot be, the whole group is rolled back
                         // (the throw ends the transaction) rather than committing half a write.
                         try db.execute(cached: "ROLLBACK TO SAVEPOINT storebus_write")
@@ -171,7 +182,7 @@ private struct CommitJob: Sendable {
     /// Applies the write inside the group's transaction and returns its events (nil when the body
     /// threw and its savepoint was rolled back). Throws when the savepoint could not be opened or
     /// rolled back: the group's transaction must then be rolled back as a whole.
-    let run: @Sendable (Database) throws -> [StoredEvent]?
+    let run: @Sendable (Database, EventPositions) throws -> [StoredEvent]?
     /// Answers the caller once the group has committed (nil) or failed to (the error).
     let complete: @Sendable ((any Error)?) -> Void
 }
@@ -190,6 +201,8 @@ private struct GroupCommit: Sendable {
     let failPoints: FailPoints
     /// The loop the writes commit on, if they do: their announcements and answers go out there.
     let reactor: Reactor?
+    /// The log's positions, kept between appends (see ``EventPositions``).
+    let positions = EventPositions()
 
     func commit(_ group: [CommitJob]) {
         // Between two transactions: the moment to let the WAL start over (see StoreDatabase).
@@ -200,10 +213,12 @@ private struct GroupCommit: Sendable {
         do {
             events = try database.pool.write { db -> [StoredEvent] in
                 var events: [StoredEvent] = []
-                for job in group { events += try job.run(db) ?? [] }
+                for job in group { events += try job.run(db, positions) ?? [] }
                 return events
             }
         } catch {
+            // Every append of the group is undone.
+            positions.forget()
             // Rolled back: nothing of it to make durable, but its callers hear of it after those of
             // the groups before it, as they would have without a sync thread.
             guard let syncer, let mark else { return fail(group, error) }

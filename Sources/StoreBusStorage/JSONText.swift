@@ -4,26 +4,14 @@ import Foundation
 /// (the event log stores each event's JSON once and serves it as is; the payment queue writes its
 /// transactions' JSON directly).
 public enum JSONText {
-    /// A JSON string literal for `text`, quotes included, escaped as ``appendQuoted(_:to:)`` escapes
-    /// it (the event's envelope and its payload alike, as swift-protobuf writes them).
-    static func quoted(_ text: String) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count + 2)
-        appendQuoted(text, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// RFC 3339 UTC time with milliseconds, as proto3 JSON writes a Timestamp
-    /// (`2026-11-21T01:02:03.456Z`).
-    static func timestamp(milliseconds: Int64) -> String {
+    /// Appends RFC 3339 UTC time with milliseconds, as proto3 JSON writes a Timestamp
+    /// (`2026-11-21T01:02:03.456Z`), without quotes.
+    static func appendMillisecondTimestamp(_ milliseconds: Int64, to text: inout [UInt8]) {
         let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
-        var text: [UInt8] = []
-        text.reserveCapacity(24)
         appendDateTime(seconds: seconds, to: &text)
         text.append(UInt8(ascii: "."))
         appendDigits(Int(milliseconds - seconds * 1000), width: 3, to: &text)
         text.append(UInt8(ascii: "Z"))
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// Appends a google.protobuf.Timestamp's proto3 JSON, quotes included, as swift-protobuf writes

@@ -123,9 +123,29 @@ struct TransactionJSONTests {
                 var event = Storebus_PaymentQueue_V1_QueueEvent()
                 event.queue = queue
                 if removed { event.removedTransactions.transactions = transactions } else { event.updatedTransactions.transactions = transactions }
-                #expect(try TransactionJSON.queueEvent(transactions, removed: removed, queue: queue) == event.jsonString())
+                #expect(try Self.queueEvent(transactions, removed: removed, queue: queue) == event.jsonString())
             }
         }
+        // A queue with unknown fields (from a binary peer) goes through swift-protobuf, in place of
+        // what the writer had begun.
+        var binary: [UInt8] = try Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = "com.example.app"; $0.accountID = "a" }.serializedBytes()
+        binary += [0x98, 0x06, 0x01]
+        let queue = try Storebus_PaymentQueue_V1_QueueRef(serializedBytes: binary)
+        let transactions = [Self.transaction(&generator)]
+        var event = Storebus_PaymentQueue_V1_QueueEvent()
+        event.queue = queue
+        event.updatedTransactions.transactions = transactions
+        #expect(try Self.queueEvent(transactions, removed: false, queue: queue) == event.jsonString())
+    }
+
+    /// The queue event as ``TransactionJSON/appendQueueEvent(_:removed:queue:to:)`` appends it after
+    /// other bytes, which it leaves as they were.
+    static func queueEvent(_ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> String {
+        let before = Array("before".utf8)
+        var out = before
+        try TransactionJSON.appendQueueEvent(transactions, removed: removed, queue: queue, to: &out)
+        #expect(Array(out.prefix(before.count)) == before)
+        return String(decoding: out.dropFirst(before.count), as: UTF8.self)
     }
 
     @Test("what the writer cannot write exactly goes through swift-protobuf: unknown fields, unnamed enum values, times out of range")

@@ -25,8 +25,69 @@ struct GroupCommitTests {
         EventLog.registerMigrations(&migrator)
         migrator.registerMigration("note") { db in
             try db.execute(sql: "CREATE TABLE note (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+            // Checked at commit: a row naming a missing note fails the whole group's transaction.
+            try db.execute(sql: "CREATE TABLE mention (note INTEGER NOT NULL REFERENCES note(id) DEFERRABLE INITIALLY DEFERRED)")
         }
         return migrator
+    }
+
+    /// Every event's positions, in log order.
+    static func positions(_ database: StoreDatabase) async throws -> [(seq: UInt64, key: String, keySeq: UInt64)] {
+        try await database.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT seq, stream_key, key_seq FROM storebus_event ORDER BY seq").map { ($0[0], $0[1], $0[2]) }
+        }
+    }
+
+    @Test("positions stay gapless when a group's commit fails: the appends it undid are taken again", arguments: [false, true])
+    func failedGroupFreesPositions(onLoop: Bool) async throws {
+        let directory = try TemporaryDirectory(prefix: "group")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
+        let (writer, reactor, context) = try Self.writer(database, onLoop: onLoop)
+        let note = Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "note" }
+        try await writer.write { _, batch in try batch.append(key: "a", note) }
+        // Its own writes pass; the commit refuses the row that names no note, and the whole group
+        // goes with it.
+        await #expect(throws: DatabaseError.self) {
+            try await writer.write { db, batch in
+                try batch.append(key: "a", note)
+                try batch.append(key: "b", note)
+                try db.execute(sql: "INSERT INTO mention (note) VALUES (42)")
+            }
+        }
+        try await writer.write { _, batch in
+            try batch.append(key: "b", note)
+            try batch.append(key: "a", note)
+        }
+        let positions = try await Self.positions(database)
+        #expect(positions.map(\.seq) == [1, 2, 3])
+        #expect(positions.map(\.key) == ["a", "b", "a"])
+        #expect(positions.map(\.keySeq) == [1, 1, 2])
+        reactor?.stop()
+        await reactor?.join()
+        context?.terminate()
+        try database.close()
+    }
+
+    @Test("positions stay right past the keys the writer remembers: a key it forgot is read again")
+    func manyKeys() async throws {
+        let directory = try TemporaryDirectory(prefix: "group")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
+        let writer = EventLogWriter(logName: "group", database: database, publisher: nil)
+        let note = Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "note" }
+        let keys = 5000
+        try await writer.write { _, batch in
+            for key in 0..<keys { try batch.append(key: "k\(key)", note) }
+        }
+        try await writer.write { _, batch in
+            for key in [0, 4095, 4096, keys - 1, 0] { try batch.append(key: "k\(key)", note) }
+        }
+        let positions = try await Self.positions(database)
+        #expect(positions.map(\.seq) == Array(1...UInt64(keys + 5)))
+        #expect(positions.suffix(5).map(\.key) == ["k0", "k4095", "k4096", "k4999", "k0"])
+        #expect(positions.suffix(5).map(\.keySeq) == [2, 2, 2, 2, 3])
+        try database.close()
     }
 
     @Test("concurrent writes commit together; a write that throws rolls back alone and its caller hears why", arguments: [false, true], [false, true])
