@@ -53,8 +53,8 @@ struct TransactionRecord: Sendable, Equatable {
         policy_error, decide_at_ms, interrupted, resolved_by, created_ms, date_ms, finished, revoked_ms, cleared,
         downloads, replay_bytes
         """
-    static let selectByID = "SELECT \(columns) FROM pq_transaction WHERE id = ?"
-    static let insertSQL = "INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
+    static let selectByID = CachedSQL("SELECT \(columns) FROM pq_transaction WHERE id = ?")
+    static let insertSQL = CachedSQL("INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))")
 
     /// The record of a row selected with ``columns``.
     init(_ row: StatementColumns) {
@@ -170,10 +170,12 @@ struct TransactionRecord: Sendable, Equatable {
         }
     }
 
+    static let saveDecisionSQL: CachedSQL = "UPDATE pq_transaction SET state = ?, date_ms = ?, error_code = ?, error_message = ?, interrupted = ? WHERE id = ?"
+
     /// Writes the fields a decision changes (``setState(_:at:)``, ``setFailed(_:at:interrupted:)``)
     /// to the record's existing row.
     func saveDecision(_ db: Database) throws {
-        try db.execute(cached: "UPDATE pq_transaction SET state = ?, date_ms = ?, error_code = ?, error_message = ?, interrupted = ? WHERE id = ?") {
+        try db.execute(cached: Self.saveDecisionSQL) {
             $0.int(state.rawValue)
             $0.int(dateMS)
             $0.int(errorCode)

@@ -76,7 +76,7 @@ public final class TransactionStore: Sendable {
     }
 
     /// The load of a queue's unfinished transactions (see ``unfinishedLoad(_:queueKey:)``).
-    static let unfinishedLoadSQL = "SELECT COUNT(*), COALESCE(SUM(replay_bytes), 0) FROM pq_transaction WHERE queue_key = ? AND finished = 0"
+    static let unfinishedLoadSQL: CachedSQL = "SELECT COUNT(*), COALESCE(SUM(replay_bytes), 0) FROM pq_transaction WHERE queue_key = ? AND finished = 0"
 
     /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
     /// requestData and applicationUsername they hold, as the launch replay carries them (see
@@ -141,8 +141,10 @@ public final class TransactionStore: Sendable {
         try await database.read { db in try Self.keyed(db, key: key, app: app, account: account, digest: digest) }
     }
 
+    static let keyedSQL: CachedSQL = "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?"
+
     static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        let found = try db.fetchFirst(cached: "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?", bind: {
+        let found = try db.fetchFirst(cached: keyedSQL, bind: {
             $0.text(app)
             $0.text(account)
             $0.text(key)
@@ -154,6 +156,8 @@ public final class TransactionStore: Sendable {
         }
         return try transaction(db, id: found.id)
     }
+
+    static let insertKeySQL: CachedSQL = "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)"
 
     /// Creates a transaction with its `updatedTransactions` event. With an idempotency key already
     /// used for the same request (a retry), returns that transaction instead; the check runs in the
@@ -212,7 +216,7 @@ public final class TransactionStore: Sendable {
             if decidesNow { record.decide(at: nowMS) }
             try record.insert(db)
             if let idempotency = new.idempotency {
-                try db.execute(cached: "INSERT INTO pq_idempotency (app, account, key, transaction_id, request_digest) VALUES (?, ?, ?, ?, ?)") {
+                try db.execute(cached: Self.insertKeySQL) {
                     $0.text(new.queue.appBundleID)
                     $0.text(new.queue.accountID)
                     $0.text(idempotency.key)
@@ -416,6 +420,8 @@ public final class TransactionStore: Sendable {
         }
     }
 
+    static let finishSQL: CachedSQL = "UPDATE pq_transaction SET finished = 1 WHERE id = ?"
+
     /// finishTransaction: PURCHASED, FAILED and RESTORED transactions leave the queue with a
     /// `removedTransactions` event; PURCHASING and DEFERRED ones cannot be finished; finishing twice is
     /// OK (returns true for "already finished"). A transaction of another account is PERMISSION_DENIED;
@@ -439,7 +445,7 @@ public final class TransactionStore: Sendable {
             default:
                 break
             }
-            try db.execute(cached: "UPDATE pq_transaction SET finished = 1 WHERE id = ?") { $0.text(id) }
+            try db.execute(cached: Self.finishSQL) { $0.text(id) }
             var removed = try record.transaction(db)
             removed.finished = true
             try Self.announce(&batch, key: queue.key, [removed], removed: true, queue: queue)
@@ -486,14 +492,16 @@ public final class TransactionStore: Sendable {
         try await database.read { db in try Self.policy(db, app: app, account: account) }
     }
 
+    static let policySQL: CachedSQL = """
+        SELECT account, mode, fail_error, delay_ms, restricted FROM pq_policy WHERE app = ?1 AND account = ?2
+        UNION ALL SELECT account, mode, fail_error, delay_ms, restricted FROM pq_policy WHERE app = ?1 AND account = '' LIMIT 1
+        """
+
     /// The policy in force for an account, read in `db`'s transaction.
     static func policy(_ db: Database, app: String, account: String) throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
         // The account's own policy, else the app's default (account ''): both keys in one statement,
         // the account's row first (UNION ALL keeps that order with no sort; LIMIT 1 stops there).
-        let found = try db.fetchFirst(cached: """
-            SELECT account, mode, fail_error, delay_ms, restricted FROM pq_policy WHERE app = ?1 AND account = ?2
-            UNION ALL SELECT account, mode, fail_error, delay_ms, restricted FROM pq_policy WHERE app = ?1 AND account = '' LIMIT 1
-            """, bind: {
+        let found = try db.fetchFirst(cached: policySQL, bind: {
             $0.text(app)
             $0.text(account)
         }) { row in
@@ -518,18 +526,22 @@ public final class TransactionStore: Sendable {
         }
     }
 
+    static let lastIdentifierSQL: CachedSQL = "SELECT value FROM pq_sequence WHERE name = 'transaction'"
+    static let firstIdentifierSQL: CachedSQL = "INSERT INTO pq_sequence (name, value) VALUES ('transaction', ?)"
+    static let nextIdentifierSQL: CachedSQL = "UPDATE pq_sequence SET value = ? WHERE name = 'transaction'"
+
     /// The next identifier (of a transaction, or the number of a restore): one more than the last
     /// given, which `pq_sequence` keeps across restarts and resets.
     static func nextIdentifier(_ db: Database) throws -> String {
         // A read and a plain write (the writer's transaction keeps them together): one upsert with
         // RETURNING, which SQLite runs as an insert that fails, an update, and its rows gathered in
         // a temporary table first, took about 26K instructions, 3% of a purchase's in this process.
-        let last = try db.fetchFirst(cached: "SELECT value FROM pq_sequence WHERE name = 'transaction'") { row in row.int64(0) }
+        let last = try db.fetchFirst(cached: lastIdentifierSQL) { row in row.int64(0) }
         let value = (last ?? 0) + 1
         if last == nil {
-            try db.execute(cached: "INSERT INTO pq_sequence (name, value) VALUES ('transaction', ?)") { $0.int(value) }
+            try db.execute(cached: firstIdentifierSQL) { $0.int(value) }
         } else {
-            try db.execute(cached: "UPDATE pq_sequence SET value = ? WHERE name = 'transaction'") { $0.int(value) }
+            try db.execute(cached: nextIdentifierSQL) { $0.int(value) }
         }
         return String(identifierBase + value)
     }
@@ -547,11 +559,7 @@ public final class TransactionStore: Sendable {
         // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
         // `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first non-NULL
         // argument: the kept floor is read only while the ledger is empty.
-        try db.execute(cached: """
-            INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
-            VALUES (COALESCE((SELECT MAX(id) FROM pq_charge), (SELECT value FROM pq_sequence WHERE name = 'charge'), 0) + 1,
-                    ?, ?, ?, ?, ?, ?, ?, ?)
-            """) {
+        try db.execute(cached: chargeSQL) {
             $0.text(record.id)
             $0.text(record.app)
             $0.text(record.account)
@@ -562,6 +570,12 @@ public final class TransactionStore: Sendable {
             $0.int(ms)
         }
     }
+
+    static let chargeSQL: CachedSQL = """
+        INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
+        VALUES (COALESCE((SELECT MAX(id) FROM pq_charge), (SELECT value FROM pq_sequence WHERE name = 'charge'), 0) + 1,
+                ?, ?, ?, ?, ?, ?, ?, ?)
+        """
 
     /// Whether the account holds the product: a charge of one of its transactions of that product,
     /// not refunded, and not cleared. Read through the transactions' index by account and product
@@ -575,7 +589,7 @@ public final class TransactionStore: Sendable {
     }
 
     /// Whether an account (`?`, `?`) holds a product (`?`): see ``holds(_:app:account:product:)``.
-    static let holdsSQL = """
+    static let holdsSQL: CachedSQL = """
         SELECT EXISTS (SELECT 1 FROM pq_transaction t INDEXED BY pq_transaction_account JOIN pq_charge c ON c.transaction_id = t.id
                        WHERE t.app = ? AND t.account = ? AND t.product_id = ? AND t.cleared = 0 AND c.refunded = 0)
         """

@@ -129,17 +129,70 @@ public struct StatementColumns {
     }
 }
 
+/// SQL that a connection runs often (the writer's statements of every purchase), with the statement
+/// prepared for it remembered: ``Database/execute(cached:bind:)`` then finds it without looking its
+/// text up in GRDB's statement cache, a dictionary keyed by the text, which hashed all of it every
+/// time (about 1,000 instructions for a statement of the payment queue's, some 18 a purchase).
+///
+/// It remembers one connection's statement at a time (another connection's use takes its place) and
+/// holds it weakly: the statement stays GRDB's, finalized when GRDB drops it (as a connection
+/// closes), and then looked up again. A statement still alive belongs to a connection still open, so
+/// the same connection pointer is the same connection.
+public final class CachedSQL: ExpressibleByStringLiteral, @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `connection` and `statement` are read and written only with
+    // `lock` held; `sql` is immutable.
+    /// The SQL text.
+    public let sql: String
+    private let lock = NSLock()
+    private var connection: SQLiteConnection?
+    private weak var statement: Statement?
+
+    public init(_ sql: String) {
+        self.sql = sql
+    }
+
+    public convenience init(stringLiteral sql: String) {
+        self.init(sql)
+    }
+
+    /// The statement of `db` for this SQL, from GRDB's statement cache the first time.
+    func statement(in db: Database) throws -> Statement {
+        let connection = db.sqliteConnection
+        lock.lock()
+        if self.connection == connection, let statement {
+            lock.unlock()
+            return statement
+        }
+        lock.unlock()
+        let statement = try db.cachedStatement(sql: sql)
+        lock.lock()
+        self.connection = connection
+        self.statement = statement
+        lock.unlock()
+        return statement
+    }
+}
+
 extension Database {
     /// Runs `sql` (prepared once, in GRDB's statement cache) with the parameters `bind` binds in
     /// order (none by default), to the end. Throws a DatabaseError when SQLite refuses it, or when `bind` binds more or
     /// fewer parameters than the statement has.
     public func execute(cached sql: String, bind: (inout StatementParameters) throws -> Void = { _ in }) throws {
-        try step(sql, bind: bind) { statement, code in
+        try execute(cachedStatement: cachedStatement(sql: sql), bind: bind)
+    }
+
+    /// ``execute(cached:bind:)`` for SQL whose statement is remembered with it (see ``CachedSQL``).
+    public func execute(cached sql: CachedSQL, bind: (inout StatementParameters) throws -> Void = { _ in }) throws {
+        try execute(cachedStatement: sql.statement(in: self), bind: bind)
+    }
+
+    private func execute(cachedStatement: Statement, bind: (inout StatementParameters) throws -> Void) throws {
+        try step(cachedStatement, bind: bind) { statement, code in
             var code = code
             // A statement that returns rows (RETURNING) made its changes at the first step; the rest
             // only hands them over.
             while code == SQLITE_ROW { code = sqlite3_step(statement) }
-            guard code == SQLITE_DONE else { throw stepError(code, statement, sql) }
+            guard code == SQLITE_DONE else { throw stepError(code, statement) }
         }
     }
 
@@ -147,17 +200,26 @@ extension Database {
     /// binds in order, as `read` reads it; nil when there is none. Throws as
     /// ``execute(cached:bind:)`` does.
     public func fetchFirst<T>(cached sql: String, bind: (inout StatementParameters) throws -> Void = { _ in }, read: (StatementColumns) throws -> T) throws -> T? {
-        try step(sql, bind: bind) { statement, code in
+        try fetchFirst(cachedStatement: cachedStatement(sql: sql), bind: bind, read: read)
+    }
+
+    /// ``fetchFirst(cached:bind:read:)`` for SQL whose statement is remembered with it (see ``CachedSQL``).
+    public func fetchFirst<T>(cached sql: CachedSQL, bind: (inout StatementParameters) throws -> Void = { _ in }, read: (StatementColumns) throws -> T) throws -> T? {
+        try fetchFirst(cachedStatement: sql.statement(in: self), bind: bind, read: read)
+    }
+
+    private func fetchFirst<T>(cachedStatement: Statement, bind: (inout StatementParameters) throws -> Void, read: (StatementColumns) throws -> T) throws -> T? {
+        try step(cachedStatement, bind: bind) { statement, code in
             switch code {
             case SQLITE_ROW: return try read(StatementColumns(statement: statement))
             case SQLITE_DONE: return nil
-            default: throw stepError(code, statement, sql)
+            default: throw stepError(code, statement)
             }
         }
     }
 
-    private func step<T>(_ sql: String, bind: (inout StatementParameters) throws -> Void, _ body: (SQLiteStatement, CInt) throws -> T) throws -> T {
-        let statement = try cachedStatement(sql: sql).sqliteStatement
+    private func step<T>(_ cached: Statement, bind: (inout StatementParameters) throws -> Void, _ body: (SQLiteStatement, CInt) throws -> T) throws -> T {
+        let statement = cached.sqliteStatement
         // GRDB resets a statement before it runs it, not after: one of its reads may have left it
         // mid-way. Reset again afterwards, whatever happens, so that it holds no read open.
         sqlite3_reset(statement)
@@ -166,16 +228,16 @@ extension Database {
         try bind(&parameters)
         let expected = sqlite3_bind_parameter_count(statement)
         guard parameters.next - 1 == expected else {
-            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(parameters.next - 1) parameters bound, the statement has \(expected)", sql: sql)
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(parameters.next - 1) parameters bound, the statement has \(expected)", sql: cached.sql)
         }
         guard parameters.failure == SQLITE_OK else {
-            throw stepError(parameters.failure, statement, sql)
+            throw stepError(parameters.failure, statement)
         }
         return try body(statement, sqlite3_step(statement))
     }
 
-    private func stepError(_ code: CInt, _ statement: SQLiteStatement, _ sql: String) -> DatabaseError {
+    private func stepError(_ code: CInt, _ statement: SQLiteStatement) -> DatabaseError {
         let connection = sqlite3_db_handle(statement)
-        return DatabaseError(resultCode: ResultCode(rawValue: code), message: connection.map { String(cString: sqlite3_errmsg($0)) }, sql: sql)
+        return DatabaseError(resultCode: ResultCode(rawValue: code), message: connection.map { String(cString: sqlite3_errmsg($0)) }, sql: String(cString: sqlite3_sql(statement)))
     }
 }

@@ -87,7 +87,7 @@ public enum EventLog {
             try writePayload(&record)
             record.append(UInt8(ascii: "}"))
             let json = String(decoding: record, as: UTF8.self)
-            try db.execute(cached: "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)") {
+            try db.execute(cached: insertSQL) {
                 $0.int(Int64(seq))
                 $0.text(key)
                 $0.int(Int64(keySeq))
@@ -103,12 +103,15 @@ public enum EventLog {
         }
     }
 
+    static let insertSQL: CachedSQL = "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)"
+    static let positionsSQL: CachedSQL = """
+        SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
+               (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
+        """
+
     /// The next positions of the log and of `key`, read from the table.
     static func readPositions(_ db: Database, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
-        let positions = try db.fetchFirst(cached: """
-            SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
-                   (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
-            """, bind: { $0.text(key) }) { row in (seq: UInt64(row.int64(0)), keySeq: UInt64(row.int64(1))) }
+        let positions = try db.fetchFirst(cached: positionsSQL, bind: { $0.text(key) }) { row in (seq: UInt64(row.int64(0)), keySeq: UInt64(row.int64(1))) }
         guard let positions else {
             throw RPCError(.internalError, "the event log's next position could not be read")
         }

@@ -21,6 +21,10 @@ public final class EventLogWriter: Sendable {
     private let committer: any GroupCommitter
     /// Most writes committed in one transaction.
     static let maxGroup = 256
+    /// Each write's savepoint (see ``write(_:)``).
+    static let savepoint: CachedSQL = "SAVEPOINT storebus_write"
+    static let releaseSavepoint: CachedSQL = "RELEASE SAVEPOINT storebus_write"
+    static let rollbackToSavepoint: CachedSQL = "ROLLBACK TO SAVEPOINT storebus_write"
 
     /// A writer for `database` announcing on `publisher` (nil: no announcements, followers poll).
     ///
@@ -91,10 +95,10 @@ public final class EventLogWriter: Sendable {
                     // every call: 5% of the commit thread) and run directly (see DirectStatements):
                     // GRDB's path follows each savepoint for transaction observers, which the writer's
                     // connection has none of, at about 4K instructions a statement, four per purchase.
-                    try db.execute(cached: "SAVEPOINT storebus_write")
+                    try db.execute(cached: Self.savepoint)
                     do {
                         outcome.value = .success(try body(db, &batch))
-                        try db.execute(cached: "RELEASE SAVEPOINT storebus_write")
+                        try db.execute(cached: Self.releaseSavepoint)
                         return batch.events
                     } catch {
                         outcome.value = .failure(error)
@@ -102,8 +106,8 @@ public final class EventLogWriter: Sendable {
                         positions.forget()
                         // This write only is undone. If it cannot be, the whole group is rolled back
                         // (the throw ends the transaction) rather than committing half a write.
-                        try db.execute(cached: "ROLLBACK TO SAVEPOINT storebus_write")
-                        try db.execute(cached: "RELEASE SAVEPOINT storebus_write")
+                        try db.execute(cached: Self.rollbackToSavepoint)
+                        try db.execute(cached: Self.releaseSavepoint)
                         return nil
                     }
                 },

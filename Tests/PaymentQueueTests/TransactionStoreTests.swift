@@ -645,7 +645,7 @@ struct TransactionStoreTests {
 
         let plans = try await fixture.database.pool.read { db -> [String] in
             let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pq_charge' AND sql IS NOT NULL")
-            return [indexes.joined(separator: ",")] + (try [TransactionStore.holdsSQL, TransactionStore.ledgerSQL].map { sql in
+            return [indexes.joined(separator: ",")] + (try [TransactionStore.holdsSQL.sql, TransactionStore.ledgerSQL].map { sql in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.replacingOccurrences(of: "?", with: "'x'"))
                     .map { $0["detail"] as String }.joined(separator: "; ")
             })

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBusStorage
+import StoreBusTesting
 import Testing
 
 @Suite("Direct statements (SQLite's C API on GRDB's cached statements)")
@@ -124,5 +125,29 @@ struct DirectStatementsTests {
             // An unfinished statement on t makes SQLite refuse this (database table is locked).
             try db.execute(sql: "DROP TABLE t")
         }
+    }
+
+    @Test("SQL that remembers its statement: the right one on each of two connections used in turn, none kept from closing, and a connection opened after a close gets a statement of its own")
+    func cachedSQL() throws {
+        let directory = try TemporaryDirectory(prefix: "cached-sql")
+        defer { directory.remove() }
+        let path = directory.path("cached.sqlite")
+        let insert: CachedSQL = "INSERT INTO t (s) VALUES (?)"
+        let count: CachedSQL = "SELECT COUNT(*) FROM t"
+        let first = try DatabaseQueue(path: path)
+        try first.write { db in try db.execute(sql: "CREATE TABLE t (s TEXT)") }
+        let second = try DatabaseQueue(path: path)
+        for round in 1...3 {
+            try first.write { db in try db.execute(cached: insert) { $0.text("first \(round)") } }
+            try second.write { db in try db.execute(cached: insert) { $0.text("second \(round)") } }
+            #expect(try first.read { db in try db.fetchFirst(cached: count) { $0.int(0) } } == 2 * round)
+        }
+        // Closing finalizes the statements GRDB cached; one still held would make the close fail.
+        try first.close()
+        try second.close()
+        let third = try DatabaseQueue(path: path)
+        try third.write { db in try db.execute(cached: insert) { $0.text("third") } }
+        #expect(try third.read { db in try db.fetchFirst(cached: count) { $0.int(0) } } == 7)
+        #expect(try third.read { db in try String.fetchAll(db, sql: "SELECT s FROM t ORDER BY rowid").last } == "third")
     }
 }
