@@ -44,11 +44,11 @@ let package = Package(
             providers: [.apt(["libzmq3-dev"])]
         ),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
-        // SQLite settings made through its variadic sqlite3_config (Debian's libsqlite3-dev, which
-        // GRDB links to as well).
-        .systemLibrary(
+        // SQLite settings made through its variadic sqlite3_config, and the VFS shim that gathers
+        // WAL writes (against Debian's libsqlite3-dev, which GRDB links to as well).
+        .target(
             name: "CSQLiteSettings",
-            providers: [.apt(["libsqlite3-dev"])]
+            linkerSettings: [.linkedLibrary("sqlite3")]
         ),
         .target(
             name: "StoreSchema",
@@ -191,7 +191,7 @@ let package = Package(
         .testTarget(
             name: "StoreBusTests",
             dependencies: [
-                "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
