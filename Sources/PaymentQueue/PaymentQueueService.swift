@@ -58,11 +58,13 @@ public struct PaymentQueueService: Sendable {
             try context.authorize(app: request.appBundleID, account: request.accountID)
             return try await service.canMakePayments(request)
         }
-        // The answer's transaction is written as JSON directly, as the events are (TransactionJSON).
+        // The answer's transaction is written as JSON directly, as the events are (TransactionJSON):
+        // a new one's bytes are those of its event.
         router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path) { body, context in
             let request = try JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
             try context.authorize(request.queue)
-            let response = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
+            let (response, json) = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
+            if let json { return TransactionJSON.addPaymentResponse(transactionJSON: json) }
             return try TransactionJSON.addPaymentResponse(response.transaction)
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, context in
@@ -196,8 +198,11 @@ public struct PaymentQueueService: Sendable {
     }
 
     /// SKPaymentQueue.add: validates, applies the idempotency key, asks the catalog, and creates the
-    /// transaction PURCHASING (decided by the authority) or FAILED at once.
-    func addPayment(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest, metadataKey: String?) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse {
+    /// transaction PURCHASING (decided by the authority) or FAILED at once. With the answer, the
+    /// transaction's JSON when it was written with its event.
+    func addPayment(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest, metadataKey: String?) async throws -> (
+        response: Storebus_PaymentQueue_V1_AddPaymentResponse, transactionJSON: [UInt8]?
+    ) {
         try request.queue.validate()
         var payment = request.payment
         guard !payment.productIdentifier.isEmpty else {
@@ -248,7 +253,7 @@ public struct PaymentQueueService: Sendable {
             if let idempotency, let existing = try await store.transaction(
                 forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
             ) {
-                return .with { $0.transaction = existing }
+                return (.with { $0.transaction = existing }, nil)
             }
             throw error
         }
@@ -266,8 +271,8 @@ public struct PaymentQueueService: Sendable {
             }
         }
         // A policy without delay is decided in the same commit; the authority handles the rest.
-        let (transaction, decided) = try await store.create(new, decideWhenDue: true)
+        let (transaction, decided, json) = try await store.create(new, decideWhenDue: true)
         if !decided { authority.poke() }
-        return .with { $0.transaction = transaction }
+        return (.with { $0.transaction = transaction }, json)
     }
 }

@@ -723,6 +723,29 @@ struct TransactionStoreTests {
         fixture.remove()
     }
 
+    @Test("a new transaction comes with its JSON as its event holds it: swift-protobuf's bytes for it, whole; a retry's comes without")
+    func createdTransactionJSON() async throws {
+        let fixture = try StoreFixture()
+        for (index, name) in ["coins", "pack ünï \"quoted\"", "gems\u{01}"].enumerated() {
+            let new = TransactionStore.NewTransaction(
+                queue: StoreFixture.queue, payment: .with { $0.productIdentifier = name; $0.quantity = 1; $0.applicationUsername = "user \(index)" },
+                productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
+                start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: ("key \(index)", "digest \(index)")
+            )
+            let created = try await fixture.store.create(new, decideWhenDue: true)
+            let json = try #require(created.transactionJSON)
+            #expect(json == (try created.transaction.jsonUTF8Bytes() as [UInt8]))
+            #expect(created.transaction.transactionState == .purchasing)
+            let answer = TransactionJSON.addPaymentResponse(transactionJSON: json)
+            #expect(answer == (try TransactionJSON.addPaymentResponse(created.transaction)))
+            #expect(try Storebus_PaymentQueue_V1_AddPaymentResponse(jsonUTF8Bytes: answer).transaction == created.transaction)
+            let retry = try await fixture.store.create(new, decideWhenDue: true)
+            #expect(retry.transaction.transactionIdentifier == created.transaction.transactionIdentifier)
+            #expect(retry.transactionJSON == nil)
+        }
+        fixture.remove()
+    }
+
     @Test("identifiers and data survive a reopen of the database")
     func durable() async throws {
         let fixture = try StoreFixture()
