@@ -102,12 +102,13 @@ struct FlowBench {
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
         if runsClosedLoop {
-            closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us")
+            closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us", steal: "purchase_flow_steal_pct")
         }
         if pacedRate > 0 {
             report("purchase_flow_paced_offered_per_s", Double(pacedRate), "flows/s")
             paced.printMedians(
-                rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms", cpu: "purchase_flow_paced_cpu_us"
+                rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms", cpu: "purchase_flow_paced_cpu_us",
+                steal: "purchase_flow_paced_steal_pct"
             )
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
@@ -165,28 +166,39 @@ struct FlowBench {
         return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
     }
 
-    /// One run's figures: flows per second, each flow's latency in nanoseconds, and the CPU time
-    /// the processes used per flow in microseconds (nil when it could not be read).
-    typealias Run = (rate: Double, latencies: [UInt64], cpu: Double?)
+    /// One run's figures: flows per second, each flow's latency in nanoseconds, the CPU time the
+    /// processes used per flow in microseconds, and the share of the machine's CPU time that its
+    /// hypervisor stole meanwhile, in percent (each nil when it could not be read).
+    typealias Run = (rate: Double, latencies: [UInt64], cpu: Double?, steal: Double?)
 
     /// Runs `drive` (a run of `flows` flows) and measures the CPU all the processes of `meter` used
     /// meanwhile; with `verbose`, prints each process's share on standard error.
+    ///
+    /// A virtual machine's CPUs may be taken by its hypervisor for other guests (steal time): then the
+    /// same work takes longer and uses more CPU per flow, and the figures say less about StoreBus than
+    /// about the host. The share stolen is printed beside them (`*_steal_pct`).
     static func metered(_ meter: CPUMeter?, flows: Int, round: String, verbose: Bool, _ drive: () async throws -> (Double, [UInt64])) async throws -> Run {
+        let machineBefore = MachineCPUTime.read()
         let before = meter?.read()
         let (rate, latencies) = try await drive()
-        guard let meter, let before, let after = meter.read() else { return (rate, latencies, nil) }
+        let after = meter?.read()
+        let steal = machineBefore.flatMap { before in MachineCPUTime.read().flatMap { before.stealPercent(until: $0) } }
+        if verbose, let steal {
+            FileHandle.standardError.write("round \(round) CPU time stolen by the hypervisor: \(String(format: "%.1f", steal))%\n".data(using: .utf8)!)
+        }
+        guard let meter, let before, let after else { return (rate, latencies, nil, steal) }
         let perFlow = zip(before, after).map { ($1 - $0) * 1e6 / Double(flows) }
         if verbose {
             let shares = zip(meter.processes, perFlow).map { "\($0.name) \(Int($1.rounded()))" }.joined(separator: ", ")
             FileHandle.standardError.write("round \(round) CPU per flow (µs): \(shares)\n".data(using: .utf8)!)
         }
-        return (rate, latencies, perFlow.reduce(0, +))
+        return (rate, latencies, perFlow.reduce(0, +), steal)
     }
 
     /// The rounds of one kind of run: each round's rate, latency percentiles and CPU per flow,
     /// reported as medians.
     struct RoundFigures {
-        private var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = [], cpus: [Double] = []
+        private var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = [], cpus: [Double] = [], steals: [Double] = []
 
         /// Adds a round.
         mutating func add(_ round: Run) {
@@ -195,15 +207,17 @@ struct FlowBench {
             p50s.append(FlowBench.milliseconds(sorted, percentile: 50))
             p99s.append(FlowBench.milliseconds(sorted, percentile: 99))
             if let cpu = round.cpu { cpus.append(cpu) }
+            if let steal = round.steal { steals.append(steal) }
         }
 
         /// Prints the medians under the given metric names (the CPU figure only when every round
         /// measured it).
-        func printMedians(rate: String, p50: String, p99: String, cpu: String) {
+        func printMedians(rate: String, p50: String, p99: String, cpu: String, steal: String) {
             report(rate, median(rates), "flows/s")
             report(p50, median(p50s), "ms")
             report(p99, median(p99s), "ms")
             if !cpus.isEmpty && cpus.count == rates.count { report(cpu, median(cpus), "us") }
+            if !steals.isEmpty && steals.count == rates.count { report(steal, median(steals), "%") }
         }
     }
 

@@ -100,5 +100,24 @@ struct BenchSignalTests {
         // Four processes, each well over a microsecond of CPU per flow, and nowhere near a second.
         let cpu = try #require(figures["purchase_flow_paced_cpu_us"], "\(figures)")
         #expect(cpu > 4 && cpu < 1_000_000)
+        // The share of the machine's CPU time its hypervisor stole meanwhile (0 on bare metal).
+        let steal = try #require(figures["purchase_flow_paced_steal_pct"], "\(figures)")
+        #expect(steal >= 0 && steal <= 100)
+        #expect(figures["purchase_flow_steal_pct"] == nil, "\(figures)")
+    }
+
+    @Test("the machine's CPU time from /proc/stat: busy, idle and stolen ticks, and the share stolen between two readings")
+    func machineCPUTime() throws {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let before = try #require(MachineCPUTime.parse("cpu  3644438 0 411251 3115954 76607 0 42325 447252 0 0"))
+        #expect(before == MachineCPUTime(busy: 3644438 + 411251 + 42325, idle: 3115954 + 76607, steal: 447252))
+        let after = MachineCPUTime(busy: before.busy + 600, idle: before.idle + 200, steal: before.steal + 200)
+        #expect(before.stealPercent(until: after) == 20)
+        #expect(before.stealPercent(until: before) == nil, "no time passed")
+        #expect(MachineCPUTime.parse("cpu0 1 2 3 4 5 6 7 8 9 10") == nil, "one CPU's line, not the machine's")
+        #expect(MachineCPUTime.parse("cpu 1 2 3") == nil, "too few columns")
+        #expect(MachineCPUTime.parse("cpu 1 2 3 4 5 6 7 x") == nil)
+        let now = try #require(MachineCPUTime.read())
+        #expect(now.busy + now.idle > 0)
     }
 }
