@@ -5,6 +5,7 @@
 // writing through.
 #include "storebus_sqlite.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,11 +336,13 @@ static const char *shim_next_system_call(sqlite3_vfs *vfs, const char *name) {
 
 static sqlite3_vfs shim_vfs;
 
-int storebus_sqlite3_register_wal_coalescing(void) {
-    if (real_vfs != NULL) return SQLITE_OK;
+static pthread_once_t registration = PTHREAD_ONCE_INIT;
+static int registration_result = SQLITE_ERROR;
+
+static void register_once(void) {
     sqlite3_vfs *real = sqlite3_vfs_find(NULL);
     // The shim needs the methods of version 3 (those it forwards), as the unix VFS has them.
-    if (real == NULL || real->iVersion < 3) return SQLITE_ERROR;
+    if (real == NULL || real->iVersion < 3) return;
     real_vfs = real;
     shim_vfs = (sqlite3_vfs){
         .iVersion = 3,
@@ -363,9 +366,14 @@ int storebus_sqlite3_register_wal_coalescing(void) {
         .xGetSystemCall = shim_get_system_call,
         .xNextSystemCall = shim_next_system_call,
     };
-    int rc = sqlite3_vfs_register(&shim_vfs, 1);
-    if (rc != SQLITE_OK) real_vfs = NULL;
-    return rc;
+    registration_result = sqlite3_vfs_register(&shim_vfs, 1);
+}
+
+int storebus_sqlite3_register_wal_coalescing(void) {
+    // Once per process, whichever thread comes first: registered twice, the shim would find itself
+    // as the default VFS and forward to itself.
+    pthread_once(&registration, register_once);
+    return registration_result;
 }
 
 int storebus_sqlite3_stop_memory_statistics(void) {
