@@ -61,17 +61,20 @@ public struct PaymentQueueService: Sendable {
         // The answer's transaction is written as JSON directly, as the events are (TransactionJSON):
         // a new one's bytes are those of its event.
         router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path) { body, context in
-            let request = try JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
+            // A request of the plain shape is read directly (RequestJSON); any other goes through
+            // swift-protobuf, which also names what it refuses.
+            let request = try RequestJSON.addPayment(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
             try context.authorize(request.queue)
             let (response, json) = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
             if let json { return TransactionJSON.addPaymentResponse(transactionJSON: json) }
             return try TransactionJSON.addPaymentResponse(response.transaction)
         }
-        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction) { request, context in
+        router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.path) { body, context in
+            let request = try RequestJSON.finishTransaction(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_FinishTransactionRequest.self, from: body)
             try context.authorize(request.queue)
             try request.queue.validate()
             let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
-            return .with { $0.alreadyFinished = already }
+            return already ? RequestJSON.finishedAlready : RequestJSON.finished
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions) { request, context in
             try context.authorize(request.queue)
