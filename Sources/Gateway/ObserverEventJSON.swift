@@ -30,7 +30,7 @@ enum ObserverEventJSON {
     static func splice(_ json: [UInt8], seq: UInt64, key: String, keySeq: UInt64) -> [UInt8]? {
         // Copied bytes must be valid UTF-8 as well as JSON: ASCII is, the rest is checked. The
         // payload's members are found in the same pass as the record's.
-        guard isASCII(json) || String(validating: json, as: UTF8.self) != nil,
+        guard JSONScanner.isASCII(json) || String(validating: json, as: UTF8.self) != nil,
               let (record, payloadMembers) = JSONScanner.members(of: json, in: 0..<json.count, andOf: "payload")
         else { return nil }
         // The record's members seen so far, one bit each in `recordMembers` order (a Set<String>
@@ -77,11 +77,6 @@ enum ObserverEventJSON {
         out += json[callback.value]
         out.append(UInt8(ascii: "}"))
         return out
-    }
-
-    /// Whether every byte is ASCII: one pass with no early exit, which the compiler vectorizes.
-    static func isASCII(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBufferPointer { buffer in buffer.reduce(0, |) < 0x80 }
     }
 
     /// An ObserveResponse holding `events` (callback JSON each) and `headSeq`.

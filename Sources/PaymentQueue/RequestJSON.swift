@@ -64,7 +64,7 @@ enum RequestJSON {
 
     /// The members of the object `body` is, when it is all ASCII and no name is given twice.
     private static func plainMembers(_ body: [UInt8]) -> Members? {
-        guard isASCII(body), let members = JSONScanner.members(of: body, in: body.indices), distinctNames(members) else { return nil }
+        guard JSONScanner.isASCII(body), let members = JSONScanner.members(of: body, in: body.indices), distinctNames(members) else { return nil }
         return members
     }
 
@@ -137,9 +137,5 @@ enum RequestJSON {
         case 5 where body[range.lowerBound] == UInt8(ascii: "f"): return false
         default: return nil
         }
-    }
-
-    private static func isASCII(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBufferPointer { buffer in buffer.reduce(0, |) < 0x80 }
     }
 }
