@@ -70,6 +70,10 @@ struct FlowBench {
             simulated.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
         }
 
+        // The paced figures' floor: the same flow over plain libzmq, run after each paced run.
+        let floor = pacedRate > 0 ? try FlowFloor.start(in: directory) : nil
+        var floorP50s: [Double] = [], floorP99s: [Double] = []
+
         var closed = RoundFigures(), paced = RoundFigures()
         var commitRates: [Double] = []
         var meter: CPUMeter?
@@ -98,6 +102,20 @@ struct FlowBench {
                     try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
                 })
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
+                if let floor {
+                    let (devices, flows, rate) = (devices, flows, Double(pacedRate))
+                    let sorted = try await onThread("bench-floor") {
+                        _ = try floor.run(context: context, devices: devices, flows: max(devices, flows / 10), rate: rate)
+                        return try floor.run(context: context, devices: devices, flows: flows, rate: rate).sorted()
+                    }
+                    floorP50s.append(Self.milliseconds(sorted, percentile: 50))
+                    floorP99s.append(Self.milliseconds(sorted, percentile: 99))
+                    if verbose {
+                        FileHandle.standardError.write(
+                            "round \(round) paced floor (plain libzmq): p50 \(String(format: "%.2f", floorP50s.last!)) ms, p99 \(String(format: "%.2f", floorP99s.last!)) ms\n".data(using: .utf8)!
+                        )
+                    }
+                }
             }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
@@ -110,6 +128,8 @@ struct FlowBench {
                 rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms", cpu: "purchase_flow_paced_cpu_us",
                 steal: "purchase_flow_paced_steal_pct"
             )
+            report("purchase_flow_paced_floor_p50_ms", median(floorP50s), "ms")
+            report("purchase_flow_paced_floor_p99_ms", median(floorP99s), "ms")
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
@@ -120,6 +140,7 @@ struct FlowBench {
         await reactor.join()
         context.shutdown()
         context.terminate()
+        await floor?.stop()
         await gateway.stop()
         await queue.stop()
         await catalog.stop()

@@ -78,7 +78,7 @@ struct BenchSignalTests {
         #expect(!FileManager.default.fileExists(atPath: serviceDirectory))
     }
 
-    @Test("a paced flow run without the closed loop prints the paced figures, their CPU per flow among them, and no closed-loop ones")
+    @Test("a paced flow run without the closed loop prints the paced figures, their CPU per flow and their plain-libzmq floor among them, and no closed-loop ones")
     func pacedOnly() async throws {
         let directory = try TemporaryDirectory(prefix: "bpaced")
         defer { directory.remove() }
@@ -104,6 +104,10 @@ struct BenchSignalTests {
         let steal = try #require(figures["purchase_flow_paced_steal_pct"], "\(figures)")
         #expect(steal >= 0 && steal <= 100)
         #expect(figures["purchase_flow_steal_pct"] == nil, "\(figures)")
+        // The floor beside them: the same paced flows over plain libzmq, run to the end.
+        let floorP50 = try #require(figures["purchase_flow_paced_floor_p50_ms"], "\(figures)")
+        let floorP99 = try #require(figures["purchase_flow_paced_floor_p99_ms"], "\(figures)")
+        #expect(floorP50 > 0 && floorP50 <= floorP99 && floorP99 < 60_000, "\(figures)")
     }
 
     @Test("the machine's CPU time from /proc/stat: busy, idle and stolen ticks, and the share stolen between two readings")
