@@ -61,6 +61,9 @@ struct FlowBench {
         let reactor = Reactor(name: "sb-rpc-client", context: context)
         reactor.start()
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: [gatewayEndpoint]), reactor: reactor)
+        // The payment queue's own counters (--verbose): its requests per flow show whether the
+        // gateway answered the observers from doorbells or had to read the log.
+        let queueStats = verbose ? try RPCClient(configuration: ClientConfiguration(endpoints: [queueRPC]), reactor: reactor) : nil
         let store = try CatalogStore(path: catalogPath, logger: Logger(label: "bench.flow"))
         let app = store.catalog.appOrder[0]
         let product = store.catalog.apps[app]!.products.values.first { $0.type == .consumable && $0.clearedForSale && $0.prices["USA"] != nil }!.identifier
@@ -88,9 +91,11 @@ struct FlowBench {
                 // Warm-up, then the measured run.
                 _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10))
                 for device in simulated { _ = device.takeSteps() }
+                let before = try await Self.requestsReceived(queueStats)
                 closed.add(try await Self.metered(meter, flows: flows, round: "\(round)", verbose: verbose) {
                     try await Self.drive(simulated, on: reactor, flows: flows)
                 })
+                if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round)") }
                 if verbose { Self.printSteps(simulated, round: "\(round)") }
             }
             if pacedRate > 0 {
@@ -98,9 +103,11 @@ struct FlowBench {
                 // (the payment queue's WAL to copy, the last doorbells), which is not this load's.
                 _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10), pacedAt: Double(pacedRate))
                 for device in simulated { _ = device.takeSteps() }
+                let before = try await Self.requestsReceived(queueStats)
                 paced.add(try await Self.metered(meter, flows: flows, round: "\(round) paced", verbose: verbose) {
                     try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
                 })
+                if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round) paced") }
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
                 if let floor {
                     let (devices, flows, rate) = (devices, flows, Double(pacedRate))
@@ -136,6 +143,7 @@ struct FlowBench {
 
         for device in simulated { await device.stopObserving() }
         await client.shutdown()
+        await queueStats?.shutdown()
         reactor.stop()
         await reactor.join()
         context.shutdown()
@@ -261,6 +269,21 @@ struct FlowBench {
             let p99 = milliseconds(sorted, percentile: 99)
             FileHandle.standardError.write("round \(round) step \(name): p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms\n".data(using: .utf8)!)
         }
+    }
+
+    /// Requests the server at `client` has received so far (nil without a client).
+    static func requestsReceived(_ client: RPCClient?) async throws -> UInt64? {
+        guard let client else { return nil }
+        return try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).requestsReceived
+    }
+
+    /// Prints the requests per flow the server at `client` received since it had received `before`
+    /// (the counter's own reading excluded).
+    static func printRequests(since before: UInt64, _ client: RPCClient, flows: Int, round: String) async throws {
+        guard let after = try await requestsReceived(client), after > before else { return }
+        let received = after - before - 1
+        let perFlow = String(format: "%.2f", Double(received) / Double(flows))
+        FileHandle.standardError.write("round \(round) payment-queue requests per flow: \(perFlow)\n".data(using: .utf8)!)
     }
 
     /// The transport floor of the same run: a plain libzmq DEALER/ROUTER echo, p50 in microseconds.
