@@ -49,6 +49,9 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run the closed-loop flow figures (with --no-closed-loop and a paced rate, only the paced ones: a steady load, for the CPU per flow at a fixed rate).")
     var closedLoop = true
 
+    @Flag(inversion: .prefixedNo, help: "After each paced flow run, run its floor: the same flows over plain libzmq (purchase_flow_paced_floor_*).")
+    var flowFloor = true
+
     @Flag(help: "In the flow figures, each device keeps an Observe call parked at the gateway at all times, as the SDK's PaymentQueue does, instead of asking for the callbacks it waits for once the call that causes them is answered.")
     var parkedObserver = false
 
@@ -72,7 +75,7 @@ struct RunBenchmarks: AsyncParsableCommand {
                 try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
             }
             if wants("flows") {
-                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop, parkedObserver: parkedObserver).run()
+                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop, parkedObserver: parkedObserver, floor: flowFloor).run()
             }
         } catch {
             // After a signal, the flows fail as their services stop: the signal's handler ends the

@@ -26,10 +26,28 @@ struct JSONScannerTests {
 
     @Test("text that is not one well-formed array is nil, never a partial list", arguments: [
         "", "[", "]", "[1,]", "[,1]", "[1 2]", "[1]x", "[1] [2]", "{}", "\"[1]\"", "[01]", "[\"a]", "[{\"a\":}]", "[tru]",
+        "[[{\"a\":1]}]", "[{\"a\":[1}]]", "[[1}]", "[{\"a\":1,]}]", "[{\"a\" 1}]", "[{1:2}]",
     ])
     func malformedArrays(source: String) {
         let json = Array(source.utf8)
         #expect(JSONScanner.elements(of: json, in: json.indices) == nil)
+    }
+
+    @Test("nesting: a value as deep as maxDepth is taken, one deeper is not; an empty array or object one deeper is, as it holds no value")
+    func nestingLimit() {
+        func nested(_ count: Int, inner: String) -> [UInt8] {
+            Array((String(repeating: "[", count: count) + inner + String(repeating: "]", count: count)).utf8)
+        }
+        let limit = JSONScanner.maxDepth
+        // The outermost array is depth 0, so the value inside n arrays is at depth n.
+        #expect(JSONScanner.elements(of: nested(limit, inner: "1"), in: 0..<(2 * limit + 1)) != nil)
+        #expect(JSONScanner.elements(of: nested(limit + 1, inner: "1"), in: 0..<(2 * limit + 3)) == nil)
+        #expect(JSONScanner.elements(of: nested(limit + 1, inner: ""), in: 0..<(2 * limit + 2)) != nil)
+        #expect(JSONScanner.elements(of: nested(limit + 2, inner: ""), in: 0..<(2 * limit + 4)) == nil)
+        let objects = Array((String(repeating: "[{\"k\":", count: limit / 2) + "1" + String(repeating: "}]", count: limit / 2)).utf8)
+        #expect(JSONScanner.elements(of: objects, in: objects.indices) != nil)
+        let deeper = Array((String(repeating: "[{\"k\":", count: limit / 2) + "[1]" + String(repeating: "}]", count: limit / 2)).utf8)
+        #expect(JSONScanner.elements(of: deeper, in: deeper.indices) == nil)
     }
 
     @Test("a range inside a larger text is scanned alone: what lies outside it is never read")
@@ -81,6 +99,32 @@ struct JSONScannerTests {
         }
     }
 
+    @Test("named values: for each name, the value members finds last under it, nil when absent; of each object of an array as well; nil for text members and objects refuse")
+    func namedValues() throws {
+        let names = ["b", "absent", "a", "d"].map { Array($0.utf8) }
+        let samples = [
+            #"{"a":1,"b":{"c":[2]},"a":"x","eé":null}"#, #" { } "#, #"{"d":[{"b":1}],"b":"\"}"}"#, #"{"ab":1,"":2,"a":3}"#,
+        ]
+        for sample in samples {
+            let json = Array(sample.utf8)
+            let members = try #require(JSONScanner.members(of: json, in: json.indices), "\(sample)")
+            let values = try #require(JSONScanner.values(of: json, in: json.indices, named: names), "\(sample)")
+            let expected = names.map { name in members.last { Array($0.name.utf8) == name }?.value }
+            #expect(values == expected, "\(sample)")
+        }
+        let array = Array(("[" + samples.joined(separator: ",") + "]").utf8)
+        let objects = try #require(JSONScanner.objects(of: array, in: array.indices))
+        let picked = try #require(JSONScanner.objectValues(of: array, in: array.indices, named: names))
+        #expect(picked == objects.map { members in names.map { name in members.last { Array($0.name.utf8) == name }?.value } })
+        #expect(JSONScanner.objectValues(of: Array(" [ ] ".utf8), in: 0..<5, named: names)?.isEmpty == true)
+        for broken in [#"{"a":}"#, #"{"a":1"#, #"{"a":1,}"#, #"{"a\"b":1}"#, #"{"a":"\q"}"#, "[]", "{} x"] {
+            let text = Array(broken.utf8)
+            #expect(JSONScanner.values(of: text, in: text.indices, named: names) == nil, "\(broken)")
+            let inArray = Array("[\(broken)]".utf8)
+            #expect(JSONScanner.objectValues(of: inArray, in: inArray.indices, named: names) == nil, "\(broken)")
+        }
+    }
+
     @Test("strings: escapes, raw control characters and unterminated strings, at every position of a run of plain bytes")
     func stringsAtEveryPosition() {
         // Lengths past two eight-byte words: the plain bytes are stepped over a word at a time.
@@ -98,6 +142,47 @@ struct JSONScannerTests {
                 #expect(JSONScanner.elements(of: open, in: open.indices) == nil, "unterminated")
             }
         }
+    }
+
+    @Test("3,000 random arrays with one byte changed, inserted or removed: taken exactly when JSONSerialization takes them as an array")
+    func mutatedArrays() throws {
+        var generator = SystemRandomNumberGenerator()
+        func value(_ depth: Int) -> Any {
+            switch Int.random(in: 0..<(depth > 4 ? 4 : 6), using: &generator) {
+            case 0: return Int.random(in: -1_000...1_000, using: &generator)
+            case 1: return String((0..<Int.random(in: 0..<6, using: &generator)).map { _ in "ab\"\\ \n".randomElement(using: &generator)! })
+            case 2: return Bool.random(using: &generator)
+            case 3: return NSNull()
+            case 4: return (0..<Int.random(in: 0..<4, using: &generator)).map { _ in value(depth + 1) }
+            default:
+                var object: [String: Any] = [:]
+                for index in 0..<Int.random(in: 0..<4, using: &generator) { object["k\(index)"] = value(depth + 1) }
+                return object
+            }
+        }
+        // Bytes that make and break structure. No "e" (an exponent made of a changed integer can
+        // overflow a Double, which JSONSerialization refuses) and no "u" after a backslash (an
+        // escape naming half a surrogate pair, which it refuses too): the scanner takes both.
+        let replacements = Array(#"[]{}:,"\ 0123456789-+.trflasn"#.utf8)
+        var refused = 0
+        for _ in 0..<3_000 {
+            let array = (0..<Int.random(in: 1..<5, using: &generator)).map { _ in value(0) }
+            var json = Array(try JSONSerialization.data(withJSONObject: array, options: Bool.random(using: &generator) ? [.prettyPrinted] : []))
+            let position = Int.random(in: 0..<json.count, using: &generator)
+            switch Int.random(in: 0..<3, using: &generator) {
+            case 0: json[position] = replacements.randomElement(using: &generator)!
+            case 1: json.insert(replacements.randomElement(using: &generator)!, at: position)
+            default: json.remove(at: position)
+            }
+            let text = String(decoding: json, as: UTF8.self)
+            // Foundation also takes a comma before a closing bracket, which JSON does not.
+            if text.contains("\\u") || text.contains(/,\s*[\]}]/) { continue }
+            let serialization = (try? JSONSerialization.jsonObject(with: Data(json), options: [])) is [Any]
+            let scanner = JSONScanner.elements(of: json, in: json.indices) != nil
+            #expect(scanner == serialization, "\(text)")
+            if !scanner { refused += 1 }
+        }
+        #expect(refused > 500, "most changes break the text: \(refused) refused")
     }
 
     @Test("1,000 random arrays: each element range holds exactly that element, as JSONSerialization reads it")

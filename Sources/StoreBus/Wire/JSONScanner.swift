@@ -81,6 +81,49 @@ public enum JSONScanner {
         }
     }
 
+    /// The values of the members `names` of the object spanning `range` (see ``members(of:in:)``),
+    /// in the order of `names`: nil for a name the object lacks, the last value for one it gives
+    /// twice. The same text is accepted and refused as by ``members(of:in:)``, and no member's name
+    /// is made into a String: for readers that want a few members of each of many objects.
+    public static func values(of json: [UInt8], in range: Range<Int>, named names: [[UInt8]]) -> [Range<Int>?]? {
+        precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
+        return json.withUnsafeBufferPointer { text in
+            let start = skipSpace(text, range.lowerBound, range.upperBound)
+            guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
+            var values = [Range<Int>?](repeating: nil, count: names.count)
+            guard let objectEnd = skipObject(text, start, range.upperBound, depth: 0, member: { pick(text, $0, $1, names, into: &values) }),
+                  skipSpace(text, objectEnd, range.upperBound) == range.upperBound
+            else { return nil }
+            return values
+        }
+    }
+
+    /// ``values(of:in:named:)`` for each element of the array spanning `range`, every element an
+    /// object, in one pass; the same text is accepted and refused as by ``objects(of:in:)``.
+    public static func objectValues(of json: [UInt8], in range: Range<Int>, named names: [[UInt8]]) -> [[Range<Int>?]]? {
+        precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
+        return json.withUnsafeBufferPointer { text in
+            var result: [[Range<Int>?]] = []
+            let taken = walkArray(text, range) { start in
+                guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
+                var values = [Range<Int>?](repeating: nil, count: names.count)
+                guard let objectEnd = skipObject(text, start, range.upperBound, depth: 1, member: { pick(text, $0, $1, names, into: &values) }) else { return nil }
+                result.append(values)
+                return objectEnd
+            }
+            return taken ? result : nil
+        }
+    }
+
+    /// Keeps `value` in `values` at the place of its member's name among `names`, if it is there;
+    /// false when the name holds an escape (as ``collect(_:_:_:into:)``).
+    private static func pick(_ text: UnsafeBufferPointer<UInt8>, _ name: Range<Int>, _ value: Range<Int>, _ names: [[UInt8]], into values: inout [Range<Int>?]) -> Bool {
+        let nameBytes = UnsafeBufferPointer(rebasing: text[name])
+        guard !nameBytes.contains(UInt8(ascii: "\\")) else { return false }
+        if let index = names.firstIndex(where: { $0.elementsEqual(nameBytes) }) { values[index] = value }
+        return true
+    }
+
     /// Walks the array spanning `range` exactly (surrounding whitespace allowed), giving `element`
     /// where each element starts; it returns where the element ends, or nil to refuse it. False when
     /// the text is not such an array or an element was refused.
