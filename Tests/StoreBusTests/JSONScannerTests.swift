@@ -2,6 +2,28 @@ import Foundation
 import StoreBus
 import Testing
 
+/// A random JSON value for JSONSerialization: an integer within ±`integers`, a string of up to
+/// `longest` of `characters`, a boolean, null, or (above depth `deepest`) an array or an object of up
+/// to three such values.
+private func randomJSONValue(depth: Int, deepest: Int, integers: Int, characters: String, longest: Int, using generator: inout SystemRandomNumberGenerator) -> Any {
+    switch Int.random(in: 0..<(depth > deepest ? 4 : 6), using: &generator) {
+    case 0: return Int.random(in: -integers...integers, using: &generator)
+    case 1: return String((0..<Int.random(in: 0...longest, using: &generator)).map { _ in characters.randomElement(using: &generator)! })
+    case 2: return Bool.random(using: &generator)
+    case 3: return NSNull()
+    case 4:
+        return (0..<Int.random(in: 0..<4, using: &generator)).map { _ in
+            randomJSONValue(depth: depth + 1, deepest: deepest, integers: integers, characters: characters, longest: longest, using: &generator)
+        }
+    default:
+        var object: [String: Any] = [:]
+        for index in 0..<Int.random(in: 0..<4, using: &generator) {
+            object["k\(index)"] = randomJSONValue(depth: depth + 1, deepest: deepest, integers: integers, characters: characters, longest: longest, using: &generator)
+        }
+        return object
+    }
+}
+
 @Suite("JSON scanner: members and elements without decoding")
 struct JSONScannerTests {
     private func text(_ range: Range<Int>, in json: [UInt8]) -> String {
@@ -148,17 +170,7 @@ struct JSONScannerTests {
     func mutatedArrays() throws {
         var generator = SystemRandomNumberGenerator()
         func value(_ depth: Int) -> Any {
-            switch Int.random(in: 0..<(depth > 4 ? 4 : 6), using: &generator) {
-            case 0: return Int.random(in: -1_000...1_000, using: &generator)
-            case 1: return String((0..<Int.random(in: 0..<6, using: &generator)).map { _ in "ab\"\\ \n".randomElement(using: &generator)! })
-            case 2: return Bool.random(using: &generator)
-            case 3: return NSNull()
-            case 4: return (0..<Int.random(in: 0..<4, using: &generator)).map { _ in value(depth + 1) }
-            default:
-                var object: [String: Any] = [:]
-                for index in 0..<Int.random(in: 0..<4, using: &generator) { object["k\(index)"] = value(depth + 1) }
-                return object
-            }
+            randomJSONValue(depth: depth, deepest: 4, integers: 1_000, characters: "ab\"\\ \n", longest: 5, using: &generator)
         }
         // Bytes that make and break structure. No "e" (an exponent made of a changed integer can
         // overflow a Double, which JSONSerialization refuses) and no "u" after a backslash (an
@@ -189,17 +201,7 @@ struct JSONScannerTests {
     func randomArrays() throws {
         var generator = SystemRandomNumberGenerator()
         func value(_ depth: Int) -> Any {
-            switch Int.random(in: 0..<(depth > 3 ? 4 : 6), using: &generator) {
-            case 0: return Int.random(in: -1_000_000...1_000_000, using: &generator)
-            case 1: return String((0..<Int.random(in: 0..<8, using: &generator)).map { _ in "a\"\\\n\u{1}é😀 ".randomElement(using: &generator)! })
-            case 2: return Bool.random(using: &generator)
-            case 3: return NSNull()
-            case 4: return (0..<Int.random(in: 0..<4, using: &generator)).map { _ in value(depth + 1) }
-            default:
-                var object: [String: Any] = [:]
-                for index in 0..<Int.random(in: 0..<4, using: &generator) { object["k\(index)"] = value(depth + 1) }
-                return object
-            }
+            randomJSONValue(depth: depth, deepest: 3, integers: 1_000_000, characters: "a\"\\\n\u{1}é😀 ", longest: 7, using: &generator)
         }
         func canonical(_ value: Any) throws -> Data {
             try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
