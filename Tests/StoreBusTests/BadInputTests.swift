@@ -63,6 +63,48 @@ struct BadInputTests {
         await journal.stop()
     }
 
+    @Test("a request that reuses the id of a call still running is refused on an empty id line, however it is refused (duplicate, malformed, unknown method); the running call keeps the only answer with its id")
+    func reusedRunningID() async throws {
+        let journal = try JournalFixture()
+        try await journal.start()
+        let peer = try RawPeer(endpoint: journal.rpcEndpoint)
+        let echoPath = Storebus_Diagnostics_V1_Diagnostics.echo.path
+        // Given a call with id "run" that runs for 6 s (room for a stalled host to send the rest first)
+        try peer.send(strings: ["", "SB1Q\nrun\n20000\n\(echoPath)", "{\"payload\":\"first\",\"delayMs\":6000}"])
+        let client = try journal.client()
+        #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 })
+        // When the same connection sends more requests with that id, each refused for its own reason
+        let refusals: [(frames: [String], code: StatusCode, reason: String)] = [
+            (["", "SB1Q\nrun\n1000\n\(countPath)", "{}"], .invalidArgument, "DUPLICATE_REQUEST_ID"),
+            (["", "SB1Q\nrun\n1000\n/storebus.nothing.v1.Nope/Call", "{}"], .invalidArgument, "DUPLICATE_REQUEST_ID"),
+            (["", "SB1Q\nrun\nsoon\n\(countPath)", "{}"], .invalidArgument, "MALFORMED_MESSAGE"),
+            (["", "SB1Q\nrun\n1000\n\(countPath)", "{}", "extra frame"], .invalidArgument, "MALFORMED_MESSAGE"),
+            (["", "SB1Q\nrun\n1000\nnot-a-path", "{}"], .invalidArgument, "MALFORMED_MESSAGE"),
+        ]
+        for refusal in refusals {
+            try peer.send(strings: refusal.frames)
+            let answer = try #require(parse(try await peer.receive()), "no answer to \(refusal.frames)")
+            // Then each is answered at once, on an empty id line, so it cannot pass for the running call's answer
+            #expect(answer.requestID == "", "\(refusal.frames)")
+            #expect(answer.code == refusal.code, "\(refusal.frames)")
+            #expect(answer.error?.info.reason == refusal.reason, "\(refusal.frames): \(String(describing: answer.error))")
+        }
+        // And a malformed request with another id still has that id echoed
+        try peer.send(strings: ["", "SB1Q\nother\nsoon\n\(countPath)", "{}"])
+        #expect(parse(try await peer.receive())?.requestID == "other")
+        // And the running call's own answer is the one that carries its id
+        let first = try #require(parse(try await peer.receive(timeout: .seconds(20))))
+        #expect(first.requestID == "run")
+        #expect(first.code == .ok)
+        // And once it has been answered, the id can be used again
+        try peer.send(strings: ["", "SB1Q\nrun\n1000\n/storebus.nothing.v1.Nope/Call", "{}"])
+        let reused = try #require(parse(try await peer.receive()))
+        #expect(reused.requestID == "run")
+        #expect(reused.code == .unimplemented)
+        await client.shutdown()
+        await journal.stop()
+    }
+
     @Test("a message over the size limit closes that connection; the process keeps serving others")
     func oversizedMessage() async throws {
         let journal = try JournalFixture()

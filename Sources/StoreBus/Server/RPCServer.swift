@@ -186,7 +186,10 @@ final class ServerLoop {
             logger.debug("Malformed message", metadata: ["reason": "\(reason)"])
             guard !envelope.routing.isEmpty, answerable else { return }
             let error = RPCError(.invalidArgument, "malformed message: \(reason)").withReason("MALFORMED_MESSAGE", domain: "storebus.rpc")
-            send(envelope: envelope, requestID: requestID, error: error)
+            // With the id of a call still running on the connection, the answer goes without it: the
+            // running call's answer stays the only one carrying it.
+            let running = !requestID.isEmpty && inFlight[Key(envelope: envelope, requestID: requestID)] != nil
+            send(envelope: envelope, requestID: running ? [] : requestID, error: error)
         case .cancel(let envelope, let requestID):
             // A cancel is never answered, whether or not the call is still running.
             let key = Key(envelope: envelope, requestID: requestID)
@@ -203,17 +206,18 @@ final class ServerLoop {
     private func start(_ request: InboundRequest) {
         ServerStatistics.bump(statistics.requestsReceived)
         let key = Key(envelope: request.envelope, requestID: request.requestID)
-        if draining {
-            return reject(request, RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 }))
-        }
-        guard let entry = router.entry(for: request.method) else {
-            return reject(request, RPCError(.unimplemented, "unknown method \(request.method)").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
-        }
+        // Checked first, so that no refusal below (shutting down, unknown method) carries the id.
         guard inFlight[key] == nil else {
             // Answered without the id: the running call with that id keeps the only answer carrying it.
             ServerStatistics.bump(statistics.requestsFailed)
             let error = RPCError(.invalidArgument, "request id \(String(decoding: request.requestID, as: UTF8.self)) is already in use on this connection")
             return send(envelope: request.envelope, requestID: [], error: error.withReason("DUPLICATE_REQUEST_ID", domain: "storebus.rpc"))
+        }
+        if draining {
+            return reject(request, RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 }))
+        }
+        guard let entry = router.entry(for: request.method) else {
+            return reject(request, RPCError(.unimplemented, "unknown method \(request.method)").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
         }
         guard inFlight.count < configuration.maxInFlight else {
             return reject(request, RPCError(.resourceExhausted, "the server is handling \(inFlight.count) requests; try again shortly", details: .with { $0.retry.retryDelayMs = 50 }))
