@@ -49,10 +49,10 @@ struct WALSyncerTests {
         while !heard.withLock({ !$0.isEmpty }) && connecting < 500 {
             connecting += 1
             let text = "\(connecting)"
-            try await writer.write { _, batch in try batch.append(key: "connect", Self.note(text)) }
+            _ = try await writer.write { _, batch in try batch.append(key: "connect", Self.note(text)) }
             try await Task.sleep(for: .milliseconds(10))
         }
-        try await writer.write { _, batch in try batch.append(key: "k", Self.note("first")) }
+        _ = try await writer.write { _, batch in try batch.append(key: "k", Self.note("first")) }
         #expect(await waitUntil { heard.withLock { $0.contains("k/1") } })
         let firstSeq = database.durableEventSeq
 
