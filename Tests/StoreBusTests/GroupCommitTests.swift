@@ -45,7 +45,7 @@ struct GroupCommitTests {
         let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
         let (writer, reactor, context) = try Self.writer(database, onLoop: onLoop)
         let note = Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "note" }
-        try await writer.write { _, batch in try batch.append(key: "a", note) }
+        _ = try await writer.write { _, batch in try batch.append(key: "a", note) }
         // Its own writes pass; the commit refuses the row that names no note, and the whole group
         // goes with it.
         await #expect(throws: DatabaseError.self) {

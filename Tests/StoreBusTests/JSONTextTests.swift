@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import StoreBusTesting
 @testable import StoreBusStorage
 
 @Suite("Hand-written JSON text of the event log")

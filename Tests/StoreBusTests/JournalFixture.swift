@@ -44,12 +44,6 @@ final class JournalFixture: Sendable {
     }
 }
 
-/// One ZeroMQ context for the test process's followers (never terminated: it lives as long as the
-/// test process).
-enum ZeroMQContextForTests {
-    static let shared: ZeroMQ.Context = try! ZeroMQ.Context()
-}
-
 import ZeroMQ
 
 /// Events collected by a follower running in the background.
