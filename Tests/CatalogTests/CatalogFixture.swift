@@ -3,8 +3,6 @@ import StoreBus
 import StoreBusTesting
 import StoreSchema
 
-/// The repository's deploy/ directory (the sample catalog lives there).
-
 /// A real `storebus-catalog` process serving a copy of the sample catalog from a temporary directory.
 final class CatalogFixture: Sendable {
     let directory: TemporaryDirectory
