@@ -30,7 +30,8 @@ public final class GatewayService: Sendable {
         var adminOnly: Bool
     }
 
-    enum Upstream: Sendable { case catalog, paymentQueue }
+    /// A service the gateway forwards calls to.
+    public enum Upstream: Sendable { case catalog, paymentQueue }
 
     /// Methods clients may call through the gateway.
     static let clientMethods: [(AnyMethodDescriptor, Upstream)] = [
@@ -49,6 +50,17 @@ public final class GatewayService: Sendable {
             (Storebus_Catalog_V1_Catalog.getCatalogInfo.erased, .catalog),
             (Storebus_Catalog_V1_Catalog.reloadCatalog.erased, .catalog),
         ]
+
+    /// The fully qualified names of the services whose methods the gateway forwards to `upstream`.
+    public static func forwardedServices(to upstream: Upstream) -> [String] {
+        var names: [String] = []
+        for (method, target) in clientMethods + adminMethods where target == upstream {
+            // A method path is /package.Service/Method.
+            let service = String(method.path.dropFirst().prefix { $0 != "/" })
+            if !names.contains(service) { names.append(service) }
+        }
+        return names
+    }
 
     private let keyring: APIKeyring
     private let signer: SessionSigner

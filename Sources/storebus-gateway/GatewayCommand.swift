@@ -83,6 +83,11 @@ struct GatewayCommand: AsyncParsableCommand {
             diagnostics: false,
             // Every device holds an Observe call open: room for them beside the ordinary calls.
             maxInFlight: (settings.maxParkedObservers ?? 100_000) + 50_000,
+            // Health/Check asks the services behind the gateway too: one check says whether all answer.
+            upstreams: [
+                HealthUpstream(name: "catalog", process: "storebus-catalog", services: GatewayService.forwardedServices(to: .catalog), client: catalogClient),
+                HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: GatewayService.forwardedServices(to: .paymentQueue), client: paymentQueueClient),
+            ],
             onShutdown: {
                 await gateway.beginClosing()
                 await catalogClient.shutdown()

@@ -3,13 +3,14 @@ import StoreBus
 import StoreSchema
 
 /// `storectl health`: asks every service for Health/Check; exits 0 only when all answer SERVING.
+/// A gateway's answer includes the services behind it, which must be serving too.
 struct HealthCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "health", abstract: "Check that every StoreBus service answers.")
 
     @Option(name: .customLong("service"), help: "name=endpoint of a service to check (repeatable).")
     var services: [String] = []
 
-    @Option(name: .customLong("gateway"), help: "A gateway to check (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway, catalog and payment queue are checked.")
+    @Option(name: .customLong("gateway"), help: "A gateway to check, with the services behind it (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway, catalog and payment queue are checked.")
     var gateways: [String] = []
 
     @Option(help: "Seconds to wait for each service.")
@@ -50,6 +51,11 @@ struct HealthCommand: AsyncParsableCommand {
                 allServing = allServing && serving
                 let state = answer.status != .serving ? "not serving" : serving ? "serving" : "not found (\(answer.process) answers there)"
                 print("\(name) \(state) at \(endpoint) (\(answer.process) \(answer.version), up \(Int(answer.uptimeSeconds)) s)")
+                // A gateway asks the services behind it: it serves clients only when they answer too.
+                for upstream in answer.upstreams {
+                    allServing = allServing && upstream.status == .serving
+                    print("  " + Self.describe(upstream))
+                }
             } catch {
                 allServing = false
                 print("\(name) not answering at \(endpoint): \(error.message)")
@@ -57,5 +63,13 @@ struct HealthCommand: AsyncParsableCommand {
             await client.shutdown()
         }
         if !allServing { throw ExitCode.failure }
+    }
+
+    /// One line on a service behind a gateway, as the gateway found it.
+    static func describe(_ upstream: Storebus_Health_V1_UpstreamHealth) -> String {
+        guard upstream.status == .serving else {
+            return "\(upstream.name) behind it not serving: \(upstream.message)"
+        }
+        return "\(upstream.name) behind it serving (\(upstream.process) \(upstream.version), up \(Int(upstream.uptimeSeconds)) s)"
     }
 }

@@ -119,6 +119,43 @@ struct StorectlAndProtocolTests {
         await store.stop()
     }
 
+    @Test("health through a gateway checks the services behind it: exit 0 only while the catalog and the payment queue answer too")
+    func healthBehindTheGateway() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+
+        // Given the whole system running, a check of the gateway alone passes and names what it asked.
+        let (status, health) = try await storectl(store, ["health"], name: "health-all")
+        #expect(status == 0, "\(health)")
+        #expect(health.contains("gateway serving at \(store.gatewayEndpoints[0])"), "\(health)")
+        #expect(health.contains("catalog behind it serving (storebus-catalog "), "\(health)")
+        #expect(health.contains("payment-queue behind it serving (storebus-payment-queue "), "\(health)")
+
+        // When the payment queue stops, the gateway still answers, but the check fails and says why.
+        _ = await store.queue.stop()
+        let (downStatus, down) = try await storectl(store, ["health"], name: "health-queue-down")
+        #expect(downStatus != 0, "\(down)")
+        #expect(down.contains("gateway serving at"), "\(down)")
+        #expect(down.contains("catalog behind it serving"), "\(down)")
+        #expect(down.contains("payment-queue behind it not serving: "), "\(down)")
+        // A check naming a service the gateway forwards to answers with that service's status.
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [store.gatewayEndpoints[0]]))
+        let queueHealth = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName })
+        #expect(queueHealth.status == .notServing && queueHealth.upstreams.map(\.name) == ["payment-queue"])
+        let catalogHealth = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = Storebus_Catalog_V1_Catalog.serviceName })
+        #expect(catalogHealth.status == .serving && catalogHealth.process == "storebus-gateway")
+
+        // Then, once it is back and the gateway has reconnected to it, the check passes again.
+        try store.queue.start()
+        try await store.queue.waitUntilServing(endpoint: store.directory.ipcEndpoint("pq"))
+        #expect(await waitUntil { (try? await client.call(Storebus_Health_V1_Health.check, .init()))?.upstreams.allSatisfy { $0.status == .serving } == true })
+        let (backStatus, back) = try await storectl(store, ["health"], name: "health-back")
+        #expect(backStatus == 0, "\(back)")
+
+        await client.shutdown()
+        await store.stop()
+    }
+
     @Test("Observe never sends more than the credit granted, holds the call while nothing happens, and refuses positions past the head")
     func creditAndHold() async throws {
         let store = try StoreFixture()

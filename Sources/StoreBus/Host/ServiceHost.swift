@@ -28,7 +28,7 @@ public final class ServiceHost: Sendable {
     /// doorbell sockets can be put on it too (`RPCClient(configuration:reactor:)`,
     /// ``makePublisher()``, `DoorbellBoard(..., reactor:)`): a handler that calls another service, or
     /// a commit that rings a doorbell, then reaches the socket without waking another thread. The
-    /// server starts it in ``serve(router:services:background:publisher:diagnostics:maxInFlight:onShutdown:)``
+    /// server starts it in ``serve(router:services:background:publisher:diagnostics:maxInFlight:upstreams:onShutdown:)``
     /// and stops it at shutdown, closing every socket on it.
     public let reactor: Reactor
 
@@ -93,6 +93,7 @@ public final class ServiceHost: Sendable {
     ///   - diagnostics: whether to answer Diagnostics (Echo, GetServerStats); a process facing clients
     ///     leaves it out.
     ///   - maxInFlight: most requests handled at once (see ``ServerConfiguration/maxInFlight``).
+    ///   - upstreams: the services the process forwards calls to, asked in turn by its Health/Check.
     public func serve(
         router: RPCRouter,
         services: [String],
@@ -100,9 +101,10 @@ public final class ServiceHost: Sendable {
         publisher: DoorbellPublisher? = nil,
         diagnostics: Bool = true,
         maxInFlight: Int? = nil,
+        upstreams: [HealthUpstream] = [],
         onShutdown: @Sendable () async -> Void = {}
     ) async throws {
-        var full = BuiltinServices.router(process: process, services: services, statistics: statistics, diagnostics: diagnostics)
+        var full = BuiltinServices.router(process: process, services: services, statistics: statistics, diagnostics: diagnostics, upstreams: upstreams)
         full.merge(router)
         var serverConfiguration = ServerConfiguration(endpoints: configuration.rpcEndpoints)
         if let maxInFlight { serverConfiguration.maxInFlight = maxInFlight }
@@ -155,7 +157,7 @@ struct ReadyLine: Service {
 }
 
 /// A process stopped because one of its services failed: it threw, or it ended while the process
-/// was still meant to serve. Thrown by ``ServiceHost/serve(router:services:background:publisher:diagnostics:maxInFlight:onShutdown:)``
+/// was still meant to serve. Thrown by ``ServiceHost/serve(router:services:background:publisher:diagnostics:maxInFlight:upstreams:onShutdown:)``
 /// after the clean-up, so that the executable exits with a non-zero status.
 public struct ServiceFailure: Error, CustomStringConvertible, Sendable {
     /// The executable's name.

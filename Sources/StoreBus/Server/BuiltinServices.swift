@@ -13,27 +13,49 @@ public enum BuiltinServices {
     ///   - statistics: the RPC server's counters, reported by Diagnostics/GetServerStats.
     ///   - isServing: whether the process is ready (false while it starts or drains).
     ///   - diagnostics: whether to answer Diagnostics (processes facing clients leave it out).
+    ///   - upstreams: the services the process forwards calls to. A check of the whole process asks
+    ///     each of them too, and a check naming one of their services is answered with that
+    ///     service's status (both list what was found in `upstreams`).
     public static func router(
         process: String,
         services: [String],
         statistics: ServerStatistics,
         isServing: @escaping @Sendable () -> Bool = { true },
-        diagnostics: Bool = true
+        diagnostics: Bool = true,
+        upstreams: [HealthUpstream] = []
     ) -> RPCRouter {
         let started = ContinuousClock.now
         let hosted = Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : []))
+        let checks = UpstreamHealthChecks()
         var router = RPCRouter()
         router.registerStaged(Storebus_Health_V1_Health.check) { request, _ in
-            guard request.service.isEmpty || hosted.contains(request.service) else {
+            let forwarded = hosted.contains(request.service) ? nil : upstreams.first { $0.services.contains(request.service) }
+            guard request.service.isEmpty || hosted.contains(request.service) || forwarded != nil else {
                 throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(request.service)")
             }
-            return .now(.with {
-                $0.status = isServing() ? .serving : .notServing
+            let serving = isServing()
+            let answer = Storebus_Health_V1_HealthCheckResponse.with {
+                $0.status = serving ? .serving : .notServing
                 $0.process = process
                 $0.version = StoreBusVersion.current
                 $0.services = hosted.sorted()
                 $0.uptimeSeconds = Double(started.duration(to: .now).components.seconds)
-            })
+            }
+            if let forwarded {
+                return .later {
+                    var answer = answer
+                    let health = await checks.check(forwarded, service: request.service)
+                    answer.status = serving ? health.status : .notServing
+                    answer.upstreams = [health]
+                    return answer
+                }
+            }
+            guard request.service.isEmpty, !upstreams.isEmpty else { return .now(answer) }
+            return .later {
+                var answer = answer
+                answer.upstreams = await checks.checkAll(upstreams)
+                return answer
+            }
         }
         guard diagnostics else { return router }
         router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in

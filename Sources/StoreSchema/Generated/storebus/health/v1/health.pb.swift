@@ -52,6 +52,12 @@ public nonisolated struct Storebus_Health_V1_HealthCheckResponse: Sendable {
   /// Seconds since the process started.
   public var uptimeSeconds: Double = 0
 
+  /// Empty except in a process that forwards calls to other services (the gateway): how the
+  /// services behind it answered their own Health/Check, asked for this check. Every one of them
+  /// when `service` is empty (`status` is then the process's own); the one serving `service` when it
+  /// names a service forwarded to (`status` is then that service's).
+  public var upstreams: [Storebus_Health_V1_UpstreamHealth] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum ServingStatus: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -95,6 +101,37 @@ public nonisolated struct Storebus_Health_V1_HealthCheckResponse: Sendable {
   public init() {}
 }
 
+/// How a service that a process forwards calls to answered its Health/Check.
+public nonisolated struct Storebus_Health_V1_UpstreamHealth: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Its short name, such as "catalog" or "payment-queue".
+  public var name: String = String()
+
+  /// SERVING only when a process of that service answered SERVING; NOT_SERVING when it answered
+  /// otherwise, when another process answered, or when none answered in time.
+  public var status: Storebus_Health_V1_HealthCheckResponse.ServingStatus = .unknown
+
+  /// The process that answered, with its version and uptime ("" and 0 when none answered).
+  public var process: String = String()
+
+  public var version: String = String()
+
+  public var uptimeSeconds: Double = 0
+
+  /// Why it is not serving, as a sentence; empty when it is.
+  public var message: String = String()
+
+  /// The services of it that the process forwards calls to.
+  public var services: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.health.v1"
@@ -131,7 +168,7 @@ nonisolated extension Storebus_Health_V1_HealthCheckRequest: SwiftProtobuf.Messa
 
 nonisolated extension Storebus_Health_V1_HealthCheckResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HealthCheckResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0\u{1}process\0\u{1}version\0\u{1}services\0\u{3}uptime_seconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0\u{1}process\0\u{1}version\0\u{1}services\0\u{3}uptime_seconds\0\u{1}upstreams\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -144,6 +181,7 @@ nonisolated extension Storebus_Health_V1_HealthCheckResponse: SwiftProtobuf.Mess
       case 3: try { try decoder.decodeSingularStringField(value: &self.version) }()
       case 4: try { try decoder.decodeRepeatedStringField(value: &self.services) }()
       case 5: try { try decoder.decodeSingularDoubleField(value: &self.uptimeSeconds) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.upstreams) }()
       default: break
       }
     }
@@ -165,6 +203,9 @@ nonisolated extension Storebus_Health_V1_HealthCheckResponse: SwiftProtobuf.Mess
     if self.uptimeSeconds.bitPattern != 0 {
       try visitor.visitSingularDoubleField(value: self.uptimeSeconds, fieldNumber: 5)
     }
+    if !self.upstreams.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.upstreams, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -174,6 +215,7 @@ nonisolated extension Storebus_Health_V1_HealthCheckResponse: SwiftProtobuf.Mess
     if lhs.version != rhs.version {return false}
     if lhs.services != rhs.services {return false}
     if lhs.uptimeSeconds != rhs.uptimeSeconds {return false}
+    if lhs.upstreams != rhs.upstreams {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -181,4 +223,64 @@ nonisolated extension Storebus_Health_V1_HealthCheckResponse: SwiftProtobuf.Mess
 
 nonisolated extension Storebus_Health_V1_HealthCheckResponse.ServingStatus: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SERVING_STATUS_UNKNOWN\0\u{1}SERVING\0\u{1}NOT_SERVING\0")
+}
+
+nonisolated extension Storebus_Health_V1_UpstreamHealth: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpstreamHealth"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}status\0\u{1}process\0\u{1}version\0\u{3}uptime_seconds\0\u{1}message\0\u{1}services\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.status) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.process) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self.uptimeSeconds) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.message) }()
+      case 7: try { try decoder.decodeRepeatedStringField(value: &self.services) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if self.status != .unknown {
+      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 2)
+    }
+    if !self.process.isEmpty {
+      try visitor.visitSingularStringField(value: self.process, fieldNumber: 3)
+    }
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 4)
+    }
+    if self.uptimeSeconds.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.uptimeSeconds, fieldNumber: 5)
+    }
+    if !self.message.isEmpty {
+      try visitor.visitSingularStringField(value: self.message, fieldNumber: 6)
+    }
+    if !self.services.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.services, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Health_V1_UpstreamHealth, rhs: Storebus_Health_V1_UpstreamHealth) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.process != rhs.process {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.uptimeSeconds != rhs.uptimeSeconds {return false}
+    if lhs.message != rhs.message {return false}
+    if lhs.services != rhs.services {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }

@@ -10,8 +10,10 @@ public enum Storebus_Health_V1_Health: ServiceDescription {
     public static let serviceName = "storebus.health.v1.Health"
 
     /// Reports the serving status. An empty `service` asks about the process as a whole.
-    /// Unknown service names are NOT_FOUND. A process that is shutting down answers every request,
-    /// this one included, with UNAVAILABLE.
+    /// A process that forwards calls to other services (the gateway) also answers for each service it
+    /// forwards to, by asking a process of that service (see `upstreams`). Unknown service names are
+    /// NOT_FOUND. A process that is shutting down answers every request, this one included, with
+    /// UNAVAILABLE.
     public static let check = MethodDescriptor<Storebus_Health_V1_HealthCheckRequest, Storebus_Health_V1_HealthCheckResponse>(
         service: serviceName, method: "Check", idempotent: true, streaming: .unary
     )

@@ -1,0 +1,124 @@
+import Foundation
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+import Testing
+@testable import StoreBus
+
+@Suite("Health/Check of a process that forwards calls")
+struct HealthUpstreamTests {
+    /// An upstream whose Health/Check answers as `process`, counting the checks it receives and
+    /// holding each until `released`.
+    final class HeldUpstream: Sendable {
+        final class State: Sendable {
+            let checks = Atomic<Int>(0)
+            let released = Atomic<Bool>(false)
+        }
+        let state = State()
+        let server: TestServer
+        var checks: Int { state.checks.load(ordering: .relaxed) }
+        func release() { state.released.store(true, ordering: .releasing) }
+
+        init(process: String) throws {
+            var router = RPCRouter()
+            router.register(Storebus_Health_V1_Health.check) { [state] _, _ in
+                state.checks.add(1, ordering: .relaxed)
+                while !state.released.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(5)) }
+                return .with {
+                    $0.status = .serving
+                    $0.process = process
+                    $0.version = "9.9.9"
+                }
+            }
+            server = try TestServer(extra: router)
+        }
+    }
+
+    /// A server whose Health/Check is that of a process forwarding to `upstreams` (its Diagnostics
+    /// stay the test server's, which count its calls).
+    func front(_ upstreams: [HealthUpstream]) throws -> TestServer {
+        try TestServer(extra: BuiltinServices.router(process: "front", services: [], statistics: ServerStatistics(), diagnostics: false, upstreams: upstreams))
+    }
+
+    @Test("a check asks each upstream once, however many arrive meanwhile; a forwarded service answers with that service's status")
+    func checksAreShared() async throws {
+        let upstream = try HeldUpstream(process: "storebus-catalog")
+        let upstreamClient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.server.endpoint]))
+        let catalog = HealthUpstream(
+            name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"],
+            client: upstreamClient, timeout: .seconds(30)
+        )
+        let server = try front([catalog])
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        let options = CallOptions(timeout: .seconds(30))
+
+        // Given a check waiting for the upstream's answer
+        let first = Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: options) }
+        #expect(await waitUntil { upstream.checks == 1 })
+        // When 19 more arrive before it answers
+        let more = (0..<19).map { _ in Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: options) } }
+        #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 20 })
+        upstream.release()
+        // Then all 20 hear its answer, and it was asked once
+        for task in [first] + more {
+            let answer = try await task.value
+            #expect(answer.status == .serving && answer.process == "front")
+            #expect(answer.upstreams.map(\.name) == ["catalog"])
+            #expect(answer.upstreams.first?.status == .serving)
+            #expect(answer.upstreams.first?.process == "storebus-catalog" && answer.upstreams.first?.version == "9.9.9")
+            #expect(answer.upstreams.first?.services == ["storebus.catalog.v1.Catalog"])
+        }
+        #expect(upstream.checks == 1)
+
+        // A check naming a forwarded service asks the upstream again, for that service.
+        let forwarded = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = "storebus.catalog.v1.Catalog" }, options: options)
+        #expect(forwarded.status == .serving && forwarded.upstreams.count == 1)
+        #expect(upstream.checks == 2)
+        // The process's own services are answered without asking anyone; others are NOT_FOUND.
+        let own = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = Storebus_Health_V1_Health.serviceName }, options: options)
+        #expect(own.status == .serving && own.upstreams.isEmpty)
+        let error = await #expect(throws: RPCError.self) {
+            _ = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = "storebus.nothing.v1.Nothing" }, options: options)
+        }
+        #expect(error?.code == .notFound)
+        #expect(upstream.checks == 2)
+
+        await client.shutdown()
+        await upstreamClient.shutdown()
+        await server.stop()
+        await upstream.server.stop()
+    }
+
+    @Test("an upstream that is another process, or that does not answer, is reported not serving, with why")
+    func upstreamsNotServing() async throws {
+        let other = try HeldUpstream(process: "storebus-catalog")
+        other.release()
+        let otherClient = try RPCClient(configuration: ClientConfiguration(endpoints: [other.server.endpoint]))
+        let nobodyClient = try RPCClient(configuration: ClientConfiguration(endpoints: ["tcp://127.0.0.1:\(try unusedLoopbackPort())"]))
+        let server = try front([
+            HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: ["storebus.payment_queue.v1.PaymentQueue"], client: otherClient, timeout: .seconds(30)),
+            HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .milliseconds(300)),
+        ])
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        let options = CallOptions(timeout: .seconds(30))
+
+        // The process itself serves; what stands behind it does not.
+        let answer = try await client.call(Storebus_Health_V1_Health.check, .init(), options: options)
+        #expect(answer.status == .serving)
+        #expect(answer.upstreams.map(\.name) == ["payment-queue", "receipt"])
+        #expect(answer.upstreams.allSatisfy { $0.status == .notServing })
+        #expect(answer.upstreams[0].process == "storebus-catalog")
+        #expect(answer.upstreams[0].message == "storebus-catalog answers where storebus-payment-queue was expected")
+        #expect(answer.upstreams[1].process.isEmpty && answer.upstreams[1].message.contains("no StoreBus server was reachable"), "\(answer.upstreams[1].message)")
+
+        // A check naming a service behind it takes that service's status.
+        let forwarded = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = "storebus.receipt.v1.Receipt" }, options: options)
+        #expect(forwarded.status == .notServing && forwarded.upstreams.map(\.name) == ["receipt"])
+
+        await client.shutdown()
+        await otherClient.shutdown()
+        await nobodyClient.shutdown()
+        await server.stop()
+        await other.server.stop()
+    }
+}
