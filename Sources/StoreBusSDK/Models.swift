@@ -26,6 +26,7 @@ public struct Product: Sendable, Equatable, Identifiable {
     /// The full record, with subscription details.
     public var record: Storebus_Catalog_V1_Product
 
+    /// The product identifier, as `Identifiable` asks (SwiftUI lists, say).
     public var id: String { productIdentifier }
 
     init(_ product: Storebus_Catalog_V1_Product) {
@@ -118,19 +119,32 @@ public struct StoreKitError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// SKError.Code.
     public struct Code: RawRepresentable, Sendable, Equatable, Hashable, CustomStringConvertible {
+        /// SKError.Code's number.
         public var rawValue: Int
+        /// The code with this number; numbers StoreBus does not name are kept as they are.
         public init(rawValue: Int) { self.rawValue = rawValue }
 
+        /// An error the store could not say more about.
         public static let unknown = Code(rawValue: 0)
+        /// The client may not make the request (an unknown or unauthorised app, say).
         public static let clientInvalid = Code(rawValue: 1)
+        /// The user cancelled the payment, or a parent declined an Ask to Buy request. Apps show
+        /// nothing for it.
         public static let paymentCancelled = Code(rawValue: 2)
+        /// A payment parameter was not recognised by the store.
         public static let paymentInvalid = Code(rawValue: 3)
+        /// The account may not make payments (sandbox restriction).
         public static let paymentNotAllowed = Code(rawValue: 4)
+        /// The product is not for sale in the account's storefront.
         public static let storeProductNotAvailable = Code(rawValue: 5)
+        /// The user did not allow access to cloud service information.
         public static let cloudServicePermissionDenied = Code(rawValue: 6)
+        /// The store could not be reached.
         public static let cloudServiceNetworkConnectionFailed = Code(rawValue: 7)
+        /// The payment carried requestData, which the app is not entitled to use.
         public static let unauthorizedRequestData = Code(rawValue: 10)
 
+        /// The code's StoreKit name, such as `paymentCancelled`.
         public var description: String {
             Storebus_PaymentQueue_V1_SKError(rawValue: rawValue).map { "\($0)" } ?? "code \(rawValue)"
         }
@@ -147,6 +161,7 @@ public struct StoreKitError: Error, Sendable, Equatable, CustomStringConvertible
         self.localizedDescription = localizedDescription
     }
 
+    /// The text for the user, followed by the code's name.
     public var description: String { "\(localizedDescription) (\(code))" }
 }
 
@@ -196,6 +211,7 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
     /// The full record (storefront, product type, subscription dates, ...).
     public var record: Storebus_PaymentQueue_V1_PaymentTransaction
 
+    /// The transaction identifier, as `Identifiable` asks.
     public var id: String { transactionIdentifier }
 
     init(_ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) {

@@ -645,14 +645,18 @@ private final class WeakReference: Sendable {
 
 /// Callbacks of a payment queue as an asynchronous sequence (``PaymentQueue/callbacks``).
 public struct PaymentQueueCallbacks: AsyncSequence, Sendable {
+    /// Each element is one callback, in the order the observers hear them.
     public typealias Element = PaymentQueueCallback
     let stream: AsyncStream<PaymentQueueCallback>
     let backlog: CallbackBacklog
 
+    /// Iterates over the callbacks; the queue holds back the stream while this sequence's consumer
+    /// is behind (see ``PaymentQueue/callbacks``).
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<PaymentQueueCallback>.AsyncIterator
         let backlog: CallbackBacklog
 
+        /// The next callback, or nil once the queue is closed.
         public mutating func next() async -> PaymentQueueCallback? {
             let callback = await base.next()
             if callback != nil { backlog.take() }
@@ -660,6 +664,7 @@ public struct PaymentQueueCallbacks: AsyncSequence, Sendable {
         }
     }
 
+    /// An iterator over the callbacks from now on.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: stream.makeAsyncIterator(), backlog: backlog)
     }

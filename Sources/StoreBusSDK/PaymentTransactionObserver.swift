@@ -22,11 +22,17 @@ public protocol PaymentTransactionObserver: AnyObject, Sendable {
     func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String])
 }
 
+/// Every callback but `updatedTransactions` is optional, as in StoreKit: these do nothing.
 extension PaymentTransactionObserver {
+    /// Does nothing.
     public func paymentQueue(_ queue: PaymentQueue, removedTransactions transactions: [PaymentTransaction]) {}
+    /// Does nothing.
     public func paymentQueueRestoreCompletedTransactionsFinished(_ queue: PaymentQueue) {}
+    /// Does nothing.
     public func paymentQueue(_ queue: PaymentQueue, restoreCompletedTransactionsFailedWithError error: any Error) {}
+    /// Does nothing.
     public func paymentQueue(_ queue: PaymentQueue, updatedDownloads downloads: [Download]) {}
+    /// Does nothing.
     public func paymentQueue(_ queue: PaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {}
 }
 

@@ -88,6 +88,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
         [.unavailable, .deadlineExceeded, .cancelled, .resourceExhausted, .outOfRange].contains(status)
     }
 
+    /// The message, followed by the status code's name.
     public var description: String { "\(message) (\(code))" }
 }
 
