@@ -10,7 +10,8 @@ extension ServiceProcess {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             guard isRunning else { throw TestingError("\(name) exited before serving:\n\(output)") }
-            if let answer = try? await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .milliseconds(500))),
+            // Time for a gateway to ask the services behind it (up to a second when one is down).
+            if let answer = try? await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(2))),
                answer.status == .serving {
                 return
             }

@@ -89,7 +89,7 @@ struct HealthUpstreamTests {
         await upstream.server.stop()
     }
 
-    @Test("an upstream that is another process, or that does not answer, is reported not serving, with why")
+    @Test("an upstream that is another process, or that does not answer before the caller's deadline, is reported not serving, with why")
     func upstreamsNotServing() async throws {
         let other = try HeldUpstream(process: "storebus-catalog")
         other.release()
@@ -97,13 +97,17 @@ struct HealthUpstreamTests {
         let nobodyClient = try RPCClient(configuration: ClientConfiguration(endpoints: ["tcp://127.0.0.1:\(try unusedLoopbackPort())"]))
         let server = try front([
             HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: ["storebus.payment_queue.v1.PaymentQueue"], client: otherClient, timeout: .seconds(30)),
-            HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .milliseconds(300)),
+            HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .seconds(30)),
         ])
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
-        let options = CallOptions(timeout: .seconds(30))
 
-        // The process itself serves; what stands behind it does not.
-        let answer = try await client.call(Storebus_Health_V1_Health.check, .init(), options: options)
+        // The process itself serves; what stands behind it does not. The check waits for an upstream
+        // only as long as its caller can (a 4 s deadline gives the upstream 3 s): an answer, not
+        // DEADLINE_EXCEEDED. A check naming a service behind it takes that service's status.
+        let options = CallOptions(timeout: .seconds(4))
+        async let whole = client.call(Storebus_Health_V1_Health.check, .init(), options: options)
+        async let receipt = client.call(Storebus_Health_V1_Health.check, .with { $0.service = "storebus.receipt.v1.Receipt" }, options: options)
+        let (answer, forwarded) = try await (whole, receipt)
         #expect(answer.status == .serving)
         #expect(answer.upstreams.map(\.name) == ["payment-queue", "receipt"])
         #expect(answer.upstreams.allSatisfy { $0.status == .notServing })
@@ -111,8 +115,6 @@ struct HealthUpstreamTests {
         #expect(answer.upstreams[0].message == "storebus-catalog answers where storebus-payment-queue was expected")
         #expect(answer.upstreams[1].process.isEmpty && answer.upstreams[1].message.contains("no StoreBus server was reachable"), "\(answer.upstreams[1].message)")
 
-        // A check naming a service behind it takes that service's status.
-        let forwarded = try await client.call(Storebus_Health_V1_Health.check, .with { $0.service = "storebus.receipt.v1.Receipt" }, options: options)
         #expect(forwarded.status == .notServing && forwarded.upstreams.map(\.name) == ["receipt"])
 
         await client.shutdown()

@@ -28,7 +28,7 @@ public enum BuiltinServices {
         let hosted = Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : []))
         let checks = UpstreamHealthChecks()
         var router = RPCRouter()
-        router.registerStaged(Storebus_Health_V1_Health.check) { request, _ in
+        router.registerStaged(Storebus_Health_V1_Health.check) { request, context in
             let forwarded = hosted.contains(request.service) ? nil : upstreams.first { $0.services.contains(request.service) }
             guard request.service.isEmpty || hosted.contains(request.service) || forwarded != nil else {
                 throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(request.service)")
@@ -44,7 +44,7 @@ public enum BuiltinServices {
             if let forwarded {
                 return .later {
                     var answer = answer
-                    let health = await checks.check(forwarded, service: request.service)
+                    let health = await checks.check(forwarded, service: request.service, timeRemaining: context.timeRemaining)
                     answer.status = serving ? health.status : .notServing
                     answer.upstreams = [health]
                     return answer
@@ -53,7 +53,7 @@ public enum BuiltinServices {
             guard request.service.isEmpty, !upstreams.isEmpty else { return .now(answer) }
             return .later {
                 var answer = answer
-                answer.upstreams = await checks.checkAll(upstreams)
+                answer.upstreams = await checks.checkAll(upstreams, timeRemaining: context.timeRemaining)
                 return answer
             }
         }

@@ -17,7 +17,8 @@ public struct HealthUpstream: Sendable {
     public var services: [String]
     /// The client the process forwards calls with: the check goes where a forwarded call would.
     public var client: RPCClient
-    /// How long a check waits for the upstream's answer before reporting it not serving.
+    /// How long a check waits for the upstream's answer before reporting it not serving, at most:
+    /// a check whose caller has less time waits for three quarters of what the caller has left.
     public var timeout: Duration
 
     /// An upstream checked through `client`.
@@ -29,8 +30,9 @@ public struct HealthUpstream: Sendable {
         self.timeout = timeout
     }
 
-    /// Asks the upstream for Health/Check of `service` ("" for the process) and says what it found.
-    func check(service: String) async -> Storebus_Health_V1_UpstreamHealth {
+    /// Asks the upstream for Health/Check of `service` ("" for the process), waiting at most
+    /// `timeout`, and says what it found.
+    func check(service: String, timeout: Duration) async -> Storebus_Health_V1_UpstreamHealth {
         var health = Storebus_Health_V1_UpstreamHealth.with {
             $0.name = name
             $0.services = services
@@ -64,14 +66,16 @@ public struct HealthUpstream: Sendable {
 final class UpstreamHealthChecks: Sendable {
     private let running = Mutex<[String: Task<Storebus_Health_V1_UpstreamHealth, Never>]>([:])
 
-    /// What `upstream` answers for `service`, from the check under way or a new one.
-    func check(_ upstream: HealthUpstream, service: String) async -> Storebus_Health_V1_UpstreamHealth {
+    /// What `upstream` answers for `service`, from the check under way or a new one, which waits for
+    /// it as long as a caller with `timeRemaining` left can (see ``HealthUpstream/timeout``).
+    func check(_ upstream: HealthUpstream, service: String, timeRemaining: Duration?) async -> Storebus_Health_V1_UpstreamHealth {
         let key = upstream.name + "\u{0}" + service
         let task = running.withLock { running in
             if let task = running[key] { return task }
             // Inserted before this lock is let go, so the task's removal always comes after.
+            let timeout = timeRemaining.map { min(upstream.timeout, $0 * 3 / 4) } ?? upstream.timeout
             let task = Task { [self] in
-                let health = await upstream.check(service: service)
+                let health = await upstream.check(service: service, timeout: timeout)
                 self.running.withLock { _ = $0.removeValue(forKey: key) }
                 return health
             }
@@ -82,10 +86,10 @@ final class UpstreamHealthChecks: Sendable {
     }
 
     /// What every upstream answers for the process as a whole, asked at once, in their order.
-    func checkAll(_ upstreams: [HealthUpstream]) async -> [Storebus_Health_V1_UpstreamHealth] {
+    func checkAll(_ upstreams: [HealthUpstream], timeRemaining: Duration?) async -> [Storebus_Health_V1_UpstreamHealth] {
         await withTaskGroup(of: (Int, Storebus_Health_V1_UpstreamHealth).self) { group in
             for (index, upstream) in upstreams.enumerated() {
-                group.addTask { (index, await self.check(upstream, service: "")) }
+                group.addTask { (index, await self.check(upstream, service: "", timeRemaining: timeRemaining)) }
             }
             var answers = [Storebus_Health_V1_UpstreamHealth?](repeating: nil, count: upstreams.count)
             for await (index, health) in group { answers[index] = health }
