@@ -72,13 +72,13 @@ final class UpstreamHealthChecks: Sendable {
         let key = upstream.name + "\u{0}" + service
         let task = running.withLock { running in
             if let task = running[key] { return task }
-            // Inserted before this lock is let go, so the task's removal always comes after.
             let timeout = timeRemaining.map { min(upstream.timeout, $0 * 3 / 4) } ?? upstream.timeout
             let task = Task { [self] in
                 let health = await upstream.check(service: service, timeout: timeout)
                 self.running.withLock { _ = $0.removeValue(forKey: key) }
                 return health
             }
+            // Inserted before this lock is let go, so the task's removal always comes after.
             running[key] = task
             return task
         }
