@@ -8,7 +8,7 @@ APT_PACKAGES := libzmq3-dev libsqlite3-dev protobuf-compiler pkg-config
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN         := .build/debug
 
-.PHONY: deps build run test generators protos check-protos bench clean
+.PHONY: deps test-deps build run test generators protos check-protos bench clean
 
 ## deps: install libzmq3-dev, libsqlite3-dev (GRDB and StoreBusStorage link it), protobuf-compiler and
 ## pkg-config from Debian when any is missing.
@@ -31,9 +31,14 @@ build: deps
 run: build
 	@deploy/run-local
 
+## test-deps: what the tests need besides: systemd-analyze (Debian's systemd) checks deploy/systemd's units.
+test-deps: deps
+	@dpkg -s systemd >/dev/null 2>&1 || { echo "installing: systemd"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq systemd >/dev/null; }
+
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
 ## Each test target runs in a process of its own (scripts/run-tests says why).
-test: deps check-protos
+test: test-deps check-protos
 	@for product in $(TEST_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
 	scripts/run-tests
 

@@ -1,0 +1,145 @@
+import Foundation
+import StoreBusTesting
+import Testing
+
+/// Runs a command to its end, off the cooperative pool; returns its exit status and its output
+/// (standard output and error together).
+private func command(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    try await onThread("command") {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+}
+
+/// The `[Service]` settings of a unit file that the test plays systemd's part for (the last value of
+/// each key, as systemd takes it for these).
+private func serviceSettings(_ unit: String) -> [String: String] {
+    var settings: [String: String] = [:]
+    var inService = false
+    for line in unit.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+        if line.hasPrefix("[") { inService = line == "[Service]"; continue }
+        guard inService, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
+        settings[String(line[..<equals])] = String(line[line.index(after: equals)...])
+    }
+    return settings
+}
+
+@Suite("deploy/systemd: a systemd deployment's install script, configurations and units")
+struct SystemdDeploymentTests {
+    @Test("install stages the executables, configurations with keys of their own and units systemd accepts; started as the units say, the services sell a product")
+    func installAndStart() async throws {
+        let directory = try TemporaryDirectory(prefix: "systemd")
+        defer { directory.remove() }
+        let root = directory.path("root")
+        let install = deployDirectory.appendingPathComponent("systemd/install").path
+        let environment = ["DESTDIR": root, "STOREBUS_BIN_DIR": Executables.directory.path]
+
+        // When the install script stages a deployment from the built executables
+        let first = try await command("/bin/bash", [install], environment: environment)
+        #expect(first.status == 0, "\(first.output)")
+        // Then the executables, configurations and units are in place
+        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-gateway", "storectl"] {
+            #expect(FileManager.default.isExecutableFile(atPath: "\(root)/usr/local/bin/\(product)"), "\(product)")
+        }
+        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json"] {
+            #expect(FileManager.default.fileExists(atPath: "\(root)/etc/storebus/\(file)"), "\(file)")
+        }
+        // And the gateway's secrets were made for this host, readable by root alone
+        let gatewayConfig = "\(root)/etc/storebus/gateway.json"
+        let permissions = try FileManager.default.attributesOfItem(atPath: gatewayConfig)[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+        let config = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: gatewayConfig))) as? [String: Any])
+        let settings = try #require(config["service"] as? [String: Any])
+        let secret = try #require(settings["sessionSecret"] as? String)
+        #expect(secret.count == 64 && secret.allSatisfy(\.isHexDigit), "\(secret)")
+        let keys = try #require(settings["apiKeys"] as? [[String: Any]])
+        let appKey = try #require(keys.first { $0["admin"] as? Bool != true }?["key"] as? String)
+        let adminKey = try #require(keys.first { $0["admin"] as? Bool == true }?["key"] as? String)
+        #expect(appKey.count == 48 && adminKey.count == 48 && appKey != adminKey && !secret.contains(appKey))
+
+        // When it runs again (an upgrade), the configurations are the operator's and are kept
+        let installed = try Data(contentsOf: URL(fileURLWithPath: gatewayConfig))
+        let again = try await command("/bin/bash", [install], environment: environment)
+        #expect(again.status == 0 && again.output.contains("kept \(gatewayConfig)"), "\(again.output)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: gatewayConfig)) == installed)
+
+        // systemd accepts the units as they are, their executables where they were staged
+        let verifyDirectory = directory.url.appendingPathComponent("verify")
+        try FileManager.default.createDirectory(at: verifyDirectory, withIntermediateDirectories: true)
+        let unitDirectory = "\(root)/etc/systemd/system"
+        let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
+        #expect(unitNames == ["storebus-catalog.service", "storebus-gateway.service", "storebus-payment-queue.service", "storebus.target"])
+        var units: [String: String] = [:]
+        for name in unitNames {
+            let text = try String(contentsOfFile: "\(unitDirectory)/\(name)", encoding: .utf8)
+            units[name] = text
+            try text.replacingOccurrences(of: "/usr/local/bin/", with: "\(root)/usr/local/bin/")
+                .write(to: verifyDirectory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let analyze = "/usr/bin/systemd-analyze"
+        try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze (Debian's systemd; make test installs it) checks the units")
+        let verify = try await command(analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0).path })
+        #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
+
+        // When the services start as their units say (systemd's part played here: the state
+        // directory, the credential, the variables), on free ports
+        var ports: [String: String] = [:]
+        for port in ["7300", "7301", "7302", "7312"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
+        for file in ["catalog.json", "payment-queue.json", "gateway.json"] {
+            let path = "\(root)/etc/storebus/\(file)"
+            var text = try String(contentsOfFile: path, encoding: .utf8)
+            for (from, to) in ports { text = text.replacingOccurrences(of: from, with: to) }
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        var processes: [ServiceProcess] = []
+        for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-gateway", "7300")] {
+            let service = serviceSettings(units["\(unit).service"]!)
+            var commandLine = try #require(service["ExecStart"])
+            if let state = service["StateDirectory"] {
+                let path = directory.path("var/lib/\(state)")
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+                commandLine = commandLine.replacingOccurrences(of: "${STATE_DIRECTORY}", with: path)
+            }
+            if let credential = service["LoadCredential"] {
+                let parts = credential.split(separator: ":", maxSplits: 1).map(String.init)
+                let credentials = directory.path("credentials/\(unit)")
+                try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+                try FileManager.default.copyItem(atPath: root + parts[1], toPath: "\(credentials)/\(parts[0])")
+                commandLine = commandLine.replacingOccurrences(of: "${CREDENTIALS_DIRECTORY}", with: credentials)
+            }
+            commandLine = commandLine.replacingOccurrences(of: "/etc/storebus/", with: "\(root)/etc/storebus/")
+            let words = commandLine.split(separator: " ").map(String.init)
+            #expect(words[0] == "/usr/local/bin/\(unit)")
+            let process = ServiceProcess(name: unit, arguments: Array(words.dropFirst()), logFile: directory.url.appendingPathComponent("\(unit).log"))
+            processes.append(process)
+            try process.start()
+            try await process.waitUntilServing(endpoint: "tcp://\(ports["127.0.0.1:\(port)"]!)")
+        }
+        let gateway = "tcp://\(ports["127.0.0.1:7300"]!)"
+
+        // Then health through the gateway finds every service, and a purchase goes through with the
+        // keys the install made
+        let credentials = ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey]
+        let health = ServiceProcess(name: "storectl", arguments: ["health", "--gateway", gateway], logFile: directory.url.appendingPathComponent("health.log"))
+        try health.start(environment: credentials)
+        #expect(await health.waitForExit(timeout: .seconds(60)) == 0, "\(health.output)")
+        #expect(health.output.contains("catalog behind it serving") && health.output.contains("payment-queue behind it serving"), "\(health.output)")
+        let demo = ServiceProcess(name: "storectl", arguments: ["demo", "--gateway", gateway, "--account", "systemd"], logFile: directory.url.appendingPathComponent("demo.log"))
+        try demo.start(environment: credentials)
+        #expect(await demo.waitForExit(timeout: .seconds(60)) == 0, "\(demo.output)")
+        #expect(demo.output.contains(" purchased") && demo.output.contains("removedTransactions: "), "\(demo.output)")
+        // And the payment queue keeps its data in the state directory systemd gives it
+        #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/payment-queue/payment-queue.sqlite")))
+
+        for process in processes.reversed() { _ = await process.stop() }
+    }
+}
