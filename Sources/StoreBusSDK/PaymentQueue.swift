@@ -248,6 +248,9 @@ public final class PaymentQueue: Sendable {
         } catch {
             return .failed(StoreError(RPCError(.unknown, "\(error)")))
         }
+        // Answered: the stream is back before its callbacks are handed over, so that whoever hears
+        // them (storectl watch, say) finds it so.
+        state.withLock { $0.observingError = nil }
         var delivered = 0
         for event in response.events {
             // The last listener left while the call was out: the rest stays unacknowledged, for the next.

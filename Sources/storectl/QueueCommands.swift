@@ -156,22 +156,18 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         let queue = try await client.queue()
         // Says on standard error when the stream is interrupted and when it is back: otherwise a
-        // watch whose payment queue is down looks like a quiet queue.
+        // watch whose payment queue is down looks like a quiet queue. Checked every quarter second,
+        // and before each callback, which may end the watch (--count) before the next check.
+        let status = StreamStatus()
         let reporter = Task {
-            var reported: StoreError?
             while !Task.isCancelled {
-                let error = queue.observingError
-                if let error, reported == nil {
-                    FileHandle.standardError.write(Data("storectl: the observer stream is interrupted (\(error)); retrying\n".utf8))
-                } else if error == nil, reported != nil {
-                    FileHandle.standardError.write(Data("storectl: the observer stream is back\n".utf8))
-                }
-                reported = error
+                status.report(queue.observingError)
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
         var seen = 0
         for await callback in queue.callbacks {
+            status.report(queue.observingError)
             print(describe(callback))
             fflush(nil)
             seen += 1
@@ -179,6 +175,27 @@ struct WatchCommand: AsyncParsableCommand {
         }
         reporter.cancel()
         await queue.close()
+    }
+}
+
+/// What `watch` last said of the observer stream, so that it says each change once.
+final class StreamStatus: Sendable {
+    private let interrupted = Mutex(false)
+
+    /// Says on standard error that the stream is interrupted (`error`), or back (nil), when that is news.
+    func report(_ error: StoreError?) {
+        let line: String? = interrupted.withLock { interrupted in
+            if let error, !interrupted {
+                interrupted = true
+                return "storectl: the observer stream is interrupted (\(error)); retrying"
+            }
+            if error == nil, interrupted {
+                interrupted = false
+                return "storectl: the observer stream is back"
+            }
+            return nil
+        }
+        if let line { FileHandle.standardError.write(Data((line + "\n").utf8)) }
     }
 }
 

@@ -156,6 +156,50 @@ struct StorectlAndProtocolTests {
         await store.stop()
     }
 
+    @Test("storectl watch prints each callback as it arrives, says on standard error when its gateway is gone and when it is back, and misses nothing meanwhile")
+    func watchPrintsTheStream() async throws {
+        let store = try StoreFixture()
+        try await store.start()
+        let keys = ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey]
+        // Given a watch of wendy's device through the first gateway alone, stopping after the launch
+        // replay's end and two purchases' three callbacks each
+        let watch = ServiceProcess(
+            name: "storectl", arguments: ["watch", "--account", "wendy", "--count", "7", "--timeout", "2", "--gateway", store.gatewayEndpoints[0]],
+            logFile: store.directory.url.appendingPathComponent("watch.log")
+        )
+        try watch.start(environment: keys)
+        #expect(await waitUntil { watch.output.contains("replay complete: 0 unfinished transactions") }, "\(watch.output)")
+
+        // When the device buys and finishes, the watch prints each callback live
+        let (buyStatus, buy) = try await storectl(store, ["buy", coins, "--finish", "--account", "wendy"], name: "watch-buy")
+        #expect(buyStatus == 0, "\(buy)")
+        #expect(await waitUntil { watch.output.contains("removedTransactions: ") }, "\(watch.output)")
+        #expect(watch.isRunning)
+
+        // When its gateway is killed, it says so on standard error and keeps trying
+        await store.gateways[0].kill()
+        #expect(await waitUntil(timeout: .seconds(20)) { watch.output.contains("storectl: the observer stream is interrupted (") }, "\(watch.output)")
+        // And a purchase made meanwhile through the other gateway reaches it once its gateway is back
+        let other = ServiceProcess(
+            name: "storectl", arguments: ["buy", coins, "--finish", "--account", "wendy", "--gateway", store.gatewayEndpoints[1]],
+            logFile: store.directory.url.appendingPathComponent("watch-buy-other.log")
+        )
+        try other.start(environment: keys)
+        #expect(await other.waitForExit(timeout: .seconds(60)) == 0, "\(other.output)")
+        try await store.startGateway(0)
+        #expect(await watch.waitForExit(timeout: .seconds(30)) == 0, "\(watch.output)")
+        #expect(watch.output.contains("storectl: the observer stream is back"), "\(watch.output)")
+
+        // Then it printed the seven callbacks, at consecutive positions after the replay's, none twice
+        let lines = watch.output.split(separator: "\n").filter { $0.hasPrefix("[") }
+        let positions = lines.compactMap { line in line.dropFirst().split(separator: "]").first.flatMap { UInt64($0) } }
+        #expect(lines.count == 7 && positions.count == 7, "\(watch.output)")
+        #expect(positions.count == 7 && positions == Array(positions[0]...(positions[0] + 6)), "\(positions)")
+        #expect(lines.filter { $0.hasSuffix(" purchased") && $0.contains("updatedTransactions: ") }.count == 2, "\(watch.output)")
+        #expect(lines.filter { $0.contains("removedTransactions: ") }.count == 2, "\(watch.output)")
+        await store.stop()
+    }
+
     @Test("Observe never sends more than the credit granted, holds the call while nothing happens, and refuses positions past the head")
     func creditAndHold() async throws {
         let store = try StoreFixture()
