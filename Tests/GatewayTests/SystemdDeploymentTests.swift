@@ -2,22 +2,17 @@ import Foundation
 import StoreBusTesting
 import Testing
 
-/// Runs a command to its end, off the cooperative pool; returns its exit status and its output
-/// (standard output and error together).
-private func command(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
-    try await onThread("command") {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+/// Runs a command to its end (through Spawn, as every process of the tests is started); returns its
+/// exit status and its output, standard output and error together, kept in `log`.
+private func command(_ executable: String, _ arguments: [String], environment: [String: String] = [:], log: String) async throws -> (status: Int32, output: String) {
+    let pid = try Spawn.start(
+        executable: executable, arguments: arguments,
+        environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }, output: .file(log)
+    )
+    let status = await withCheckedContinuation { continuation in
+        Spawn.onExit(of: pid) { continuation.resume(returning: $0) }
     }
+    return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
 }
 
 /// The `[Service]` settings of a unit file that the test plays systemd's part for (the last value of
@@ -44,7 +39,7 @@ struct SystemdDeploymentTests {
         let environment = ["DESTDIR": root, "STOREBUS_BIN_DIR": Executables.directory.path]
 
         // When the install script stages a deployment from the built executables
-        let first = try await command("/bin/bash", [install], environment: environment)
+        let first = try await command("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
         #expect(first.status == 0, "\(first.output)")
         // Then the executables, configurations and units are in place
         for product in ["storebus-catalog", "storebus-payment-queue", "storebus-gateway", "storectl"] {
@@ -68,7 +63,7 @@ struct SystemdDeploymentTests {
 
         // When it runs again (an upgrade), the configurations are the operator's and are kept
         let installed = try Data(contentsOf: URL(fileURLWithPath: gatewayConfig))
-        let again = try await command("/bin/bash", [install], environment: environment)
+        let again = try await command("/bin/bash", [install], environment: environment, log: directory.path("install-again.log"))
         #expect(again.status == 0 && again.output.contains("kept \(gatewayConfig)"), "\(again.output)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: gatewayConfig)) == installed)
 
@@ -87,7 +82,7 @@ struct SystemdDeploymentTests {
         }
         let analyze = "/usr/bin/systemd-analyze"
         try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze (Debian's systemd; make test installs it) checks the units")
-        let verify = try await command(analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0).path })
+        let verify = try await command(analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0).path }, log: directory.path("verify.log"))
         #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
 
         // When the services start as their units say (systemd's part played here: the state
