@@ -22,7 +22,7 @@ deps:
 # A bare `swift build` builds every product of every dependency, swift-protobuf's C++ protoc among
 # them (minutes of C++). These lists name what is needed.
 RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-gateway storectl
-TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-gateway storectl storebus-testkit-journal storebus-bench
+TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-bench
 
 build: deps
 	@for product in $(RUN_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done

@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "storebus-gateway", targets: ["storebus-gateway"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
+        .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
     ],
     dependencies: [
@@ -164,6 +165,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // C: installs a seccomp filter, then runs the command it is given (see its main.c).
+        .executableTarget(name: "storebus-testkit-restrict-families"),
         .executableTarget(
             name: "storebus-bench",
             dependencies: [

@@ -86,9 +86,10 @@ struct SystemdDeploymentTests {
         #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
 
         // When the services start as their units say (systemd's part played here: the state
-        // directory, the credential, the variables), on free ports
+        // directory, the credential, the variables, the address families), on free ports
         var ports: [String: String] = [:]
         for port in ["7300", "7301", "7302", "7312"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
+        try #require(Set(ports.values).count == 4, "four different free ports: \(ports)")
         for file in ["catalog.json", "payment-queue.json", "gateway.json"] {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
@@ -114,7 +115,13 @@ struct SystemdDeploymentTests {
             commandLine = commandLine.replacingOccurrences(of: "/etc/storebus/", with: "\(root)/etc/storebus/")
             let words = commandLine.split(separator: " ").map(String.init)
             #expect(words[0] == "/usr/local/bin/\(unit)")
-            let process = ServiceProcess(name: unit, arguments: Array(words.dropFirst()), logFile: directory.url.appendingPathComponent("\(unit).log"))
+            // The installed executable, with socket(2) limited to the unit's address families as
+            // systemd limits it (a seccomp filter): libzmq aborts when one it needs is refused.
+            let families = try #require(service["RestrictAddressFamilies"])
+            let process = ServiceProcess(
+                name: "storebus-testkit-restrict-families", arguments: [families, root + words[0]] + words.dropFirst(),
+                logFile: directory.url.appendingPathComponent("\(unit).log")
+            )
             processes.append(process)
             try process.start()
             try await process.waitUntilServing(endpoint: "tcp://\(ports["127.0.0.1:\(port)"]!)")
