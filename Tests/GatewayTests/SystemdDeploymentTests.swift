@@ -61,9 +61,13 @@ struct SystemdDeploymentTests {
         let adminKey = try #require(keys.first { $0["admin"] as? Bool == true }?["key"] as? String)
         #expect(appKey.count == 48 && adminKey.count == 48 && appKey != adminKey && !secret.contains(appKey))
 
-        // When it runs again (an upgrade), the configurations are the operator's and are kept
+        // When it runs again (an upgrade), from elsewhere with DESTDIR relative to there, the
+        // configurations are the operator's and are kept
         let installed = try Data(contentsOf: URL(fileURLWithPath: gatewayConfig))
-        let again = try await command("/bin/bash", [install], environment: environment, log: directory.path("install-again.log"))
+        let again = try await command(
+            "/bin/bash", ["-c", #"cd "$0" && exec /bin/bash "$1""#, directory.url.path, install],
+            environment: environment.merging(["DESTDIR": "root"]) { _, new in new }, log: directory.path("install-again.log")
+        )
         #expect(again.status == 0 && again.output.contains("kept \(gatewayConfig)"), "\(again.output)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: gatewayConfig)) == installed)
 
