@@ -161,13 +161,13 @@ struct WatchCommand: AsyncParsableCommand {
         let status = StreamStatus()
         let reporter = Task {
             while !Task.isCancelled {
-                status.report(queue.observingError)
+                status.report { queue.observingError }
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
         var seen = 0
         for await callback in queue.callbacks {
-            status.report(queue.observingError)
+            status.report { queue.observingError }
             print(describe(callback))
             fflush(nil)
             seen += 1
@@ -182,20 +182,24 @@ struct WatchCommand: AsyncParsableCommand {
 final class StreamStatus: Sendable {
     private let interrupted = Mutex(false)
 
-    /// Says on standard error that the stream is interrupted (`error`), or back (nil), when that is news.
-    func report(_ error: StoreError?) {
-        let line: String? = interrupted.withLock { interrupted in
-            if let error, !interrupted {
+    /// Says on standard error that the stream is interrupted (`error()` gives why), or back (nil),
+    /// when that is news. The error is read, and the line written, under the lock: a reading taken
+    /// before another caller's line must not be written after it.
+    func report(_ error: () -> StoreError?) {
+        interrupted.withLock { interrupted in
+            let line: String
+            switch (error(), interrupted) {
+            case (let error?, false):
                 interrupted = true
-                return "storectl: the observer stream is interrupted (\(error)); retrying"
-            }
-            if error == nil, interrupted {
+                line = "storectl: the observer stream is interrupted (\(error)); retrying"
+            case (nil, true):
                 interrupted = false
-                return "storectl: the observer stream is back"
+                line = "storectl: the observer stream is back"
+            default:
+                return
             }
-            return nil
+            FileHandle.standardError.write(Data((line + "\n").utf8))
         }
-        if let line { FileHandle.standardError.write(Data((line + "\n").utf8)) }
     }
 }
 
