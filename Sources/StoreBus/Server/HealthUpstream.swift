@@ -31,8 +31,8 @@ public struct HealthUpstream: Sendable {
     }
 
     /// Asks the upstream for Health/Check of `service` ("" for the process), waiting at most
-    /// `timeout`, and says what it found.
-    func check(service: String, timeout: Duration) async -> Storebus_Health_V1_UpstreamHealth {
+    /// its ``timeout``, and says what it found.
+    func check(service: String) async -> Storebus_Health_V1_UpstreamHealth {
         var health = Storebus_Health_V1_UpstreamHealth.with {
             $0.name = name
             $0.services = services
@@ -91,7 +91,7 @@ final class UpstreamHealthChecks: Sendable {
             // Inserted before this lock is let go, so the removal below always comes after.
             running[key] = shared
             Task { [self] in
-                let health = await upstream.check(service: service, timeout: upstream.timeout)
+                let health = await upstream.check(service: service)
                 self.running.withLock { _ = $0.removeValue(forKey: key) }
                 shared.finish(health)
             }
