@@ -36,20 +36,43 @@ struct HealthUpstreamTests {
 
     /// A server whose Health/Check is that of a process forwarding to `upstreams` (its Diagnostics
     /// stay the test server's, which count its calls).
-    func front(_ upstreams: [HealthUpstream]) throws -> TestServer {
+    static func front(_ upstreams: [HealthUpstream]) throws -> TestServer {
         try TestServer(extra: BuiltinServices.router(process: "front", services: [], statistics: ServerStatistics(), diagnostics: false, upstreams: upstreams))
+    }
+
+    /// A front forwarding to one held catalog upstream (given 30 s), and a client of the front.
+    struct HeldCatalogFront {
+        let upstream: HeldUpstream
+        let upstreamClient: RPCClient
+        let server: TestServer
+        let client: RPCClient
+
+        init() throws {
+            upstream = try HeldUpstream(process: "storebus-catalog")
+            upstreamClient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.server.endpoint]))
+            server = try front([
+                HealthUpstream(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], client: upstreamClient, timeout: .seconds(30)),
+            ])
+            client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        }
+
+        /// Whether the front counts `count` handlers running.
+        func inFlight(_ count: UInt64) async -> Bool {
+            (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == count
+        }
+
+        func stop() async {
+            await client.shutdown()
+            await upstreamClient.shutdown()
+            await server.stop()
+            await upstream.server.stop()
+        }
     }
 
     @Test("a check asks each upstream once, however many arrive meanwhile; a forwarded service answers with that service's status")
     func checksAreShared() async throws {
-        let upstream = try HeldUpstream(process: "storebus-catalog")
-        let upstreamClient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.server.endpoint]))
-        let catalog = HealthUpstream(
-            name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"],
-            client: upstreamClient, timeout: .seconds(30)
-        )
-        let server = try front([catalog])
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        let front = try HeldCatalogFront()
+        let (upstream, client) = (front.upstream, front.client)
         let options = CallOptions(timeout: .seconds(30))
 
         // Given a check waiting for the upstream's answer
@@ -57,7 +80,7 @@ struct HealthUpstreamTests {
         #expect(await waitUntil { upstream.checks == 1 })
         // When 19 more arrive before it answers
         let more = (0..<19).map { _ in Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: options) } }
-        #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 20 })
+        #expect(await waitUntil { await front.inFlight(20) })
         upstream.release()
         // Then all 20 hear its answer, and it was asked once
         for task in [first] + more {
@@ -83,20 +106,13 @@ struct HealthUpstreamTests {
         #expect(error?.code == .notFound)
         #expect(upstream.checks == 2)
 
-        await client.shutdown()
-        await upstreamClient.shutdown()
-        await server.stop()
-        await upstream.server.stop()
+        await front.stop()
     }
 
     @Test("a caller with little time neither cuts the shared check short for the others nor waits past its own deadline")
     func hastyCallers() async throws {
-        let upstream = try HeldUpstream(process: "storebus-catalog")
-        let upstreamClient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.server.endpoint]))
-        let server = try front([
-            HealthUpstream(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], client: upstreamClient, timeout: .seconds(30)),
-        ])
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        let front = try HeldCatalogFront()
+        let (upstream, client) = (front.upstream, front.client)
 
         // Given a caller with 8 s that starts the check, and hears before its deadline (after 6 s)
         // that the upstream has not answered in its time. (The 2 s to spare are for this target's
@@ -106,17 +122,14 @@ struct HealthUpstreamTests {
         #expect(hasty.upstreams.first?.message.hasPrefix("storebus-catalog did not answer within ") == true, "\(hasty.upstreams)")
         // When a patient caller asks while that check still waits, and the upstream then answers
         let patient = Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(30))) }
-        #expect(await waitUntil { (try? await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).inFlight) == 1 })
+        #expect(await waitUntil { await front.inFlight(1) })
         upstream.release()
         // Then the patient caller hears it serving, from the check the hasty one started
         let answer = try await patient.value
         #expect(answer.upstreams.first?.status == .serving, "\(answer.upstreams)")
         #expect(upstream.checks == 1)
 
-        await client.shutdown()
-        await upstreamClient.shutdown()
-        await server.stop()
-        await upstream.server.stop()
+        await front.stop()
     }
 
     @Test("an upstream that is another process, or that does not answer before the caller's deadline, is reported not serving, with why")
@@ -125,7 +138,7 @@ struct HealthUpstreamTests {
         other.release()
         let otherClient = try RPCClient(configuration: ClientConfiguration(endpoints: [other.server.endpoint]))
         let nobodyClient = try RPCClient(configuration: ClientConfiguration(endpoints: ["tcp://127.0.0.1:\(try unusedLoopbackPort())"]))
-        let server = try front([
+        let server = try Self.front([
             HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: ["storebus.payment_queue.v1.PaymentQueue"], client: otherClient, timeout: .seconds(30)),
             HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .seconds(30)),
         ])

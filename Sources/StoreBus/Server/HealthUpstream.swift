@@ -67,7 +67,7 @@ public struct HealthUpstream: Sendable {
             $0.name = name
             $0.services = services
             $0.status = .notServing
-            $0.message = "\(process) did not answer within \(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000) ms"
+            $0.message = "\(process) did not answer within \(waited.wireMilliseconds) ms"
         }
     }
 }
