@@ -23,55 +23,18 @@ public final class GatewayService: Sendable {
     /// Longest a parked Observe trusts doorbells alone before reading the log again.
     static let recheckInterval: Duration = .seconds(1)
 
-    /// Which service answers a forwarded method, and who may call it.
-    struct Route: Sendable {
-        var method: AnyMethodDescriptor
-        var upstream: Upstream
-        var adminOnly: Bool
-    }
-
-    /// A service the gateway forwards calls to.
-    public enum Upstream: Sendable { case catalog, paymentQueue }
-
-    /// Methods clients may call through the gateway.
-    static let clientMethods: [(AnyMethodDescriptor, Upstream)] = [
-        (Storebus_Catalog_V1_Catalog.fetchProducts.erased, .catalog),
-        (Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments.erased, .paymentQueue),
-        (Storebus_PaymentQueue_V1_PaymentQueue.addPayment.erased, .paymentQueue),
-        (Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.erased, .paymentQueue),
-        (Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.erased, .paymentQueue),
-        (Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.erased, .paymentQueue),
-    ]
-
-    /// Methods only admin sessions may call.
-    static let adminMethods: [(AnyMethodDescriptor, Upstream)] =
-        Storebus_PaymentQueue_V1_PaymentQueueAdmin.methods.map { ($0, .paymentQueue) } + [
-            (Storebus_Catalog_V1_Catalog.lookupProducts.erased, .catalog),
-            (Storebus_Catalog_V1_Catalog.getCatalogInfo.erased, .catalog),
-            (Storebus_Catalog_V1_Catalog.reloadCatalog.erased, .catalog),
-        ]
-
-    /// The fully qualified names of the services whose methods the gateway forwards to `upstream`.
-    public static func forwardedServices(to upstream: Upstream) -> [String] {
-        var names: [String] = []
-        for (method, target) in clientMethods + adminMethods where target == upstream {
-            // A method path is /package.Service/Method.
-            let service = String(method.path.dropFirst().prefix { $0 != "/" })
-            if !names.contains(service) { names.append(service) }
-        }
-        return names
-    }
-
     private let keyring: APIKeyring
     private let signer: SessionSigner
     private let sessionLifetime: Int64
     /// Longest session lifetime the gateway accepts: a year, in seconds.
     public static let maxSessionLifetimeSeconds = 366 * 24 * 3600
-    private let catalog: RPCClient
+    /// What each forwarded path goes to, from the contract and the upstreams.
+    private let table: ForwardingTable
+    /// The payment queue's client, for the observer stream (its event log and queue snapshots).
     private let paymentQueue: RPCClient
     private let board: DoorbellBoard
     private let recent: RecentEvents?
-    private let catalogAnswers: CatalogAnswers
+    private let answers: AnswerCache
     private let logger: Logger
     private let closing = Atomic<Bool>(false)
     /// Observe calls held open now, and the most allowed: each holds a slot of the RPC server until it
@@ -103,21 +66,23 @@ public final class GatewayService: Sendable {
         }
     }
 
-    /// A gateway over the given service clients; `board` rings for the payment queue's log, and
-    /// `recent` (when given) keeps the events its doorbells carry, fed by the board's `heard`.
+    /// A gateway forwarding the client and admin methods of each upstream's services to it; the
+    /// observer stream follows the log of `paymentQueue`, for which `board` rings, and `recent` (when
+    /// given) keeps the events its doorbells carry, fed by the board's `heard`. Throws when an
+    /// upstream names a service the contract does not have, or one another upstream serves.
     public init(
         keyring: APIKeyring, signer: SessionSigner, sessionLifetimeSeconds: Int = 3600,
-        catalog: RPCClient, paymentQueue: RPCClient, board: DoorbellBoard, recent: RecentEvents? = nil, logger: Logger,
-        maxParkedObservers: Int = 100_000, catalogAnswers: CatalogAnswers = CatalogAnswers(lifetime: .zero)
-    ) {
+        upstreams: [GatewayUpstream], paymentQueue: RPCClient, board: DoorbellBoard, recent: RecentEvents? = nil, logger: Logger,
+        maxParkedObservers: Int = 100_000, answers: AnswerCache = AnswerCache(lifetime: .zero)
+    ) throws {
+        self.table = try ForwardingTable(upstreams: upstreams)
         self.recent = recent
-        self.catalogAnswers = catalogAnswers
+        self.answers = answers
         self.maxParked = maxParkedObservers
         self.keyring = keyring
         self.signer = signer
         precondition((1...Self.maxSessionLifetimeSeconds).contains(sessionLifetimeSeconds), "a session lifetime of 1 s to a year")
         self.sessionLifetime = Int64(sessionLifetimeSeconds)
-        self.catalog = catalog
         self.paymentQueue = paymentQueue
         self.board = board
         self.logger = logger
@@ -136,11 +101,15 @@ public final class GatewayService: Sendable {
             let request = try JSONCodec.decode(Storebus_Gateway_V1_ObserveRequest.self, from: body)
             return try await observe(request, session: session, context: context).encoded()
         }
-        let routes = Self.clientMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: false) }
-            + Self.adminMethods.map { Route(method: $0.0, upstream: $0.1, adminOnly: true) }
-        for route in routes {
+        for route in table.routes {
             router.registerRaw(path: route.method.path) { [self] body, context in
                 try await forward(route, body: body, context: context)
+            }
+        }
+        for method in table.refused {
+            router.registerRaw(path: method.path) { _, _ in
+                throw RPCError(.permissionDenied, "\(method.path) is internal to a StoreBus deployment and is not served through the gateway")
+                    .withReason("INTERNAL_METHOD", domain: "storebus.gateway")
             }
         }
         return router
@@ -172,9 +141,7 @@ public final class GatewayService: Sendable {
         return .with {
             $0.sessionID = signer.token(for: claims)
             $0.expiresAt = .init(seconds: expires, nanos: 0)
-            $0.allowedMethods = [Storebus_Gateway_V1_Gateway.observe.path]
-                + Self.clientMethods.map(\.0.path)
-                + (key.admin ? Self.adminMethods.map(\.0.path) : [])
+            $0.allowedMethods = table.allowedPaths(admin: key.admin)
             $0.queue = .with {
                 $0.appBundleID = request.appBundleID
                 $0.accountID = request.accountID
@@ -244,13 +211,6 @@ public final class GatewayService: Sendable {
 
     // MARK: Forwarding
 
-    private func client(_ upstream: Upstream) -> RPCClient {
-        switch upstream {
-        case .catalog: catalog
-        case .paymentQueue: paymentQueue
-        }
-    }
-
     /// The time a call forwarded for `context` may take: what the caller has left, less a tenth of it (5 to
     /// 100 ms), so that the upstream's answer, or the gateway's own when the call timed out or was never
     /// sent, still reaches the caller before its deadline (with 5 ms, a loaded machine often let the
@@ -262,27 +222,25 @@ public final class GatewayService: Sendable {
         }
     }
 
-    func forward(_ route: Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
+    func forward(_ route: ForwardingTable.Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
         let session = try session(context)
-        if route.adminOnly && !session.admin {
+        if route.method.access == .admin && !session.admin {
             throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session").withReason("ADMIN_REQUIRED", domain: "storebus.gateway")
         }
-        // Not for admin sessions: the catalog lets them read any app, so their answers are not the
+        // Not for admin sessions: services let them read any app, so their answers are not the
         // session's app's to give.
-        let cached = !session.admin && route.method.path == Self.fetchProductsPath
-        if cached, let answer = catalogAnswers.answer(app: session.claims.app, body: body) { return answer }
-        let response = try await client(route.upstream).callRaw(
+        let cached = !session.admin && route.method.cacheable
+        if cached, let answer = answers.answer(path: route.method.path, app: session.claims.app, body: body) { return answer }
+        let response = try await route.upstream.client.callRaw(
             path: route.method.path, idempotent: route.method.idempotent, body: body,
             options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))
         )
         guard response.code == .ok else {
             throw response.error ?? RPCError(response.code, "\(route.method.path) failed")
         }
-        if cached { catalogAnswers.keep(response.body, app: session.claims.app, body: body) }
+        if cached { answers.keep(response.body, path: route.method.path, app: session.claims.app, body: body) }
         return response.body
     }
-
-    static let fetchProductsPath = Storebus_Catalog_V1_Catalog.fetchProducts.path
 
     // MARK: The observer stream
 
@@ -406,7 +364,7 @@ public final class GatewayService: Sendable {
     /// the position the snapshot reflects.
     private func replay(_ queue: Storebus_PaymentQueue_V1_QueueRef, metadata: Metadata, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse {
         let snapshot = try await paymentQueue.call(
-            Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue },
+            Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue, .with { $0.queue = queue },
             options: CallOptions(timeout: upstreamTimeout(context), metadata: metadata)
         )
         var events: [Storebus_Gateway_V1_ObserverEvent] = []

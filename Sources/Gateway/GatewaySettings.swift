@@ -84,14 +84,39 @@ public struct APIKeyring: Sendable {
     }
 }
 
+/// One entry of the config file's `service.routes`: an upstream process, the services of the
+/// contract it serves, and where its instances listen.
+public struct RouteSettings: Decodable, Sendable, Equatable {
+    /// A short name for logs and health answers; `catalog` and `payment-queue` name the built-in
+    /// routes (an entry with one of these names replaces that route).
+    public var name: String
+    /// The executable that serves it (a health check counts only its answers).
+    public var process: String
+    /// Fully qualified service names, `storebus.catalog.v1.Catalog`: every client and admin method of
+    /// these is forwarded to this upstream.
+    public var services: [String]
+    /// RPC endpoints of its instances.
+    public var endpoints: [String]
+
+    /// A route.
+    public init(name: String, process: String, services: [String], endpoints: [String]) {
+        self.name = name
+        self.process = process
+        self.services = services
+        self.endpoints = endpoints
+    }
+}
+
 /// The config file's `service` section for `storebus-gateway`.
 public struct GatewaySettings: Decodable, Sendable {
-    /// RPC endpoints of storebus-catalog.
+    /// RPC endpoints of storebus-catalog (the `catalog` route's endpoints).
     public var catalogEndpoints: [String]?
-    /// RPC endpoints of storebus-payment-queue.
+    /// RPC endpoints of storebus-payment-queue (the `payment-queue` route's endpoints).
     public var paymentQueueEndpoints: [String]?
     /// Doorbell (PUB) endpoints of storebus-payment-queue.
     public var paymentQueueEventEndpoints: [String]?
+    /// Upstreams besides, or in place of, the built-in ones (``GatewaySettings/defaultRoutes``).
+    public var routes: [RouteSettings]?
     /// The secret every gateway of a deployment shares to sign sessions.
     public var sessionSecret: String?
     /// How long a session lasts. Default 3600 s.
@@ -100,10 +125,49 @@ public struct GatewaySettings: Decodable, Sendable {
     public var apiKeys: [APIKey]?
     /// Most Observe calls held open at once; beyond it, Observe answers at once. Default 100,000.
     public var maxParkedObservers: Int?
-    /// How long a FetchProducts answer is kept and given again for the same request of the same app,
-    /// in milliseconds. Default 1000; 0 forwards every call.
+    /// How long an answer of a cacheable method (FetchProducts) is kept and given again for the same
+    /// request of the same app, in milliseconds. Default 1000; 0 forwards every call.
+    public var answerCacheMilliseconds: Int?
+    /// The former name of ``answerCacheMilliseconds``, still read when that is not set.
     public var catalogCacheMilliseconds: Int?
 
     /// Empty settings.
     public init() {}
+
+    /// The built-in routes: the catalog and the payment queue on their default local endpoints.
+    public static let defaultRoutes: [RouteSettings] = [
+        RouteSettings(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], endpoints: ["tcp://127.0.0.1:7301"]),
+        RouteSettings(
+            name: "payment-queue", process: "storebus-payment-queue",
+            services: ["storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin"],
+            endpoints: ["tcp://127.0.0.1:7302"]
+        ),
+    ]
+    /// The payment queue's default doorbell endpoint.
+    public static let defaultPaymentQueueEventEndpoints = ["tcp://127.0.0.1:7312"]
+    /// The route the observer stream follows (its upstream serves the payment queue's event log).
+    public static let paymentQueueRoute = "payment-queue"
+    /// Default of ``answerCacheMilliseconds``.
+    public static let defaultAnswerCacheMilliseconds = 1000
+
+    /// The routes in effect: the built-in ones, each replaced by a configured route of the same name,
+    /// then the other configured routes. Throws when a name repeats or a route lists no service or no
+    /// endpoint, or when none is named ``paymentQueueRoute``.
+    public func resolvedRoutes() throws -> [RouteSettings] {
+        let configured = routes ?? []
+        var names = Set<String>()
+        for (index, route) in configured.enumerated() {
+            guard names.insert(route.name).inserted else {
+                throw StartupError("service.routes[\(index)]: the name \(route.name) is used twice")
+            }
+            guard !route.services.isEmpty else { throw StartupError("service.routes[\(index)] (\(route.name)): list at least one service") }
+            guard !route.endpoints.isEmpty else { throw StartupError("service.routes[\(index)] (\(route.name)): list at least one endpoint") }
+        }
+        var resolved = Self.defaultRoutes.map { route in configured.first { $0.name == route.name } ?? route }
+        resolved += configured.filter { route in !Self.defaultRoutes.contains { $0.name == route.name } }
+        guard resolved.contains(where: { $0.name == Self.paymentQueueRoute }) else {
+            throw StartupError("service.routes: no route named \(Self.paymentQueueRoute), which the observer stream follows")
+        }
+        return resolved
+    }
 }

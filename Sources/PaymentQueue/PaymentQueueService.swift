@@ -76,7 +76,9 @@ public struct PaymentQueueService: Sendable {
             let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
             return already ? RequestJSON.finishedAlready : RequestJSON.finished
         }
-        router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions) { request, context in
+        // The same answer under two names: ListTransactions for clients, SnapshotQueue for the
+        // gateway's launch replay (an internal method, which the gateway never forwards).
+        let listTransactions: @Sendable (Storebus_PaymentQueue_V1_ListTransactionsRequest, ServerContext) async throws -> Storebus_PaymentQueue_V1_ListTransactionsResponse = { request, context in
             try context.authorize(request.queue)
             try request.queue.validate()
             let (transactions, keySeq) = try await service.store.unfinished(request.queue)
@@ -86,6 +88,8 @@ public struct PaymentQueueService: Sendable {
                 $0.queueKey = request.queue.key
             }
         }
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, listTransactions)
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue, listTransactions)
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { request, context in
             try context.authorize(request.queue)
             try request.queue.validate()

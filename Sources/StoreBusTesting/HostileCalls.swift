@@ -212,6 +212,7 @@ extension HostileCalls {
                 ("queue", queue), ("applicationUsername", .value("\"u\"")), ("idempotencyKey", .value("\"r\"")),
             ]),
             Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path: .object([("queue", queue)]),
+            Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue.path: .object([("queue", queue)]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)),
                 ("policy", .object([

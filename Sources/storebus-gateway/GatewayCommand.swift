@@ -28,17 +28,21 @@ struct GatewayCommand: AsyncParsableCommand {
         ServiceHost.bootstrapLogging(level: configuration.logLevel)
         let settings = try configuration.serviceSettings(GatewaySettings.self) ?? GatewaySettings()
         let environment = ProcessInfo.processInfo.environment
-        let catalog = try HostOptions.endpoints(
-            flags: catalogEndpoints, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS",
-            configured: settings.catalogEndpoints, configKey: "catalogEndpoints", default: ["tcp://127.0.0.1:7301"]
-        )
-        let paymentQueue = try HostOptions.endpoints(
-            flags: paymentQueueEndpoints, environmentVariable: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS",
-            configured: settings.paymentQueueEndpoints, configKey: "paymentQueueEndpoints", default: ["tcp://127.0.0.1:7302"]
-        )
+        var routes = try settings.resolvedRoutes()
+        // The built-in routes' endpoints also come from their own flags and environment variables.
+        for (name, flags, variable, configured, key) in [
+            ("catalog", catalogEndpoints, "STOREBUS_CATALOG_ENDPOINTS", settings.catalogEndpoints, "catalogEndpoints"),
+            (GatewaySettings.paymentQueueRoute, paymentQueueEndpoints, "STOREBUS_PAYMENT_QUEUE_ENDPOINTS", settings.paymentQueueEndpoints, "paymentQueueEndpoints"),
+        ] {
+            guard let index = routes.firstIndex(where: { $0.name == name }) else { continue }
+            routes[index].endpoints = try HostOptions.endpoints(
+                flags: flags, environmentVariable: variable, configured: configured, configKey: key, default: routes[index].endpoints
+            )
+        }
         let events = try HostOptions.endpoints(
             flags: paymentQueueEvents, environmentVariable: "STOREBUS_PAYMENT_QUEUE_EVENTS",
-            configured: settings.paymentQueueEventEndpoints, configKey: "paymentQueueEventEndpoints", default: ["tcp://127.0.0.1:7312"]
+            configured: settings.paymentQueueEventEndpoints, configKey: "paymentQueueEventEndpoints",
+            default: GatewaySettings.defaultPaymentQueueEventEndpoints
         )
 
         let keyring = try APIKeyring(settings.apiKeys ?? [])
@@ -61,19 +65,25 @@ struct GatewayCommand: AsyncParsableCommand {
 
         // Calls to the services, doorbells and the gateway's handlers share one thread: a forwarded
         // call and the Observe answer a doorbell releases cost no thread hop.
-        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalog), reactor: host.reactor, logger: host.logger)
-        let paymentQueueClient = try RPCClient(configuration: ClientConfiguration(endpoints: paymentQueue), reactor: host.reactor, logger: host.logger)
+        let upstreams = try routes.map { route in
+            GatewayUpstream(
+                name: route.name, process: route.process, services: route.services,
+                client: try RPCClient(configuration: ClientConfiguration(endpoints: route.endpoints), reactor: host.reactor, logger: host.logger)
+            )
+        }
+        let paymentQueueClient = upstreams.first { $0.name == GatewaySettings.paymentQueueRoute }!.client
         // Doorbells carry small events: kept, they answer most Observe calls without a log read.
         let recent = RecentEvents()
         let board = try DoorbellBoard(
             endpoints: events, log: "payment-queue", context: host.context, reactor: host.reactor,
             heard: { recent.heard($0) }, disconnected: { recent.forget() }
         )
-        let gateway = GatewayService(
+        let cacheMilliseconds = settings.answerCacheMilliseconds ?? settings.catalogCacheMilliseconds ?? GatewaySettings.defaultAnswerCacheMilliseconds
+        let gateway = try GatewayService(
             keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: lifetime,
-            catalog: catalogClient, paymentQueue: paymentQueueClient, board: board, recent: recent, logger: host.logger,
+            upstreams: upstreams, paymentQueue: paymentQueueClient, board: board, recent: recent, logger: host.logger,
             maxParkedObservers: settings.maxParkedObservers ?? 100_000,
-            catalogAnswers: CatalogAnswers(lifetime: .milliseconds(max(0, settings.catalogCacheMilliseconds ?? 1000)))
+            answers: AnswerCache(lifetime: .milliseconds(max(0, cacheMilliseconds)))
         )
         try await host.serve(
             router: gateway.router,
@@ -84,14 +94,10 @@ struct GatewayCommand: AsyncParsableCommand {
             // Every device holds an Observe call open: room for them beside the ordinary calls.
             maxInFlight: (settings.maxParkedObservers ?? 100_000) + 50_000,
             // Health/Check asks the services behind the gateway too: one check says whether all answer.
-            upstreams: [
-                HealthUpstream(name: "catalog", process: "storebus-catalog", services: GatewayService.forwardedServices(to: .catalog), client: catalogClient),
-                HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: GatewayService.forwardedServices(to: .paymentQueue), client: paymentQueueClient),
-            ],
+            upstreams: upstreams.map(\.health),
             onShutdown: {
                 await gateway.beginClosing()
-                await catalogClient.shutdown()
-                await paymentQueueClient.shutdown()
+                for upstream in upstreams { await upstream.client.shutdown() }
             }
         )
     }

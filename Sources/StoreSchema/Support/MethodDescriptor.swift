@@ -15,6 +15,17 @@ public enum StreamingKind: Sendable {
     case bidirectionalStreaming
 }
 
+/// Who may call a method through the gateway: the contract's `storebus.options.v1.access` option
+/// (proto-schemas/storebus/options/v1/options.proto), or its service's `default_access`.
+public enum MethodAccess: Sendable, Hashable {
+    /// Any session; the gateway forwards the call with the session's principal.
+    case client
+    /// Admin sessions only; forwarded without a principal.
+    case admin
+    /// Never through the gateway: for the services of a deployment.
+    case `internal`
+}
+
 /// A method of a StoreBus service with its request and response types, as declared in proto-schemas/.
 public struct MethodDescriptor<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>: Sendable {
     /// The gRPC method path, `/package.Service/Method`.
@@ -26,18 +37,28 @@ public struct MethodDescriptor<Request: SwiftProtobuf.Message, Response: SwiftPr
     public let idempotent: Bool
     /// Streaming shape.
     public let streaming: StreamingKind
+    /// Who may call it through the gateway.
+    public let access: MethodAccess
+    /// Whether a gateway may answer a repeated request of the same app from an answer it kept
+    /// (`option (storebus.options.v1.cacheable)`).
+    public let cacheable: Bool
 
     /// Describes `method` of `service` (fully qualified, `package.Service`).
-    public init(service: String, method: String, idempotent: Bool, streaming: StreamingKind) {
+    public init(
+        service: String, method: String, idempotent: Bool, streaming: StreamingKind,
+        access: MethodAccess = .internal, cacheable: Bool = false
+    ) {
         self.path = "/\(service)/\(method)"
         self.name = method
         self.idempotent = idempotent
         self.streaming = streaming
+        self.access = access
+        self.cacheable = cacheable
     }
 
     /// The descriptor without its types.
     public var erased: AnyMethodDescriptor {
-        AnyMethodDescriptor(path: path, idempotent: idempotent, streaming: streaming)
+        AnyMethodDescriptor(path: path, idempotent: idempotent, streaming: streaming, access: access, cacheable: cacheable)
     }
 }
 
@@ -49,6 +70,13 @@ public struct AnyMethodDescriptor: Sendable, Hashable {
     public let idempotent: Bool
     /// See ``MethodDescriptor/streaming``.
     public let streaming: StreamingKind
+    /// See ``MethodDescriptor/access``.
+    public let access: MethodAccess
+    /// See ``MethodDescriptor/cacheable``.
+    public let cacheable: Bool
+
+    /// The fully qualified name of the method's service, `package.Service`.
+    public var service: Substring { path.dropFirst().prefix { $0 != "/" } }
 }
 
 /// A generated namespace describing one service.
@@ -57,4 +85,23 @@ public protocol ServiceDescription {
     static var serviceName: String { get }
     /// Its methods in declaration order.
     static var methods: [AnyMethodDescriptor] { get }
+}
+
+/// A service of the contract as a value: its name and methods (``StoreBusContract/services``).
+public struct ContractService: Sendable {
+    /// The fully qualified name, `package.Service`.
+    public let name: String
+    /// Its methods in declaration order.
+    public let methods: [AnyMethodDescriptor]
+
+    /// The service a generated description describes.
+    public init<Service: ServiceDescription>(_ service: Service.Type) {
+        name = Service.serviceName
+        methods = Service.methods
+    }
+}
+
+extension StoreBusContract {
+    /// Every method of every service of the contract, in the order of ``services``.
+    public static let methods: [AnyMethodDescriptor] = services.flatMap(\.methods)
 }

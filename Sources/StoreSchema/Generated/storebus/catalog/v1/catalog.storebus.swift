@@ -16,19 +16,22 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
     /// INVALID_ARGUMENT: more than 1000 identifiers, an unknown storefront, or an app bundle id over 255
     /// bytes. Idempotent.
     public static let fetchProducts = MethodDescriptor<Storebus_Catalog_V1_FetchProductsRequest, Storebus_Catalog_V1_FetchProductsResponse>(
-        service: serviceName, method: "FetchProducts", idempotent: true, streaming: .unary
+        service: serviceName, method: "FetchProducts", idempotent: true, streaming: .unary,
+        access: .client, cacheable: true
     )
 
     /// Returns unlocalized product records for StoreBus services (payment queue, download). Unknown
     /// identifiers are listed, not errors. NOT_FOUND: unknown app. INVALID_ARGUMENT: more than 1000
     /// identifiers, an unknown storefront, or an app bundle id over 255 bytes. Idempotent.
     public static let lookupProducts = MethodDescriptor<Storebus_Catalog_V1_LookupProductsRequest, Storebus_Catalog_V1_LookupProductsResponse>(
-        service: serviceName, method: "LookupProducts", idempotent: true, streaming: .unary
+        service: serviceName, method: "LookupProducts", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Describes the loaded catalog: its version, apps and storefronts. Idempotent.
     public static let getCatalogInfo = MethodDescriptor<Storebus_Catalog_V1_GetCatalogInfoRequest, Storebus_Catalog_V1_GetCatalogInfoResponse>(
-        service: serviceName, method: "GetCatalogInfo", idempotent: true, streaming: .unary
+        service: serviceName, method: "GetCatalogInfo", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Admin: reads the catalog files again and, if they are valid, replaces the loaded catalog in one step.
@@ -36,7 +39,8 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
     /// first ten problems, the field violations as many as fit; call with dry_run to have them as an
     /// answer). Idempotent: unchanged files keep the version.
     public static let reloadCatalog = MethodDescriptor<Storebus_Catalog_V1_ReloadCatalogRequest, Storebus_Catalog_V1_ReloadCatalogResponse>(
-        service: serviceName, method: "ReloadCatalog", idempotent: true, streaming: .unary
+        service: serviceName, method: "ReloadCatalog", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

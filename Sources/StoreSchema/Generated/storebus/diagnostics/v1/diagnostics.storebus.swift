@@ -13,12 +13,14 @@ public enum Storebus_Diagnostics_V1_Diagnostics: ServiceDescription {
     /// cancellation: a request whose deadline passes during the delay is dropped, never completed.
     /// INVALID_ARGUMENT: delay_ms over 60000.
     public static let echo = MethodDescriptor<Storebus_Diagnostics_V1_EchoRequest, Storebus_Diagnostics_V1_EchoResponse>(
-        service: serviceName, method: "Echo", idempotent: true, streaming: .unary
+        service: serviceName, method: "Echo", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Counters of the RPC server since the process started.
     public static let getServerStats = MethodDescriptor<Storebus_Diagnostics_V1_GetServerStatsRequest, Storebus_Diagnostics_V1_ServerStats>(
-        service: serviceName, method: "GetServerStats", idempotent: true, streaming: .unary
+        service: serviceName, method: "GetServerStats", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

@@ -17,38 +17,44 @@ public enum Storebus_Download_V1_Download: ServiceDescription {
     /// transaction is finished, not PURCHASED/RESTORED, or its product is not owned. Idempotent: a download
     /// already started is returned as it is.
     public static let startDownloads = MethodDescriptor<Storebus_Download_V1_StartDownloadsRequest, Storebus_Download_V1_StartDownloadsResponse>(
-        service: serviceName, method: "StartDownloads", idempotent: true, streaming: .unary
+        service: serviceName, method: "StartDownloads", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Pauses waiting or active downloads. NOT_FOUND: unknown download. FAILED_PRECONDITION: the download
     /// is finished, failed or cancelled. Idempotent.
     public static let pauseDownloads = MethodDescriptor<Storebus_Download_V1_PauseDownloadsRequest, Storebus_Download_V1_PauseDownloadsResponse>(
-        service: serviceName, method: "PauseDownloads", idempotent: true, streaming: .unary
+        service: serviceName, method: "PauseDownloads", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Resumes paused or failed downloads from where they stopped. NOT_FOUND: unknown download.
     /// FAILED_PRECONDITION: the download is finished or cancelled. Idempotent.
     public static let resumeDownloads = MethodDescriptor<Storebus_Download_V1_ResumeDownloadsRequest, Storebus_Download_V1_ResumeDownloadsResponse>(
-        service: serviceName, method: "ResumeDownloads", idempotent: true, streaming: .unary
+        service: serviceName, method: "ResumeDownloads", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Cancels downloads and discards their partial data. NOT_FOUND: unknown download.
     /// FAILED_PRECONDITION: the download is finished. Idempotent.
     public static let cancelDownloads = MethodDescriptor<Storebus_Download_V1_CancelDownloadsRequest, Storebus_Download_V1_CancelDownloadsResponse>(
-        service: serviceName, method: "CancelDownloads", idempotent: true, streaming: .unary
+        service: serviceName, method: "CancelDownloads", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Every download of the queue's unfinished transactions and the queue's download-log position.
     /// Idempotent.
     public static let getDownloads = MethodDescriptor<Storebus_Download_V1_GetDownloadsRequest, Storebus_Download_V1_GetDownloadsResponse>(
-        service: serviceName, method: "GetDownloads", idempotent: true, streaming: .unary
+        service: serviceName, method: "GetDownloads", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Reads a piece of a download's content package. NOT_FOUND: unknown download_id.
     /// FAILED_PRECONDITION: the download is not FINISHED. OUT_OF_RANGE: offset beyond the content length.
     /// Idempotent.
     public static let readChunk = MethodDescriptor<Storebus_Download_V1_ReadChunkRequest, Storebus_Download_V1_ReadChunkResponse>(
-        service: serviceName, method: "ReadChunk", idempotent: true, streaming: .unary
+        service: serviceName, method: "ReadChunk", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

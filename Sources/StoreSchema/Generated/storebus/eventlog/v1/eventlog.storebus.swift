@@ -18,7 +18,8 @@ public enum Storebus_Eventlog_V1_EventLog: ServiceDescription {
     /// Reads a page of events in order. With an empty `key`, events with seq > after_seq; with a key,
     /// that key's events with key_seq > after_seq. INVALID_ARGUMENT: limit over 1000. No side effects.
     public static let readEvents = MethodDescriptor<Storebus_Eventlog_V1_ReadEventsRequest, Storebus_Eventlog_V1_ReadEventsResponse>(
-        service: serviceName, method: "ReadEvents", idempotent: true, streaming: .unary
+        service: serviceName, method: "ReadEvents", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

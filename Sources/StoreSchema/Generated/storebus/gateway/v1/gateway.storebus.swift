@@ -18,7 +18,8 @@ public enum Storebus_Gateway_V1_Gateway: ServiceDescription {
     /// PERMISSION_DENIED: the key may not act for this app. INVALID_ARGUMENT: an empty or unusable id.
     /// Idempotent: a retry opens another session; sessions are signed tokens that expire by themselves.
     public static let authenticate = MethodDescriptor<Storebus_Gateway_V1_AuthenticateRequest, Storebus_Gateway_V1_AuthenticateResponse>(
-        service: serviceName, method: "Authenticate", idempotent: true, streaming: .unary
+        service: serviceName, method: "Authenticate", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// The observer stream of the session's queue, as a chain of long polls. Each call acknowledges
@@ -30,7 +31,8 @@ public enum Storebus_Gateway_V1_Gateway: ServiceDescription {
     /// expired or forged session. OUT_OF_RANGE: `after_seq` beyond the queue's newest position.
     /// Without side effects: a retry is always safe.
     public static let observe = MethodDescriptor<Storebus_Gateway_V1_ObserveRequest, Storebus_Gateway_V1_ObserveResponse>(
-        service: serviceName, method: "Observe", idempotent: true, streaming: .unary
+        service: serviceName, method: "Observe", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

@@ -15,7 +15,8 @@ public enum Storebus_Health_V1_Health: ServiceDescription {
     /// NOT_FOUND. A process that is shutting down answers every request, this one included, with
     /// UNAVAILABLE.
     public static let check = MethodDescriptor<Storebus_Health_V1_HealthCheckRequest, Storebus_Health_V1_HealthCheckResponse>(
-        service: serviceName, method: "Check", idempotent: true, streaming: .unary
+        service: serviceName, method: "Check", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

@@ -14,7 +14,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// Whether the account may pay in the app (SKPaymentQueue.canMakePayments); false when the sandbox
     /// policy restricts purchases. NOT_FOUND: unknown app. Idempotent.
     public static let canMakePayments = MethodDescriptor<Storebus_PaymentQueue_V1_CanMakePaymentsRequest, Storebus_PaymentQueue_V1_CanMakePaymentsResponse>(
-        service: serviceName, method: "CanMakePayments", idempotent: true, streaming: .unary
+        service: serviceName, method: "CanMakePayments", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Adds a payment to the queue and returns the new transaction in PURCHASING; every later state
@@ -26,7 +27,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// one would take over 3 MiB of JSON in the launch replay (finish some first). Idempotent when
     /// idempotency_key is set: a repeat returns the transaction the key first created.
     public static let addPayment = MethodDescriptor<Storebus_PaymentQueue_V1_AddPaymentRequest, Storebus_PaymentQueue_V1_AddPaymentResponse>(
-        service: serviceName, method: "AddPayment", idempotent: false, streaming: .unary
+        service: serviceName, method: "AddPayment", idempotent: false, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Removes a transaction from the queue (finishTransaction); announces it as removed. Unfinished
@@ -34,7 +36,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// FAILED_PRECONDITION: the transaction is PURCHASING or DEFERRED. Idempotent: finishing a finished
     /// transaction is OK.
     public static let finishTransaction = MethodDescriptor<Storebus_PaymentQueue_V1_FinishTransactionRequest, Storebus_PaymentQueue_V1_FinishTransactionResponse>(
-        service: serviceName, method: "FinishTransaction", idempotent: true, streaming: .unary
+        service: serviceName, method: "FinishTransaction", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Starts restoring the account's completed non-consumable and subscription purchases into this queue
@@ -47,18 +50,28 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// FAILED_PRECONDITION: idempotency_key reused with a different request (another device or
     /// application_username). Without a key a repeat starts a second restore.
     public static let restoreCompletedTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse>(
-        service: serviceName, method: "RestoreCompletedTransactions", idempotent: false, streaming: .unary
+        service: serviceName, method: "RestoreCompletedTransactions", idempotent: false, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// The queue's unfinished transactions and its current event position, for a follower that starts
     /// from a snapshot. The app is not looked up in the catalog (this is every launch's call): an
     /// unknown app's queue is empty. Idempotent.
     public static let listTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ListTransactionsRequest, Storebus_PaymentQueue_V1_ListTransactionsResponse>(
-        service: serviceName, method: "ListTransactions", idempotent: true, streaming: .unary
+        service: serviceName, method: "ListTransactions", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
+    )
+
+    /// ListTransactions for a follower of the queue's events inside the deployment: the gateway's launch
+    /// replay (Observe with replay) starts from it. Same answer and errors as ListTransactions. Internal:
+    /// the gateway never forwards it. Idempotent.
+    public static let snapshotQueue = MethodDescriptor<Storebus_PaymentQueue_V1_ListTransactionsRequest, Storebus_PaymentQueue_V1_ListTransactionsResponse>(
+        service: serviceName, method: "SnapshotQueue", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [canMakePayments.erased, addPayment.erased, finishTransaction.erased, restoreCompletedTransactions.erased, listTransactions.erased]
+    public static let methods: [AnyMethodDescriptor] = [canMakePayments.erased, addPayment.erased, finishTransaction.erased, restoreCompletedTransactions.erased, listTransactions.erased, snapshotQueue.erased]
 }
 
 /// PaymentQueueAdmin drives the sandbox payment authority and inspects accounts (storectl, tests). The
@@ -71,26 +84,30 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// policy. NOT_FOUND: unknown app. INVALID_ARGUMENT: mode unspecified, or delay_ms over 600000.
     /// FAIL without a fail_error fails with SK_ERROR_UNKNOWN (its zero value). Idempotent.
     public static let setPaymentPolicy = MethodDescriptor<Storebus_PaymentQueue_V1_SetPaymentPolicyRequest, Storebus_PaymentQueue_V1_SetPaymentPolicyResponse>(
-        service: serviceName, method: "SetPaymentPolicy", idempotent: true, streaming: .unary
+        service: serviceName, method: "SetPaymentPolicy", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// The policy in effect for an account (its own or the app's default). NOT_FOUND: unknown app.
     /// Idempotent.
     public static let getPaymentPolicy = MethodDescriptor<Storebus_PaymentQueue_V1_GetPaymentPolicyRequest, Storebus_PaymentQueue_V1_GetPaymentPolicyResponse>(
-        service: serviceName, method: "GetPaymentPolicy", idempotent: true, streaming: .unary
+        service: serviceName, method: "GetPaymentPolicy", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// A parent approves a deferred purchase: DEFERRED -> PURCHASED, charged. NOT_FOUND: unknown
     /// transaction. FAILED_PRECONDITION: not DEFERRED (other than already approved). Idempotent.
     public static let approveAskToBuy = MethodDescriptor<Storebus_PaymentQueue_V1_ApproveAskToBuyRequest, Storebus_PaymentQueue_V1_ApproveAskToBuyResponse>(
-        service: serviceName, method: "ApproveAskToBuy", idempotent: true, streaming: .unary
+        service: serviceName, method: "ApproveAskToBuy", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// A parent declines a deferred purchase: DEFERRED -> FAILED (SK_ERROR_PAYMENT_CANCELLED), not charged.
     /// NOT_FOUND: unknown transaction. FAILED_PRECONDITION: not DEFERRED (other than already declined).
     /// Idempotent.
     public static let declineAskToBuy = MethodDescriptor<Storebus_PaymentQueue_V1_DeclineAskToBuyRequest, Storebus_PaymentQueue_V1_DeclineAskToBuyResponse>(
-        service: serviceName, method: "DeclineAskToBuy", idempotent: true, streaming: .unary
+        service: serviceName, method: "DeclineAskToBuy", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Resolves a purchase interrupted by the INTERRUPT policy (as if the user finished the required
@@ -100,7 +117,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// history. RESOURCE_EXHAUSTED: the queue already holds as many unfinished transactions as it may.
     /// Idempotent: resolving twice adds nothing more.
     public static let resolveInterruptedPurchase = MethodDescriptor<Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseRequest, Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseResponse>(
-        service: serviceName, method: "ResolveInterruptedPurchase", idempotent: true, streaming: .unary
+        service: serviceName, method: "ResolveInterruptedPurchase", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Refunds a purchased transaction: marks its charge refunded, sets its cancellation date and, for
@@ -110,7 +128,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// transactions are refunded through their original), or never charged. Idempotent: refunding twice
     /// is OK and changes nothing.
     public static let refundTransaction = MethodDescriptor<Storebus_PaymentQueue_V1_RefundTransactionRequest, Storebus_PaymentQueue_V1_RefundTransactionResponse>(
-        service: serviceName, method: "RefundTransaction", idempotent: true, streaming: .unary
+        service: serviceName, method: "RefundTransaction", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Every transaction of an account in an app, across its devices' queues, oldest first, in pages:
@@ -118,7 +137,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// before 1 MiB of their JSON (beyond its first). NOT_FOUND: unknown app. INVALID_ARGUMENT: a page_token this method did not give.
     /// Idempotent.
     public static let listAccountTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ListAccountTransactionsRequest, Storebus_PaymentQueue_V1_ListAccountTransactionsResponse>(
-        service: serviceName, method: "ListAccountTransactions", idempotent: true, streaming: .unary
+        service: serviceName, method: "ListAccountTransactions", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Clears an account's purchase history in an app (the sandbox "clear purchase history"), so products
@@ -126,20 +146,23 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
     /// charged; unfinished transactions are announced as removed and entitlements as revoked; the charge
     /// ledger is kept. NOT_FOUND: unknown app. Idempotent.
     public static let clearAccountTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_ClearAccountTransactionsRequest, Storebus_PaymentQueue_V1_ClearAccountTransactionsResponse>(
-        service: serviceName, method: "ClearAccountTransactions", idempotent: true, streaming: .unary
+        service: serviceName, method: "ClearAccountTransactions", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// The charge ledger of an account in an app, oldest first, in pages: follow next_page_token until
     /// it is empty. NOT_FOUND: unknown app. INVALID_ARGUMENT: a page_token this method did not give.
     /// Idempotent.
     public static let listCharges = MethodDescriptor<Storebus_PaymentQueue_V1_ListChargesRequest, Storebus_PaymentQueue_V1_ListChargesResponse>(
-        service: serviceName, method: "ListCharges", idempotent: true, streaming: .unary
+        service: serviceName, method: "ListCharges", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Deletes every transaction, policy and charge. Affected queues get removed/revoked events so followers
     /// stay consistent; the event log is never rewound. Idempotent.
     public static let reset = MethodDescriptor<Storebus_PaymentQueue_V1_ResetRequest, Storebus_PaymentQueue_V1_ResetResponse>(
-        service: serviceName, method: "Reset", idempotent: true, streaming: .unary
+        service: serviceName, method: "Reset", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

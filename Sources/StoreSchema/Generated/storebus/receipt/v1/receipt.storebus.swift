@@ -14,20 +14,23 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
     /// far. NOT_FOUND: unknown app. FAILED_PRECONDITION: receipt properties asked of a production service.
     /// Idempotent.
     public static let refreshReceipt = MethodDescriptor<Storebus_Receipt_V1_RefreshReceiptRequest, Storebus_Receipt_V1_RefreshReceiptResponse>(
-        service: serviceName, method: "RefreshReceipt", idempotent: true, streaming: .unary
+        service: serviceName, method: "RefreshReceipt", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Checks a receipt and decodes it. Problems with the receipt itself are answered with OK and an
     /// Apple status code in the body, never as transport errors. Idempotent.
     public static let verifyReceipt = MethodDescriptor<Storebus_Receipt_V1_VerifyReceiptRequest, Storebus_Receipt_V1_VerifyReceiptResponse>(
-        service: serviceName, method: "VerifyReceipt", idempotent: true, streaming: .unary
+        service: serviceName, method: "VerifyReceipt", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// What the account owns in the app now: non-consumables and subscriptions, revoked ones included and
     /// flagged. NOT_FOUND: unknown app. DEADLINE_EXCEEDED: min_seq not reached before the deadline.
     /// Idempotent.
     public static let getEntitlements = MethodDescriptor<Storebus_Receipt_V1_GetEntitlementsRequest, Storebus_Receipt_V1_GetEntitlementsResponse>(
-        service: serviceName, method: "GetEntitlements", idempotent: true, streaming: .unary
+        service: serviceName, method: "GetEntitlements", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

@@ -12,12 +12,14 @@ public enum Storebus_Testkit_V1_Journal: ServiceDescription {
     /// Appends one entry and its event in a single database transaction. INVALID_ARGUMENT: a key that is
     /// empty, longer than 200 bytes or holds a newline; a text longer than 4096 bytes. Not idempotent.
     public static let append = MethodDescriptor<Storebus_Testkit_V1_AppendRequest, Storebus_Testkit_V1_AppendResponse>(
-        service: serviceName, method: "Append", idempotent: false, streaming: .unary
+        service: serviceName, method: "Append", idempotent: false, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Counts the entries of a key (or of all keys when `key` is empty).
     public static let countEntries = MethodDescriptor<Storebus_Testkit_V1_CountEntriesRequest, Storebus_Testkit_V1_CountEntriesResponse>(
-        service: serviceName, method: "CountEntries", idempotent: true, streaming: .unary
+        service: serviceName, method: "CountEntries", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
     )
 
     /// Every method of the service, in declaration order.

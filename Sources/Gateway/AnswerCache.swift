@@ -1,20 +1,22 @@
 import Synchronization
 
-/// FetchProducts answers the gateway has forwarded, kept for a short while: the devices of an app ask
-/// for the same products again and again (every launch, every store screen), and the catalog changes
-/// only when it is reloaded.
+/// Answers of cacheable methods (`option (storebus.options.v1.cacheable)`, FetchProducts among them)
+/// the gateway has forwarded, kept for a short while: the devices of an app ask for the same products
+/// again and again (every launch, every store screen), and the catalog changes only when it is
+/// reloaded.
 ///
-/// Keyed by the session's app and the request body byte for byte, so an answer is only ever given
-/// for the very request it answered, and never to another app. A reload reaches clients at most
-/// `lifetime` later (the payment queue caches its lookups the same way). Only successful answers of
-/// at most ``maxAnswerBytes`` are kept, and at most ``maxBytes`` in all.
-public final class CatalogAnswers: Sendable {
+/// Keyed by the method, the session's app and the request body byte for byte, so an answer is only
+/// ever given for the very request it answered, and never to another app. A reload reaches clients
+/// at most `lifetime` later (the payment queue caches its lookups the same way). Only successful
+/// answers of at most ``maxAnswerBytes`` are kept, and at most ``maxBytes`` in all.
+public final class AnswerCache: Sendable {
     /// Largest answer kept.
     public static let maxAnswerBytes = 64 * 1024
     /// Most bytes of answers kept.
     public static let maxBytes = 16 * 1024 * 1024
 
     private struct Key: Hashable {
+        var path: String
         var app: String
         var body: [UInt8]
     }
@@ -40,19 +42,19 @@ public final class CatalogAnswers: Sendable {
         self.lifetime = lifetime
     }
 
-    /// The kept answer to `body` from a session of `app`, if it is still fresh.
-    func answer(app: String, body: [UInt8], now: ContinuousClock.Instant = .now) -> [UInt8]? {
+    /// The kept answer of `path` to `body` from a session of `app`, if it is still fresh.
+    func answer(path: String, app: String, body: [UInt8], now: ContinuousClock.Instant = .now) -> [UInt8]? {
         guard lifetime > .zero else { return nil }
         return state.withLock { state in
-            guard let entry = state.entries[Key(app: app, body: body)], now < entry.expires else { return nil }
+            guard let entry = state.entries[Key(path: path, app: app, body: body)], now < entry.expires else { return nil }
             return entry.answer
         }
     }
 
-    /// Keeps `answer` to `body` from a session of `app`.
-    func keep(_ answer: [UInt8], app: String, body: [UInt8], now: ContinuousClock.Instant = .now) {
+    /// Keeps `answer` of `path` to `body` from a session of `app`.
+    func keep(_ answer: [UInt8], path: String, app: String, body: [UInt8], now: ContinuousClock.Instant = .now) {
         guard lifetime > .zero, answer.count <= Self.maxAnswerBytes else { return }
-        let size = answer.count + body.count + app.utf8.count
+        let size = answer.count + body.count + app.utf8.count + path.utf8.count
         state.withLock { state in
             if state.bytes + size > Self.maxBytes {
                 // Full: drop what has expired, and everything if that is not enough.
@@ -63,7 +65,7 @@ public final class CatalogAnswers: Sendable {
                     state.bytes = 0
                 }
             }
-            let key = Key(app: app, body: body)
+            let key = Key(path: path, app: app, body: body)
             if let old = state.entries.updateValue(Entry(answer: answer, expires: now + lifetime, size: size), forKey: key) {
                 state.bytes -= old.size
             }
