@@ -33,7 +33,7 @@ extension Catalog {
         }
         // Byte for byte: Swift's dictionary takes canonically equivalent names for the same.
         guard let app = apps[bundleID], app.bundleID.utf8.elementsEqual(bundleID.utf8) else {
-            throw RPCError.resource(.notFound, type: "app", name: bundleID, "unknown app \"\(bundleID)\"")
+            throw RPCError.resource(.notFound, type: "app", name: bundleID, "unknown app \"\(RPCError.echo(bundleID))\"")
         }
         return app
     }

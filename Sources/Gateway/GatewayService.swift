@@ -130,7 +130,7 @@ public final class GatewayService: Sendable {
         }
         try QueueNames.check(app: request.appBundleID, account: request.accountID, device: request.deviceID)
         guard key.allows(app: request.appBundleID) else {
-            throw RPCError.resource(.permissionDenied, type: "app", name: request.appBundleID, "the API key \(key.name) may not act for app \(request.appBundleID)")
+            throw RPCError.resource(.permissionDenied, type: "app", name: request.appBundleID, "the API key \(key.name) may not act for app \(RPCError.echo(request.appBundleID))")
                 .withReason("APP_NOT_ALLOWED", domain: "storebus.gateway")
         }
         let expires = Int64(Date().timeIntervalSince1970) + sessionLifetime
@@ -199,6 +199,7 @@ public final class GatewayService: Sendable {
     /// client sent, a forged principal included, stays behind.
     private func upstreamMetadata(_ session: Session, from context: ServerContext) -> Metadata {
         var metadata = Metadata()
+        metadata[WireProtocol.callerRequestIDMetadata] = context.requestID
         if let key = context.metadata[WireProtocol.idempotencyKeyMetadata] {
             metadata[WireProtocol.idempotencyKeyMetadata] = key
         }
@@ -231,6 +232,9 @@ public final class GatewayService: Sendable {
         // session's app's to give.
         let cached = !session.admin && route.method.cacheable
         if cached, let answer = answers.answer(path: route.method.path, app: session.claims.app, body: body) { return answer }
+        logger.debug("Forwarding", metadata: [
+            "request.id": "\(context.requestID)", "rpc.method": "\(route.method.path)", "upstream": "\(route.upstream.name)",
+        ])
         let response = try await route.upstream.client.callRaw(
             path: route.method.path, idempotent: route.method.idempotent, body: body,
             options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))

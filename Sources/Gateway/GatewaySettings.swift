@@ -130,6 +130,10 @@ public struct GatewaySettings: Decodable, Sendable {
     public var answerCacheMilliseconds: Int?
     /// The former name of ``answerCacheMilliseconds``, still read when that is not set.
     public var catalogCacheMilliseconds: Int?
+    /// How long a forwarded call waits for an instance of its service to connect when none is
+    /// connected (a service restarting or down), in milliseconds; then the caller hears UNAVAILABLE,
+    /// reason NOT_SENT, with retry advice, instead of waiting for its deadline. Default 1000.
+    public var upstreamConnectionWaitMilliseconds: Int?
 
     /// Empty settings.
     public init() {}
@@ -149,6 +153,8 @@ public struct GatewaySettings: Decodable, Sendable {
     public static let paymentQueueRoute = "payment-queue"
     /// Default of ``answerCacheMilliseconds``.
     public static let defaultAnswerCacheMilliseconds = 1000
+    /// Default of ``upstreamConnectionWaitMilliseconds``.
+    public static let defaultUpstreamConnectionWaitMilliseconds = 1000
 
     /// The routes in effect: the built-in ones, each replaced by a configured route of the same name,
     /// then the other configured routes. Throws when a name repeats or a route lists no service or no

@@ -126,7 +126,7 @@ extension TransactionStore {
     public func refund(_ id: String, now: Date = Date()) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
         try await writer.write { db, batch in
             guard let record = try TransactionRecord.fetch(db, id: id) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
             }
             guard record.state == .purchased else {
                 throw RPCError(.failedPrecondition, "only purchased transactions can be refunded; restored ones through their original")

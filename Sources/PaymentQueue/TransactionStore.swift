@@ -329,7 +329,7 @@ public final class TransactionStore: Sendable {
     public func answerAskToBuy(_ id: String, approve: Bool, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         try await writer.write { db, batch in
             guard var record = try TransactionRecord.fetch(db, id: id) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
             }
             // Whether the transaction was ever DEFERRED: Ask to Buy asked for by the payment or the
             // policy copied onto it, the only ways into DEFERRED.
@@ -356,7 +356,7 @@ public final class TransactionStore: Sendable {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
             guard let interrupted = try TransactionRecord.fetch(db, id: id) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id)")
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
             }
             guard interrupted.interrupted else {
                 throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")
@@ -435,14 +435,14 @@ public final class TransactionStore: Sendable {
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
         try await writer.write { db, batch in
             guard let record = try TransactionRecord.fetch(db, id: id), QueueNames.same(record.app, queue.appBundleID) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id)) in this queue")
             }
             guard QueueNames.same(record.account, queue.accountID) else {
-                throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(id) belongs to another account")
+                throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(RPCError.echo(id)) belongs to another account")
                     .withReason("OTHER_ACCOUNT", domain: "storebus.payment_queue")
             }
             guard QueueNames.same(record.device, queue.deviceID) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
+                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id)) in this queue")
             }
             if record.finished { return true }
             switch record.state {

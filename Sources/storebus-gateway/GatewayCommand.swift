@@ -65,10 +65,13 @@ struct GatewayCommand: AsyncParsableCommand {
 
         // Calls to the services, doorbells and the gateway's handlers share one thread: a forwarded
         // call and the Observe answer a doorbell releases cost no thread hop.
+        let connectionWait = Duration.milliseconds(max(0, settings.upstreamConnectionWaitMilliseconds ?? GatewaySettings.defaultUpstreamConnectionWaitMilliseconds))
         let upstreams = try routes.map { route in
-            GatewayUpstream(
+            var client = ClientConfiguration(endpoints: route.endpoints)
+            client.connectionWait = connectionWait
+            return GatewayUpstream(
                 name: route.name, process: route.process, services: route.services,
-                client: try RPCClient(configuration: ClientConfiguration(endpoints: route.endpoints), reactor: host.reactor, logger: host.logger)
+                client: try RPCClient(configuration: client, reactor: host.reactor, logger: host.logger)
             )
         }
         let paymentQueueClient = upstreams.first { $0.name == GatewaySettings.paymentQueueRoute }!.client

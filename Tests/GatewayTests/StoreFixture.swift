@@ -18,20 +18,21 @@ final class StoreFixture: Sendable {
     let gateways: [ServiceProcess]
     let gatewayEndpoints: [String]
 
-    init() throws {
+    /// The processes, each logging at `logLevel` into its file in the directory.
+    init(logLevel: String = "warning") throws {
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
         let queueEndpoint = directory.ipcEndpoint("pq")
         let queueEvents = directory.ipcEndpoint("pq-events")
         catalog = ServiceProcess(
             name: "storebus-catalog",
-            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", "warning"],
+            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", logLevel],
             logFile: directory.url.appendingPathComponent("catalog.log")
         )
         queue = ServiceProcess(
             name: "storebus-payment-queue",
             arguments: ["--rpc-endpoint", queueEndpoint, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
-                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"],
+                        "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel],
             logFile: directory.url.appendingPathComponent("payment-queue.log")
         )
         let config = directory.url.appendingPathComponent("gateway.json")
@@ -54,7 +55,7 @@ final class StoreFixture: Sendable {
         gateways = endpoints.enumerated().map { index, endpoint in
             ServiceProcess(
                 name: "storebus-gateway",
-                arguments: ["--config", config.path, "--rpc-endpoint", endpoint, "--log-level", "warning"],
+                arguments: ["--config", config.path, "--rpc-endpoint", endpoint, "--log-level", logLevel],
                 logFile: logs.appendingPathComponent("gateway\(index + 1).log")
             )
         }

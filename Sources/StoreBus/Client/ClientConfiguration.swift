@@ -23,6 +23,11 @@ public struct ClientConfiguration: Sendable {
     public var reconnectInterval: Duration = .milliseconds(100)
     /// See ``reconnectInterval``.
     public var reconnectIntervalMax: Duration = .seconds(2)
+    /// How long a call waits for an instance to connect when none is connected; then it fails with
+    /// UNAVAILABLE, reason `NOT_SENT` and retry advice (it did not run). nil, the default: until its
+    /// deadline. A forwarder (the gateway) sets it, so that its callers hear of an outage at once
+    /// and retry, rather than at their deadlines.
+    public var connectionWait: Duration?
 
     /// A configuration for `endpoints`.
     public init(endpoints: [String]) {

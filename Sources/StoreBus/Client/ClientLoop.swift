@@ -148,16 +148,29 @@ final class ClientLoop {
         if sent || call.attempts > 0 {
             call.finish(.failure(RPCError(.deadlineExceeded, "\(call.path): the deadline passed before the server answered")))
         } else {
-            // Never sent, so certainly not run: `retry` says so (§8 of the protocol), also to the
-            // caller of a forwarder (the gateway) that passes this error on, for whom an UNAVAILABLE
-            // without it would mean "may have run".
-            let addresses = endpoints.map(\.address).joined(separator: ", ")
-            let error = RPCError(
-                .unavailable, "\(call.path): no StoreBus server was reachable at \(addresses) before the deadline",
-                details: .with { $0.retry.retryDelayMs = Int64(configuration.reconnectIntervalMax.wireMilliseconds) }
-            )
-            call.finish(.failure(error.withReason("NOT_SENT", domain: "storebus.rpc")))
+            call.finish(.failure(notSent(call, "before the deadline")))
         }
+    }
+
+    /// The error of a call that was never sent, so certainly did not run: `retry` says so (§8 of the
+    /// protocol), also to the caller of a forwarder (the gateway) that passes this error on, for whom
+    /// an UNAVAILABLE without it would mean "may have run".
+    private func notSent(_ call: PendingCall, _ when: String) -> RPCError {
+        let addresses = endpoints.map(\.address).joined(separator: ", ")
+        let error = RPCError(
+            .unavailable, "\(call.path): no StoreBus server was reachable at \(addresses) \(when)",
+            details: .with { $0.retry.retryDelayMs = Int64(configuration.reconnectIntervalMax.wireMilliseconds) }
+        )
+        return error.withReason("NOT_SENT", domain: "storebus.rpc")
+    }
+
+    /// Fails a call still waiting, never sent, after ``ClientConfiguration/connectionWait`` with no
+    /// instance connected.
+    private func giveUpWaiting(_ id: UInt64) {
+        guard let call = pending[id], call.endpoint == nil, call.attempts == 0,
+              !endpoints.contains(where: \.connected) else { return }
+        pending[id] = nil
+        call.finish(.failure(notSent(call, "(none is connected)")))
     }
 
     /// Forgets a call that will not be answered: stops its timer and, if asked, tells its server to
@@ -182,6 +195,10 @@ final class ClientLoop {
         }
         waiting.append(call.id)
         armRetryTimer()
+        if let wait = configuration.connectionWait, call.attempts == 0, !endpoints.contains(where: \.connected) {
+            let id = call.id
+            reactor.schedule(at: min(.now + wait, call.deadline)) { [self] in self.giveUpWaiting(id) }
+        }
     }
 
     /// Sends to the connected endpoint with the fewest of this client's calls in flight, passing over

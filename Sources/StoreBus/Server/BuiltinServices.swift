@@ -31,7 +31,7 @@ public enum BuiltinServices {
         router.registerStaged(Storebus_Health_V1_Health.check) { request, context in
             let forwarded = hosted.contains(request.service) ? nil : upstreams.first { $0.services.contains(request.service) }
             guard request.service.isEmpty || hosted.contains(request.service) || forwarded != nil else {
-                throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(request.service)")
+                throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(RPCError.echo(request.service))")
             }
             let serving = isServing()
             let answer = Storebus_Health_V1_HealthCheckResponse.with {

@@ -51,7 +51,7 @@ extension ServerContext {
     public func authorize(app: String) throws(RPCError) {
         guard let principal else { return }
         guard QueueNames.same(principal.app, app) else {
-            throw Self.outside("app", app, "this session acts for app \(principal.app), not \(app)", reason: "OTHER_APP")
+            throw Self.outside("app", app, "this session acts for app \(principal.app), not \(RPCError.echo(app))", reason: "OTHER_APP")
         }
     }
 
@@ -60,7 +60,7 @@ extension ServerContext {
         try authorize(app: app)
         guard let principal else { return }
         guard QueueNames.same(principal.account, account) else {
-            throw Self.outside("account", account, "this session acts for account \(principal.account), not \(account)", reason: "OTHER_ACCOUNT")
+            throw Self.outside("account", account, "this session acts for account \(principal.account), not \(RPCError.echo(account))", reason: "OTHER_ACCOUNT")
         }
     }
 
@@ -70,7 +70,7 @@ extension ServerContext {
         try authorize(app: app, account: account)
         guard let principal else { return }
         guard QueueNames.same(principal.device, device) else {
-            throw Self.outside("device", device, "this session acts for device \(principal.device), not \(device)", reason: "OTHER_DEVICE")
+            throw Self.outside("device", device, "this session acts for device \(principal.device), not \(RPCError.echo(device))", reason: "OTHER_DEVICE")
         }
     }
 

@@ -29,7 +29,7 @@ public enum QueueNames {
         guard !bytes.allSatisfy({ $0 < 0x80 }) else { return }
         let normalized = value.precomposedStringWithCanonicalMapping
         guard bytes.elementsEqual(normalized.utf8) else {
-            throw RPCError.invalidArgument(field: field, "must be in Unicode normalization form C (NFC), as \"\(normalized)\" is")
+            throw RPCError.invalidArgument(field: field, "must be in Unicode normalization form C (NFC), as \"\(RPCError.echo(normalized))\" is")
         }
     }
 

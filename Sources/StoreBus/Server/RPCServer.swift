@@ -217,7 +217,7 @@ final class ServerLoop {
             return reject(request, RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 }))
         }
         guard let entry = router.entry(for: request.method) else {
-            return reject(request, RPCError(.unimplemented, "unknown method \(request.method)").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
+            return reject(request, RPCError(.unimplemented, "unknown method \(RPCError.echo(request.method))").withReason("UNKNOWN_METHOD", domain: "storebus.rpc"))
         }
         guard inFlight.count < configuration.maxInFlight else {
             return reject(request, RPCError(.resourceExhausted, "the server is handling \(inFlight.count) requests; try again shortly", details: .with { $0.retry.retryDelayMs = 50 }))
@@ -231,6 +231,12 @@ final class ServerLoop {
             deadline = .now + .milliseconds(Int64(timeout))
         }
         let idText = String(decoding: request.requestID, as: UTF8.self)
+        // With a forwarder's caller-request-id, a caller's call can be followed from the gateway's
+        // log to the service's.
+        logger.debug("Request", metadata: [
+            "request.id": "\(idText)", "rpc.method": "\(request.method)",
+            "caller.request.id": "\(request.metadata[WireProtocol.callerRequestIDMetadata] ?? "")",
+        ])
         let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: logger)
         let body = request.body
         let work: @Sendable () async throws -> [UInt8]
@@ -323,7 +329,9 @@ final class ServerLoop {
     }
 
     private func send(envelope: Envelope, requestID: [UInt8], error: RPCError) {
-        let body = (try? JSONCodec.encode(error.status)) ?? []
+        let status = error.status
+        var body = (try? JSONCodec.encode(status)) ?? []
+        if body.count > ErrorStatusBounds.maxBodyBytes { body = (try? JSONCodec.encode(ErrorStatusBounds.compact(status))) ?? [] }
         send(envelope: envelope, requestID: requestID, code: error.code, body: body)
     }
 

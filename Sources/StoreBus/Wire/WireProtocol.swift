@@ -40,6 +40,9 @@ public enum WireProtocol {
 
     /// Metadata key for the idempotency key that makes a non-idempotent call safe to retry.
     public static let idempotencyKeyMetadata = "idempotency-key"
+    /// Metadata key a forwarder (the gateway) sets to the request id its caller gave the call, which
+    /// it re-issues under an id of its own; servers log it as `caller.request.id` (§12).
+    public static let callerRequestIDMetadata = "caller-request-id"
 }
 
 /// Metadata of a call: lower-case keys to single-line values. On the wire, one `key: value` line per
