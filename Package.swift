@@ -185,7 +185,11 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]
+            dependencies: [
+                "Catalog", "Gateway", "PaymentQueue", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         .testTarget(
             name: "CatalogTests",

@@ -63,21 +63,29 @@ struct HostOptionsTests {
         #expect(!output.contains("Precondition failed"), "\(output)")
     }
 
-    @Test("a service's endpoint list: flags, then environment, then config file, then default; an empty config list is an error only when used")
-    func endpointPrecedence() throws {
-        func resolve(flags: [String] = [], environment: [String: String] = [:], configured: [String]?) throws -> [String] {
-            try HostOptions.endpoints(
-                flags: flags, environmentVariable: "STOREBUS_CATALOG_ENDPOINTS", configured: configured, configKey: "catalogEndpoints",
-                default: ["tcp://127.0.0.1:7301"], environment: environment
-            )
-        }
-        #expect(try resolve(configured: nil) == ["tcp://127.0.0.1:7301"])
-        #expect(try resolve(configured: ["ipc:///tmp/c"]) == ["ipc:///tmp/c"])
-        #expect(try resolve(environment: ["STOREBUS_CATALOG_ENDPOINTS": "ipc:///tmp/e"], configured: ["ipc:///tmp/c"]) == ["ipc:///tmp/e"])
-        #expect(try resolve(flags: ["ipc:///tmp/f"], configured: []) == ["ipc:///tmp/f"])
-        #expect(try resolve(environment: ["STOREBUS_CATALOG_ENDPOINTS": "ipc:///tmp/e"], configured: []) == ["ipc:///tmp/e"])
-        let empty = #expect(throws: StartupError.self) { _ = try resolve(configured: []) }
-        #expect(empty?.description.contains("service.catalogEndpoints") == true)
+    @Test("a list given as flags wins over the environment variable's; with neither, the configuration's value stands (nil)")
+    func listPrecedence() {
+        let variable = "STOREBUS_CATALOG_ENDPOINTS"
+        #expect(HostOptions.list(flags: [], environment: variable, environment: [:]) == nil)
+        #expect(HostOptions.list(flags: [], environment: variable, environment: [variable: "ipc:///tmp/e, ipc:///tmp/f"]) == ["ipc:///tmp/e", "ipc:///tmp/f"])
+        #expect(HostOptions.list(flags: [], environment: variable, environment: [variable: " , "]) == nil)
+        #expect(HostOptions.list(flags: ["ipc:///tmp/g"], environment: variable, environment: [variable: "ipc:///tmp/e"]) == ["ipc:///tmp/g"])
+    }
+
+    @Test("an empty endpoint list in the config file is an error only when no flag replaces it")
+    func emptyListReplacedByAFlag() async throws {
+        let directory = try TemporaryDirectory(prefix: "cfg")
+        defer { directory.remove() }
+        let config = try writeConfig(#"{"service": {"catalogEndpoints": []}}"#, in: directory)
+        // The catalog endpoint given as a flag: the gateway starts (and is stopped once ready)
+        let gateway = ServiceProcess(
+            name: "storebus-gateway",
+            arguments: ["--config", config, "--rpc-endpoint", directory.ipcEndpoint("rpc"), "--catalog-endpoint", directory.ipcEndpoint("catalog")],
+            logFile: directory.url.appendingPathComponent("gateway.log")
+        )
+        try gateway.start()
+        #expect(await waitUntil(timeout: .seconds(20)) { gateway.output.contains("storebus-gateway ready") }, "\(gateway.output)")
+        #expect(await gateway.stop() == 0, "\(gateway.output)")
     }
 
     @Test("the log level comes from the highest-priority source that sets it; only the value used must be valid")

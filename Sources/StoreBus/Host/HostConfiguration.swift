@@ -21,6 +21,10 @@ public struct HostConfiguration: Sendable, Equatable {
     public var configFile: String?
     /// The directory of the config file, when there is one: relative paths in it resolve from there.
     public var configDirectory: URL?
+    /// Whether SIGINT and SIGTERM stop the service gracefully, and it prints its ready line: true in
+    /// its own executable; false for a service run inside another program (a test), which stops it
+    /// through its ServiceGroup's graceful shutdown.
+    public var handlesSignals = true
 
     /// A configuration with the given defaults.
     public init(
@@ -44,17 +48,15 @@ public struct HostConfiguration: Sendable, Equatable {
     public func serviceSettings<Settings: Decodable>(_ type: Settings.Type) throws -> Settings? {
         guard let serviceSection else { return nil }
         do {
-            return try JSONDecoder().decode(Settings.self, from: serviceSection)
+            let decoder = JSONDecoder()
+            // Relative paths in the file resolve from its directory (see `Decoder.configPath(_:)`).
+            if let configDirectory { decoder.userInfo[.storeBusConfigDirectory] = configDirectory }
+            return try decoder.decode(Settings.self, from: serviceSection)
+        } catch let error as StartupError {
+            throw StartupError("the config file \(configFile ?? "") is not valid: \(error.description)")
         } catch {
             throw StartupError("the config file \(configFile ?? "") is not valid: \(HostOptions.describe(error, under: "service"))")
         }
-    }
-
-    /// A path from the config file's `service` section, made absolute against the config file's
-    /// directory (paths given as flags or environment are used as they are).
-    public func resolvingConfigPath(_ path: String) -> String {
-        guard !path.hasPrefix("/"), let configDirectory else { return path }
-        return configDirectory.appendingPathComponent(path).standardizedFileURL.path
     }
 }
 
@@ -74,4 +76,26 @@ struct ConfigFile: Decodable {
     var eventEndpoints: [String]?
     var dataDirectory: String?
     var logLevel: String?
+}
+
+extension CodingUserInfoKey {
+    /// The directory of the config file being decoded (see ``HostConfiguration/serviceSettings(_:)``).
+    static let storeBusConfigDirectory = CodingUserInfoKey(rawValue: "storebus.configDirectory")!
+}
+
+extension Decoder {
+    /// A path read from the config file made absolute against the file's directory; as it is when
+    /// absolute or when no file is being read.
+    public func configPath(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let directory = userInfo[.storeBusConfigDirectory] as? URL else { return path }
+        return directory.appendingPathComponent(path).standardizedFileURL.path
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// The value at `key`, or `fallback` when the key is left out: a configuration's defaults stay
+    /// in the configuration type, and a config file names only what it changes.
+    public func value<Value: Decodable>(_ key: Key, default fallback: Value) throws -> Value {
+        try decodeIfPresent(Value.self, forKey: key) ?? fallback
+    }
 }

@@ -109,6 +109,12 @@ public struct HostOptions: ParsableArguments, Sendable {
         return items.isEmpty ? nil : items
     }
 
+    /// A list given as flags, else as the comma-separated environment variable `environment`; nil
+    /// when neither gives one (the configuration's value then stands).
+    public static func list(flags: [String], environment variable: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> [String]? {
+        flags.isEmpty ? list(environment[variable]) : flags
+    }
+
     /// An endpoint list for a process without a config file (storectl): the flags, then the
     /// environment variable, then the default.
     public static func endpoints(
@@ -117,25 +123,5 @@ public struct HostOptions: ParsableArguments, Sendable {
     ) -> [String] {
         if !flags.isEmpty { return flags }
         return list(environment[environmentVariable]) ?? fallback
-    }
-
-    /// A service-specific endpoint list, resolved like the host options: the flags, then the
-    /// environment variable, then the config file's `service.<configKey>`, then the default.
-    ///
-    /// An empty list in the config file, when nothing overrides it, is a ``StartupError`` rather than
-    /// the default: the process needs somewhere to send its calls (an RPC client refuses an empty
-    /// list), and quietly using the default endpoint would hide the mistake. Leaving the key out
-    /// gives the default.
-    public static func endpoints(
-        flags: [String], environmentVariable: String, configured: [String]?, configKey: String, default fallback: [String],
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws -> [String] {
-        if !flags.isEmpty { return flags }
-        if let value = list(environment[environmentVariable]) { return value }
-        guard let configured else { return fallback }
-        guard !configured.isEmpty else {
-            throw StartupError("the config file's service.\(configKey) is an empty list: name at least one endpoint, or leave the key out to use \(fallback.joined(separator: ","))")
-        }
-        return configured
     }
 }

@@ -119,15 +119,21 @@ public final class ServiceHost: Sendable {
         ])
         // A line tests and launchers can wait for, with the resolved endpoints.
         let ready = ReadyLine(text: "\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
+        let signals = configuration.handlesSignals
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server)] + background.map { .init(service: $0) }
-                + [.init(service: ready, successTerminationBehavior: .ignore)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
+                + (signals ? [.init(service: ready, successTerminationBehavior: .ignore)] : []),
+            gracefulShutdownSignals: signals ? [.sigterm, .sigint] : [],
             logger: logger
         ))
         var failure: (any Error)?
         do {
-            try await group.run()
+            // Run as a service of another group (a test's), the process's group stops with that one.
+            try await withGracefulShutdownHandler {
+                try await group.run()
+            } onGracefulShutdown: {
+                Task { await group.triggerGracefulShutdown() }
+            }
         } catch {
             logger.error("Stopped with an error", metadata: ["error": "\(error)"])
             failure = error
