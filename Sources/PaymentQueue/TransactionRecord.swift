@@ -201,21 +201,11 @@ struct TransactionRecord: Sendable, Equatable {
     }
 
     /// Applies the policy copied onto a PURCHASING transaction at `ms` (in memory; see
-    /// ``saveDecision(_:)``): DEFERRED when Ask to Buy was asked for by the payment or the policy,
-    /// FAILED under a FAIL policy, FAILED and interrupted under INTERRUPT, PURCHASED otherwise.
+    /// ``saveDecision(_:)``), as ``TransactionStateMachine`` says: DEFERRED when Ask to Buy was asked
+    /// for by the payment or the policy, FAILED under a FAIL policy, FAILED and interrupted under
+    /// INTERRUPT, PURCHASED otherwise.
     mutating func decide(at ms: Int64) {
-        if askToBuy || policyMode == .askToBuy {
-            setState(.deferred, at: ms)
-            return
-        }
-        switch policyMode {
-        case .fail:
-            setFailed(.make(policyError), at: ms)
-        case .interrupt:
-            setFailed(.make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed."), at: ms, interrupted: true)
-        default:
-            setState(.purchased, at: ms)
-        }
+        apply(TransactionStateMachine.step(state, .decide, machineFacts), at: ms)
     }
 
     /// The payment as the transaction records it.

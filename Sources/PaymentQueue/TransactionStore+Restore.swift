@@ -128,8 +128,8 @@ extension TransactionStore {
             guard let record = try TransactionRecord.fetch(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
             }
-            guard record.state == .purchased else {
-                throw RPCError(.failedPrecondition, "only purchased transactions can be refunded; restored ones through their original")
+            if case .refused(let predicate) = TransactionStateMachine.step(record.state, .refund, record.machineFacts) {
+                throw TransactionStateMachine.refusal(id, predicate)
             }
             guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pq_charge WHERE transaction_id = ?)"), arguments: [id]) == true else {
                 throw RPCError(.failedPrecondition, "transaction \(id) was never charged (the account already held the product when it was bought): refund the purchase that was")
@@ -224,7 +224,9 @@ extension TransactionStore {
         var failedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for id in waiting {
             guard var record = try TransactionRecord.fetch(db, id: id) else { continue }
-            record.setFailed(.make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided."), at: Self.milliseconds(now))
+            let step = TransactionStateMachine.step(record.state, .clearHistory, record.machineFacts)
+            guard case .move = step else { continue }
+            record.apply(step, at: Self.milliseconds(now))
             try record.saveDecision(db)
             failedByQueue[record.queueKey, default: []].append(try record.transaction(db))
         }

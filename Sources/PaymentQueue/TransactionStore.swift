@@ -331,17 +331,16 @@ public final class TransactionStore: Sendable {
             guard var record = try TransactionRecord.fetch(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
             }
-            // Whether the transaction was ever DEFERRED: Ask to Buy asked for by the payment or the
-            // policy copied onto it, the only ways into DEFERRED.
-            let asked = record.askToBuy || record.policyMode == .askToBuy
             let nowMS = Self.milliseconds(now)
-            switch (record.state, approve) {
-            case (.deferred, true): record.setState(.purchased, at: nowMS)
-            case (.deferred, false): record.setFailed(.make(.paymentCancelled, "The request to buy was declined."), at: nowMS)
-            // Approved already, or declined already (a clear fails a deferred one too: it is over).
-            case (.purchased, true) where asked, (.failed, false) where asked: return try record.transaction(db)
+            let step = TransactionStateMachine.step(record.state, approve ? .approve : .decline, record.machineFacts)
+            switch step {
+            case .refused(let predicate):
+                throw TransactionStateMachine.refusal(id, predicate)
+            case .move:
+                record.apply(step, at: nowMS)
             default:
-                throw RPCError(.failedPrecondition, "transaction \(id) is \(record.state), not waiting for Ask to Buy")
+                // Approved already, or declined already (a clear fails a deferred one too: it is over).
+                return try record.transaction(db)
             }
             try record.saveDecision(db)
             return try Self.announceDecision(db, &batch, record, at: nowMS)
@@ -444,12 +443,10 @@ public final class TransactionStore: Sendable {
             guard QueueNames.same(record.device, queue.deviceID) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id)) in this queue")
             }
-            if record.finished { return true }
-            switch record.state {
-            case .purchasing, .deferred:
-                throw RPCError(.failedPrecondition, "transaction \(id) is \(record.state) and cannot be finished yet")
-            default:
-                break
+            switch TransactionStateMachine.step(record.state, .finish, record.machineFacts) {
+            case .refused(let predicate): throw TransactionStateMachine.refusal(id, predicate)
+            case .leaveQueue: break
+            default: return true  // finished already
             }
             try db.execute(cached: Self.finishSQL) { $0.text(id) }
             var removed = try record.transaction(db)
