@@ -67,6 +67,32 @@ extension Catalog {
         return response
     }
 
+    /// An app's products by identifier in byte order, a page at a time: after the identifier
+    /// `page_token` names (empty: from the first), at most `page_size` (0: 1000).
+    public func listProducts(_ request: Storebus_Catalog_V1_ListProductsRequest) throws(RPCError) -> Storebus_Catalog_V1_ListProductsResponse {
+        guard (0...Self.maxIdentifiersPerRequest).contains(Int(request.pageSize)) else {
+            throw RPCError.invalidArgument(field: "pageSize", "must be 1 to \(Self.maxIdentifiersPerRequest), or 0 for \(Self.maxIdentifiersPerRequest)")
+        }
+        let app = try app(request.appBundleID)
+        let size = request.pageSize == 0 ? Self.maxIdentifiersPerRequest : Int(request.pageSize)
+        let after = Array(request.pageToken.utf8)
+        let identifiers = app.products.keys
+            .filter { after.lexicographicallyPrecedes(Array($0.utf8)) }
+            .sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        var response = Storebus_Catalog_V1_ListProductsResponse()
+        response.catalogVersion = version
+        for identifier in identifiers.prefix(size) {
+            guard let product = app.products[identifier] else { continue }
+            response.products.append(.with {
+                $0.productIdentifier = product.identifier
+                $0.productType = product.type
+                $0.clearedForSale = product.clearedForSale
+            })
+        }
+        if identifiers.count > size, let last = response.products.last { response.nextPageToken = last.productIdentifier }
+        return response
+    }
+
     /// Product facts for other services: type, sale status, price in the storefront, hosted content.
     public func lookupProducts(_ request: Storebus_Catalog_V1_LookupProductsRequest) throws(RPCError) -> Storebus_Catalog_V1_LookupProductsResponse {
         try Self.checkCount(request.productIdentifiers)

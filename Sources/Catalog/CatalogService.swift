@@ -7,11 +7,16 @@ public enum CatalogService {
     public static func router(store: CatalogStore) -> RPCRouter {
         var router = RPCRouter()
         router.register(Storebus_Catalog_V1_Catalog.fetchProducts) { request, context in
+            var request = request
+            request.appBundleID = context.ownWhenLeftOut(app: request.appBundleID)
             try context.authorize(app: request.appBundleID)
             return try store.catalog.fetchProducts(request)
         }
         router.register(Storebus_Catalog_V1_Catalog.lookupProducts) { request, _ in
             try store.catalog.lookupProducts(request)
+        }
+        router.register(Storebus_Catalog_V1_Catalog.listProducts) { request, _ in
+            try store.catalog.listProducts(request)
         }
         router.register(Storebus_Catalog_V1_Catalog.getCatalogInfo) { _, _ in
             store.catalog.info

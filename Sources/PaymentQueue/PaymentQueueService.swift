@@ -35,7 +35,12 @@ public struct PaymentQueueService: Sendable {
 
     /// The idempotency key of a request: its own field, else the call's metadata; INVALID_ARGUMENT
     /// when longer than ``maxIdempotencyKeyBytes``.
+    /// Both given and different is INVALID_ARGUMENT: the caller meant one of them, and taking either
+    /// silently could make a retry look new, or a new call look like a retry.
     static func idempotencyKey(_ field: String, metadata: String?) throws -> String {
+        if let metadata, !metadata.isEmpty, !field.isEmpty, metadata != field {
+            throw RPCError.invalidArgument(field: "idempotencyKey", "differs from the call's idempotency-key metadata; send one key, or the same in both")
+        }
         let key = field.isEmpty ? (metadata ?? "") : field
         guard key.utf8.count <= maxIdempotencyKeyBytes else {
             throw RPCError.invalidArgument(field: field.isEmpty ? "idempotency-key" : "idempotencyKey", "must be at most \(maxIdempotencyKeyBytes) bytes")
@@ -55,6 +60,9 @@ public struct PaymentQueueService: Sendable {
         var router = RPCRouter()
         let service = self
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments) { request, context in
+            var request = request
+            request.appBundleID = context.ownWhenLeftOut(app: request.appBundleID)
+            request.accountID = context.ownWhenLeftOut(account: request.accountID)
             try context.authorize(app: request.appBundleID, account: request.accountID)
             return try await service.canMakePayments(request)
         }
@@ -63,15 +71,15 @@ public struct PaymentQueueService: Sendable {
         router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path) { body, context in
             // A request of the plain shape is read directly (RequestJSON); any other goes through
             // swift-protobuf, which also names what it refuses.
-            let request = try RequestJSON.addPayment(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
-            try context.authorize(request.queue)
+            var request = try RequestJSON.addPayment(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
+            try context.authorize(&request.queue)
             let (response, json) = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
             if let json { return TransactionJSON.addPaymentResponse(transactionJSON: json) }
             return try TransactionJSON.addPaymentResponse(response.transaction)
         }
         router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.path) { body, context in
-            let request = try RequestJSON.finishTransaction(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_FinishTransactionRequest.self, from: body)
-            try context.authorize(request.queue)
+            var request = try RequestJSON.finishTransaction(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_FinishTransactionRequest.self, from: body)
+            try context.authorize(&request.queue)
             try request.queue.validate()
             let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
             return already ? RequestJSON.finishedAlready : RequestJSON.finished
@@ -79,7 +87,8 @@ public struct PaymentQueueService: Sendable {
         // The same answer under two names: ListTransactions for clients, SnapshotQueue for the
         // gateway's launch replay (an internal method, which the gateway never forwards).
         let listTransactions: @Sendable (Storebus_PaymentQueue_V1_ListTransactionsRequest, ServerContext) async throws -> Storebus_PaymentQueue_V1_ListTransactionsResponse = { request, context in
-            try context.authorize(request.queue)
+            var request = request
+            try context.authorize(&request.queue)
             try request.queue.validate()
             let (transactions, keySeq) = try await service.store.unfinished(request.queue)
             return .with {
@@ -91,7 +100,8 @@ public struct PaymentQueueService: Sendable {
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, listTransactions)
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue, listTransactions)
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { request, context in
-            try context.authorize(request.queue)
+            var request = request
+            try context.authorize(&request.queue)
             try request.queue.validate()
             guard request.applicationUsername.utf8.count <= PaymentQueueService.maxApplicationUsernameBytes else {
                 throw RPCError.invalidArgument(field: "applicationUsername", "must be at most \(PaymentQueueService.maxApplicationUsernameBytes) bytes")

@@ -15,4 +15,14 @@ extension ServerContext {
     func authorize(_ queue: Storebus_PaymentQueue_V1_QueueRef) throws(RPCError) {
         try authorize(app: queue.appBundleID, account: queue.accountID, device: queue.deviceID)
     }
+
+    /// Fills the ids `queue` leaves out with the session's own (a call through the gateway may name
+    /// no queue: it acts on its session's), then refuses, with PERMISSION_DENIED, a queue that is
+    /// not the session's. Without a principal an id left out stays empty, for validation to refuse.
+    func authorize(_ queue: inout Storebus_PaymentQueue_V1_QueueRef) throws(RPCError) {
+        queue.appBundleID = ownWhenLeftOut(app: queue.appBundleID)
+        queue.accountID = ownWhenLeftOut(account: queue.accountID)
+        queue.deviceID = ownWhenLeftOut(device: queue.deviceID)
+        try authorize(queue)
+    }
 }

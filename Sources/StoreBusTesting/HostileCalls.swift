@@ -197,6 +197,7 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("productIdentifiers", .value("[\"\(coins)\"]")), ("storefront", .value("\"FRA\"")), ("includeFiles", .value("true")),
             ]),
             Storebus_Catalog_V1_Catalog.getCatalogInfo.path: .object([]),
+            Storebus_Catalog_V1_Catalog.listProducts.path: .object([("appBundleId", .value(app)), ("pageSize", .value("10")), ("pageToken", .value("\"\""))]),
             Storebus_Catalog_V1_Catalog.reloadCatalog.path: .object([("dryRun", .value("true"))]),
             Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments.path: appAndAccount,
             Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path: .object([

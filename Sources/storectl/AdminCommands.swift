@@ -10,7 +10,7 @@ struct AdminCommands: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Drive the sandbox: payment policies, Ask to Buy, interrupted purchases, refunds, reset.",
-        subcommands: [Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Reset.self]
+        subcommands: [Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Products.self, Reset.self]
     )
 
     struct Options: ParsableArguments {
@@ -208,6 +208,24 @@ struct AdminCommands: AsyncParsableCommand {
                 })
                 return (answer.charges.map { charge in
                     "\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")"
+                }, answer.nextPageToken)
+            }
+            await admin.close()
+        }
+    }
+
+    struct Products: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every product identifier of the app in the loaded catalog, with its type.")
+        @OptionGroup var options: Options
+        func run() async throws {
+            let admin = try await options.connection()
+            try await printEveryPage(orIfNone: "no products") { pageToken in
+                let answer = try await admin.call(Storebus_Catalog_V1_Catalog.listProducts, .with {
+                    $0.appBundleID = options.app
+                    $0.pageToken = pageToken
+                })
+                return (answer.products.map { product in
+                    "\(product.productIdentifier)  \(product.productType)\(product.clearedForSale ? "" : "  not for sale")"
                 }, answer.nextPageToken)
             }
             await admin.close()

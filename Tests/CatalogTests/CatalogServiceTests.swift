@@ -178,6 +178,46 @@ struct CatalogServiceTests {
         await catalog.stop()
     }
 
+    @Test("ListProducts pages through an app's products by identifier, with type and sale status; an unknown app is NOT_FOUND, a page over 1000 INVALID_ARGUMENT")
+    func listProducts() async throws {
+        let catalog = try CatalogFixture()
+        try await catalog.start()
+        let client = try catalog.client()
+        // Given the demo catalog's puzzle app, read three products a page
+        var listed: [Storebus_Catalog_V1_ListedProduct] = []
+        var token = ""
+        var pages = 0
+        repeat {
+            let page = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with {
+                $0.appBundleID = puzzle
+                $0.pageSize = 3
+                $0.pageToken = token
+            })
+            #expect(page.products.count <= 3 && page.catalogVersion != 0)
+            listed += page.products
+            token = page.nextPageToken
+            pages += 1
+        } while !token.isEmpty && pages < 10
+        // Then every product comes once, in byte order, as the catalog file lists them
+        let file = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: catalog.catalogPath))) as! [String: Any]
+        let apps = file["apps"] as! [[String: Any]]
+        let products = (apps.first { $0["bundleId"] as? String == puzzle }!["products"] as! [[String: Any]]).map { $0["productId"] as! String }
+        #expect(listed.map(\.productIdentifier) == products.sorted())
+        #expect(pages == (products.count + 2) / 3)
+        let byID = Dictionary(uniqueKeysWithValues: listed.map { ($0.productIdentifier, $0) })
+        #expect(byID[levelPack]?.productType == .nonConsumable && byID[levelPack]?.clearedForSale == true)
+        #expect(byID[retired]?.clearedForSale == false)
+        // And one page holds them all by default
+        let all = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with { $0.appBundleID = puzzle })
+        #expect(all.products == listed && all.nextPageToken.isEmpty)
+        // And bad requests are refused for what they are
+        await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with { $0.appBundleID = "com.example.none" }) }
+        let tooMany = await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with { $0.appBundleID = puzzle; $0.pageSize = 1001 }) }
+        #expect(tooMany?.code == .invalidArgument && tooMany?.details.fieldViolations.first?.field == "pageSize")
+        await client.shutdown()
+        await catalog.stop()
+    }
+
     @Test("reload by admin call and by SIGHUP: a product removed from sale is invalid from the next request on; a bad file is rejected and the old catalog keeps serving")
     func reload() async throws {
         let catalog = try CatalogFixture()

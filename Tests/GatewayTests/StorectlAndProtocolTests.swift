@@ -61,6 +61,10 @@ struct StorectlAndProtocolTests {
         #expect(charges.split(separator: "\n").filter { $0.contains("  \(id)  \(removeAds)  ") }.count == 1, "\(charges)")
         let (emptyStatus, empty) = try await storectl(store, ["admin", "charges", "--account", "nobody"], name: "no-charges")
         #expect(emptyStatus == 0 && empty.contains("no charges"), "\(empty)")
+        // The app's products, as a new client learns their identifiers
+        let (productsStatus, products) = try await storectl(store, ["admin", "products"], name: "products")
+        #expect(productsStatus == 0, "\(products)")
+        #expect(products.contains("\(removeAds)  nonConsumable") && products.contains("\(coins)  consumable"), "\(products)")
 
         // The demo stops at a deferred purchase and says how to go on.
         let (policyStatus, policy) = try await storectl(store, ["admin", "policy", "--mode", "ask-to-buy", "--account", "kim"], name: "policy")

@@ -47,6 +47,22 @@ extension ServerContext {
     /// The principal the call acts for; nil for calls from inside the deployment.
     public var principal: Principal? { Principal(metadata: metadata) }
 
+    /// `app`, or the principal's app when `app` is empty (left out of the request) and the call has
+    /// a principal: a call through the gateway acts for its session's own app unless it names one.
+    public func ownWhenLeftOut(app: String) -> String {
+        app.isEmpty ? principal?.app ?? app : app
+    }
+
+    /// `account`, or the principal's when it is empty (see ``ownWhenLeftOut(app:)``).
+    public func ownWhenLeftOut(account: String) -> String {
+        account.isEmpty ? principal?.account ?? account : account
+    }
+
+    /// `device`, or the principal's when it is empty (see ``ownWhenLeftOut(app:)``).
+    public func ownWhenLeftOut(device: String) -> String {
+        device.isEmpty ? principal?.device ?? device : device
+    }
+
     /// Refuses, with PERMISSION_DENIED, a call acting for another app than its principal's.
     public func authorize(app: String) throws(RPCError) {
         guard let principal else { return }

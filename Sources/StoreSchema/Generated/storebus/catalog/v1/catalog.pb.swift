@@ -268,7 +268,8 @@ public nonisolated struct Storebus_Catalog_V1_Product: @unchecked Sendable {
     set {_uniqueStorage()._currencyCode = newValue}
   }
 
-  /// The price formatted for price_locale, for example "0,99 €".
+  /// The price formatted for price_locale, for example "0,99 €" (with a no-break space, U+00A0, before
+  /// the sign, as the locale's format has it).
   public var formattedPrice: String {
     get {_storage._formattedPrice}
     set {_uniqueStorage()._formattedPrice = newValue}
@@ -686,6 +687,66 @@ public nonisolated struct Storebus_Catalog_V1_ReloadCatalogResponse: Sendable {
   /// limit (512 KiB of paths and messages, each cut to 1 KiB), then, when some were left out, one
   /// more, without location, saying how many.
   public var problems: [Storebus_Catalog_V1_CatalogProblem] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Catalog.ListProducts.
+public nonisolated struct Storebus_Catalog_V1_ListProductsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app whose products to list.
+  public var appBundleID: String = String()
+
+  /// Most products in the answer: 1 to 1000; 0 (absent) means 1000.
+  public var pageSize: Int32 = 0
+
+  /// The next_page_token of the previous page; empty for the first.
+  public var pageToken: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A product as ListProducts names it.
+public nonisolated struct Storebus_Catalog_V1_ListedProduct: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The product's identifier.
+  public var productIdentifier: String = String()
+
+  /// Kind of purchase.
+  public var productType: Storebus_Catalog_V1_ProductType = .unspecified
+
+  /// False when the product is not for sale now (FetchProducts lists it as invalid).
+  public var clearedForSale: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Result of Catalog.ListProducts.
+public nonisolated struct Storebus_Catalog_V1_ListProductsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The page's products, by identifier in byte order.
+  public var products: [Storebus_Catalog_V1_ListedProduct] = []
+
+  /// Token of the next page; empty after the last.
+  public var nextPageToken: String = String()
+
+  /// Version of the catalog the page was read from.
+  public var catalogVersion: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1616,6 +1677,126 @@ nonisolated extension Storebus_Catalog_V1_ReloadCatalogResponse: SwiftProtobuf.M
     if lhs.catalogVersion != rhs.catalogVersion {return false}
     if lhs.changed != rhs.changed {return false}
     if lhs.problems != rhs.problems {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Catalog_V1_ListProductsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListProductsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}page_size\0\u{3}page_token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.pageSize) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if self.pageSize != 0 {
+      try visitor.visitSingularInt32Field(value: self.pageSize, fieldNumber: 2)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Catalog_V1_ListProductsRequest, rhs: Storebus_Catalog_V1_ListProductsRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Catalog_V1_ListedProduct: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListedProduct"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}product_identifier\0\u{3}product_type\0\u{3}cleared_for_sale\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.productIdentifier) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.productType) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.clearedForSale) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.productIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.productIdentifier, fieldNumber: 1)
+    }
+    if self.productType != .unspecified {
+      try visitor.visitSingularEnumField(value: self.productType, fieldNumber: 2)
+    }
+    if self.clearedForSale != false {
+      try visitor.visitSingularBoolField(value: self.clearedForSale, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Catalog_V1_ListedProduct, rhs: Storebus_Catalog_V1_ListedProduct) -> Bool {
+    if lhs.productIdentifier != rhs.productIdentifier {return false}
+    if lhs.productType != rhs.productType {return false}
+    if lhs.clearedForSale != rhs.clearedForSale {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Catalog_V1_ListProductsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListProductsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}products\0\u{3}next_page_token\0\u{3}catalog_version\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.products) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.catalogVersion) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.products.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.products, fieldNumber: 1)
+    }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 2)
+    }
+    if self.catalogVersion != 0 {
+      try visitor.visitSingularUInt64Field(value: self.catalogVersion, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Catalog_V1_ListProductsResponse, rhs: Storebus_Catalog_V1_ListProductsResponse) -> Bool {
+    if lhs.products != rhs.products {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
+    if lhs.catalogVersion != rhs.catalogVersion {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

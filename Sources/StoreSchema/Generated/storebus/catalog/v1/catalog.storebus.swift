@@ -43,7 +43,17 @@ public enum Storebus_Catalog_V1_Catalog: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// Admin: an app's products, by identifier in byte order, each with its type and whether it is
+    /// cleared for sale: what a new client needs to learn the identifiers it can ask FetchProducts for.
+    /// At most page_size (default and most 1000) a page; next_page_token names the next, empty after the
+    /// last. NOT_FOUND: unknown app. INVALID_ARGUMENT: an app bundle id over 255 bytes, page_size over
+    /// 1000. Idempotent.
+    public static let listProducts = MethodDescriptor<Storebus_Catalog_V1_ListProductsRequest, Storebus_Catalog_V1_ListProductsResponse>(
+        service: serviceName, method: "ListProducts", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [fetchProducts.erased, lookupProducts.erased, getCatalogInfo.erased, reloadCatalog.erased]
+    public static let methods: [AnyMethodDescriptor] = [fetchProducts.erased, lookupProducts.erased, getCatalogInfo.erased, reloadCatalog.erased, listProducts.erased]
 }
 

@@ -366,7 +366,7 @@ public nonisolated struct Storebus_PaymentQueue_V1_Payment: Sendable {
   /// The product to buy.
   public var productIdentifier: String = String()
 
-  /// How many (1 to 10).
+  /// How many: 1 to 10. 0, proto3's absent value, buys 1 (StoreKit's default quantity).
   public var quantity: Int32 = 0
 
   /// Opaque id of the user in the app (applicationUsername), passed through.

@@ -22,7 +22,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// (PURCHASED, FAILED, DEFERRED) arrives as an event. An unknown or unsellable product, a forbidden payment or a
     /// sandbox failure is not an error here: the transaction moves to FAILED with a StoreKitError.
     /// NOT_FOUND: unknown app. INVALID_ARGUMENT: empty product identifier or one over 255 bytes, quantity
-    /// outside 1..10, unknown storefront, idempotency key over 128 bytes. FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
+    /// outside 0..10 (0, left out, buys 1), unknown storefront, idempotency key over 128 bytes, or an
+    /// idempotency_key that differs from the call's idempotency-key metadata (one of them suffices). FAILED_PRECONDITION: idempotency_key reused with a different payment. RESOURCE_EXHAUSTED:
     /// the queue already holds 1000 unfinished transactions, or its unfinished transactions with this
     /// one would take over 3 MiB of JSON in the launch replay (finish some first). Idempotent when
     /// idempotency_key is set: a repeat returns the transaction the key first created.
@@ -48,7 +49,8 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
     /// Idempotent when idempotency_key is set: a repeat of the same request returns the first restore's
     /// answer, whether it finished or failed and whatever the policy is now, and restores nothing more.
     /// FAILED_PRECONDITION: idempotency_key reused with a different request (another device or
-    /// application_username). Without a key a repeat starts a second restore.
+    /// application_username). INVALID_ARGUMENT: an idempotency_key that differs from the call's
+    /// idempotency-key metadata (one of them suffices). Without a key a repeat starts a second restore.
     public static let restoreCompletedTransactions = MethodDescriptor<Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse>(
         service: serviceName, method: "RestoreCompletedTransactions", idempotent: false, streaming: .unary,
         access: .client, cacheable: false
