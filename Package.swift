@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "StoreSchema", targets: ["StoreSchema"]),
         .library(name: "StoreBus", targets: ["StoreBus"]),
+        .library(name: "StoreBusServer", targets: ["StoreBusServer"]),
+        .library(name: "StoreBusHost", targets: ["StoreBusHost"]),
         .library(name: "StoreBusStorage", targets: ["StoreBusStorage"]),
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
         .library(name: "Catalog", targets: ["Catalog"]),
@@ -55,20 +57,43 @@ let package = Package(
             name: "StoreSchema",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
+        // What a client of StoreBus needs: the wire format, status codes, the contract's id and
+        // principal rules, the reactor and the RPC client. The SDK depends on this alone.
         .target(
             name: "StoreBus",
             dependencies: [
                 "ZeroMQ", "StoreSchema",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // What a server needs besides: the RPC server and router, Health and Diagnostics, doorbells
+        // and event followers.
+        .target(
+            name: "StoreBusServer",
+            dependencies: [
+                "StoreBus", "ZeroMQ", "StoreSchema",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Process hosting: ServiceHost (a service's process and its graceful shutdown), host
+        // configuration and the command-line options every executable shares.
+        .target(
+            name: "StoreBusHost",
+            dependencies: [
+                "StoreBus", "StoreBusServer", "ZeroMQ", "StoreSchema",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
             name: "StoreBusStorage",
             dependencies: [
-                "StoreBus", "StoreSchema", "CSQLiteSettings",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -78,7 +103,7 @@ let package = Package(
         .target(
             name: "StoreBusTesting",
             dependencies: [
-                "StoreBus", "StoreSchema", "ZeroMQ",
+                "StoreBus", "StoreBusServer", "StoreSchema", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -86,7 +111,7 @@ let package = Package(
         .target(
             name: "Catalog",
             dependencies: [
-                "StoreBus", "StoreSchema",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -95,7 +120,7 @@ let package = Package(
         .target(
             name: "PaymentQueue",
             dependencies: [
-                "StoreBus", "StoreBusStorage", "StoreSchema",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
@@ -105,7 +130,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "StoreBus", "StoreSchema",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -122,28 +147,28 @@ let package = Package(
         .executableTarget(
             name: "storebus-gateway",
             dependencies: [
-                "Gateway", "StoreBus", "StoreSchema",
+                "Gateway", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storebus-catalog",
             dependencies: [
-                "Catalog", "StoreBus", "StoreSchema",
+                "Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storebus-payment-queue",
             dependencies: [
-                "PaymentQueue", "StoreBus", "StoreBusStorage", "StoreSchema",
+                "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storectl",
             dependencies: [
-                "Catalog", "StoreBus", "StoreBusSDK", "StoreSchema",
+                "Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -158,7 +183,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-testkit-journal",
             dependencies: [
-                "StoreBus", "StoreBusStorage", "StoreSchema",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -170,7 +195,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "PaymentQueue", "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "Catalog", "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -181,24 +206,24 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "StoreBusTesting"]),
         .testTarget(
             name: "PaymentQueueTests",
-            dependencies: ["PaymentQueue", "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]
+            dependencies: ["PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]
         ),
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Catalog", "Gateway", "PaymentQueue", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                "Catalog", "Gateway", "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
             name: "CatalogTests",
-            dependencies: ["Catalog", "StoreBus", "StoreBusTesting", "StoreSchema"]
+            dependencies: ["Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusTesting", "StoreSchema"]
         ),
         .testTarget(
             name: "StoreBusTests",
             dependencies: [
-                "StoreBus", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

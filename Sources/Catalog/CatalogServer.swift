@@ -1,6 +1,7 @@
 import Foundation
 import ServiceLifecycle
 import StoreBus
+import StoreBusHost
 import StoreSchema
 
 /// The catalog's own settings: the config file's `service` section for `storebus-catalog`. Every

@@ -1,4 +1,5 @@
 import StoreBus
+import StoreBusServer
 import StoreSchema
 
 /// The handlers of `storebus.catalog.v1.Catalog`.

@@ -1,5 +1,6 @@
 import Foundation
 import StoreBus
+import StoreBusHost
 
 /// An upstream of the gateway as configured: a process, the services of the contract it serves,
 /// and where its instances listen.

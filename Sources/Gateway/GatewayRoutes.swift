@@ -1,4 +1,5 @@
 import StoreBus
+import StoreBusServer
 import StoreSchema
 
 /// A process the gateway forwards calls to (all its instances, behind one client), and the services

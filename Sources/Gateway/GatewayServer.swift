@@ -1,6 +1,8 @@
 import Foundation
 import ServiceLifecycle
 import StoreBus
+import StoreBusHost
+import StoreBusServer
 import StoreSchema
 
 /// `storebus-gateway` as a service: authenticates clients, forwards their calls to the upstreams of

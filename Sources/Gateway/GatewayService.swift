@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import StoreBus
+import StoreBusServer
 import StoreSchema
 import Synchronization
 

@@ -1,4 +1,5 @@
 import StoreBus
+import StoreBusServer
 import StoreSchema
 import Synchronization
 

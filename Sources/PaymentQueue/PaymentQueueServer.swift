@@ -1,6 +1,7 @@
 import Foundation
 import ServiceLifecycle
 import StoreBus
+import StoreBusHost
 import StoreBusStorage
 import StoreSchema
 

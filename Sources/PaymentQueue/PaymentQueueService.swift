@@ -1,5 +1,6 @@
 import Foundation
 import StoreBus
+import StoreBusServer
 import StoreSchema
 
 /// The handlers of `storebus.payment_queue.v1.PaymentQueue` and `PaymentQueueAdmin`.

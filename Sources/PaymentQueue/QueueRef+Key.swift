@@ -1,4 +1,5 @@
 import StoreBus
+import StoreBusServer
 import StoreSchema
 
 extension Storebus_PaymentQueue_V1_QueueRef {

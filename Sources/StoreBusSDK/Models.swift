@@ -23,8 +23,10 @@ public struct Product: Sendable, Equatable, Identifiable {
     public var downloadContentLengths: [Int64]
     /// Version of the hosted content.
     public var downloadContentVersion: String
-    /// The full record, with subscription details.
-    public var record: Storebus_Catalog_V1_Product
+    /// Escape hatch: the product as the contract's generated message has it (subscription details,
+    /// introductory offer, ...), for what this type does not surface. Its shape follows
+    /// proto-schemas/ and changes with it.
+    public var rawRecord: Storebus_Catalog_V1_Product
 
     /// The product identifier, as `Identifiable` asks (SwiftUI lists, say).
     public var id: String { productIdentifier }
@@ -40,7 +42,7 @@ public struct Product: Sendable, Equatable, Identifiable {
         isDownloadable = product.isDownloadable
         downloadContentLengths = product.downloadContentLengths
         downloadContentVersion = product.downloadContentVersion
-        record = product
+        rawRecord = product
     }
 }
 
@@ -99,7 +101,7 @@ public enum PaymentTransactionState: String, Sendable, Equatable, CaseIterable {
     case deferred
 
     /// The state of a transaction record.
-    public init(_ state: Storebus_PaymentQueue_V1_TransactionState) {
+    init(_ state: Storebus_PaymentQueue_V1_TransactionState) {
         switch state {
         case .purchased: self = .purchased
         case .failed: self = .failed
@@ -177,8 +179,9 @@ public struct Download: Sendable, Equatable {
     public var transactionIdentifier: String
     /// Fraction done.
     public var progress: Double
-    /// The full record.
-    public var record: Storebus_PaymentQueue_V1_Download
+    /// Escape hatch: the download as the contract's generated message has it. Its shape follows
+    /// proto-schemas/ and changes with it.
+    public var rawRecord: Storebus_PaymentQueue_V1_Download
 
     init(_ download: Storebus_PaymentQueue_V1_Download) {
         contentIdentifier = download.contentIdentifier
@@ -186,7 +189,7 @@ public struct Download: Sendable, Equatable {
         contentLength = download.contentLength
         transactionIdentifier = download.transactionIdentifier
         progress = download.progress
-        record = download
+        rawRecord = download
     }
 }
 
@@ -208,11 +211,19 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
     public var downloads: [Download]
     /// Whether the transaction was finished (it is then in a removedTransactions callback).
     public var isFinished: Bool
-    /// The full record (storefront, product type, subscription dates, ...).
-    public var record: Storebus_PaymentQueue_V1_PaymentTransaction
+    /// Escape hatch: the transaction as the contract's generated message has it (storefront, product
+    /// type, subscription dates, ...), for what this type does not surface. Its shape follows
+    /// proto-schemas/ and changes with it.
+    public var rawRecord: Storebus_PaymentQueue_V1_PaymentTransaction
 
     /// The transaction identifier, as `Identifiable` asks.
     public var id: String { transactionIdentifier }
+
+    /// Escape hatch: a transaction from the contract's generated message, as the admin methods
+    /// called through ``StoreConnection/call(_:_:timeout:idempotencyKey:)`` answer.
+    public init(rawRecord transaction: Storebus_PaymentQueue_V1_PaymentTransaction) {
+        self.init(transaction)
+    }
 
     init(_ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) {
         transactionIdentifier = transaction.transactionIdentifier
@@ -223,6 +234,6 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
         error = transaction.hasError ? StoreKitError(transaction.error) : nil
         downloads = transaction.downloads.map(Download.init)
         isFinished = transaction.finished
-        record = transaction
+        rawRecord = transaction
     }
 }

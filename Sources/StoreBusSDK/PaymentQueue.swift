@@ -375,9 +375,9 @@ public final class PaymentQueue: Sendable {
     static func translate(_ event: Storebus_Gateway_V1_ObserverEvent) -> PaymentQueueCallback.Event {
         switch event.callback {
         case .updatedTransactions(let updated):
-            .updatedTransactions(updated.transactions.map(PaymentTransaction.init), replayed: event.replayed)
+            .updatedTransactions(updated.transactions.map { PaymentTransaction($0) }, replayed: event.replayed)
         case .removedTransactions(let removed):
-            .removedTransactions(removed.transactions.map(PaymentTransaction.init))
+            .removedTransactions(removed.transactions.map { PaymentTransaction($0) })
         case .restoreCompletedTransactionsFinished(let finished):
             .restoreCompletedTransactionsFinished(restoreID: finished.restoreID, restoredCount: Int(finished.restoredCount))
         case .restoreCompletedTransactionsFailedWithError(let failed):
@@ -540,7 +540,7 @@ public final class PaymentQueue: Sendable {
         guard known else { return true }
         var finished = transaction
         finished.isFinished = true
-        finished.record.finished = true
+        finished.rawRecord.finished = true
         deliverLocal(.removedTransactions([finished]))
         return false
     }

@@ -120,9 +120,24 @@ public final class StoreConnection: Sendable {
         }
     }
 
+    /// A session the gateway opened: what it allows and until when.
+    public struct Session: Sendable, Equatable {
+        /// When the session ends (the connection then opens another by itself).
+        public var expiresAt: Date
+        /// The method paths the session may call, such as `/storebus.catalog.v1.Catalog/FetchProducts`.
+        public var allowedMethods: [String]
+        /// Whether the key is an admin key (admin methods allowed).
+        public var isAdmin: Bool
+    }
+
     /// Opens a session now (otherwise the first call does); throws UNAUTHENTICATED for a wrong key.
     @discardableResult
-    public func authenticate() async throws -> Storebus_Gateway_V1_AuthenticateResponse {
+    public func authenticate() async throws -> Session {
+        let response = try await openSession()
+        return Session(expiresAt: response.expiresAt.date, allowedMethods: response.allowedMethods, isAdmin: response.admin)
+    }
+
+    private func openSession() async throws -> Storebus_Gateway_V1_AuthenticateResponse {
         let response: Storebus_Gateway_V1_AuthenticateResponse
         do {
             response = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
@@ -138,8 +153,10 @@ public final class StoreConnection: Sendable {
         return response
     }
 
-    /// Calls `method` through the gateway in this connection's session, opening or renewing the
-    /// session as needed. Retryable failures (no gateway reachable) are retried by the RPC layer for
+    /// Escape hatch: calls any method of the contract (its generated descriptor and messages, such
+    /// as `Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction`) through the gateway in this
+    /// connection's session, opening or renewing the session as needed; for what the StoreKit-shaped
+    /// types do not cover (admin tools, new methods). Retryable failures (no gateway reachable) are retried by the RPC layer for
     /// idempotent methods, or when `idempotencyKey` is set.
     public func call<Request, Response>(
         _ method: MethodDescriptor<Request, Response>, _ request: Request,
@@ -151,7 +168,7 @@ public final class StoreConnection: Sendable {
             if let current = session.withLock({ $0 }) {
                 token = current
             } else {
-                token = try await authenticate().sessionID
+                token = try await openSession().sessionID
                 renewed = true
             }
             var options = CallOptions(timeout: timeout, metadata: [GatewayMetadata.session: token], idempotencyKey: idempotencyKey)

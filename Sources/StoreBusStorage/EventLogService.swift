@@ -1,7 +1,8 @@
 import GRDB
-import Synchronization
 import StoreBus
+import StoreBusServer
 import StoreSchema
+import Synchronization
 
 /// Serves `storebus.eventlog.v1.EventLog` from a service's database.
 public enum EventLogService {

@@ -1,6 +1,9 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusHost
+import StoreBusServer
+import SwiftProtobuf
 
 /// Writes state changes together with their events, then rings the doorbell.
 ///
@@ -341,4 +344,3 @@ private final class OutcomeBox<T: Sendable>: @unchecked Sendable {
     }
 }
 
-import SwiftProtobuf

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusServer
 import Synchronization
 
 /// How durable commits are: SQLite's `synchronous` setting in WAL mode.

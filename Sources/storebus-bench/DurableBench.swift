@@ -4,6 +4,7 @@ import GRDB
 import Logging
 import PaymentQueue
 import StoreBus
+import StoreBusServer
 import StoreBusStorage
 import StoreBusTesting
 import StoreSchema

@@ -4,6 +4,7 @@ import Foundation
 import Histogram
 import Logging
 import StoreBus
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
 import ZeroMQ

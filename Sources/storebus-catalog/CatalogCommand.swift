@@ -2,6 +2,7 @@ import ArgumentParser
 import Catalog
 import Foundation
 import StoreBus
+import StoreBusHost
 
 /// `storebus-catalog`: serves the product catalog (storebus.catalog.v1.Catalog) from a catalog file.
 @main

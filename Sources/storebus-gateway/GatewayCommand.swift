@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Gateway
 import StoreBus
+import StoreBusHost
+import StoreBusServer
 
 /// `storebus-gateway`: the one endpoint clients talk to (storebus.gateway.v1).
 @main

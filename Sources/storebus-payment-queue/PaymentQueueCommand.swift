@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PaymentQueue
 import StoreBus
+import StoreBusHost
 import StoreBusStorage
 
 /// `storebus-payment-queue`: the durable payment queues, their state machine and the sandbox payment

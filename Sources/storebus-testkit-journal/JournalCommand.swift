@@ -2,6 +2,7 @@ import ArgumentParser
 import GRDB
 import ServiceLifecycle
 import StoreBus
+import StoreBusHost
 import StoreBusStorage
 import StoreSchema
 

@@ -118,7 +118,7 @@ struct AdminCommands: AsyncParsableCommand {
             let answer = try await sentence {
                 try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = transaction })
             }
-            print("\(transaction) is now \(PaymentTransactionState(answer.transaction.transactionState))")
+            print("\(transaction) is now \(PaymentTransaction(rawRecord: answer.transaction).transactionState)")
             await admin.close()
         }
     }
@@ -132,7 +132,7 @@ struct AdminCommands: AsyncParsableCommand {
             let answer = try await sentence {
                 try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy, .with { $0.transactionIdentifier = transaction })
             }
-            print("\(transaction) is now \(PaymentTransactionState(answer.transaction.transactionState))")
+            print("\(transaction) is now \(PaymentTransaction(rawRecord: answer.transaction).transactionState)")
             await admin.close()
         }
     }
@@ -146,7 +146,7 @@ struct AdminCommands: AsyncParsableCommand {
             let answer = try await sentence {
                 try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, .with { $0.transactionIdentifier = transaction })
             }
-            print("resolved \(transaction): new transaction \(answer.transaction.transactionIdentifier) is \(PaymentTransactionState(answer.transaction.transactionState))")
+            print("resolved \(transaction): new transaction \(answer.transaction.transactionIdentifier) is \(PaymentTransaction(rawRecord: answer.transaction).transactionState)")
             await admin.close()
         }
     }
@@ -186,7 +186,7 @@ struct AdminCommands: AsyncParsableCommand {
                     $0.pageToken = pageToken
                 })
                 return (answer.transactions.map { transaction in
-                    "\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransactionState(transaction.transactionState))\(transaction.finished ? "  finished" : "")"
+                    "\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransaction(rawRecord: transaction).transactionState)\(transaction.finished ? "  finished" : "")"
                 }, answer.nextPageToken)
             }
             await admin.close()

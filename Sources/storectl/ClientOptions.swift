@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StoreBus
+import StoreBusHost
 import StoreBusSDK
 
 /// Which gateways storectl talks to and how long one call may take: shared by the device commands

@@ -1,5 +1,6 @@
 import ArgumentParser
 import StoreBus
+import StoreBusHost
 import StoreSchema
 
 /// `storectl health`: asks every service for Health/Check; exits 0 only when all answer SERVING.

@@ -5,6 +5,7 @@ import Logging
 import PaymentQueue
 import ServiceLifecycle
 import StoreBus
+import StoreBusHost
 import StoreBusSDK
 import StoreBusTesting
 import StoreSchema

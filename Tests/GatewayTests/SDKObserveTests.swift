@@ -1,12 +1,13 @@
 import Foundation
 import Logging
 import StoreBus
-@testable import StoreBusSDK
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+@testable import StoreBusSDK
 
 /// An RPC server answering the gateway's methods as `router` scripts them, for tests of the SDK's
 /// own behaviour against answers the real gateway gives only under load or faults.

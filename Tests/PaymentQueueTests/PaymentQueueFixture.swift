@@ -1,8 +1,10 @@
 import Foundation
 import Logging
 import StoreBus
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
+import Synchronization
 import ZeroMQ
 
 
@@ -113,7 +115,6 @@ final class Observed: Sendable {
     }
 }
 
-import Synchronization
 
 func queueRef(account: String = "alice", device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
     .with {

@@ -1,5 +1,6 @@
 import Foundation
 import StoreBus
+import StoreBusServer
 import Synchronization
 import Testing
 import ZeroMQ

@@ -1,4 +1,5 @@
 import Foundation
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
 import Synchronization

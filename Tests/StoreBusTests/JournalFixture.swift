@@ -1,7 +1,10 @@
 import Foundation
 import StoreBus
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
+import Synchronization
+import ZeroMQ
 
 /// A real `storebus-testkit-journal` process on ipc endpoints in a temporary directory. The endpoints
 /// and data directory stay the same across restarts, as a deployed service's would.
@@ -44,7 +47,6 @@ final class JournalFixture: Sendable {
     }
 }
 
-import ZeroMQ
 
 /// Events collected by a follower running in the background.
 final class Collected: Sendable {
@@ -54,4 +56,3 @@ final class Collected: Sendable {
     var count: Int { state.withLock { $0.count } }
 }
 
-import Synchronization

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StoreBusServer
 import StoreSchema
 import Synchronization
 import Testing

@@ -1,12 +1,13 @@
 import Foundation
 import GRDB
 import StoreBus
-@testable import StoreBusStorage
+import StoreBusServer
 import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+@testable import StoreBusStorage
 
 @Suite("WAL sync thread")
 struct WALSyncerTests {

@@ -1,6 +1,7 @@
 import CSQLiteSettings
 import Foundation
 import GRDB
+import StoreBusServer
 import StoreBusTesting
 import Testing
 

@@ -62,7 +62,7 @@ public enum Frames {
     /// its size once, the line feeds found with memchr: grown line by line, the array was
     /// reallocated three or four times for each header (about 2% of the gateway's instructions per
     /// purchase flow).
-    static func lines(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+    package static func lines(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
         bytes.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return [bytes[...]] }
             // The next line feed at or after `index`.

@@ -1,4 +1,5 @@
 import Logging
+import StoreBus
 
 /// What a handler knows about the call it serves.
 public struct ServerContext: Sendable {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import StoreBus
 
 /// Command-line options every StoreBus executable accepts, resolved in this order: flag, then
 /// environment variable, then config file, then the executable's default.

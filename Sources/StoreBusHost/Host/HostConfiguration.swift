@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StoreBus
 
 /// What every StoreBus process needs to know, whatever its service: where to listen, where to keep
 /// its data, how much to log. Executables build it from defaults, a config file, the environment and

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import StoreBus
+import StoreBusServer
 import StoreSchema
 import ZeroMQ
 

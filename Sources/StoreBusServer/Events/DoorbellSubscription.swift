@@ -1,3 +1,4 @@
+import StoreBus
 import ZeroMQ
 
 /// The SUB side of doorbells: one socket on a reactor, its own or one shared with an RPC server.

@@ -1,3 +1,4 @@
+import StoreBus
 import StoreSchema
 
 /// The services every StoreBus process answers besides its own: Health and Diagnostics.

@@ -1,8 +1,10 @@
+import Foundation
+import Glibc
 import Logging
+import StoreBus
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
 #endif
 
 /// Named places in the code where a test can make the process die on purpose (FreeBSD's fail points,
@@ -61,4 +63,3 @@ public final class FailPoints: Sendable {
     }
 }
 
-import Foundation

@@ -1,3 +1,4 @@
+import StoreBus
 import StoreSchema
 import SwiftProtobuf
 

@@ -1,3 +1,4 @@
+import StoreBus
 import Synchronization
 import ZeroMQ
 

@@ -1,4 +1,5 @@
 import Logging
+import StoreBus
 import StoreSchema
 import Synchronization
 import ZeroMQ

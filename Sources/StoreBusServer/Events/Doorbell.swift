@@ -1,3 +1,4 @@
+import StoreBus
 import ZeroMQ
 
 /// A doorbell: the announcement, after a commit, that an event log has grown.

@@ -1,5 +1,6 @@
 import Logging
 import ServiceLifecycle
+import StoreBus
 import StoreSchema
 import ZeroMQ
 
@@ -101,13 +102,6 @@ public final class RPCServer: Service, Sendable {
     }
 }
 
-/// A process could not start: an endpoint could not be bound, a directory could not be written.
-public struct StartupError: Error, CustomStringConvertible, Sendable {
-    /// What went wrong, as a sentence.
-    public let description: String
-    /// Creates the error.
-    public init(_ description: String) { self.description = description }
-}
 
 /// The server's loop-confined state.
 final class ServerLoop {

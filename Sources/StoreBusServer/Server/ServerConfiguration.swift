@@ -1,3 +1,5 @@
+import StoreBus
+
 /// How an RPC server listens and protects itself. Every field has a working default.
 public struct ServerConfiguration: Sendable {
     /// Endpoints to bind, such as `tcp://127.0.0.1:7301` or `ipc:///run/storebus/catalog.sock`.
@@ -20,23 +22,5 @@ public struct ServerConfiguration: Sendable {
     /// A configuration binding `endpoints`.
     public init(endpoints: [String]) {
         self.endpoints = endpoints
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, clamped to `Int32`, for socket options.
-    var socketMilliseconds: Int32 {
-        let (seconds, attoseconds) = components
-        let ms = seconds * 1000 + attoseconds / 1_000_000_000_000_000
-        return Int32(clamping: ms)
-    }
-
-    /// Whole milliseconds, rounded up, never negative; UInt64.max for durations too long to count so.
-    var wireMilliseconds: UInt64 {
-        let (seconds, attoseconds) = components
-        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
-        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1000)
-        let (total, carry) = whole.addingReportingOverflow(UInt64((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
-        return overflow || carry ? .max : total
     }
 }
