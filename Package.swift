@@ -100,10 +100,12 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
+        // Test support: real processes (one StoreCluster starts a whole system), temporary
+        // directories, hostile inputs, a recorder of an SDK queue's callbacks.
         .target(
             name: "StoreBusTesting",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreSchema", "ZeroMQ",
+                "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreSchema", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -216,6 +218,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .testTarget(
+            name: "StoreBusSDKTests",
+            dependencies: [
+                "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]),
+        .testTarget(name: "DeploymentTests", dependencies: ["StoreBusTesting"]),
         .testTarget(
             name: "CatalogTests",
             dependencies: ["Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusTesting", "StoreSchema"]

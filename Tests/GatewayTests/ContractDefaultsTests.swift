@@ -24,7 +24,7 @@ struct ContractDefaultsTests {
 
     @Test("a request through the gateway that leaves out its queue, app or account acts on the session's own; straight to the service without a principal it is INVALID_ARGUMENT naming the field")
     func leftOutIDsAreTheSessions() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let auth = try await Self.call(peer, Storebus_Gateway_V1_Gateway.authenticate.path,
@@ -58,7 +58,7 @@ struct ContractDefaultsTests {
 
     @Test("an idempotency key in the body and a different one in the metadata is INVALID_ARGUMENT; the same key in both, or either alone, is one payment")
     func idempotencyKeyInTwoPlaces() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let auth = try await Self.call(peer, Storebus_Gateway_V1_Gateway.authenticate.path,

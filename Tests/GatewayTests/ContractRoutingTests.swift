@@ -32,7 +32,7 @@ struct ContractRoutingTests {
 
     @Test("every client and admin method of the services the gateway routes reaches its service, sessions are told exactly those methods, admin methods need an admin session, and every internal method of the contract is refused with PERMISSION_DENIED")
     func routesFollowTheContract() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let user = try await Self.authenticate(peer, key: appKey)

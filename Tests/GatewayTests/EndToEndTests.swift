@@ -48,7 +48,7 @@ final class AutoFinisher: PaymentTransactionObserver {
 struct EndToEndTests {
     @Test("products, purchase, finish, Ask to Buy, a cancelled payment, an interrupted purchase, two restores, a failed restore and a refund, in order")
     func purchaseFlows() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let admin = try store.admin()
         // An app launch on an empty queue: the replay says so, then live callbacks follow.
@@ -143,7 +143,7 @@ struct EndToEndTests {
 
     @Test("unfinished transactions come back at the next launch, marked as replayed")
     func launchReplay() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         // The app has attached (its launch replay is in) before it buys.
         let (first, recorder) = try await store.launch(account: "carol")
@@ -175,7 +175,7 @@ struct EndToEndTests {
 
     @Test("a gateway killed with SIGKILL and restarted mid-stream: clients resume with no callback lost or repeated")
     func gatewayKilledMidStream() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let admin = try store.admin()
         // Dave's device knows only the first gateway: it waits for it to come back.
@@ -234,7 +234,7 @@ struct EndToEndTests {
 
     @Test("a client sees and acts on its own account only; a wrong API key is refused")
     func isolationAndKeys() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
 
         // A wrong key: UNAUTHENTICATED, and nothing else is answered without a session.
@@ -375,7 +375,7 @@ struct EndToEndTests {
 
     @Test("an observer registered at launch delivers and finishes each purchase, StoreKit style")
     func observerPattern() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let queue = try PaymentQueue(configuration: store.configuration(account: "judy"))
         let observer = AutoFinisher()
@@ -393,7 +393,7 @@ struct EndToEndTests {
 
     @Test("a call the gateway could not forward (the payment queue down) is UNAVAILABLE with NOT_SENT and retry advice: it did not run")
     func unforwardedCallDidNotRun() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let connection = try StoreConnection(configuration: store.configuration(account: "ines"))
         _ = try await connection.authenticate()
@@ -423,7 +423,7 @@ struct EndToEndTests {
 
     @Test("when the payment queue's data is replaced, a client ahead of the new log starts over with a replay")
     func logBehindClient() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let (queue, recorder) = try await store.launch(account: "lena")
         try await completedPurchase(queue, recorder)
@@ -460,7 +460,7 @@ struct EndToEndTests {
 
     @Test("a client that stopped listening before the payment queue's database was replaced never hears the old database's events")
     func pausedClientOfReplacedLog() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let (queue, recorder) = try await store.launch(account: "mona")
         try await completedPurchase(queue, recorder)

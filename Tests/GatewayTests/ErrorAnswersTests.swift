@@ -39,7 +39,7 @@ struct ErrorAnswersTests {
 
     @Test("a string of 4 MiB less a little in any string field of any method reachable through the gateway is answered with the code that says what is wrong, in an error body under 8 KiB, never RESOURCE_EXHAUSTED")
     func hugeStringsGetSmallPreciseAnswers() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let user = try await Self.authenticate(peer, key: appKey)
@@ -83,7 +83,7 @@ struct ErrorAnswersTests {
 
     @Test("permission is checked before the other fields on every path: a 300-byte device id is PERMISSION_DENIED through the gateway and straight to the payment queue with a principal, INVALID_ARGUMENT without one")
     func permissionComesFirst() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let gateway = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let direct = try RawPeer(endpoint: store.directory.ipcEndpoint("pq"))
@@ -114,7 +114,7 @@ struct ErrorAnswersTests {
 
     @Test("a call forwarded while its service is down is answered UNAVAILABLE, not sent, with retry advice long before its deadline; once the service is back the call works")
     func outagesAnswerAtOnce() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let user = try await Self.authenticate(peer, key: appKey)
@@ -147,7 +147,7 @@ struct ErrorAnswersTests {
 
     @Test("the caller's request id of a forwarded call appears in the gateway's log and, as caller.request.id, in the service's")
     func requestIDsAreTraceable() async throws {
-        let store = try StoreFixture(logLevel: "debug")
+        let store = try StoreCluster(logLevel: "debug")
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let user = try await Self.authenticate(peer, key: appKey)

@@ -115,14 +115,21 @@ struct HealthUpstreamTests {
         let front = try HeldCatalogFront()
         let (upstream, client) = (front.upstream, front.client)
 
-        // Given a caller with 8 s that starts the check, and hears before its deadline (after 6 s)
-        // that the upstream has not answered in its time. (The 2 s to spare are for this target's
-        // other tests, which can keep both threads of the cooperative pool busy for a second.)
-        let hasty = try await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(8)))
+        // Given a caller with 20 s that starts the check, and hears before its deadline (after 15 s,
+        // three quarters of it) that the upstream has not answered in its time. It calls over a raw
+        // connection and waits a minute itself: only the front's clock counts, and the 5 s between
+        // its answer and its deadline hold while other tests, or another process, keep the cores
+        // busy (with 8 s, and 2 s to spare, a run beside stress-ng --cpu 2 missed it).
+        let peer = try RawPeer(endpoint: front.server.endpoint)
+        try peer.send(strings: ["", "SB1Q\n1\n20000\n\(Storebus_Health_V1_Health.check.path)", "{}"])
+        let message = try #require(try await peer.receive(timeout: .seconds(60)))
+        let frames = try #require(Frames.parseAtClient(message.frames))
+        #expect(frames.code == .ok, "\(String(decoding: frames.body, as: UTF8.self))")
+        let hasty = try JSONCodec.decode(Storebus_Health_V1_HealthCheckResponse.self, from: frames.body)
         #expect(hasty.upstreams.first?.status == .notServing)
         #expect(hasty.upstreams.first?.message.hasPrefix("storebus-catalog did not answer within ") == true, "\(hasty.upstreams)")
         // When a patient caller asks while that check still waits, and the upstream then answers
-        let patient = Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(30))) }
+        let patient = Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(60))) }
         #expect(await waitUntil { await front.inFlight(1) })
         upstream.release()
         // Then the patient caller hears it serving, from the check the hasty one started
@@ -146,9 +153,10 @@ struct HealthUpstreamTests {
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
 
         // The process itself serves; what stands behind it does not. The check waits for an upstream
-        // only as long as its caller can (an 8 s deadline gives the upstream 6 s): an answer, not
-        // DEADLINE_EXCEEDED. A check naming a service behind it takes that service's status.
-        let options = CallOptions(timeout: .seconds(8))
+        // only as long as its caller can (a 20 s deadline gives the upstream 15 s, leaving 5 s for a
+        // busy machine): an answer, not DEADLINE_EXCEEDED. A check naming a service behind it takes
+        // that service's status.
+        let options = CallOptions(timeout: .seconds(20))
         async let whole = client.call(Storebus_Health_V1_Health.check, .init(), options: options)
         async let receipt = client.call(Storebus_Health_V1_Health.check, .with { $0.service = "storebus.receipt.v1.Receipt" }, options: options)
         let (answer, forwarded) = try await (whole, receipt)

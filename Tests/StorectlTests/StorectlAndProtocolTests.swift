@@ -10,7 +10,7 @@ import Testing
 struct StorectlAndProtocolTests {
     /// Runs storectl against one of the fixture's gateways (the first by default); returns its exit
     /// status and output.
-    func storectl(_ store: StoreFixture, _ arguments: [String], name: String, gateway: Int = 0) async throws -> (Int32?, String) {
+    func storectl(_ store: StoreCluster, _ arguments: [String], name: String, gateway: Int = 0) async throws -> (Int32?, String) {
         let process = ServiceProcess(
             name: "storectl",
             arguments: arguments + ["--gateway", store.gatewayEndpoints[gateway]],
@@ -23,7 +23,7 @@ struct StorectlAndProtocolTests {
 
     @Test("storectl demo, buy with Ask to Buy, admin approve, transactions, finish; errors read as sentences")
     func storectlFlows() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
 
         let (demoStatus, demo) = try await storectl(store, ["demo", "--account", "frank"], name: "demo")
@@ -126,7 +126,7 @@ struct StorectlAndProtocolTests {
 
     @Test("health through a gateway checks the services behind it: exit 0 only while the catalog and the payment queue answer too")
     func healthBehindTheGateway() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
 
         // Given the whole system running, a check of the gateway alone passes and names what it asked.
@@ -163,7 +163,7 @@ struct StorectlAndProtocolTests {
 
     @Test("storectl watch prints each callback as it arrives, says on standard error when its gateway is gone and when it is back, and misses nothing meanwhile")
     func watchPrintsTheStream() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let keys = ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey]
         // Given a watch of wendy's device through the first gateway alone, stopping after the launch
@@ -203,7 +203,7 @@ struct StorectlAndProtocolTests {
 
     @Test("Observe never sends more than the credit granted, holds the call while nothing happens, and refuses positions past the head")
     func creditAndHold() async throws {
-        let store = try StoreFixture()
+        let store = try StoreCluster()
         try await store.start()
         let queue = try PaymentQueue(configuration: store.configuration(account: "ivan"))
         let connection = queue.connection

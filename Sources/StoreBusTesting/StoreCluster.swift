@@ -1,25 +1,36 @@
 import Foundation
 import StoreBus
 import StoreBusSDK
-import StoreBusTesting
 import StoreSchema
 import Synchronization
-import Testing
 
-let appKey = "puzzle-test-key-0123456789"
-let adminKey = "admin-test-key-0123456789"
+/// The app key a ``StoreCluster``'s gateways accept for the demo puzzle app.
+public let appKey = "puzzle-test-key-0123456789"
+/// The admin key a ``StoreCluster``'s gateways accept.
+public let adminKey = "admin-test-key-0123456789"
+
+/// A test failure of the helpers here, for the test to report.
+public struct ClusterFailure: Error, CustomStringConvertible {
+    /// What did not happen.
+    public let description: String
+}
 
 /// The whole system as separate OS processes on ipc endpoints in a temporary directory:
 /// storebus-catalog, storebus-payment-queue and two storebus-gateway copies sharing a session secret.
-final class StoreFixture: Sendable {
-    let directory: TemporaryDirectory
-    let catalog: ServiceProcess
-    let queue: ServiceProcess
-    let gateways: [ServiceProcess]
-    let gatewayEndpoints: [String]
+/// ``run(logLevel:_:)`` starts it, runs a test body and stops it on every path, a failing one included;
+/// processes still running when a cluster is released are killed.
+public final class StoreCluster: Sendable {
+    /// The directory holding the endpoints, data and logs.
+    public let directory: TemporaryDirectory
+    /// The processes.
+    public let catalog: ServiceProcess
+    public let queue: ServiceProcess
+    public let gateways: [ServiceProcess]
+    /// The gateways' endpoints, in the order of ``gateways``.
+    public let gatewayEndpoints: [String]
 
     /// The processes, each logging at `logLevel` into its file in the directory.
-    init(logLevel: String = "warning") throws {
+    public init(logLevel: String = "warning") throws {
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
         let queueEndpoint = directory.ipcEndpoint("pq")
@@ -61,7 +72,8 @@ final class StoreFixture: Sendable {
         }
     }
 
-    func start() async throws {
+    /// Starts the catalog, the payment queue and the gateways, each once the one before serves.
+    public func start() async throws {
         try catalog.start()
         try await catalog.waitUntilServing(endpoint: directory.ipcEndpoint("catalog"))
         try queue.start()
@@ -69,13 +81,14 @@ final class StoreFixture: Sendable {
         for index in gateways.indices { try await startGateway(index) }
     }
 
-    func startGateway(_ index: Int) async throws {
+    /// Starts gateway `index` (again) and waits until it serves.
+    public func startGateway(_ index: Int) async throws {
         try gateways[index].start()
         try await gateways[index].waitUntilServing(endpoint: gatewayEndpoints[index])
     }
 
     /// A configuration for a device of `account`, through the gateways at `indices`.
-    func configuration(account: String, device: String = "phone", app: String = puzzle, key: String = appKey, gateways indices: [Int] = [0, 1]) -> StoreConfiguration {
+    public func configuration(account: String, device: String = "phone", app: String = puzzle, key: String = appKey, gateways indices: [Int] = [0, 1]) -> StoreConfiguration {
         var configuration = StoreConfiguration(
             gatewayEndpoints: indices.map { gatewayEndpoints[$0] }, apiKey: key,
             appBundleID: app, accountID: account, deviceID: device
@@ -86,11 +99,12 @@ final class StoreFixture: Sendable {
     }
 
     /// An admin connection (an admin key; acts across accounts).
-    func admin() throws -> StoreConnection {
+    public func admin() throws -> StoreConnection {
         try StoreConnection(configuration: configuration(account: "operator", device: "console", key: adminKey))
     }
 
-    func stop() async {
+    /// Stops every process and removes the directory.
+    public func stop() async {
         for gateway in gateways { await gateway.stop() }
         await queue.stop()
         await catalog.stop()
@@ -98,21 +112,38 @@ final class StoreFixture: Sendable {
     }
 }
 
-extension StoreFixture {
+extension StoreCluster {
+    /// Starts a cluster, runs `body` with it, and stops it whether `body` returns or throws (a
+    /// failing `#require` included).
+    public static func run<T>(logLevel: String = "warning", _ body: (StoreCluster) async throws -> T) async throws -> T {
+        let cluster = try StoreCluster(logLevel: logLevel)
+        do {
+            try await cluster.start()
+            let result = try await body(cluster)
+            await cluster.stop()
+            return result
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+    }
+}
+
+extension StoreCluster {
     /// An app launch for `account` on an empty queue: a client, a recorder of its callbacks, and the
     /// end of its launch replay awaited, since an app registers its observer before it buys.
-    func launch(account: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> (PaymentQueue, Recorder) {
+    public func launch(account: String) async throws -> (PaymentQueue, Recorder) {
         let queue = try PaymentQueue(configuration: configuration(account: account))
         let recorder = Recorder(queue)
-        #expect(await recorder.attached(), "\(account)'s launch replay", sourceLocation: sourceLocation)
+        guard await recorder.attached() else { throw ClusterFailure(description: "\(account)'s launch replay did not end") }
         return (queue, recorder)
     }
 }
 
-extension StoreFixture {
+extension StoreCluster {
     /// Replaces the payment queue's database with an empty one, as an operator would: stop the
     /// process, delete its data, start it again.
-    func replacePaymentQueueDatabase() async throws {
+    public func replacePaymentQueueDatabase() async throws {
         await queue.stop()
         try FileManager.default.removeItem(atPath: directory.path("data"))
         try queue.start()
@@ -120,16 +151,16 @@ extension StoreFixture {
     }
 }
 
-/// Buys coins and finishes the purchase, waiting for its callbacks.
-func completedPurchase(_ queue: PaymentQueue, _ recorder: Recorder, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+/// Buys coins and finishes the purchase, waiting for its callbacks; throws when one does not come.
+public func completedPurchase(_ queue: PaymentQueue, _ recorder: Recorder) async throws {
     let bought = try await queue.addPayment(Payment(productIdentifier: coins))
-    #expect(await recorder.purchased(bought.id), sourceLocation: sourceLocation)
+    guard await recorder.purchased(bought.id) else { throw ClusterFailure(description: "\(bought.id) was not reported purchased") }
     try await queue.finish(bought)
-    #expect(await recorder.wait { $0.removed(bought.id) }, sourceLocation: sourceLocation)
+    guard await recorder.wait({ $0.removed(bought.id) }) else { throw ClusterFailure(description: "\(bought.id) was not reported removed") }
 }
 
 /// Collects a queue's callbacks in arrival order.
-final class Recorder: Sendable {
+public final class Recorder: Sendable {
     private final class Log: Sendable {
         let callbacks = Mutex<[PaymentQueueCallback]>([])
     }
@@ -137,7 +168,8 @@ final class Recorder: Sendable {
     private let log = Log()
     private let task: Task<Void, Never>
 
-    init(_ queue: PaymentQueue) {
+    /// Records the callbacks of `queue` from now on.
+    public init(_ queue: PaymentQueue) {
         let stream = queue.callbacks
         let log = self.log
         task = Task {
@@ -145,10 +177,11 @@ final class Recorder: Sendable {
         }
     }
 
-    var callbacks: [PaymentQueueCallback] { log.callbacks.withLock { $0 } }
+    /// The callbacks so far.
+    public var callbacks: [PaymentQueueCallback] { log.callbacks.withLock { $0 } }
 
     /// The live (non-replay) callbacks.
-    var live: [PaymentQueueCallback] {
+    public var live: [PaymentQueueCallback] {
         callbacks.filter {
             switch $0.event {
             case .replayCompleted: false
@@ -161,7 +194,7 @@ final class Recorder: Sendable {
     /// Every state a transaction was reported in by live callbacks, in order. (A purchase made before
     /// the observer attached arrives in the launch replay instead, marked replayed: tests wait for
     /// the replay before buying, as an app registers its observer at launch.)
-    func states(of id: String) -> [PaymentTransactionState] {
+    public func states(of id: String) -> [PaymentTransactionState] {
         callbacks.flatMap { callback -> [PaymentTransactionState] in
             if case .updatedTransactions(let transactions, false) = callback.event {
                 return transactions.filter { $0.transactionIdentifier == id }.map(\.transactionState)
@@ -171,7 +204,7 @@ final class Recorder: Sendable {
     }
 
     /// Whether `id` was reported removed.
-    func removed(_ id: String) -> Bool {
+    public func removed(_ id: String) -> Bool {
         callbacks.contains {
             if case .removedTransactions(let transactions) = $0.event { return transactions.contains { $0.transactionIdentifier == id } }
             return false
@@ -179,19 +212,20 @@ final class Recorder: Sendable {
     }
 
     /// Waits until `condition` holds of the callbacks so far.
-    func wait(timeout: Duration = .seconds(10), _ condition: @escaping @Sendable (Recorder) -> Bool) async -> Bool {
+    public func wait(timeout: Duration = .seconds(10), _ condition: @escaping @Sendable (Recorder) -> Bool) async -> Bool {
         await waitUntil(timeout: timeout) { condition(self) }
     }
 
     /// Waits for the end of an empty launch replay: the observer is attached, live callbacks follow.
-    func attached(timeout: Duration = .seconds(10)) async -> Bool {
+    public func attached(timeout: Duration = .seconds(10)) async -> Bool {
         await wait(timeout: timeout) { $0.callbacks.contains { $0.event == .replayCompleted(count: 0) } }
     }
 
     /// Waits until `id` was last reported PURCHASED.
-    func purchased(_ id: String) async -> Bool {
+    public func purchased(_ id: String) async -> Bool {
         await wait { $0.states(of: id).last == .purchased }
     }
 
-    func cancel() { task.cancel() }
+    /// Stops recording.
+    public func cancel() { task.cancel() }
 }
