@@ -50,11 +50,12 @@ public struct GatewayServer: Service {
             )
         }
         let paymentQueue = upstreams.first { $0.name == GatewayConfiguration.paymentQueueRoute }!.client
-        // Doorbells carry small events: kept, they answer most Observe calls without a log read.
-        let recent = RecentEvents()
+        // Doorbells carry small events: kept, they answer most Observe calls without a log read (a
+        // fast path: with them off, every Observe reads the payment queue's log).
+        let recent: RecentEvents? = FastPaths.enabled ? RecentEvents() : nil
         let board = try DoorbellBoard(
             endpoints: configuration.paymentQueueEventEndpoints, log: "payment-queue", context: host.context, reactor: host.reactor,
-            heard: { recent.heard($0) }, disconnected: { recent.forget() }
+            heard: { recent?.heard($0) }, disconnected: { recent?.forget() }
         )
         let gateway = try GatewayService(
             keyring: keyring, signer: SessionSigner(secret: secret), sessionLifetimeSeconds: configuration.sessionLifetimeSeconds,

@@ -75,7 +75,7 @@ public struct PaymentQueueService: Sendable {
             var request = try RequestJSON.addPayment(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
             try context.authorize(&request.queue)
             let (response, json) = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
-            if let json { return TransactionJSON.addPaymentResponse(transactionJSON: json) }
+            if let json, FastPaths.enabled { return TransactionJSON.addPaymentResponse(transactionJSON: json) }
             return try TransactionJSON.addPaymentResponse(response.transaction)
         }
         router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.path) { body, context in
@@ -83,7 +83,7 @@ public struct PaymentQueueService: Sendable {
             try context.authorize(&request.queue)
             try request.queue.validate()
             let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
-            return already ? RequestJSON.finishedAlready : RequestJSON.finished
+            return try RequestJSON.finishAnswer(alreadyFinished: already)
         }
         // The same answer under two names: ListTransactions for clients, SnapshotQueue for the
         // gateway's launch replay (an internal method, which the gateway never forwards).

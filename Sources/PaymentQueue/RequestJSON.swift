@@ -16,7 +16,7 @@ enum RequestJSON {
 
     /// The AddPaymentRequest of `body`, or nil when it is not of the plain shape.
     static func addPayment(_ body: [UInt8]) -> Storebus_PaymentQueue_V1_AddPaymentRequest? {
-        guard let members = plainMembers(body) else { return nil }
+        guard FastPaths.enabled, let members = plainMembers(body) else { return nil }
         var request = Storebus_PaymentQueue_V1_AddPaymentRequest()
         for member in members {
             switch member.name {
@@ -41,7 +41,7 @@ enum RequestJSON {
 
     /// The FinishTransactionRequest of `body`, or nil when it is not of the plain shape.
     static func finishTransaction(_ body: [UInt8]) -> Storebus_PaymentQueue_V1_FinishTransactionRequest? {
-        guard let members = plainMembers(body) else { return nil }
+        guard FastPaths.enabled, let members = plainMembers(body) else { return nil }
         var request = Storebus_PaymentQueue_V1_FinishTransactionRequest()
         for member in members {
             switch member.name {
@@ -61,6 +61,15 @@ enum RequestJSON {
     /// The FinishTransactionResponse's two answers, as swift-protobuf writes them.
     static let finished = Array("{}".utf8)
     static let finishedAlready = Array(#"{"alreadyFinished":true}"#.utf8)
+
+    /// FinishTransaction's answer: one of the two constants above, or swift-protobuf's encoding of
+    /// the message with the fast paths off (the same bytes; RequestJSONTests compares them).
+    static func finishAnswer(alreadyFinished: Bool) throws -> [UInt8] {
+        guard FastPaths.enabled else {
+            return try JSONCodec.encode(Storebus_PaymentQueue_V1_FinishTransactionResponse.with { $0.alreadyFinished = alreadyFinished })
+        }
+        return alreadyFinished ? finishedAlready : finished
+    }
 
     /// The members of the object `body` is, when it is all ASCII and no name is given twice.
     private static func plainMembers(_ body: [UInt8]) -> Members? {

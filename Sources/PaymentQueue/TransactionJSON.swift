@@ -1,4 +1,5 @@
 import Foundation
+import StoreBus
 import StoreBusStorage
 import StoreSchema
 import SwiftProtobuf
@@ -192,7 +193,8 @@ enum TransactionJSON {
 
     /// Appends the transaction's JSON (see ``object(_:to:_:)``).
     private static func appendDirectly(_ transaction: Transaction, to out: inout [UInt8]) -> Bool {
-        object(transaction.unknownFields, to: &out) { fields in
+        guard FastPaths.enabled else { return false }
+        return object(transaction.unknownFields, to: &out) { fields in
             fields.string("transactionIdentifier", transaction.transactionIdentifier)
             guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: Names.transactionState),
                   fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import StoreBus
 
 // The writer's hot statements (the event log's append, a transaction's row) run through SQLite's C
 // API on GRDB's cached statements: parameters are bound by position from Swift values, and a result
@@ -20,9 +21,21 @@ public struct StatementParameters {
     fileprivate let statement: SQLiteStatement
     fileprivate var next: CInt = 1
     fileprivate var failure: CInt = SQLITE_OK
+    /// With the fast paths off: the values, kept for GRDB to bind (``Database/execute(cached:bind:)``
+    /// then runs the statement through GRDB), instead of bound here.
+    fileprivate var values: [DatabaseValue]?
 
-    fileprivate init(_ statement: SQLiteStatement) {
+    fileprivate init(_ statement: SQLiteStatement, keepingValues: Bool = false) {
         self.statement = statement
+        if keepingValues { values = [] }
+    }
+
+    /// Keeps `value` for GRDB when values are kept; true when it did (nothing is to be bound here).
+    private mutating func kept(_ value: DatabaseValue) -> Bool {
+        guard values != nil else { return false }
+        values!.append(value)
+        next += 1
+        return true
     }
 
     private mutating func bound(_ code: CInt) {
@@ -32,6 +45,7 @@ public struct StatementParameters {
 
     /// Binds text, all of its bytes (an embedded NUL included), empty text as empty text.
     public mutating func text(_ value: String) {
+        if kept(value.databaseValue) { return }
         var value = value
         let (statement, index) = (self.statement, next)
         bound(value.withUTF8 { bytes in
@@ -50,6 +64,7 @@ public struct StatementParameters {
     }
 
     public mutating func int(_ value: Int64) {
+        if kept(value.databaseValue) { return }
         bound(sqlite3_bind_int64(statement, next, value))
     }
 
@@ -76,12 +91,14 @@ public struct StatementParameters {
 
     /// Binds a blob, empty data as an empty blob (not NULL).
     public mutating func blob(_ value: Data) {
+        if kept(value.databaseValue) { return }
         let (statement, index) = (self.statement, next)
         guard !value.isEmpty else { return bound(sqlite3_bind_zeroblob(statement, index, 0)) }
         bound(value.withUnsafeBytes { bytes in sqlite3_bind_blob(statement, index, bytes.baseAddress, CInt(bytes.count), transient) })
     }
 
     public mutating func null() {
+        if kept(.null) { return }
         bound(sqlite3_bind_null(statement, next))
     }
 }
@@ -90,21 +107,30 @@ public struct StatementParameters {
 /// the closure it is given to.
 public struct StatementColumns {
     fileprivate let statement: SQLiteStatement
+    /// With the fast paths off: the row GRDB read, which the columns are taken from.
+    fileprivate var row: Row?
+
+    fileprivate init(statement: SQLiteStatement, row: Row? = nil) {
+        self.statement = statement
+        self.row = row
+    }
 
     public func isNull(_ index: CInt) -> Bool {
-        sqlite3_column_type(statement, index) == SQLITE_NULL
+        if let row { return row.hasNull(atIndex: Int(index)) }
+        return sqlite3_column_type(statement, index) == SQLITE_NULL
     }
 
     public func int64(_ index: CInt) -> Int64 {
-        sqlite3_column_int64(statement, index)
+        if let row { return row[Int(index)] ?? 0 }
+        return sqlite3_column_int64(statement, index)
     }
 
     public func int(_ index: CInt) -> Int {
-        Int(sqlite3_column_int64(statement, index))
+        Int(int64(index))
     }
 
     public func bool(_ index: CInt) -> Bool {
-        sqlite3_column_int64(statement, index) != 0
+        int64(index) != 0
     }
 
     public func optionalInt64(_ index: CInt) -> Int64? {
@@ -113,6 +139,7 @@ public struct StatementColumns {
 
     /// The column as text (empty for NULL).
     public func text(_ index: CInt) -> String {
+        if let row { return row[Int(index)] ?? "" }
         // The pointer first, then its length: that order converts the value once.
         guard let characters = sqlite3_column_text(statement, index) else { return "" }
         return String(decoding: UnsafeBufferPointer(start: characters, count: Int(sqlite3_column_bytes(statement, index))), as: UTF8.self)
@@ -124,6 +151,7 @@ public struct StatementColumns {
 
     /// The column as bytes (empty for NULL).
     public func data(_ index: CInt) -> Data {
+        if let row { return row[Int(index)] ?? Data() }
         guard let bytes = sqlite3_column_blob(statement, index) else { return Data() }
         return Data(bytes: bytes, count: Int(sqlite3_column_bytes(statement, index)))
     }
@@ -157,6 +185,7 @@ public final class CachedSQL: ExpressibleByStringLiteral, @unchecked Sendable {
 
     /// The statement of `db` for this SQL, from GRDB's statement cache the first time.
     func statement(in db: Database) throws -> Statement {
+        guard FastPaths.enabled else { return try db.cachedStatement(sql: sql) }
         let connection = db.sqliteConnection
         lock.lock()
         if self.connection == connection, let statement {
@@ -187,6 +216,10 @@ extension Database {
     }
 
     private func execute(cachedStatement: Statement, bind: (inout StatementParameters) throws -> Void) throws {
+        guard FastPaths.enabled else {
+            // The plain way: GRDB binds the values and runs the statement.
+            return try cachedStatement.execute(arguments: plainArguments(cachedStatement, bind: bind))
+        }
         try step(cachedStatement, bind: bind) { statement, code in
             var code = code
             // A statement that returns rows (RETURNING) made its changes at the first step; the rest
@@ -209,7 +242,12 @@ extension Database {
     }
 
     private func fetchFirst<T>(cachedStatement: Statement, bind: (inout StatementParameters) throws -> Void, read: (StatementColumns) throws -> T) throws -> T? {
-        try step(cachedStatement, bind: bind) { statement, code in
+        guard FastPaths.enabled else {
+            // The plain way: GRDB runs the statement and builds the row.
+            guard let row = try Row.fetchOne(cachedStatement, arguments: plainArguments(cachedStatement, bind: bind)) else { return nil }
+            return try read(StatementColumns(statement: cachedStatement.sqliteStatement, row: row))
+        }
+        return try step(cachedStatement, bind: bind) { statement, code in
             switch code {
             case SQLITE_ROW: return try read(StatementColumns(statement: statement))
             case SQLITE_DONE: return nil
@@ -234,6 +272,19 @@ extension Database {
             throw stepError(parameters.failure, statement)
         }
         return try body(statement, sqlite3_step(statement))
+    }
+
+    /// The values `bind` binds, as GRDB's arguments (the fast paths off); throws as ``step`` does
+    /// when they are more or fewer than the statement's parameters.
+    private func plainArguments(_ cached: Statement, bind: (inout StatementParameters) throws -> Void) throws -> StatementArguments {
+        var parameters = StatementParameters(cached.sqliteStatement, keepingValues: true)
+        try bind(&parameters)
+        let values = parameters.values ?? []
+        let expected = Int(sqlite3_bind_parameter_count(cached.sqliteStatement))
+        guard values.count == expected else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(values.count) parameters bound, the statement has \(expected)", sql: cached.sql)
+        }
+        return StatementArguments(values)
     }
 
     private func stepError(_ code: CInt, _ statement: SQLiteStatement) -> DatabaseError {

@@ -1,4 +1,5 @@
 import GRDB
+import StoreBus
 
 /// The log's last positions as its one writer left them, so that an append need not read them from
 /// the table: the two `MAX` lookups of ``EventLog/readPositions(_:key:)`` were a fifth of an append's
@@ -27,6 +28,7 @@ final class EventPositions: @unchecked Sendable {
     /// The positions of the next event of `key`, taken: the next call for the log, or for the key,
     /// gives the ones after them.
     func take(_ db: Database, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
+        guard FastPaths.enabled else { return try EventLog.readPositions(db, key: key) }
         if let seq = lastSeq, let index = lastKeySeqs.index(forKey: key) {
             lastSeq = seq + 1
             lastKeySeqs.values[index] += 1

@@ -1,4 +1,5 @@
 import CSQLiteSettings
+import StoreBus
 
 /// SQLite settings for the whole process, made once, before the first ``StoreDatabase`` opens.
 enum SQLiteSettings {
@@ -15,6 +16,8 @@ enum SQLiteSettings {
     /// the default VFS initializes SQLite.
     static let applied: (memoryStatisticsOff: Bool, walWritesGathered: Bool) = {
         let statisticsOff = storebus_sqlite3_stop_memory_statistics() == SQLITE_OK
+        // A fast path: with them off, SQLite's own VFS writes the WAL (see FastPaths).
+        guard FastPaths.enabled else { return (statisticsOff, false) }
         return (statisticsOff, storebus_sqlite3_register_wal_coalescing() == SQLITE_OK)
     }()
 }

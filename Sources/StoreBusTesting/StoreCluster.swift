@@ -29,8 +29,13 @@ public final class StoreCluster: Sendable {
     /// The gateways' endpoints, in the order of ``gateways``.
     public let gatewayEndpoints: [String]
 
-    /// The processes, each logging at `logLevel` into its file in the directory.
-    public init(logLevel: String = "warning") throws {
+    /// The environment the processes start with (`STOREBUS_FAST_PATHS=off` when asked for).
+    let environment: [String: String]
+
+    /// The processes, each logging at `logLevel` into its file in the directory; with `fastPaths`
+    /// false, each runs the plain implementations of StoreBus's shortcuts (`STOREBUS_FAST_PATHS=off`).
+    public init(logLevel: String = "warning", fastPaths: Bool = true) throws {
+        environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
         let queueEndpoint = directory.ipcEndpoint("pq")
@@ -74,16 +79,16 @@ public final class StoreCluster: Sendable {
 
     /// Starts the catalog, the payment queue and the gateways, each once the one before serves.
     public func start() async throws {
-        try catalog.start()
+        try catalog.start(environment: environment)
         try await catalog.waitUntilServing(endpoint: directory.ipcEndpoint("catalog"))
-        try queue.start()
+        try queue.start(environment: environment)
         try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
         for index in gateways.indices { try await startGateway(index) }
     }
 
     /// Starts gateway `index` (again) and waits until it serves.
     public func startGateway(_ index: Int) async throws {
-        try gateways[index].start()
+        try gateways[index].start(environment: environment)
         try await gateways[index].waitUntilServing(endpoint: gatewayEndpoints[index])
     }
 
@@ -115,8 +120,8 @@ public final class StoreCluster: Sendable {
 extension StoreCluster {
     /// Starts a cluster, runs `body` with it, and stops it whether `body` returns or throws (a
     /// failing `#require` included).
-    public static func run<T>(logLevel: String = "warning", _ body: (StoreCluster) async throws -> T) async throws -> T {
-        let cluster = try StoreCluster(logLevel: logLevel)
+    public static func run<T>(logLevel: String = "warning", fastPaths: Bool = true, _ body: (StoreCluster) async throws -> T) async throws -> T {
+        let cluster = try StoreCluster(logLevel: logLevel, fastPaths: fastPaths)
         do {
             try await cluster.start()
             let result = try await body(cluster)
@@ -146,7 +151,7 @@ extension StoreCluster {
     public func replacePaymentQueueDatabase() async throws {
         await queue.stop()
         try FileManager.default.removeItem(atPath: directory.path("data"))
-        try queue.start()
+        try queue.start(environment: environment)
         try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
     }
 }

@@ -49,8 +49,14 @@ public struct Poller {
     /// Each entry's descriptor for poll(2): a socket's `ZMQ_FD`, always waited on for reading.
     private var descriptors: [pollfd] = []
 
-    /// An empty poller.
-    public init() {}
+    /// Whether ``poll(timeoutMilliseconds:)`` is `zmq_poll` itself: the plain implementation this
+    /// poller's shortcut stands in for (StoreBus's fast paths off).
+    public let plain: Bool
+
+    /// An empty poller; `plain` polls with `zmq_poll`.
+    public init(plain: Bool = false) {
+        self.plain = plain
+    }
 
     /// Number of items.
     public var count: Int { entries.count }
@@ -100,6 +106,7 @@ public struct Poller {
     /// caller re-checks its own state. Throws what a socket's look throws (`ETERM` once the context
     /// is shutting down).
     public mutating func poll(timeoutMilliseconds: Int) throws(ZMQError) -> Int {
+        if plain { return try zmqPoll(timeoutMilliseconds: timeoutMilliseconds) }
         var ready = 0
         for index in entries.indices {
             entries[index].returned = 0
@@ -137,6 +144,27 @@ public struct Poller {
                 timeout = Int32(clamping: left)
             }
         }
+    }
+
+    /// ``poll(timeoutMilliseconds:)`` as `zmq_poll` does it: every socket's `ZMQ_EVENTS` read before
+    /// and after the wait.
+    private mutating func zmqPoll(timeoutMilliseconds: Int) throws(ZMQError) -> Int {
+        var items = entries.indices.map { index in
+            zmq_pollitem_t(
+                socket: entries[index].socket?.rawHandle, fd: entries[index].socket == nil ? descriptors[index].fd : 0,
+                events: entries[index].events, revents: 0
+            )
+        }
+        let rc = items.withUnsafeMutableBufferPointer { zmq_poll($0.baseAddress, Int32($0.count), timeoutMilliseconds) }
+        if rc < 0 {
+            let error = ZMQError.last("zmq_poll")
+            if error.isInterrupted { return 0 }
+            throw error
+        }
+        for index in entries.indices {
+            entries[index].returned = items[index].revents & (entries[index].events | Int16(ZMQ_POLLERR))
+        }
+        return Int(rc)
     }
 
     /// The monotonic clock, in milliseconds.

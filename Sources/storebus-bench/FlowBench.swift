@@ -25,37 +25,71 @@ struct FlowBench {
     var parkedObserver = false
     /// Whether to run the paced figures' floor (``FlowFloor``) after each paced run.
     var floor = true
+    /// Whether to run the closed loop again on services with their fast paths off (the
+    /// `_reference` figures, see docs/performance.md).
+    var reference = true
+
+    /// The three services of a flow run, as processes.
+    struct Services {
+        let catalog: ServiceProcess
+        let queue: ServiceProcess
+        let gateway: ServiceProcess
+        let gatewayEndpoint: String
+        let queueRPC: String
+
+        /// Starts them in `directory`, each name prefixed with `prefix`; with `fastPaths` false, with
+        /// `STOREBUS_FAST_PATHS=off`.
+        static func start(in directory: TemporaryDirectory, prefix: String, catalogPath: String, fastPaths: Bool) async throws -> Services {
+            let catalogEndpoint = directory.ipcEndpoint(prefix + "catalog")
+            let queueRPC = directory.ipcEndpoint(prefix + "pq")
+            let queueEvents = directory.ipcEndpoint(prefix + "pq-events")
+            // A free port, so that two benches (or a bench and its test) never meet.
+            let gatewayEndpoint = "tcp://127.0.0.1:\(try unusedLoopbackPort())"
+            let config = directory.url.appendingPathComponent(prefix + "gateway.json")
+            try JSONSerialization.data(withJSONObject: ["service": [
+                "catalogEndpoints": [catalogEndpoint],
+                "paymentQueueEndpoints": [queueRPC],
+                "paymentQueueEventEndpoints": [queueEvents],
+                "sessionSecret": "bench",
+                "apiKeys": [["name": "bench", "key": FlowBench.key]],
+            ]]).write(to: config)
+            let logs = directory.url
+            let catalog = ServiceProcess(name: "storebus-catalog", arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", "error"], logFile: logs.appendingPathComponent(prefix + "catalog.log"))
+            let queue = ServiceProcess(name: "storebus-payment-queue", arguments: [
+                "--rpc-endpoint", queueRPC, "--event-endpoint", queueEvents, "--data-dir", directory.path(prefix + "data"),
+                "--catalog-endpoint", catalogEndpoint, "--log-level", "error",
+            ], logFile: logs.appendingPathComponent(prefix + "payment-queue.log"))
+            let gateway = ServiceProcess(name: "storebus-gateway", arguments: ["--config", config.path, "--rpc-endpoint", gatewayEndpoint, "--log-level", "error"], logFile: logs.appendingPathComponent(prefix + "gateway.log"))
+            let environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
+            try catalog.start(environment: environment)
+            try await catalog.waitUntilServing(endpoint: catalogEndpoint)
+            try queue.start(environment: environment)
+            try await queue.waitUntilServing(endpoint: queueRPC)
+            try gateway.start(environment: environment)
+            try await gateway.waitUntilServing(endpoint: gatewayEndpoint)
+            return Services(catalog: catalog, queue: queue, gateway: gateway, gatewayEndpoint: gatewayEndpoint, queueRPC: queueRPC)
+        }
+
+        /// A meter of the bench's and the services' CPU time.
+        var meter: CPUMeter? {
+            guard let gatewayPID = gateway.pid, let queuePID = queue.pid, let catalogPID = catalog.pid else { return nil }
+            return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
+        }
+
+        func stop() async {
+            await gateway.stop()
+            await queue.stop()
+            await catalog.stop()
+        }
+    }
 
     static let key = "storebus-bench-app-key-0000"
 
     func run() async throws {
         let directory = try TemporaryDirectory(prefix: "flow")
         defer { directory.remove() }
-        let catalogEndpoint = directory.ipcEndpoint("catalog")
-        let queueRPC = directory.ipcEndpoint("pq")
-        let queueEvents = directory.ipcEndpoint("pq-events")
-        // A free port, so that two benches (or a bench and its test) never meet.
-        let gatewayEndpoint = "tcp://127.0.0.1:\(try unusedLoopbackPort())"
-        let config = directory.url.appendingPathComponent("gateway.json")
-        try JSONSerialization.data(withJSONObject: ["service": [
-            "catalogEndpoints": [catalogEndpoint],
-            "paymentQueueEndpoints": [queueRPC],
-            "paymentQueueEventEndpoints": [queueEvents],
-            "sessionSecret": "bench",
-            "apiKeys": [["name": "bench", "key": Self.key]],
-        ]]).write(to: config)
-        let catalog = ServiceProcess(name: "storebus-catalog", arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", "error"], logFile: directory.url.appendingPathComponent("catalog.log"))
-        let queue = ServiceProcess(name: "storebus-payment-queue", arguments: [
-            "--rpc-endpoint", queueRPC, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
-            "--catalog-endpoint", catalogEndpoint, "--log-level", "error",
-        ], logFile: directory.url.appendingPathComponent("payment-queue.log"))
-        let gateway = ServiceProcess(name: "storebus-gateway", arguments: ["--config", config.path, "--rpc-endpoint", gatewayEndpoint, "--log-level", "error"], logFile: directory.url.appendingPathComponent("gateway.log"))
-        try catalog.start()
-        try await catalog.waitUntilServing(endpoint: catalogEndpoint)
-        try queue.start()
-        try await queue.waitUntilServing(endpoint: queueRPC)
-        try gateway.start()
-        try await gateway.waitUntilServing(endpoint: gatewayEndpoint)
+        let services = try await Services.start(in: directory, prefix: "", catalogPath: catalogPath, fastPaths: true)
+        let (gatewayEndpoint, queueRPC) = (services.gatewayEndpoint, services.queueRPC)
 
         let context = try ZeroMQ.Context()
         // The client's reactor is the bench's own: the paced runs wait for each flow's start on its
@@ -81,10 +115,7 @@ struct FlowBench {
 
         var closed = RoundFigures(), paced = RoundFigures()
         var commitRates: [Double] = []
-        var meter: CPUMeter?
-        if let gatewayPID = gateway.pid, let queuePID = queue.pid, let catalogPID = catalog.pid {
-            meter = CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
-        }
+        let meter = services.meter
         // The paced figures alone only when asked for and there are paced figures.
         let runsClosedLoop = closedLoop || pacedRate <= 0
         for round in 0..<rounds {
@@ -142,8 +173,33 @@ struct FlowBench {
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")
-
         for device in simulated { await device.stopObserving() }
+        await services.stop()
+
+        // The same closed loop on services with their fast paths off: what the shortcuts save.
+        if reference && runsClosedLoop {
+            let plain = try await Services.start(in: directory, prefix: "reference-", catalogPath: catalogPath, fastPaths: false)
+            let plainClient = try RPCClient(configuration: ClientConfiguration(endpoints: [plain.gatewayEndpoint]), reactor: reactor)
+            var plainDevices: [Device] = []
+            for index in 0..<devices {
+                plainDevices.append(try await Device.open(client: plainClient, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
+            }
+            var figures = RoundFigures()
+            for round in 0..<rounds {
+                _ = try await Self.drive(plainDevices, on: reactor, flows: max(devices, flows / 10))
+                figures.add(try await Self.metered(plain.meter, flows: flows, round: "\(round) reference", verbose: verbose) {
+                    try await Self.drive(plainDevices, on: reactor, flows: flows)
+                })
+            }
+            figures.printMedians(
+                rate: "purchase_flows_per_s_reference", p50: "purchase_flow_p50_ms_reference", p99: "purchase_flow_p99_ms_reference",
+                cpu: "purchase_flow_cpu_us_reference", steal: "purchase_flow_steal_pct_reference"
+            )
+            for device in plainDevices { await device.stopObserving() }
+            await plainClient.shutdown()
+            await plain.stop()
+        }
+
         await client.shutdown()
         await queueStats?.shutdown()
         reactor.stop()
@@ -151,9 +207,6 @@ struct FlowBench {
         context.shutdown()
         context.terminate()
         await floor?.stop()
-        await gateway.stop()
-        await queue.stop()
-        await catalog.stop()
     }
 
     /// Runs `flows` flows over the devices, each device one flow at a time; flows per second.

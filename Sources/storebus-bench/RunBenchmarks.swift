@@ -56,6 +56,9 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(help: "In the flow figures, each device keeps an Observe call parked at the gateway at all times, as the SDK's PaymentQueue does, instead of asking for the callbacks it waits for once the call that causes them is answered.")
     var parkedObserver = false
 
+    @Flag(inversion: .prefixedNo, help: "After the closed-loop flow figures, run them again on services with their fast paths off (STOREBUS_FAST_PATHS=off): the _reference figures.")
+    var reference = true
+
     @Option(help: "Run only the benchmarks of these groups (transport, durable, flows); all when omitted.")
     var only: [String] = []
 
@@ -76,7 +79,7 @@ struct RunBenchmarks: AsyncParsableCommand {
                 try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
             }
             if wants("flows") {
-                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop, parkedObserver: parkedObserver, floor: flowFloor).run()
+                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop, parkedObserver: parkedObserver, floor: flowFloor, reference: reference).run()
             }
         } catch {
             // After a signal, the flows fail as their services stop: the signal's handler ends the

@@ -46,10 +46,18 @@ final class AutoFinisher: PaymentTransactionObserver {
 
 @Suite("End to end: every service as its own process, clients through the gateways", .serialized)
 struct EndToEndTests {
-    @Test("products, purchase, finish, Ask to Buy, a cancelled payment, an interrupted purchase, two restores, a failed restore and a refund, in order")
-    func purchaseFlows() async throws {
-        let store = try StoreCluster()
+    @Test("products, purchase, finish, Ask to Buy, a cancelled payment, an interrupted purchase, two restores, a failed restore and a refund, in order", arguments: [true, false])
+    func purchaseFlows(fastPaths: Bool) async throws {
+        // The same with StoreBus's shortcuts on and off (STOREBUS_FAST_PATHS=off: the plain
+        // implementations, see docs/performance.md).
+        let store = try StoreCluster(fastPaths: fastPaths)
         try await store.start()
+        // Each service runs with its shortcuts as asked
+        for endpoint in [store.directory.ipcEndpoint("catalog"), store.directory.ipcEndpoint("pq")] {
+            let direct = try RPCClient(configuration: ClientConfiguration(endpoints: [endpoint]))
+            #expect(try await direct.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init()).fastPaths == fastPaths)
+            await direct.shutdown()
+        }
         let admin = try store.admin()
         // An app launch on an empty queue: the replay says so, then live callbacks follow.
         let (queue, recorder) = try await store.launch(account: "alice")
@@ -141,9 +149,11 @@ struct EndToEndTests {
         await store.stop()
     }
 
-    @Test("unfinished transactions come back at the next launch, marked as replayed")
-    func launchReplay() async throws {
-        let store = try StoreCluster()
+    @Test("unfinished transactions come back at the next launch, marked as replayed", arguments: [true, false])
+    func launchReplay(fastPaths: Bool) async throws {
+        // The same with StoreBus's shortcuts on and off (STOREBUS_FAST_PATHS=off: the plain
+        // implementations, see docs/performance.md).
+        let store = try StoreCluster(fastPaths: fastPaths)
         try await store.start()
         // The app has attached (its launch replay is in) before it buys.
         let (first, recorder) = try await store.launch(account: "carol")
@@ -173,9 +183,11 @@ struct EndToEndTests {
         await store.stop()
     }
 
-    @Test("a gateway killed with SIGKILL and restarted mid-stream: clients resume with no callback lost or repeated")
-    func gatewayKilledMidStream() async throws {
-        let store = try StoreCluster()
+    @Test("a gateway killed with SIGKILL and restarted mid-stream: clients resume with no callback lost or repeated", arguments: [true, false])
+    func gatewayKilledMidStream(fastPaths: Bool) async throws {
+        // The same with StoreBus's shortcuts on and off (STOREBUS_FAST_PATHS=off: the plain
+        // implementations, see docs/performance.md).
+        let store = try StoreCluster(fastPaths: fastPaths)
         try await store.start()
         let admin = try store.admin()
         // Dave's device knows only the first gateway: it waits for it to come back.
@@ -373,9 +385,11 @@ struct EndToEndTests {
         await store.stop()
     }
 
-    @Test("an observer registered at launch delivers and finishes each purchase, StoreKit style")
-    func observerPattern() async throws {
-        let store = try StoreCluster()
+    @Test("an observer registered at launch delivers and finishes each purchase, StoreKit style", arguments: [true, false])
+    func observerPattern(fastPaths: Bool) async throws {
+        // The same with StoreBus's shortcuts on and off (STOREBUS_FAST_PATHS=off: the plain
+        // implementations, see docs/performance.md).
+        let store = try StoreCluster(fastPaths: fastPaths)
         try await store.start()
         let queue = try PaymentQueue(configuration: store.configuration(account: "judy"))
         let observer = AutoFinisher()

@@ -51,7 +51,8 @@ public final class Reactor: @unchecked Sendable {
     /// always sees the other (a job is never left waiting for a poll that nothing will wake).
     private let sleeping = Atomic<Bool>(false)
 
-    private var poller = Poller()
+    /// Polls with `zmq_poll` itself when the fast paths are off (see ``FastPaths``).
+    private var poller = Poller(plain: !FastPaths.enabled)
     /// Jobs queued from the loop thread itself: no lock and no wake-up needed.
     private var localJobs: [@Sendable () -> Void] = []
     private var spareJobs: [@Sendable () -> Void] = []

@@ -16,6 +16,9 @@ public struct HostConfiguration: Sendable, Equatable {
     public var logLevel: Logger.Level
     /// Fail points for crash tests (see ``FailPoints``); empty in normal runs.
     public var failPoints: String
+    /// Whether the process takes StoreBus's hand-written shortcuts (``FastPaths``); false runs the
+    /// plain implementations everywhere. Default true; `STOREBUS_FAST_PATHS=off` sets it false.
+    public var fastPaths = true
     /// The `service` section of the config file, for the service's own settings (JSON object).
     public var serviceSection: Data?
     /// The path of the config file, when there is one.

@@ -14,6 +14,7 @@ import StoreBus
 /// | `--data-dir DIR` | `STOREBUS_DATA_DIR` | `dataDirectory` |
 /// | `--log-level L` | `STOREBUS_LOG_LEVEL` | `logLevel` |
 /// | | `STOREBUS_FAILPOINTS` | |
+/// | | `STOREBUS_FAST_PATHS` (`off`) | |
 public struct HostOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("config"), help: "JSON config file (keys: rpcEndpoints, eventEndpoints, dataDirectory, logLevel, service).")
     public var configFile: String?
@@ -74,6 +75,7 @@ public struct HostOptions: ParsableArguments, Sendable {
         if let value = environment["STOREBUS_DATA_DIR"], !value.isEmpty { configuration.dataDirectory = value }
         if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { level = (value, "STOREBUS_LOG_LEVEL") }
         if let value = environment["STOREBUS_FAILPOINTS"] { configuration.failPoints = value }
+        configuration.fastPaths = FastPaths.enabled(environmentValue: environment["STOREBUS_FAST_PATHS"])
         if !rpcEndpoints.isEmpty { configuration.rpcEndpoints = rpcEndpoints }
         if !eventEndpoints.isEmpty { configuration.eventEndpoints = eventEndpoints }
         if let dataDirectory { configuration.dataDirectory = dataDirectory }

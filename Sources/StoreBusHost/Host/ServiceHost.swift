@@ -42,6 +42,9 @@ public final class ServiceHost: Sendable {
         logger.logLevel = configuration.logLevel
         self.logger = logger
         failPoints = try FailPoints(specification: configuration.failPoints)
+        // Set before the process's first socket, database or message (one switch for the process:
+        // services run together in one process share it).
+        FastPaths.enabled = configuration.fastPaths
         context = try ZeroMQ.Context()
         reactor = Reactor(name: "sb-rpc-server", context: context)
     }

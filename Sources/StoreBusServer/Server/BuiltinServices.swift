@@ -72,7 +72,9 @@ public enum BuiltinServices {
             }
         }
         router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.getServerStats) { _, _ in
-            .now(statistics.snapshot)
+            var stats = statistics.snapshot
+            stats.fastPaths = FastPaths.enabled
+            return .now(stats)
         }
         return router
     }

@@ -87,6 +87,10 @@ public nonisolated struct Storebus_Diagnostics_V1_ServerStats: Sendable {
   /// Requests whose handlers are running in tasks right now (requests answered inline never count).
   public var inFlight: UInt64 = 0
 
+  /// Whether the process takes StoreBus's hand-written shortcuts (false: STOREBUS_FAST_PATHS=off,
+  /// the plain implementations; see docs/performance.md).
+  public var fastPaths: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -182,7 +186,7 @@ nonisolated extension Storebus_Diagnostics_V1_GetServerStatsRequest: SwiftProtob
 
 nonisolated extension Storebus_Diagnostics_V1_ServerStats: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ServerStats"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}requests_received\0\u{3}requests_succeeded\0\u{3}requests_failed\0\u{3}deadline_exceeded\0\u{1}cancelled\0\u{3}malformed_messages\0\u{3}replies_dropped\0\u{3}in_flight\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}requests_received\0\u{3}requests_succeeded\0\u{3}requests_failed\0\u{3}deadline_exceeded\0\u{1}cancelled\0\u{3}malformed_messages\0\u{3}replies_dropped\0\u{3}in_flight\0\u{3}fast_paths\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -198,6 +202,7 @@ nonisolated extension Storebus_Diagnostics_V1_ServerStats: SwiftProtobuf.Message
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.malformedMessages) }()
       case 7: try { try decoder.decodeSingularUInt64Field(value: &self.repliesDropped) }()
       case 8: try { try decoder.decodeSingularUInt64Field(value: &self.inFlight) }()
+      case 9: try { try decoder.decodeSingularBoolField(value: &self.fastPaths) }()
       default: break
       }
     }
@@ -228,6 +233,9 @@ nonisolated extension Storebus_Diagnostics_V1_ServerStats: SwiftProtobuf.Message
     if self.inFlight != 0 {
       try visitor.visitSingularUInt64Field(value: self.inFlight, fieldNumber: 8)
     }
+    if self.fastPaths != false {
+      try visitor.visitSingularBoolField(value: self.fastPaths, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -240,6 +248,7 @@ nonisolated extension Storebus_Diagnostics_V1_ServerStats: SwiftProtobuf.Message
     if lhs.malformedMessages != rhs.malformedMessages {return false}
     if lhs.repliesDropped != rhs.repliesDropped {return false}
     if lhs.inFlight != rhs.inFlight {return false}
+    if lhs.fastPaths != rhs.fastPaths {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
