@@ -9,34 +9,13 @@ import Testing
 struct ContractRoutingTests {
     private static let account = "contract"
 
-    /// One call over the raw connection, answered within ten seconds: its code and error details.
-    private static func call(_ peer: RawPeer, _ path: String, body: String, session: String?) async throws -> (code: StatusCode, status: Storebus_Common_V1_ErrorStatus?) {
-        var header = "SB1Q\n1\n5000\n\(path)"
-        if let session { header += "\nsession: \(session)" }
-        try peer.send(strings: ["", header, body])
-        let message = try #require(try await peer.receive(timeout: .seconds(10)), "\(path) was not answered")
-        let answer = try #require(Frames.parseAtClient(message.frames))
-        let status = answer.code == .ok ? nil : try? JSONCodec.decode(Storebus_Common_V1_ErrorStatus.self, from: answer.body)
-        return (answer.code, status)
-    }
-
-    private static func authenticate(_ peer: RawPeer, key: String) async throws -> (token: String, methods: Set<String>) {
-        let body = "{\"apiKey\":\"\(key)\",\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(account)\",\"deviceId\":\"d\"}"
-        try peer.send(strings: ["", "SB1Q\nauth\n5000\n\(Storebus_Gateway_V1_Gateway.authenticate.path)", body])
-        let message = try #require(try await peer.receive(timeout: .seconds(10)))
-        let answer = try #require(Frames.parseAtClient(message.frames))
-        try #require(answer.code == .ok)
-        let session = try JSONCodec.decode(Storebus_Gateway_V1_AuthenticateResponse.self, from: answer.body)
-        return (session.sessionID, Set(session.allowedMethods))
-    }
-
     @Test("every client and admin method of the services the gateway routes reaches its service, sessions are told exactly those methods, admin methods need an admin session, and every internal method of the contract is refused with PERMISSION_DENIED")
     func routesFollowTheContract() async throws {
         let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
-        let user = try await Self.authenticate(peer, key: appKey)
-        let admin = try await Self.authenticate(peer, key: adminKey)
+        let user = try await peer.authenticate(key: appKey, account: Self.account)
+        let admin = try await peer.authenticate(key: adminKey, account: Self.account)
 
         // Given the methods the contract declares for the services a default gateway routes
         let routed: Set<String> = ["storebus.catalog.v1.Catalog", "storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin"]
@@ -56,13 +35,13 @@ struct ContractRoutingTests {
         for method in clientMethods + adminMethods {
             let body = try #require(templates[method.path], "a template for \(method.path)")
             let session = method.access == .admin ? admin.token : user.token
-            let answer = try await Self.call(peer, method.path, body: body.json, session: session)
+            let answer = try await peer.call(method.path, body: body.json, metadata: ["session: \(session)"])
             #expect(![.unimplemented, .permissionDenied, .unauthenticated, .internalError, .unavailable].contains(answer.code), "\(method.path): \(answer.code.name) \(answer.status?.message ?? "")")
         }
 
         // And an admin method called by a user session is refused by the gateway
         for method in adminMethods {
-            let answer = try await Self.call(peer, method.path, body: "{}", session: user.token)
+            let answer = try await peer.call(method.path, body: "{}", metadata: [user.metadata])
             #expect(answer.code == .permissionDenied && answer.status?.info.reason == "ADMIN_REQUIRED", "\(method.path): \(answer.code.name)")
         }
 
@@ -73,7 +52,7 @@ struct ContractRoutingTests {
         #expect(internalMethods.contains { $0.path == Storebus_Eventlog_V1_EventLog.readEvents.path })
         #expect(internalMethods.contains { $0.path == Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue.path })
         for method in internalMethods {
-            let answer = try await Self.call(peer, method.path, body: "not json", session: admin.token)
+            let answer = try await peer.call(method.path, body: "not json", metadata: [admin.metadata])
             #expect(answer.code == .permissionDenied && answer.status?.info.reason == "INTERNAL_METHOD", "\(method.path): \(answer.code.name)")
         }
         await store.stop()

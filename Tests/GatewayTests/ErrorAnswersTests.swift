@@ -10,40 +10,13 @@ import Testing
 struct ErrorAnswersTests {
     private static let account = "errors"
 
-    private struct Answer {
-        var code: StatusCode
-        var body: [UInt8]
-        var status: Storebus_Common_V1_ErrorStatus? {
-            code == .ok ? nil : try? JSONCodec.decode(Storebus_Common_V1_ErrorStatus.self, from: body)
-        }
-    }
-
-    /// One call over the raw connection, with the request id and timeout given.
-    private static func call(
-        _ peer: RawPeer, _ path: String, body: String, metadata: [String] = [], id: String = "1", timeoutMilliseconds: Int = 30_000
-    ) async throws -> Answer {
-        let header = (["SB1Q", id, "\(timeoutMilliseconds)", path] + metadata).joined(separator: "\n")
-        try peer.send([[], Array(header.utf8), Array(body.utf8)])
-        let message = try #require(try await peer.receive(timeout: .milliseconds(timeoutMilliseconds + 10_000)), "\(path) was not answered")
-        let answer = try #require(Frames.parseAtClient(message.frames))
-        return Answer(code: answer.code, body: answer.body)
-    }
-
-    private static func authenticate(_ peer: RawPeer, key: String) async throws -> (token: String, methods: Set<String>) {
-        let body = "{\"apiKey\":\"\(key)\",\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(account)\",\"deviceId\":\"d\"}"
-        let answer = try await call(peer, Storebus_Gateway_V1_Gateway.authenticate.path, body: body)
-        try #require(answer.code == .ok)
-        let session = try JSONCodec.decode(Storebus_Gateway_V1_AuthenticateResponse.self, from: answer.body)
-        return (session.sessionID, Set(session.allowedMethods))
-    }
-
     @Test("a string of 4 MiB less a little in any string field of any method reachable through the gateway is answered with the code that says what is wrong, in an error body under 8 KiB, never RESOURCE_EXHAUSTED")
     func hugeStringsGetSmallPreciseAnswers() async throws {
         let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
-        let user = try await Self.authenticate(peer, key: appKey)
-        let admin = try await Self.authenticate(peer, key: adminKey)
+        let user = try await peer.authenticate(key: appKey, account: Self.account)
+        let admin = try await peer.authenticate(key: adminKey, account: Self.account)
         let reachable = admin.methods.union([Storebus_Gateway_V1_Gateway.authenticate.path, Storebus_Health_V1_Health.check.path])
         let templates = HostileCalls.templates(account: Self.account, apiKey: appKey).filter { reachable.contains($0.path) }
         #expect(Set(templates.map(\.path)) == reachable, "a template for each method")
@@ -62,7 +35,7 @@ struct ErrorAnswersTests {
                 let body = template.body.replacing(leaf[...], with: replacement).json
                 let session = user.methods.contains(template.path) ? user.token : admin.token
                 // When it is sent in that field
-                let answer = try await Self.call(peer, template.path, body: body, metadata: ["session: \(session)"])
+                let answer = try await peer.call(template.path, body: body, metadata: ["session: \(session)"])
                 calls += 1
                 // Then the answer names the problem in a small body
                 #expect(answer.code != .resourceExhausted, "\(template.path) \(leaf): \(answer.status?.message ?? "")")
@@ -72,7 +45,7 @@ struct ErrorAnswersTests {
         #expect(calls > 40)
         // And a Health/Check naming a huge service, the first example found, is NOT_FOUND with the name
         // shortened and its length given
-        let health = try await Self.call(peer, Storebus_Health_V1_Health.check.path, body: "{\"service\":\"\(huge)\"}")
+        let health = try await peer.call(Storebus_Health_V1_Health.check.path, body: "{\"service\":\"\(huge)\"}")
         #expect(health.code == .notFound && health.body.count < 8 * 1024)
         #expect(health.status?.message.contains("(\(huge.utf8.count) bytes)") == true, "\(health.status?.message ?? "")")
         for process in [store.catalog, store.queue] + store.gateways {
@@ -87,7 +60,7 @@ struct ErrorAnswersTests {
         try await store.start()
         let gateway = try RawPeer(endpoint: store.gatewayEndpoints[0])
         let direct = try RawPeer(endpoint: store.directory.ipcEndpoint("pq"))
-        let user = try await Self.authenticate(gateway, key: appKey)
+        let user = try await gateway.authenticate(key: appKey, account: Self.account)
         let longDevice = String(repeating: "h", count: 300)
         let queue = "{\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(Self.account)\",\"deviceId\":\"\(longDevice)\"}"
         let principal = ["principal-app: \(puzzle)", "principal-account: \(Self.account)", "principal-device: d"]
@@ -99,14 +72,14 @@ struct ErrorAnswersTests {
         ]
         for (path, body) in paths {
             // Through the gateway, whose session acts for device d
-            let through = try await Self.call(gateway, path, body: body, metadata: ["session: \(user.token)"])
+            let through = try await gateway.call(path, body: body, metadata: ["session: \(user.token)"])
             #expect(through.code == .permissionDenied && through.status?.info.reason == "OTHER_DEVICE", "\(path): \(through.code.name)")
             #expect(through.status?.resource.resourceName.contains("(300 bytes)") == true, "the device named, shortened")
             // Straight to the payment queue with the same principal
-            let withPrincipal = try await Self.call(direct, path, body: body, metadata: principal)
+            let withPrincipal = try await direct.call(path, body: body, metadata: principal)
             #expect(withPrincipal.code == .permissionDenied && withPrincipal.status?.info.reason == "OTHER_DEVICE", "\(path): \(withPrincipal.code.name)")
             // Straight to it without a principal (a service of the deployment, an admin): the field
-            let trusted = try await Self.call(direct, path, body: body)
+            let trusted = try await direct.call(path, body: body)
             #expect(trusted.code == .invalidArgument && trusted.status?.fieldViolations.first?.field == "queue.deviceId", "\(path): \(trusted.code.name) \(trusted.status?.message ?? "")")
         }
         await store.stop()
@@ -117,16 +90,16 @@ struct ErrorAnswersTests {
         let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
-        let user = try await Self.authenticate(peer, key: appKey)
+        let user = try await peer.authenticate(key: appKey, account: Self.account)
         let list = Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path
         let body = "{\"queue\":{\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(Self.account)\",\"deviceId\":\"d\"}}"
-        #expect(try await Self.call(peer, list, body: body, metadata: ["session: \(user.token)"]).code == .ok)
+        #expect(try await peer.call(list, body: body, metadata: ["session: \(user.token)"]).code == .ok)
 
         // Given the payment queue is down
         await store.queue.stop()
         // When a client calls it through the gateway with a minute to spare
         let started = ContinuousClock.now
-        let answer = try await Self.call(peer, list, body: body, metadata: ["session: \(user.token)"], timeoutMilliseconds: 60_000)
+        let answer = try await peer.call(list, body: body, metadata: ["session: \(user.token)"], timeoutMilliseconds: 60_000)
         // Then it hears UNAVAILABLE with retry advice, the call not sent, well within its minute (the
         // gateway waits a second for a connection)
         #expect(answer.code == .unavailable && answer.status?.info.reason == "NOT_SENT", "\(answer.code.name) \(answer.status?.message ?? "")")
@@ -138,7 +111,7 @@ struct ErrorAnswersTests {
         try await store.queue.waitUntilServing(endpoint: store.directory.ipcEndpoint("pq"))
         var back = false
         for _ in 0..<100 where !back {
-            back = try await Self.call(peer, list, body: body, metadata: ["session: \(user.token)"]).code == .ok
+            back = try await peer.call(list, body: body, metadata: ["session: \(user.token)"]).code == .ok
             if !back { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(back)
@@ -150,10 +123,10 @@ struct ErrorAnswersTests {
         let store = try StoreCluster(logLevel: "debug")
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
-        let user = try await Self.authenticate(peer, key: appKey)
+        let user = try await peer.authenticate(key: appKey, account: Self.account)
         let body = "{\"queue\":{\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(Self.account)\",\"deviceId\":\"d\"}}"
-        let answer = try await Self.call(
-            peer, Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path, body: body, metadata: ["session: \(user.token)"], id: "trace-4711"
+        let answer = try await peer.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path, body: body, metadata: ["session: \(user.token)"], id: "trace-4711"
         )
         #expect(answer.code == .ok)
         let gatewayLog = store.gateways[0].output

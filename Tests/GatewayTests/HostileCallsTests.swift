@@ -8,24 +8,13 @@ import Testing
 struct HostileCallsTests {
     private static let account = "hostile"
 
-    /// Opens a session over the raw connection; returns its token and the methods it may call.
-    private static func authenticate(_ peer: RawPeer, key: String) async throws -> (token: String, methods: Set<String>) {
-        let body = "{\"apiKey\":\"\(key)\",\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(account)\",\"deviceId\":\"d\"}"
-        try peer.send(strings: ["", "SB1Q\nauth\n5000\n\(Storebus_Gateway_V1_Gateway.authenticate.path)", body])
-        let message = try #require(try await peer.receive(timeout: .seconds(10)))
-        let answer = try #require(Frames.parseAtClient(message.frames))
-        #expect(answer.code == .ok)
-        let session = try JSONCodec.decode(Storebus_Gateway_V1_AuthenticateResponse.self, from: answer.body)
-        return (session.sessionID, Set(session.allowedMethods))
-    }
-
     @Test("every hostile value in every field of every method a user or an admin session may call, then 1,500 calls with several changes, broken JSON or a missing or forged session, through a gateway to the catalog and payment queue processes: each is answered once with a status code other than INTERNAL, no process stops, and a purchase works after")
     func hostileCalls() async throws {
         let store = try StoreCluster()
         try await store.start()
         let peer = try RawPeer(endpoint: store.gatewayEndpoints[0])
-        let user = try await Self.authenticate(peer, key: appKey)
-        let admin = try await Self.authenticate(peer, key: adminKey)
+        let user = try await peer.authenticate(key: appKey, account: Self.account)
+        let admin = try await peer.authenticate(key: adminKey, account: Self.account)
         let open = Storebus_Gateway_V1_Gateway.authenticate.path
         let templates = HostileCalls.templates(account: Self.account, apiKey: appKey).filter {
             $0.path == open || user.methods.contains($0.path) || admin.methods.contains($0.path)
