@@ -67,23 +67,17 @@ public struct PaymentQueueService: Sendable {
             try context.authorize(app: request.appBundleID, account: request.accountID)
             return try await service.canMakePayments(request)
         }
-        // The answer's transaction is written as JSON directly, as the events are (TransactionJSON):
-        // a new one's bytes are those of its event.
-        router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path) { body, context in
-            // A request of the plain shape is read directly (RequestJSON); any other goes through
-            // swift-protobuf, which also names what it refuses.
-            var request = try RequestJSON.addPayment(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_AddPaymentRequest.self, from: body)
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, codec: .addPayment) { request, context in
+            var request = request
             try context.authorize(&request.queue)
-            let (response, json) = try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
-            if let json, FastPaths.enabled { return TransactionJSON.addPaymentResponse(transactionJSON: json) }
-            return try TransactionJSON.addPaymentResponse(response.transaction)
+            return try await service.addPayment(request, metadataKey: context.metadata[WireProtocol.idempotencyKeyMetadata])
         }
-        router.registerRaw(path: Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.path) { body, context in
-            var request = try RequestJSON.finishTransaction(body) ?? JSONCodec.decode(Storebus_PaymentQueue_V1_FinishTransactionRequest.self, from: body)
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, codec: .finishTransaction) { request, context in
+            var request = request
             try context.authorize(&request.queue)
             try request.queue.validate()
             let already = try await service.store.finish(request.transactionIdentifier, queue: request.queue)
-            return try RequestJSON.finishAnswer(alreadyFinished: already)
+            return .with { $0.alreadyFinished = already }
         }
         // The same answer under two names: ListTransactions for clients, SnapshotQueue for the
         // gateway's launch replay (an internal method, which the gateway never forwards).
@@ -216,11 +210,8 @@ public struct PaymentQueueService: Sendable {
     }
 
     /// SKPaymentQueue.add: validates, applies the idempotency key, asks the catalog, and creates the
-    /// transaction PURCHASING (decided by the authority) or FAILED at once. With the answer, the
-    /// transaction's JSON when it was written with its event.
-    func addPayment(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest, metadataKey: String?) async throws -> (
-        response: Storebus_PaymentQueue_V1_AddPaymentResponse, transactionJSON: [UInt8]?
-    ) {
+    /// transaction PURCHASING (decided by the authority) or FAILED at once.
+    func addPayment(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest, metadataKey: String?) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse {
         try request.queue.validate()
         var payment = request.payment
         guard !payment.productIdentifier.isEmpty else {
@@ -271,7 +262,7 @@ public struct PaymentQueueService: Sendable {
             if let idempotency, let existing = try await store.transaction(
                 forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
             ) {
-                return (.with { $0.transaction = existing }, nil)
+                return .with { $0.transaction = existing }
             }
             throw error
         }
@@ -289,8 +280,27 @@ public struct PaymentQueueService: Sendable {
             }
         }
         // A policy without delay is decided in the same commit; the authority handles the rest.
-        let (transaction, decided, json) = try await store.create(new, decideWhenDue: true)
+        let (transaction, decided) = try await store.create(new, decideWhenDue: true)
         if !decided { authority.poke() }
-        return (.with { $0.transaction = transaction }, json)
+        return .with { $0.transaction = transaction }
     }
+}
+
+extension MessageCodec where Request == Storebus_PaymentQueue_V1_AddPaymentRequest, Response == Storebus_PaymentQueue_V1_AddPaymentResponse {
+    /// AddPayment's codec: a request of the plain shape read directly (``RequestJSON``), any other by
+    /// swift-protobuf, which also names what it refuses; the answer's transaction written directly
+    /// (``TransactionJSON``). Both take swift-protobuf's way with the fast paths off.
+    static let addPayment = MessageCodec(
+        decode: { body in try RequestJSON.addPayment(body) ?? JSONCodec.decode(Request.self, from: body) },
+        encode: { response in try TransactionJSON.addPaymentResponse(response.transaction) }
+    )
+}
+
+extension MessageCodec where Request == Storebus_PaymentQueue_V1_FinishTransactionRequest, Response == Storebus_PaymentQueue_V1_FinishTransactionResponse {
+    /// FinishTransaction's codec: the request as AddPayment's is read, the answer one of two
+    /// constants (``RequestJSON/finishAnswer(alreadyFinished:)``).
+    static let finishTransaction = MessageCodec(
+        decode: { body in try RequestJSON.finishTransaction(body) ?? JSONCodec.decode(Request.self, from: body) },
+        encode: { response in try RequestJSON.finishAnswer(alreadyFinished: response.alreadyFinished) }
+    )
 }

@@ -55,17 +55,6 @@ enum TransactionJSON {
         return out
     }
 
-    /// The AddPaymentResponse holding a transaction already written as proto3 JSON (the bytes its
-    /// event holds: the same as ``append(_:to:)`` writes).
-    static func addPaymentResponse(transactionJSON: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(transactionJSON.count + 16)
-        out += #"{"transaction":"#.utf8
-        out += transactionJSON
-        out.append(UInt8(ascii: "}"))
-        return out
-    }
-
     /// `request`'s proto3 JSON as a string, as swift-protobuf's `jsonString()` writes it: the digest
     /// kept with an idempotency key, which a retry's must equal, so its bytes cannot change (through
     /// swift-protobuf it took 26K instructions of every keyed AddPayment, 3% of a purchase's in this
@@ -85,15 +74,11 @@ enum TransactionJSON {
     }
 
     /// Appends a QueueEvent announcing `transactions` as updated (`removed`: as removed) to `queue`,
-    /// as proto3 JSON: the payload of the events the queue's observers hear. `transactionWritten` is
-    /// given where each transaction's JSON lies in `out` (not when the event goes through
-    /// swift-protobuf as a whole).
+    /// as proto3 JSON: the payload of the events the queue's observers hear.
     static func appendQueueEvent(
-        _ transactions: [Transaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef, to out: inout [UInt8],
-        transactionWritten: (Range<Int>) -> Void = { _ in }
+        _ transactions: [Transaction], removed: Bool, queue: Storebus_PaymentQueue_V1_QueueRef, to out: inout [UInt8]
     ) throws {
         let mark = out.count
-        var written: [Range<Int>] = []
         out.reserveCapacity(out.count + 512 * transactions.count + 128)
         out += removed ? #"{"removedTransactions":{"#.utf8 : #"{"updatedTransactions":{"#.utf8
         // A repeated field without elements is left out, as swift-protobuf leaves it out.
@@ -101,9 +86,7 @@ enum TransactionJSON {
             out += #""transactions":["#.utf8
             for (index, transaction) in transactions.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                let start = out.count
                 try append(transaction, to: &out)
-                written.append(start..<out.count)
             }
             out.append(UInt8(ascii: "]"))
         }
@@ -118,7 +101,6 @@ enum TransactionJSON {
             return
         }
         out.append(UInt8(ascii: "}"))
-        for range in written { transactionWritten(range) }
     }
 
     // MARK: Writing

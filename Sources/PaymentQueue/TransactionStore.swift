@@ -167,16 +167,15 @@ public final class TransactionStore: Sendable {
     /// without delay) is also decided in the same database transaction, with its own event after the
     /// first: observers still hear PURCHASING, then the decision, and one commit does for both. The
     /// transaction returned is the PURCHASING one either way; `decided` says whether the authority
-    /// still has work. `transactionJSON` is the transaction's proto3 JSON as its event holds it, when
-    /// it was created here (not for a retry's).
+    /// still has work.
     public func create(_ new: NewTransaction, now: Date = Date(), decideWhenDue: Bool = false) async throws -> (
-        transaction: Storebus_PaymentQueue_V1_PaymentTransaction, decided: Bool, transactionJSON: [UInt8]?
+        transaction: Storebus_PaymentQueue_V1_PaymentTransaction, decided: Bool
     ) {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
             if let idempotency = new.idempotency,
                let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
-                return (existing, true, nil)
+                return (existing, true)
             }
             // Counted before this payment's row exists; its room is checked once its event is written
             // (the savepoint undoes both when there is none).
@@ -214,7 +213,7 @@ public final class TransactionStore: Sendable {
             )
             // The row is written once, after its event: with its weight and, when it is decided at
             // once, its decision.
-            let (transaction, json) = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "this payment")
+            let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "this payment")
             let decidesNow = state == .purchasing && decideWhenDue && decideAt <= nowMS
             if decidesNow { record.decide(at: nowMS) }
             try record.insert(db)
@@ -227,27 +226,24 @@ public final class TransactionStore: Sendable {
                     $0.text(idempotency.digest)
                 }
             }
-            guard decidesNow else { return (transaction, state != .purchasing, json) }
+            guard decidesNow else { return (transaction, state != .purchasing) }
             try Self.announceDecision(db, &batch, record, at: nowMS)
-            return (transaction, true, json)
+            return (transaction, true)
         }
     }
 
     /// Announces `record`, a new unfinished transaction not written yet, to its queue and sets its
     /// replay weight from that event (see ``replayWeight(announcedBy:_:)``). RESOURCE_EXHAUSTED, for
-    /// `doing`, when its queue, holding `load`, has no room for it. Returns the transaction announced
-    /// and, when the event's JSON holds it as written on its own, its JSON.
+    /// `doing`, when its queue, holding `load`, has no room for it. Returns the transaction announced.
     static func announceNew(
         _ record: inout TransactionRecord, _ db: Database, _ batch: inout EventLogWriter.Batch,
         load: (count: Int, bytes: Int), maxUnfinished: Int, doing: String
-    ) throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, json: [UInt8]?) {
+    ) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         let transaction = try record.transaction(db)
-        var written: Range<Int>?
-        let event = try Self.announce(&batch, key: record.queueKey, [transaction], queue: transaction.queue) { written = $0 }
+        let event = try Self.announce(&batch, key: record.queueKey, [transaction], queue: transaction.queue)
         record.replayBytes = try Self.replayWeight(announcedBy: event, record)
         try Self.checkRoom(load, adding: 1, bytes: record.replayBytes, maxUnfinished: maxUnfinished, doing: doing)
-        let json = written.flatMap { range in event.json.utf8.withContiguousStorageIfAvailable { Array($0[range]) } }
-        return (transaction, json)
+        return transaction
     }
 
     // MARK: Deciding
@@ -375,7 +371,7 @@ public final class TransactionStore: Sendable {
                 currency: interrupted.currency, error: nil, policy: .with { $0.mode = .approve }, decideAtMS: nowMS, nowMS: nowMS,
                 downloads: interrupted.downloads
             )
-            let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "resolving this purchase").transaction
+            let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
             try record.insert(db)
             try Self.charge(db, record, at: nowMS)
             try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [record.id, id])
@@ -628,10 +624,10 @@ public final class TransactionStore: Sendable {
     @discardableResult
     static func announce(
         _ batch: inout EventLogWriter.Batch, key: String, _ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction],
-        removed: Bool = false, queue: Storebus_PaymentQueue_V1_QueueRef, transactionWritten: (Range<Int>) -> Void = { _ in }
+        removed: Bool = false, queue: Storebus_PaymentQueue_V1_QueueRef
     ) throws -> StoredEvent {
         try batch.appendJSON(key: key, type: Storebus_PaymentQueue_V1_QueueEvent.protoMessageName) { out in
-            try TransactionJSON.appendQueueEvent(transactions, removed: removed, queue: queue, to: &out, transactionWritten: transactionWritten)
+            try TransactionJSON.appendQueueEvent(transactions, removed: removed, queue: queue, to: &out)
         }
     }
 }

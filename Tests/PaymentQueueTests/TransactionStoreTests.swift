@@ -10,7 +10,7 @@ import Testing
 @testable import PaymentQueue
 
 /// A store on a fresh SQLite file in a temporary directory (no doorbell: followers would poll).
-struct StoreCluster {
+struct StoreFixture {
     let directory: TemporaryDirectory
     let database: StoreDatabase
     let store: TransactionStore
@@ -28,7 +28,7 @@ struct StoreCluster {
     }
 
     func purchase(
-        _ product: String, type: Storebus_Catalog_V1_ProductType = .consumable, queue: Storebus_PaymentQueue_V1_QueueRef = StoreCluster.queue,
+        _ product: String, type: Storebus_Catalog_V1_ProductType = .consumable, queue: Storebus_PaymentQueue_V1_QueueRef = StoreFixture.queue,
         policy: Storebus_PaymentQueue_V1_PaymentPolicy = .with { $0.mode = .approve }, askToBuy: Bool = false, key: String? = nil
     ) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         let new = TransactionStore.NewTransaction(
@@ -40,7 +40,7 @@ struct StoreCluster {
     }
 
     /// The queue's events, decoded.
-    func events(_ queue: Storebus_PaymentQueue_V1_QueueRef = StoreCluster.queue) async throws -> [Storebus_PaymentQueue_V1_QueueEvent] {
+    func events(_ queue: Storebus_PaymentQueue_V1_QueueRef = StoreFixture.queue) async throws -> [Storebus_PaymentQueue_V1_QueueEvent] {
         try await database.pool.read { db in
             try EventLog.read(db, key: queue.key, after: 0, limit: 1000).map { stored in
                 let event = try Storebus_Eventlog_V1_Event(jsonString: stored.json)
@@ -57,7 +57,7 @@ struct TransactionStoreTests {
 
     @Test("transaction dates are whole milliseconds, as stored (no 34.089999914 s for 34.090 s)")
     func exactDates() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         for _ in 0..<20 {
             let created = try await fixture.purchase("coins")
@@ -73,7 +73,7 @@ struct TransactionStoreTests {
 
     @Test("the unfinished and due queries use the small partial indexes (a bound state or finished flag would not)")
     func queriesUsePartialIndexes() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let plans = try await fixture.database.pool.read { db -> [String] in
             try [
@@ -93,10 +93,10 @@ struct TransactionStoreTests {
 
     @Test("a queue holds a bounded number of unfinished transactions: AddPayment and restore beyond it are RESOURCE_EXHAUSTED")
     func unfinishedTransactionsAreBounded() async throws {
-        let fixture = try StoreCluster(maxUnfinished: 3)
+        let fixture = try StoreFixture(maxUnfinished: 3)
         defer { fixture.remove() }
         // Given a purchased and finished non-consumable on another device of the account
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
         let original = try await fixture.purchase("removeads", type: .nonConsumable, queue: tablet)
         _ = try await fixture.store.decide(original.transactionIdentifier)
         _ = try await fixture.store.finish(original.transactionIdentifier, queue: tablet)
@@ -110,17 +110,17 @@ struct TransactionStoreTests {
         #expect(try await fixture.purchase("coins", key: "k2").transactionState == .purchasing)
         // And restoring into the full queue is refused too, restoring nothing
         let restore = await #expect(throws: RPCError.self) {
-            _ = try await fixture.store.restore(queue: StoreCluster.queue, applicationUsername: nil)
+            _ = try await fixture.store.restore(queue: StoreFixture.queue, applicationUsername: nil)
         }
         #expect(restore?.code == .resourceExhausted)
-        #expect(try await fixture.store.unfinished(StoreCluster.queue).transactions.count == 3)
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.count == 3)
         // While another device of the account is unaffected
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil).count == 1)
     }
 
     @Test("the authority's wait ends at its timeout, even when the timeout comes before the wait is in place")
     func authorityWaitEnds() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let authority = PaymentAuthority(store: fixture.store, logger: Logger(label: "test"))
         let done = Atomic<Int>(0)
@@ -149,7 +149,7 @@ struct TransactionStoreTests {
 
     @Test("cancelling the task that runs the authority ends it, though nothing is due for an hour")
     func authorityEndsWhenCancelled() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let authority = PaymentAuthority(store: fixture.store, logger: Logger(label: "test"))
         let ended = Flag()
@@ -184,16 +184,16 @@ struct TransactionStoreTests {
 
     @Test("resolving an interrupted purchase into a full queue is RESOURCE_EXHAUSTED until the app finishes one")
     func resolvingIsBounded() async throws {
-        let fixture = try StoreCluster(maxUnfinished: 2)
+        let fixture = try StoreFixture(maxUnfinished: 2)
         defer { fixture.remove() }
         let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
         #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
         let other = try await fixture.purchase("coins")
         let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) }
         #expect(refused?.code == .resourceExhausted)
-        #expect(try await fixture.store.unfinished(StoreCluster.queue).transactions.count == 2, "nothing was added")
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.count == 2, "nothing was added")
         _ = try await fixture.store.decide(other.transactionIdentifier)
-        _ = try await fixture.store.finish(other.transactionIdentifier, queue: StoreCluster.queue)
+        _ = try await fixture.store.finish(other.transactionIdentifier, queue: StoreFixture.queue)
         let resolved = try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier)
         #expect(resolved.transactionState == .purchased)
         #expect(try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) == resolved, "resolving again returns it, full queue or not")
@@ -201,14 +201,14 @@ struct TransactionStoreTests {
 
     @Test("clearing an account fails its waiting payments where their observers hear it (updatedTransactions failed), before they leave the queue")
     func clearFailsWaitingPaymentsAudibly() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         // Given a payment deferred for Ask to Buy and one still PURCHASING (its policy answers later)
         let deferred = try await fixture.purchase("coins", askToBuy: true)
         #expect(try await fixture.store.decide(deferred.transactionIdentifier)?.transactionState == .deferred)
         let waiting = try await fixture.purchase("gems", policy: .with { $0.mode = .approve; $0.delayMs = 600_000 })
         // When the account's history is cleared
-        _ = try await fixture.store.clear(app: StoreCluster.queue.appBundleID, account: "alice")
+        _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
         // Then each is heard FAILED (paymentCancelled), then removed
         let timeline = try await fixture.events().flatMap { event -> [(String, String)] in
             switch event.event {
@@ -226,20 +226,20 @@ struct TransactionStoreTests {
 
     @Test("an interrupted purchase cleared with the account's history can no longer be resolved (nothing cleared is charged later)")
     func clearedInterruptedPurchaseStaysUncharged() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
         #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
-        _ = try await fixture.store.clear(app: StoreCluster.queue.appBundleID, account: "alice")
+        _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
         let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.resolveInterrupted(interrupted.transactionIdentifier) }
         #expect(refused?.code == .failedPrecondition)
-        let charges = try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice").charges
+        let charges = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
         #expect(charges.isEmpty, "\(charges)")
     }
 
     @Test("Ask to Buy answers: repeating the answer given is OK; answering a purchase that never waited for one is FAILED_PRECONDITION")
     func askToBuyAnswersOnlyForDeferred() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let asked = try await fixture.purchase("coins", askToBuy: true)
         _ = try await fixture.store.decide(asked.transactionIdentifier)
@@ -262,18 +262,18 @@ struct TransactionStoreTests {
 
     @Test("an account's transactions and charges list in pages that follow each other, oldest first, and a token the listing did not give is INVALID_ARGUMENT")
     func listingsInPages() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         // Given five purchases of alice on two devices, decided (charged), and one of bob
         var bought: [String] = []
         for (index, device) in ["phone", "tablet", "phone", "tablet", "phone"].enumerated() {
-            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
             bought.append(try await fixture.purchase("coins\(index)", queue: queue).transactionIdentifier)
             try await fixture.store.decide(bought.last!)
         }
-        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
+        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
         try await fixture.store.decide(try await fixture.purchase("coins", queue: bob).transactionIdentifier)
-        let app = StoreCluster.queue.appBundleID
+        let app = StoreFixture.queue.appBundleID
         // When they are listed two at a time
         var pages: [[String]] = [], token = ""
         repeat {
@@ -311,14 +311,14 @@ struct TransactionStoreTests {
 
     @Test("a page of transactions holds at most 1 MiB of their JSON, measured: restored ones carry their original, and escaped strings grow sixfold")
     func transactionPagesAreBoundedInBytes() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         // Given alice's transactions with 4 KiB of request data and an applicationUsername of 1 KiB
         // of control characters (6 KiB as JSON) each: 150 failed ones across fifteen devices, and 30
         // purchased non-consumables restored on a tablet
         let username = String(repeating: "\u{1}", count: 1024)
         func new(_ product: String, device: String, _ start: TransactionStore.NewTransaction.Start, type: Storebus_Catalog_V1_ProductType = .consumable) -> TransactionStore.NewTransaction {
-            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
             return TransactionStore.NewTransaction(
                 queue: queue, payment: .with { $0.productIdentifier = product; $0.quantity = 1; $0.applicationUsername = username; $0.requestData = Data(count: 4096) },
                 productType: type, storefront: "FRA", price: "0.99", currency: "EUR", start: start, idempotency: nil
@@ -331,11 +331,11 @@ struct TransactionStoreTests {
             let bought = try await fixture.store.create(new("level\(index)", device: "phone", .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), type: .nonConsumable))
             try await fixture.store.decide(bought.transaction.transactionIdentifier)
         }
-        #expect(try await fixture.store.restore(queue: .with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }, applicationUsername: nil).count == 30)
+        #expect(try await fixture.store.restore(queue: .with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }, applicationUsername: nil).count == 30)
         // When they are listed a thousand at a time
         var sizes: [Int] = [], ids: [String] = [], restored = 0, token = ""
         repeat {
-            let page = try await fixture.store.accountTransactions(app: StoreCluster.queue.appBundleID, account: "alice", includeFinished: true, pageToken: token, limit: 1000)
+            let page = try await fixture.store.accountTransactions(app: StoreFixture.queue.appBundleID, account: "alice", includeFinished: true, pageToken: token, limit: 1000)
             sizes.append(try Storebus_PaymentQueue_V1_ListAccountTransactionsResponse.with { $0.transactions = page.transactions; $0.nextPageToken = page.nextPageToken }.jsonUTF8Data().count)
             ids += page.transactions.map(\.transactionIdentifier)
             restored += page.transactions.filter { $0.transactionState == .restored }.count
@@ -348,7 +348,7 @@ struct TransactionStoreTests {
 
     @Test("a queue's unfinished transactions are bounded by the size of its launch replay, whatever their fields hold: the replay stays under the message limit")
     func unfinishedReplayIsBounded() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         // Every name, product identifier and applicationUsername as long as it may be and made of
         // control characters (six bytes each in JSON), with 4 KiB of requestData.
@@ -389,22 +389,22 @@ struct TransactionStoreTests {
 
     @Test("clearing an account announces its queue's unfinished transactions as removed, at most 64 per event")
     func clearIsChunked() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         for _ in 0..<130 { _ = try await fixture.purchase("coins") }
-        #expect(try await fixture.store.clear(app: StoreCluster.queue.appBundleID, account: "alice") == 130)
+        #expect(try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice") == 130)
         let removed = try await fixture.events().map(\.removedTransactions.transactions.count).filter { $0 > 0 }
         #expect(removed == [64, 64, 2])
     }
 
     @Test("clearing an account fails its payments still waiting: neither the authority nor an approval charges them later")
     func clearEndsWaitingPayments() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let waiting = try await fixture.purchase("coins")
         let asked = try await fixture.purchase("coins", askToBuy: true)
         #expect(try await fixture.store.decide(asked.transactionIdentifier)?.transactionState == .deferred)
-        #expect(try await fixture.store.clear(app: StoreCluster.queue.appBundleID, account: "alice") == 2)
+        #expect(try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice") == 2)
         for id in [waiting.transactionIdentifier, asked.transactionIdentifier] {
             let cleared = try await fixture.store.transaction(id)
             #expect(cleared?.transactionState == .failed && cleared?.error.code == .paymentCancelled && cleared?.finished == true)
@@ -412,36 +412,36 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.decideDue().decided == 0)
         let approval = await #expect(throws: RPCError.self) { _ = try await fixture.store.answerAskToBuy(asked.transactionIdentifier, approve: true) }
         #expect(approval?.code == .failedPrecondition)
-        #expect(try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice").charges.isEmpty)
+        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.isEmpty)
         let removed = try await fixture.events().flatMap(\.removedTransactions.transactions)
         #expect(removed.map(\.transactionState) == [.failed, .failed], "the removal shows how they ended")
     }
 
     @Test("a purchase made while the product was held is not charged, cannot be refunded, and loses the product with the paid one")
     func refundOfARebuy() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let paid = try await fixture.purchase("removeads", type: .nonConsumable)
         _ = try await fixture.store.decide(paid.transactionIdentifier)
         let again = try await fixture.purchase("removeads", type: .nonConsumable)
         #expect(try await fixture.store.decide(again.transactionIdentifier)?.transactionState == .purchased)
-        #expect(try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice").charges.map(\.transactionIdentifier) == [paid.transactionIdentifier])
+        #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.map(\.transactionIdentifier) == [paid.transactionIdentifier])
         let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.refund(again.transactionIdentifier) }
         #expect(refused?.code == .failedPrecondition)
         let refund = try await fixture.store.refund(paid.transactionIdentifier)
         #expect(refund.revoked == ["removeads"])
         #expect(try await fixture.store.transaction(again.transactionIdentifier)?.hasCancellationDate == true, "the re-buy stood on the refunded purchase")
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil).count == 0, "nothing left to restore")
     }
 
     @Test("refunding a purchase from a cleared history revokes nothing while a later paid purchase holds the product")
     func refundWhileStillHeld() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let first = try await fixture.purchase("removeads", type: .nonConsumable)
         _ = try await fixture.store.decide(first.transactionIdentifier)
-        _ = try await fixture.store.clear(app: StoreCluster.queue.appBundleID, account: "alice")
+        _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
         let second = try await fixture.purchase("removeads", type: .nonConsumable)
         _ = try await fixture.store.decide(second.transactionIdentifier)
         let refund = try await fixture.store.refund(first.transactionIdentifier)
@@ -453,7 +453,7 @@ struct TransactionStoreTests {
 
     @Test("a restore weighs each transaction with the original it carries: refused, restoring nothing, when the copies would not fit the queue's replay")
     func restoredWeighTheirOriginals() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         // Names and product identifiers of control characters, which JSON writes in six bytes each:
         // their bytes are few, their JSON is not.
@@ -490,10 +490,10 @@ struct TransactionStoreTests {
 
     @Test("a purchase's replay weight counts the downloads it offers only once purchased")
     func weightCountsLaterDownloads() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         var new = TransactionStore.NewTransaction(
-            queue: StoreCluster.queue, payment: .with { $0.productIdentifier = "levels"; $0.quantity = 1 },
+            queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "levels"; $0.quantity = 1 },
             productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",
             start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
         )
@@ -515,7 +515,7 @@ struct TransactionStoreTests {
 
     @Test("the transaction record reads and writes every column of pq_transaction, each in its own place")
     func recordCoversTheTable() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let original = try await fixture.purchase("gems")
         let (table, written, read) = try await fixture.database.pool.write { db in
@@ -547,12 +547,12 @@ struct TransactionStoreTests {
 
     @Test("transactions waiting when the database is upgraded get their replay weight; finished ones need none")
     func replayWeightMigration() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
         let waiting = try await fixture.purchase("coins")
         let done = try await fixture.purchase("gems")
         _ = try await fixture.store.decide(done.transactionIdentifier)
-        _ = try await fixture.store.finish(done.transactionIdentifier, queue: StoreCluster.queue)
+        _ = try await fixture.store.finish(done.transactionIdentifier, queue: StoreFixture.queue)
         // The database as the previous version left it: no weights.
         try await fixture.database.pool.write { db in
             try db.execute(sql: "ALTER TABLE pq_transaction DROP COLUMN replay_bytes")
@@ -571,15 +571,15 @@ struct TransactionStoreTests {
 
     @Test("a large restore is announced in updatedTransactions events of at most 64 transactions, then the finish event")
     func largeRestoreIsChunked() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
         for index in 0..<130 {
             let purchase = try await fixture.purchase("level.\(index)", type: .nonConsumable, queue: tablet)
             _ = try await fixture.store.decide(purchase.transactionIdentifier)
             _ = try await fixture.store.finish(purchase.transactionIdentifier, queue: tablet)
         }
-        #expect(try await fixture.store.restore(queue: StoreCluster.queue, applicationUsername: nil).count == 130)
+        #expect(try await fixture.store.restore(queue: StoreFixture.queue, applicationUsername: nil).count == 130)
         let events = try await fixture.events()
         #expect(events.map { $0.updatedTransactions.transactions.count } == [64, 64, 2, 0])
         #expect(events.last?.restoreCompletedTransactionsFinished.restoredCount == 130)
@@ -588,7 +588,7 @@ struct TransactionStoreTests {
     }
     @Test("a payment is added PURCHASING, then approved to PURCHASED and charged, each change an event of its queue")
     func approvedPurchase() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         let added = try await fixture.purchase("coins")
         #expect(added.transactionState == .purchasing)
         #expect(Int64(added.transactionIdentifier)! > TransactionStore.identifierBase)
@@ -596,7 +596,7 @@ struct TransactionStoreTests {
         let decided = try #require(try await fixture.store.decide(added.transactionIdentifier))
         #expect(decided.transactionState == .purchased)
         #expect(try await fixture.store.decide(added.transactionIdentifier) == nil, "decided once")
-        let charges = try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice").charges
+        let charges = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
         #expect(charges.map(\.transactionIdentifier) == [added.transactionIdentifier])
         #expect(charges.first?.amount == "0.99" && charges.first?.currencyCode == "EUR")
         let states = try await fixture.events().map { $0.updatedTransactions.transactions.first?.transactionState }
@@ -606,13 +606,13 @@ struct TransactionStoreTests {
 
     @Test("a consumable can be bought again and again; a held non-consumable or subscription is purchased again without a second charge")
     func chargingRules() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         for _ in 0..<3 {
             try await fixture.store.decide(try await fixture.purchase("coins").transactionIdentifier)
             try await fixture.store.decide(try await fixture.purchase("pack", type: .nonConsumable).transactionIdentifier)
             try await fixture.store.decide(try await fixture.purchase("premium", type: .autoRenewableSubscription).transactionIdentifier)
         }
-        let charged = try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice").charges.map(\.productIdentifier)
+        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.map(\.productIdentifier)
         #expect(charged.filter { $0 == "coins" }.count == 3)
         #expect(charged.filter { $0 == "pack" }.count == 1)
         #expect(charged.filter { $0 == "premium" }.count == 1)
@@ -621,9 +621,9 @@ struct TransactionStoreTests {
 
     @Test("an account's ledger pages through its own charges in charge order, found through its transactions (charges have no index by account)")
     func ledgerThroughTransactions() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         defer { fixture.remove() }
-        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreCluster.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
+        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
         // Products interleaved so that the account index's order (by product) is not the charges' order.
         var alices: [String] = []
         for product in ["gems", "coins", "gems", "acorns", "coins"] {
@@ -635,7 +635,7 @@ struct TransactionStoreTests {
         var listed: [Storebus_PaymentQueue_V1_Charge] = []
         var token = ""
         repeat {
-            let page = try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice", pageToken: token, limit: 2)
+            let page = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice", pageToken: token, limit: 2)
             #expect(page.charges.count <= 2)
             listed += page.charges
             token = page.nextPageToken
@@ -658,7 +658,7 @@ struct TransactionStoreTests {
 
     @Test("policies: FAIL gives the chosen SKError, ASK_TO_BUY defers until approved or declined, INTERRUPT fails and marks the purchase")
     func policies() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         let failing = try await fixture.purchase("coins", policy: .with { $0.mode = .fail; $0.failError = .paymentCancelled })
         let failed = try #require(try await fixture.store.decide(failing.transactionIdentifier))
         #expect(failed.transactionState == .failed && failed.error.code == .paymentCancelled)
@@ -677,33 +677,33 @@ struct TransactionStoreTests {
 
         let interrupted = try await fixture.purchase("coins", policy: .with { $0.mode = .interrupt })
         #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
-        let charged = try await fixture.store.charges(app: StoreCluster.queue.appBundleID, account: "alice").charges
+        let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
         #expect(charged.map(\.transactionIdentifier) == [asked.transactionIdentifier], "only the approved Ask to Buy was charged")
         fixture.remove()
     }
 
     @Test("finishTransaction: not while PURCHASING or DEFERRED; twice is OK; the transaction leaves the queue with a removed event")
     func finishing() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         let transaction = try await fixture.purchase("coins")
         let id = transaction.transactionIdentifier
-        let early = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: StoreCluster.queue) }
+        let early = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: StoreFixture.queue) }
         #expect(early?.code == .failedPrecondition)
         try await fixture.store.decide(id)
-        #expect(try await fixture.store.unfinished(StoreCluster.queue).transactions.map(\.transactionIdentifier) == [id])
-        #expect(try await fixture.store.finish(id, queue: StoreCluster.queue) == false)
-        #expect(try await fixture.store.finish(id, queue: StoreCluster.queue) == true, "finishing twice is OK")
-        let (unfinished, keySeq) = try await fixture.store.unfinished(StoreCluster.queue)
+        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.map(\.transactionIdentifier) == [id])
+        #expect(try await fixture.store.finish(id, queue: StoreFixture.queue) == false)
+        #expect(try await fixture.store.finish(id, queue: StoreFixture.queue) == true, "finishing twice is OK")
+        let (unfinished, keySeq) = try await fixture.store.unfinished(StoreFixture.queue)
         #expect(unfinished.isEmpty)
         #expect(keySeq == 3)
         let last = try #require(try await fixture.events().last)
         #expect(last.removedTransactions.transactions.map(\.transactionIdentifier) == [id])
 
-        var otherAccount = StoreCluster.queue
+        var otherAccount = StoreFixture.queue
         otherAccount.accountID = "mallory"
         let denied = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: otherAccount) }
         #expect(denied?.code == .permissionDenied)
-        var otherDevice = StoreCluster.queue
+        var otherDevice = StoreFixture.queue
         otherDevice.deviceID = "tablet"
         let notHere = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: otherDevice) }
         #expect(notHere?.code == .notFound)
@@ -712,43 +712,39 @@ struct TransactionStoreTests {
 
     @Test("an idempotency key returns the transaction it created for the same payment, and refuses a different one")
     func idempotency() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         let first = try await fixture.purchase("coins", key: "k1")
         let again = try await fixture.purchase("coins", key: "k1")
         #expect(again.transactionIdentifier == first.transactionIdentifier)
-        let found = try await fixture.store.transaction(forKey: "k1", app: StoreCluster.queue.appBundleID, account: "alice", digest: "digest-coins")
+        let found = try await fixture.store.transaction(forKey: "k1", app: StoreFixture.queue.appBundleID, account: "alice", digest: "digest-coins")
         #expect(found?.transactionIdentifier == first.transactionIdentifier)
         let reused = await #expect(throws: RPCError.self) { _ = try await fixture.purchase("pack", key: "k1") }
         #expect(reused?.code == .failedPrecondition)
         fixture.remove()
     }
 
-    @Test("a new transaction comes with its JSON as its event holds it: swift-protobuf's bytes for it, whole; a retry's comes without")
-    func createdTransactionJSON() async throws {
-        let fixture = try StoreCluster()
+    @Test("a new transaction's AddPayment answer, written directly, is swift-protobuf's bytes for it; a retry returns the same transaction")
+    func createdTransactionAnswer() async throws {
+        let fixture = try StoreFixture()
         for (index, name) in ["coins", "pack ünï \"quoted\"", "gems\u{01}"].enumerated() {
             let new = TransactionStore.NewTransaction(
-                queue: StoreCluster.queue, payment: .with { $0.productIdentifier = name; $0.quantity = 1; $0.applicationUsername = "user \(index)" },
+                queue: StoreFixture.queue, payment: .with { $0.productIdentifier = name; $0.quantity = 1; $0.applicationUsername = "user \(index)" },
                 productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
                 start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: ("key \(index)", "digest \(index)")
             )
             let created = try await fixture.store.create(new, decideWhenDue: true)
-            let json = try #require(created.transactionJSON)
-            #expect(json == (try created.transaction.jsonUTF8Bytes() as [UInt8]))
             #expect(created.transaction.transactionState == .purchasing)
-            let answer = TransactionJSON.addPaymentResponse(transactionJSON: json)
-            #expect(answer == (try TransactionJSON.addPaymentResponse(created.transaction)))
-            #expect(try Storebus_PaymentQueue_V1_AddPaymentResponse(jsonUTF8Bytes: answer).transaction == created.transaction)
+            let answer = try TransactionJSON.addPaymentResponse(created.transaction)
+            #expect(answer == (try Storebus_PaymentQueue_V1_AddPaymentResponse.with { $0.transaction = created.transaction }.jsonUTF8Bytes() as [UInt8]))
             let retry = try await fixture.store.create(new, decideWhenDue: true)
             #expect(retry.transaction.transactionIdentifier == created.transaction.transactionIdentifier)
-            #expect(retry.transactionJSON == nil)
         }
         fixture.remove()
     }
 
     @Test("identifiers and data survive a reopen of the database")
     func durable() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         let first = try await fixture.purchase("coins")
         try fixture.database.close()
         let reopened = try StoreDatabase(directory: fixture.directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
@@ -757,7 +753,7 @@ struct TransactionStoreTests {
         // Identifiers count on from the last given: the first of a new database is one past the
         // base, the next (after the reopen) one more.
         let second = try await store.create(TransactionStore.NewTransaction(
-            queue: StoreCluster.queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1 },
+            queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1 },
             productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
             start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
         )).transaction
@@ -771,7 +767,7 @@ struct TransactionStoreTests {
 
     @Test("an account's own policy comes before the app's default, whichever was set first; other accounts get the default")
     func accountPolicyBeforeDefault() async throws {
-        let fixture = try StoreCluster()
+        let fixture = try StoreFixture()
         let store = fixture.store
         try await store.setPolicy(.with { $0.mode = .askToBuy }, app: "a", account: "alice")
         try await store.setPolicy(.with { $0.mode = .fail; $0.failError = .paymentInvalid }, app: "a", account: "")

@@ -26,15 +26,18 @@ public struct RPCRouter: Sendable {
     /// An empty router.
     public init() {}
 
-    /// Answers `method` with `handler`. A later registration of the same method replaces the earlier.
+    /// Answers `method` with `handler`, its messages read and written by `codec` (swift-protobuf's
+    /// JSON unless a service gives a faster one). A later registration of the same method replaces
+    /// the earlier.
     public mutating func register<Request, Response>(
         _ method: MethodDescriptor<Request, Response>,
+        codec: MessageCodec<Request, Response> = .plain,
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
         handlers[method.path] = .async { body, context in
-            let request = try JSONCodec.decode(Request.self, from: body)
+            let request = try codec.decode(body)
             let response = try await handler(request, context)
-            return try JSONCodec.encode(response)
+            return try codec.encode(response)
         }
     }
 
@@ -85,4 +88,26 @@ public enum Staged<Response: Sendable>: Sendable {
     case now(Response)
     /// The rest of the work, run in a task with the request's deadline.
     case later(@Sendable () async throws -> Response)
+}
+
+/// How a method's request is read from its body and its response written: swift-protobuf's proto3
+/// JSON (``plain``), or a service's own hand-written reader and writer for its hottest methods (a
+/// fast path, docs/performance.md), which must read and write exactly what swift-protobuf does and
+/// fall back on it for anything else. Handlers see messages either way.
+public struct MessageCodec<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>: Sendable {
+    /// Reads a request body; throws INVALID_ARGUMENT naming what it refuses.
+    public var decode: @Sendable (_ body: [UInt8]) throws -> Request
+    /// Writes a response.
+    public var encode: @Sendable (_ response: Response) throws -> [UInt8]
+
+    /// A codec of the given reader and writer.
+    public init(decode: @escaping @Sendable ([UInt8]) throws -> Request, encode: @escaping @Sendable (Response) throws -> [UInt8]) {
+        self.decode = decode
+        self.encode = encode
+    }
+
+    /// swift-protobuf's JSON.
+    public static var plain: MessageCodec {
+        MessageCodec(decode: { try JSONCodec.decode(Request.self, from: $0) }, encode: { try JSONCodec.encode($0) })
+    }
 }
