@@ -34,7 +34,13 @@ public final class StoreCluster: Sendable {
 
     /// The processes, each logging at `logLevel` into its file in the directory; with `fastPaths`
     /// false, each runs the plain implementations of StoreBus's shortcuts (`STOREBUS_FAST_PATHS=off`).
-    public init(logLevel: String = "warning", fastPaths: Bool = true) throws {
+    /// `gatewayCount` gateways share a session secret, on ipc endpoints, or on free loopback TCP
+    /// ports with `gatewaysOnTCP` (as clients of a deployment reach them); the catalog serves
+    /// `catalogPath` (the demo catalog by default); ``appKey`` acts for `appKeyApps` (empty: any app).
+    public init(
+        logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false,
+        catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle]
+    ) throws {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
@@ -42,7 +48,7 @@ public final class StoreCluster: Sendable {
         let queueEvents = directory.ipcEndpoint("pq-events")
         catalog = ServiceProcess(
             name: "storebus-catalog",
-            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path, "--log-level", logLevel],
+            arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", logLevel],
             logFile: directory.url.appendingPathComponent("catalog.log")
         )
         queue = ServiceProcess(
@@ -59,13 +65,16 @@ public final class StoreCluster: Sendable {
                 "paymentQueueEventEndpoints": [queueEvents],
                 "sessionSecret": "test-secret-shared-by-both-gateways",
                 "apiKeys": [
-                    ["name": "puzzle", "key": appKey, "apps": [puzzle]],
+                    ["name": "puzzle", "key": appKey, "apps": appKeyApps],
                     ["name": "operator", "key": adminKey, "admin": true],
                 ],
             ],
         ]
         try JSONSerialization.data(withJSONObject: settings).write(to: config)
-        let endpoints = [directory.ipcEndpoint("gw1"), directory.ipcEndpoint("gw2")]
+        let home = directory
+        let endpoints = try (1...max(1, gatewayCount)).map { index in
+            gatewaysOnTCP ? "tcp://127.0.0.1:\(try unusedLoopbackPort())" : home.ipcEndpoint("gw\(index)")
+        }
         let logs = directory.url
         gatewayEndpoints = endpoints
         gateways = endpoints.enumerated().map { index, endpoint in

@@ -29,67 +29,26 @@ struct FlowBench {
     /// `_reference` figures, see docs/performance.md).
     var reference = true
 
-    /// The three services of a flow run, as processes.
-    struct Services {
-        let catalog: ServiceProcess
-        let queue: ServiceProcess
-        let gateway: ServiceProcess
-        let gatewayEndpoint: String
-        let queueRPC: String
-
-        /// Starts them in `directory`, each name prefixed with `prefix`; with `fastPaths` false, with
-        /// `STOREBUS_FAST_PATHS=off`.
-        static func start(in directory: TemporaryDirectory, prefix: String, catalogPath: String, fastPaths: Bool) async throws -> Services {
-            let catalogEndpoint = directory.ipcEndpoint(prefix + "catalog")
-            let queueRPC = directory.ipcEndpoint(prefix + "pq")
-            let queueEvents = directory.ipcEndpoint(prefix + "pq-events")
-            // A free port, so that two benches (or a bench and its test) never meet.
-            let gatewayEndpoint = "tcp://127.0.0.1:\(try unusedLoopbackPort())"
-            let config = directory.url.appendingPathComponent(prefix + "gateway.json")
-            try JSONSerialization.data(withJSONObject: ["service": [
-                "catalogEndpoints": [catalogEndpoint],
-                "paymentQueueEndpoints": [queueRPC],
-                "paymentQueueEventEndpoints": [queueEvents],
-                "sessionSecret": "bench",
-                "apiKeys": [["name": "bench", "key": FlowBench.key]],
-            ]]).write(to: config)
-            let logs = directory.url
-            let catalog = ServiceProcess(name: "storebus-catalog", arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", "error"], logFile: logs.appendingPathComponent(prefix + "catalog.log"))
-            let queue = ServiceProcess(name: "storebus-payment-queue", arguments: [
-                "--rpc-endpoint", queueRPC, "--event-endpoint", queueEvents, "--data-dir", directory.path(prefix + "data"),
-                "--catalog-endpoint", catalogEndpoint, "--log-level", "error",
-            ], logFile: logs.appendingPathComponent(prefix + "payment-queue.log"))
-            let gateway = ServiceProcess(name: "storebus-gateway", arguments: ["--config", config.path, "--rpc-endpoint", gatewayEndpoint, "--log-level", "error"], logFile: logs.appendingPathComponent(prefix + "gateway.log"))
-            let environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
-            try catalog.start(environment: environment)
-            try await catalog.waitUntilServing(endpoint: catalogEndpoint)
-            try queue.start(environment: environment)
-            try await queue.waitUntilServing(endpoint: queueRPC)
-            try gateway.start(environment: environment)
-            try await gateway.waitUntilServing(endpoint: gatewayEndpoint)
-            return Services(catalog: catalog, queue: queue, gateway: gateway, gatewayEndpoint: gatewayEndpoint, queueRPC: queueRPC)
-        }
-
-        /// A meter of the bench's and the services' CPU time.
-        var meter: CPUMeter? {
-            guard let gatewayPID = gateway.pid, let queuePID = queue.pid, let catalogPID = catalog.pid else { return nil }
-            return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
-        }
-
-        func stop() async {
-            await gateway.stop()
-            await queue.stop()
-            await catalog.stop()
-        }
+    /// The CPU meter of the bench and a cluster's services.
+    static func meter(_ cluster: StoreCluster) -> CPUMeter? {
+        guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid else { return nil }
+        return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
     }
 
-    static let key = "storebus-bench-app-key-0000"
+    /// The catalog, payment queue and gateway as processes (StoreBusTesting's cluster, one gateway on
+    /// a free loopback port, as clients reach a deployment), started; with `fastPaths` false, with
+    /// `STOREBUS_FAST_PATHS=off`.
+    func startServices(fastPaths: Bool) async throws -> StoreCluster {
+        let cluster = try StoreCluster(logLevel: "error", fastPaths: fastPaths, gatewayCount: 1, gatewaysOnTCP: true, catalogPath: catalogPath, appKeyApps: [])
+        try await cluster.start()
+        return cluster
+    }
 
     func run() async throws {
         let directory = try TemporaryDirectory(prefix: "flow")
         defer { directory.remove() }
-        let services = try await Services.start(in: directory, prefix: "", catalogPath: catalogPath, fastPaths: true)
-        let (gatewayEndpoint, queueRPC) = (services.gatewayEndpoint, services.queueRPC)
+        let services = try await startServices(fastPaths: true)
+        let (gatewayEndpoint, queueRPC) = (services.gatewayEndpoints[0], services.directory.ipcEndpoint("pq"))
 
         let context = try ZeroMQ.Context()
         // The client's reactor is the bench's own: the paced runs wait for each flow's start on its
@@ -115,7 +74,7 @@ struct FlowBench {
 
         var closed = RoundFigures(), paced = RoundFigures()
         var commitRates: [Double] = []
-        let meter = services.meter
+        let meter = Self.meter(services)
         // The paced figures alone only when asked for and there are paced figures.
         let runsClosedLoop = closedLoop || pacedRate <= 0
         for round in 0..<rounds {
@@ -178,8 +137,8 @@ struct FlowBench {
 
         // The same closed loop on services with their fast paths off: what the shortcuts save.
         if reference && runsClosedLoop {
-            let plain = try await Services.start(in: directory, prefix: "reference-", catalogPath: catalogPath, fastPaths: false)
-            let plainClient = try RPCClient(configuration: ClientConfiguration(endpoints: [plain.gatewayEndpoint]), reactor: reactor)
+            let plain = try await startServices(fastPaths: false)
+            let plainClient = try RPCClient(configuration: ClientConfiguration(endpoints: [plain.gatewayEndpoints[0]]), reactor: reactor)
             var plainDevices: [Device] = []
             for index in 0..<devices {
                 plainDevices.append(try await Device.open(client: plainClient, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
@@ -187,7 +146,7 @@ struct FlowBench {
             var figures = RoundFigures()
             for round in 0..<rounds {
                 _ = try await Self.drive(plainDevices, on: reactor, flows: max(devices, flows / 10))
-                figures.add(try await Self.metered(plain.meter, flows: flows, round: "\(round) reference", verbose: verbose) {
+                figures.add(try await Self.metered(Self.meter(plain), flows: flows, round: "\(round) reference", verbose: verbose) {
                     try await Self.drive(plainDevices, on: reactor, flows: flows)
                 })
             }
@@ -479,7 +438,7 @@ final class Device: Sendable {
     /// observer's long-poll chain.
     static func open(client: RPCClient, app: String, account: String, product: String, parked: Bool) async throws -> Device {
         let session = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
-            $0.apiKey = FlowBench.key
+            $0.apiKey = appKey
             $0.appBundleID = app
             $0.accountID = account
             $0.deviceID = "device"
