@@ -21,8 +21,9 @@ public struct CatalogConfiguration: Sendable, Equatable, Decodable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        let defaults = Self()
-        catalogFile = decoder.configPath(try container.value(.catalogFile, default: defaults.catalogFile))
+        // Only a path the file gives is the file's, relative to its folder; the default stays the
+        // working directory's.
+        if let path = try container.decodeIfPresent(String.self, forKey: .catalogFile) { catalogFile = decoder.configPath(path) }
     }
 }
 
