@@ -75,10 +75,11 @@ extension Catalog {
         }
         let app = try app(request.appBundleID)
         let size = request.pageSize == 0 ? Self.maxIdentifiersPerRequest : Int(request.pageSize)
-        let after = Array(request.pageToken.utf8)
+        // Byte order: the UTF-8 views, not Swift's String order (which compares Unicode canonically).
+        let after = request.pageToken.utf8
         let identifiers = app.products.keys
-            .filter { after.lexicographicallyPrecedes(Array($0.utf8)) }
-            .sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            .filter { after.lexicographicallyPrecedes($0.utf8) }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var response = Storebus_Catalog_V1_ListProductsResponse()
         response.catalogVersion = version
         for identifier in identifiers.prefix(size) {

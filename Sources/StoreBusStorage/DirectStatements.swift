@@ -264,10 +264,7 @@ extension Database {
         defer { sqlite3_reset(statement) }
         var parameters = StatementParameters(statement)
         try bind(&parameters)
-        let expected = sqlite3_bind_parameter_count(statement)
-        guard parameters.next - 1 == expected else {
-            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(parameters.next - 1) parameters bound, the statement has \(expected)", sql: cached.sql)
-        }
+        try checkBound(Int(parameters.next - 1), cached)
         guard parameters.failure == SQLITE_OK else {
             throw stepError(parameters.failure, statement)
         }
@@ -280,11 +277,16 @@ extension Database {
         var parameters = StatementParameters(cached.sqliteStatement, keepingValues: true)
         try bind(&parameters)
         let values = parameters.values ?? []
-        let expected = Int(sqlite3_bind_parameter_count(cached.sqliteStatement))
-        guard values.count == expected else {
-            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(values.count) parameters bound, the statement has \(expected)", sql: cached.sql)
-        }
+        try checkBound(values.count, cached)
         return StatementArguments(values)
+    }
+
+    /// Throws SQLITE_MISUSE when `count` parameters were bound and the statement has another number.
+    private func checkBound(_ count: Int, _ cached: Statement) throws {
+        let expected = Int(sqlite3_bind_parameter_count(cached.sqliteStatement))
+        guard count == expected else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(count) parameters bound, the statement has \(expected)", sql: cached.sql)
+        }
     }
 
     private func stepError(_ code: CInt, _ statement: SQLiteStatement) -> DatabaseError {

@@ -17,8 +17,8 @@ public struct ClusterFailure: Error, CustomStringConvertible {
 
 /// The whole system as separate OS processes on ipc endpoints in a temporary directory:
 /// storebus-catalog, storebus-payment-queue and two storebus-gateway copies sharing a session secret.
-/// ``run(logLevel:_:)`` starts it, runs a test body and stops it on every path, a failing one included;
-/// processes still running when a cluster is released are killed.
+/// Processes still running when a cluster is released are killed, so a test that fails before
+/// ``stop()`` leaves none behind.
 public final class StoreCluster: Sendable {
     /// The directory holding the endpoints, data and logs.
     public let directory: TemporaryDirectory
@@ -123,23 +123,6 @@ public final class StoreCluster: Sendable {
         await queue.stop()
         await catalog.stop()
         directory.remove()
-    }
-}
-
-extension StoreCluster {
-    /// Starts a cluster, runs `body` with it, and stops it whether `body` returns or throws (a
-    /// failing `#require` included).
-    public static func run<T>(logLevel: String = "warning", fastPaths: Bool = true, _ body: (StoreCluster) async throws -> T) async throws -> T {
-        let cluster = try StoreCluster(logLevel: logLevel, fastPaths: fastPaths)
-        do {
-            try await cluster.start()
-            let result = try await body(cluster)
-            await cluster.stop()
-            return result
-        } catch {
-            await cluster.stop()
-            throw error
-        }
     }
 }
 

@@ -29,6 +29,26 @@ struct FlowBench {
     /// `_reference` figures, see docs/performance.md).
     var reference = true
 
+    /// The simulated devices, one account each, on `client`.
+    func openDevices(client: RPCClient, app: String, product: String) async throws -> [Device] {
+        var opened: [Device] = []
+        for index in 0..<devices {
+            opened.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
+        }
+        return opened
+    }
+
+    /// One closed-loop round: a warm-up of a tenth of the flows, `afterWarmUp`, then the measured run.
+    func closedLoopRound(
+        _ devices: [Device], on reactor: Reactor, meter: CPUMeter?, round: String, afterWarmUp: () async throws -> Void = {}
+    ) async throws -> Run {
+        _ = try await Self.drive(devices, on: reactor, flows: max(devices.count, flows / 10))
+        try await afterWarmUp()
+        return try await Self.metered(meter, flows: flows, round: round, verbose: verbose) {
+            try await Self.drive(devices, on: reactor, flows: flows)
+        }
+    }
+
     /// The CPU meter of the bench and a cluster's services.
     static func meter(_ cluster: StoreCluster) -> CPUMeter? {
         guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid else { return nil }
@@ -63,10 +83,7 @@ struct FlowBench {
         let app = store.catalog.appOrder[0]
         let product = store.catalog.apps[app]!.products.values.first { $0.type == .consumable && $0.clearedForSale && $0.prices["USA"] != nil }!.identifier
 
-        var simulated: [Device] = []
-        for index in 0..<devices {
-            simulated.append(try await Device.open(client: client, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
-        }
+        let simulated = try await openDevices(client: client, app: app, product: product)
 
         // The paced figures' floor: the same flow over plain libzmq, run after each paced run.
         let floor = pacedRate > 0 && self.floor ? try FlowFloor.start(in: directory) : nil
@@ -80,12 +97,10 @@ struct FlowBench {
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
             if runsClosedLoop {
-                // Warm-up, then the measured run.
-                _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10))
-                for device in simulated { _ = device.takeSteps() }
-                let before = try await Self.requestsReceived(queueStats)
-                closed.add(try await Self.metered(meter, flows: flows, round: "\(round)", verbose: verbose) {
-                    try await Self.drive(simulated, on: reactor, flows: flows)
+                var before: UInt64?
+                closed.add(try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)") {
+                    for device in simulated { _ = device.takeSteps() }
+                    before = try await Self.requestsReceived(queueStats)
                 })
                 if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round)") }
                 if verbose { Self.printSteps(simulated, round: "\(round)") }
@@ -139,16 +154,10 @@ struct FlowBench {
         if reference && runsClosedLoop {
             let plain = try await startServices(fastPaths: false)
             let plainClient = try RPCClient(configuration: ClientConfiguration(endpoints: [plain.gatewayEndpoints[0]]), reactor: reactor)
-            var plainDevices: [Device] = []
-            for index in 0..<devices {
-                plainDevices.append(try await Device.open(client: plainClient, app: app, account: "bench-\(index)", product: product, parked: parkedObserver))
-            }
+            let plainDevices = try await openDevices(client: plainClient, app: app, product: product)
             var figures = RoundFigures()
             for round in 0..<rounds {
-                _ = try await Self.drive(plainDevices, on: reactor, flows: max(devices, flows / 10))
-                figures.add(try await Self.metered(Self.meter(plain), flows: flows, round: "\(round) reference", verbose: verbose) {
-                    try await Self.drive(plainDevices, on: reactor, flows: flows)
-                })
+                figures.add(try await closedLoopRound(plainDevices, on: reactor, meter: Self.meter(plain), round: "\(round) reference"))
             }
             figures.printMedians(
                 rate: "purchase_flows_per_s_reference", p50: "purchase_flow_p50_ms_reference", p99: "purchase_flow_p99_ms_reference",

@@ -51,8 +51,7 @@ public struct RPCError: Error, Sendable, CustomStringConvertible {
     /// characters with its length, `abcd… (300168 bytes)`. Every message or detail that names what a
     /// caller sent goes through it, so that an error answer stays small whatever the request was.
     public static func echo(_ input: String) -> String {
-        guard input.utf8.count > maxEchoBytes else { return input }
-        return ErrorStatusBounds.prefix(input, maxBytes: maxEchoBytes / 2) + "… (\(input.utf8.count) bytes)"
+        ErrorStatusBounds.shortened(input, whole: maxEchoBytes, start: maxEchoBytes / 2)
     }
 
     /// The error with a machine-readable reason attached.
@@ -115,11 +114,17 @@ public enum ErrorStatusBounds {
         return String(text[..<end])
     }
 
-    /// `text` if it fits in `maxBytes`, else its start and its length.
+    /// `text` whole when it has at most `whole` bytes, else its first characters (at most `start`
+    /// bytes) and its length: `abcd… (300168 bytes)`.
+    static func shortened(_ text: String, whole: Int, start: Int) -> String {
+        guard text.utf8.count > whole else { return text }
+        return prefix(text, maxBytes: start) + "… (\(text.utf8.count) bytes)"
+    }
+
+    /// `text` if it fits in `maxBytes`, else its start and its length, in `maxBytes` at most.
     static func clip(_ text: String, _ maxBytes: Int) -> String {
-        guard text.utf8.count > maxBytes else { return text }
-        let note = "… (\(text.utf8.count) bytes)"
-        return prefix(text, maxBytes: max(0, maxBytes - note.utf8.count)) + note
+        let note = "… (\(text.utf8.count) bytes)".utf8.count
+        return shortened(text, whole: maxBytes, start: max(0, maxBytes - note))
     }
 
     /// The code, the start of the message and the reason only: at most about 2 KiB of JSON.

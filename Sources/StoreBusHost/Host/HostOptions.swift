@@ -124,7 +124,6 @@ public struct HostOptions: ParsableArguments, Sendable {
         flags: [String], environmentVariable: String, default fallback: [String],
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> [String] {
-        if !flags.isEmpty { return flags }
-        return list(environment[environmentVariable]) ?? fallback
+        list(flags: flags, environment: environmentVariable, environment: environment) ?? fallback
     }
 }

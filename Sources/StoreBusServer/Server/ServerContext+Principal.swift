@@ -6,18 +6,17 @@ extension ServerContext {
 
     /// `app`, or the principal's app when `app` is empty (left out of the request) and the call has
     /// a principal: a call through the gateway acts for its session's own app unless it names one.
-    public func ownWhenLeftOut(app: String) -> String {
-        app.isEmpty ? principal?.app ?? app : app
-    }
+    public func ownWhenLeftOut(app: String) -> String { own(app, \.app) }
 
     /// `account`, or the principal's when it is empty (see ``ownWhenLeftOut(app:)``).
-    public func ownWhenLeftOut(account: String) -> String {
-        account.isEmpty ? principal?.account ?? account : account
-    }
+    public func ownWhenLeftOut(account: String) -> String { own(account, \.account) }
 
     /// `device`, or the principal's when it is empty (see ``ownWhenLeftOut(app:)``).
-    public func ownWhenLeftOut(device: String) -> String {
-        device.isEmpty ? principal?.device ?? device : device
+    public func ownWhenLeftOut(device: String) -> String { own(device, \.device) }
+
+    private func own(_ value: String, _ id: KeyPath<Principal, String>) -> String {
+        guard value.isEmpty, let principal else { return value }
+        return principal[keyPath: id]
     }
 
     /// Refuses, with PERMISSION_DENIED, a call acting for another app than its principal's.
