@@ -7,6 +7,10 @@ GEN_DIR     := Sources/StoreSchema/Generated
 APT_PACKAGES := libzmq3-dev libsqlite3-dev protobuf-compiler pkg-config
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN         := .build/debug
+# Apple's App Store Server Library for Python: the receipt tests verify StoreBus's signed
+# transactions with it (scripts/apple-library-check.py).
+PYTHON_TOOLS := .build/python-tools
+APPLE_LIBRARY_VERSION := 3.1.2
 
 .PHONY: deps test-deps build run test generators protos check-protos bench clean
 
@@ -21,8 +25,8 @@ deps:
 
 # A bare `swift build` builds every product of every dependency, swift-protobuf's C++ protoc among
 # them (minutes of C++). These lists name what is needed.
-RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-gateway storectl
-TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-bench
+RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-gateway storectl
+TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-bench
 
 build: deps
 	@for product in $(RUN_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
@@ -31,10 +35,17 @@ build: deps
 run: build
 	@deploy/run-local
 
-## test-deps: what the tests need besides: systemd-analyze (Debian's systemd) checks deploy/systemd's units.
+## test-deps: what the tests need besides: systemd-analyze (Debian's systemd) checks deploy/systemd's
+## units; openssl and Apple's app-store-server-library (PyPI, in a virtual environment under .build/)
+## check receipts and signed transactions as other tools see them.
 test-deps: deps
-	@dpkg -s systemd >/dev/null 2>&1 || { echo "installing: systemd"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq systemd >/dev/null; }
+	@missing=""; for p in systemd openssl python3-venv; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
+	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary" 2>/dev/null || { \
+	  echo "installing: app-store-server-library $(APPLE_LIBRARY_VERSION) (PyPI) into $(PYTHON_TOOLS)"; \
+	  rm -rf $(PYTHON_TOOLS) && python3 -m venv $(PYTHON_TOOLS) && \
+	  $(PYTHON_TOOLS)/bin/pip install -q --disable-pip-version-check app-store-server-library==$(APPLE_LIBRARY_VERSION); }
 
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
 ## Each test target runs in a process of its own (scripts/run-tests says why).
@@ -62,7 +73,7 @@ check-protos: generators
 
 ## bench: release build, then every benchmark as `<metric> <value> <unit>` lines.
 bench: deps
-	@for product in storebus-bench storebus-catalog storebus-payment-queue storebus-gateway; do $(SWIFT) build -c release --product $$product || exit 1; done
+	@for product in storebus-bench storebus-catalog storebus-payment-queue storebus-receipt storebus-gateway; do $(SWIFT) build -c release --product $$product || exit 1; done
 	.build/release/storebus-bench
 
 clean:

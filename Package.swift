@@ -15,10 +15,12 @@ let package = Package(
         .library(name: "Catalog", targets: ["Catalog"]),
         .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
         .library(name: "Gateway", targets: ["Gateway"]),
+        .library(name: "Receipt", targets: ["Receipt"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
         .executable(name: "storebus-payment-queue", targets: ["storebus-payment-queue"]),
         .executable(name: "storebus-gateway", targets: ["storebus-gateway"]),
+        .executable(name: "storebus-receipt", targets: ["storebus-receipt"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
@@ -36,6 +38,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -138,6 +143,22 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Signed app receipts (CMS), signed transactions (JWS), verifyReceipt and entitlements, kept
+        // from the payment queue's event log.
+        .target(
+            name: "Receipt",
+            dependencies: [
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The Swift client SDK: StoreKit's original API over the gateway.
         .target(
             name: "StoreBusSDK",
@@ -150,6 +171,13 @@ let package = Package(
             name: "storebus-gateway",
             dependencies: [
                 "Gateway", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-receipt",
+            dependencies: [
+                "Receipt", "StoreBus", "StoreBusHost", "StoreBusStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -223,6 +251,15 @@ let package = Package(
             dependencies: [
                 "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "ReceiptTests",
+            dependencies: [
+                "Receipt", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
         .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]),

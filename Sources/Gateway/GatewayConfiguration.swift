@@ -30,7 +30,8 @@ public struct RouteConfiguration: Decodable, Sendable, Equatable {
 public struct GatewayConfiguration: Sendable, Decodable {
     /// The upstreams calls are forwarded to. Default: ``defaultRoutes``. In the config file,
     /// `routes` lists routes to add, or to put in place of a built-in one of the same name, and
-    /// `catalogEndpoints` and `paymentQueueEndpoints` set the built-in routes' endpoints.
+    /// `catalogEndpoints`, `paymentQueueEndpoints` and `receiptEndpoints` set the built-in routes'
+    /// endpoints.
     public var routes = Self.defaultRoutes
     /// Doorbell (PUB) endpoints of storebus-payment-queue, whose log the observer stream follows.
     /// Default `tcp://127.0.0.1:7312`.
@@ -53,7 +54,8 @@ public struct GatewayConfiguration: Sendable, Decodable {
     /// NOT_SENT, with retry advice, instead of waiting for its deadline. Default 1000.
     public var upstreamConnectionWaitMilliseconds = 1000
 
-    /// The built-in routes: the catalog and the payment queue on their default local endpoints.
+    /// The built-in routes: the catalog, the payment queue and the receipt service on their default
+    /// local endpoints.
     public static let defaultRoutes: [RouteConfiguration] = [
         RouteConfiguration(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], endpoints: ["tcp://127.0.0.1:7301"]),
         RouteConfiguration(
@@ -61,6 +63,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
             services: ["storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin"],
             endpoints: ["tcp://127.0.0.1:7302"]
         ),
+        RouteConfiguration(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], endpoints: ["tcp://127.0.0.1:7303"]),
     ]
     /// The route the observer stream follows (its upstream serves the payment queue's event log).
     public static let paymentQueueRoute = "payment-queue"
@@ -72,7 +75,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case routes, catalogEndpoints, paymentQueueEndpoints, paymentQueueEventEndpoints, sessionSecret, sessionLifetimeSeconds
+        case routes, catalogEndpoints, paymentQueueEndpoints, receiptEndpoints, paymentQueueEventEndpoints, sessionSecret, sessionLifetimeSeconds
         case apiKeys, maxParkedObservers, answerCacheMilliseconds, catalogCacheMilliseconds, upstreamConnectionWaitMilliseconds
     }
 
@@ -91,6 +94,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
         }
         if let endpoints = try container.decodeIfPresent([String].self, forKey: .catalogEndpoints) { setEndpoints(endpoints, of: "catalog") }
         if let endpoints = try container.decodeIfPresent([String].self, forKey: .paymentQueueEndpoints) { setEndpoints(endpoints, of: Self.paymentQueueRoute) }
+        if let endpoints = try container.decodeIfPresent([String].self, forKey: .receiptEndpoints) { setEndpoints(endpoints, of: "receipt") }
         paymentQueueEventEndpoints = try container.value(.paymentQueueEventEndpoints, default: defaults.paymentQueueEventEndpoints)
         sessionSecret = try container.decodeIfPresent(String.self, forKey: .sessionSecret)
         sessionLifetimeSeconds = try container.value(.sessionLifetimeSeconds, default: defaults.sessionLifetimeSeconds)
@@ -116,6 +120,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
                 let key = switch route.name {
                 case "catalog": "catalogEndpoints"
                 case Self.paymentQueueRoute: "paymentQueueEndpoints"
+                case "receipt": "receiptEndpoints"
                 default: "routes (\(route.name)).endpoints"
                 }
                 throw StartupError("service.\(key) is an empty list: name at least one endpoint, or leave the key out for the default")

@@ -444,6 +444,9 @@ public final class GatewayService: Sendable {
             }
         case .revokedEntitlements(let revoked):
             event.didRevokeEntitlementsForProductIdentifiers.productIdentifiers = revoked.productIdentifiers
+        case .refundedTransactions, .historyCleared:
+            // For followers that keep receipts; observers learn of them through revokedEntitlements.
+            break
         case nil:
             // An event kind newer than this gateway: still delivered (without a callback), so the
             // client's positions stay consecutive.

@@ -133,6 +133,10 @@ public enum PaymentQueueSchema {
             // a sixth of the payment queue's WAL frames under the flow benchmark.
             try db.execute(sql: "DROP INDEX pq_charge_account")
         }
+        migrator.registerMigration("payment_queue_v8_revocation_reason") { db in
+            // Why a refunded purchase was refunded (RevocationReason), for receipts.
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN revoked_reason INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -131,7 +131,7 @@ public struct PaymentQueueService: Sendable {
             }
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction) { request, _ in
-            let (transaction, charge, revoked) = try await service.store.refund(request.transactionIdentifier)
+            let (transaction, charge, revoked) = try await service.store.refund(request.transactionIdentifier, reason: request.revocationReason)
             return .with {
                 $0.transaction = transaction
                 if let charge { $0.charge = charge }

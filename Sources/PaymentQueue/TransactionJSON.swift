@@ -20,7 +20,7 @@ enum TransactionJSON {
 
     /// The field numbers written here, per message (the tests hold them against proto-schemas/).
     static let fieldsWritten: [String: [Int]] = [
-        "PaymentTransaction": Array(1...14),
+        "PaymentTransaction": Array(1...17),
         "Payment": Array(1...5),
         "StoreKitError": [1, 2],
         "Download": Array(1...7),
@@ -201,7 +201,9 @@ enum TransactionJSON {
                   fields.timestamp("cancellationDate", transaction.hasCancellationDate ? transaction.cancellationDate : nil)
             else { return false }
             fields.bool("isTrialPeriod", transaction.isTrialPeriod)
-            return true
+            fields.string("price", transaction.price)
+            fields.string("currencyCode", transaction.currencyCode)
+            return fields.enumeration("cancellationReason", transaction.cancellationReason.rawValue, names: Names.revocationReason)
         }
     }
 
@@ -265,6 +267,9 @@ enum TransactionJSON {
         }
         static let skError = names(Storebus_PaymentQueue_V1_SKError.allCases) { value in
             try Storebus_PaymentQueue_V1_StoreKitError.with { $0.code = value }.jsonUTF8Bytes()
+        }
+        static let revocationReason = names(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
+            try Transaction.with { $0.cancellationReason = value }.jsonUTF8Bytes()
         }
         static let downloadState = names(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in
             try Storebus_PaymentQueue_V1_Download.with { $0.state = value }.jsonUTF8Bytes()

@@ -40,6 +40,8 @@ struct TransactionRecord: Sendable, Equatable {
     var dateMS: Int64
     var finished: Bool
     var revokedMS: Int64?
+    /// Why it was refunded (RevocationReason), with revokedMS.
+    var revokedReason: Storebus_PaymentQueue_V1_RevocationReason
     var cleared: Bool
     /// The product's hosted content, as a JSON array of storebus.payment_queue.v1.Download.
     var downloads: String
@@ -51,7 +53,7 @@ struct TransactionRecord: Sendable, Equatable {
         id, app, account, device, queue_key, state, product_id, product_type, quantity, application_username,
         request_data, ask_to_buy, storefront, price, currency, error_code, error_message, original_id, policy_mode,
         policy_error, decide_at_ms, interrupted, resolved_by, created_ms, date_ms, finished, revoked_ms, cleared,
-        downloads, replay_bytes
+        downloads, replay_bytes, revoked_reason
         """
     static let selectByID = CachedSQL("SELECT \(columns) FROM pq_transaction WHERE id = ?")
     static let insertSQL = CachedSQL("INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))")
@@ -88,6 +90,7 @@ struct TransactionRecord: Sendable, Equatable {
         cleared = row.bool(27)
         downloads = row.text(28)
         replayBytes = row.int(29)
+        revokedReason = Storebus_PaymentQueue_V1_RevocationReason(rawValue: row.int(30)) ?? .unspecified
     }
 
     /// A new unfinished transaction of `queue` (the fields not given start empty).
@@ -124,6 +127,7 @@ struct TransactionRecord: Sendable, Equatable {
         dateMS = nowMS
         finished = false
         revokedMS = nil
+        revokedReason = .unspecified
         cleared = false
         self.downloads = downloads
         replayBytes = 0
@@ -167,6 +171,7 @@ struct TransactionRecord: Sendable, Equatable {
             $0.bool(cleared)
             $0.text(downloads)
             $0.int(replayBytes)
+            $0.int(revokedReason.rawValue)
         }
     }
 
@@ -240,11 +245,14 @@ struct TransactionRecord: Sendable, Equatable {
         transaction.storefront = storefront
         transaction.productType = productType
         transaction.finished = finished
+        transaction.price = price
+        transaction.currencyCode = currency
         if state == .purchased || state == .restored {
             transaction.downloads = try offeredDownloads()
         }
         if let revokedMS {
             transaction.cancellationDate = TransactionStore.timestamp(milliseconds: revokedMS)
+            transaction.cancellationReason = revokedReason
         }
         if let errorCode {
             transaction.error = .with {

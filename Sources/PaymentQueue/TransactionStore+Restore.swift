@@ -123,7 +123,13 @@ extension TransactionStore {
     /// still holds the product. The purchases made while the account held it (never charged) and
     /// their restored copies are revoked with it. A purchase that was never charged cannot be
     /// refunded (FAILED_PRECONDITION). Refunding twice changes nothing.
-    public func refund(_ id: String, now: Date = Date()) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
+    ///
+    /// Every transaction the refund cancels (the purchase, its restored copies, the purchases that
+    /// stood on it) is announced with its cancellation date and `reason` in a `refundedTransactions`
+    /// event on its own queue, for followers that keep receipts.
+    public func refund(
+        _ id: String, reason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified, now: Date = Date()
+    ) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
         try await writer.write { db, batch in
             guard let record = try TransactionRecord.fetch(db, id: id) else {
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
@@ -138,7 +144,8 @@ extension TransactionStore {
             var revokes = record.productType == .nonConsumable || record.productType == .autoRenewableSubscription
             if record.revokedMS == nil {
                 let nowMS = Self.milliseconds(now)
-                try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, id, id])
+                var cancelled = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE (id = ? OR original_id = ?) AND revoked_ms IS NULL ORDER BY created_ms, id"), arguments: [id, id])
+                try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, reason.rawValue, id, id])
                 try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
                 if revokes {
                     if try Self.holds(db, app: record.app, account: record.account, product: product) {
@@ -146,14 +153,31 @@ extension TransactionStore {
                     } else {
                         // Purchases made while the product was held were never charged and stood on
                         // this one: they lose it too, with their restored copies.
-                        try db.cachedStatement(sql: """
+                        let rebuys = """
                             WITH rebuys AS (
                                 SELECT id FROM pq_transaction t
                                 WHERE app = ? AND account = ? AND product_id = ? AND original_id IS NULL AND state = ? AND cleared = 0
                                   AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = t.id))
-                            UPDATE pq_transaction SET revoked_ms = ?
-                            WHERE revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)
-                            """).execute(arguments: [record.app, record.account, product, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue, nowMS])
+                            """
+                        let standing = "revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)"
+                        let purchased = Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue
+                        cancelled += try String.fetchAll(db.cachedStatement(sql: "\(rebuys) SELECT id FROM pq_transaction WHERE \(standing) ORDER BY created_ms, id"),
+                                                         arguments: [record.app, record.account, product, purchased])
+                        try db.cachedStatement(sql: "\(rebuys) UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE \(standing)")
+                            .execute(arguments: [record.app, record.account, product, purchased, nowMS, reason.rawValue])
+                    }
+                }
+                var refundedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
+                for cancelledID in cancelled {
+                    guard let refunded = try TransactionRecord.fetch(db, id: cancelledID) else { continue }
+                    refundedByQueue[refunded.queueKey, default: []].append(try refunded.transaction(db))
+                }
+                for (key, transactions) in refundedByQueue.sorted(by: { $0.key < $1.key }) {
+                    for chunk in Self.eventSized(transactions) {
+                        try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                            $0.queue = chunk[0].queue
+                            $0.refundedTransactions.transactions = chunk
+                        })
                     }
                 }
                 if revokes {
@@ -260,6 +284,10 @@ extension TransactionStore {
                     $0.revokedEntitlements = .with { $0.productIdentifiers = held; $0.revokedAt = .init(date: now) }
                 })
             }
+            try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.queue = queue
+                $0.historyCleared = .with { $0.appBundleID = app; $0.accountID = account; $0.clearedAt = .init(date: now) }
+            })
         }
         return rows.count
     }

@@ -234,6 +234,17 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("pageSize", .value("10")), ("pageToken", .value("\"\"")),
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset.path: .object([]),
+            Storebus_Receipt_V1_Receipt.refreshReceipt.path: .object([
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\"")), ("applicationVersion", .value("\"1\"")),
+            ]),
+            Storebus_Receipt_V1_Receipt.verifyReceipt.path: .object([
+                ("receiptData", .value("\"MIAGCSqGSIb3DQEHAqCAMIACAQE=\"")), ("password", .value("\"secret\"")), ("excludeOldTransactions", .value("true")),
+            ]),
+            Storebus_Receipt_V1_Receipt.getEntitlements.path: .object([("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("minSeq", .value("\"0\""))]),
+            Storebus_Receipt_V1_Receipt.getTransaction.path: .object([
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("transactionId", .value(someID)), ("minSeq", .value("\"0\"")),
+            ]),
+            Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
             Storebus_Eventlog_V1_EventLog.readEvents.path: .object([("key", .value("\"\(puzzle)/\(account)/d\"")), ("afterSeq", .value("\"0\"")), ("limit", .value("10"))]),
             Storebus_Health_V1_Health.check.path: .object([("service", .value("\"\""))]),
             Storebus_Diagnostics_V1_Diagnostics.echo.path: .object([("payload", .value("\"p\"")), ("delayMs", .value("0"))]),

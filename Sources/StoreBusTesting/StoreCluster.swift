@@ -13,10 +13,17 @@ public let adminKey = "admin-test-key-0123456789"
 public struct ClusterFailure: Error, CustomStringConvertible {
     /// What did not happen.
     public let description: String
+
+    /// A failure saying what did not happen.
+    public init(description: String) { self.description = description }
 }
 
+/// The shared secret a ``StoreCluster``'s receipt service knows for the demo puzzle app.
+public let puzzleSharedSecret = "puzzle-shared-secret-0123456789"
+
 /// The whole system as separate OS processes on ipc endpoints in a temporary directory:
-/// storebus-catalog, storebus-payment-queue and two storebus-gateway copies sharing a session secret.
+/// storebus-catalog, storebus-payment-queue, storebus-receipt and two storebus-gateway copies
+/// sharing a session secret.
 /// Processes still running when a cluster is released are killed, so a test that fails before
 /// ``stop()`` leaves none behind.
 public final class StoreCluster: Sendable {
@@ -25,7 +32,10 @@ public final class StoreCluster: Sendable {
     /// The processes.
     public let catalog: ServiceProcess
     public let queue: ServiceProcess
+    public let receipt: ServiceProcess
     public let gateways: [ServiceProcess]
+    /// The receipt service's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
+    public let receiptHTTPAddress: String
     /// The gateways' endpoints, in the order of ``gateways``.
     public let gatewayEndpoints: [String]
 
@@ -36,10 +46,13 @@ public final class StoreCluster: Sendable {
     /// false, each runs the plain implementations of StoreBus's shortcuts (`STOREBUS_FAST_PATHS=off`).
     /// `gatewayCount` gateways share a session secret, on ipc endpoints, or on free loopback TCP
     /// ports with `gatewaysOnTCP` (as clients of a deployment reach them); the catalog serves
-    /// `catalogPath` (the demo catalog by default); ``appKey`` acts for `appKeyApps` (empty: any app).
+    /// `catalogPath` (the demo catalog by default); ``appKey`` acts for `appKeyApps` (empty: any app);
+    /// the receipt service signs for `storeEnvironment` (`sandbox` or `production`) and knows
+    /// ``puzzleSharedSecret``.
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false,
-        catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle]
+        catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
+        storeEnvironment: String = "sandbox"
     ) throws {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
@@ -57,11 +70,30 @@ public final class StoreCluster: Sendable {
                         "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel],
             logFile: directory.url.appendingPathComponent("payment-queue.log")
         )
+        let receiptEndpoint = directory.ipcEndpoint("receipt")
+        let receiptConfig = directory.url.appendingPathComponent("receipt.json")
+        receiptHTTPAddress = "127.0.0.1:\(try unusedLoopbackPort())"
+        let receiptSettings: [String: Any] = [
+            "service": [
+                "environment": storeEnvironment,
+                "apps": [["bundleId": puzzle, "sharedSecret": puzzleSharedSecret]],
+                "httpAddress": receiptHTTPAddress,
+            ],
+        ]
+        try JSONSerialization.data(withJSONObject: receiptSettings).write(to: receiptConfig)
+        receipt = ServiceProcess(
+            name: "storebus-receipt",
+            arguments: ["--config", receiptConfig.path, "--rpc-endpoint", receiptEndpoint, "--data-dir", directory.path("receipt-data"),
+                        "--payment-queue-endpoint", queueEndpoint, "--payment-queue-events", queueEvents,
+                        "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel],
+            logFile: directory.url.appendingPathComponent("receipt.log")
+        )
         let config = directory.url.appendingPathComponent("gateway.json")
         let settings: [String: Any] = [
             "service": [
                 "catalogEndpoints": [catalogEndpoint],
                 "paymentQueueEndpoints": [queueEndpoint],
+                "receiptEndpoints": [receiptEndpoint],
                 "paymentQueueEventEndpoints": [queueEvents],
                 "sessionSecret": "test-secret-shared-by-both-gateways",
                 "apiKeys": [
@@ -86,14 +118,25 @@ public final class StoreCluster: Sendable {
         }
     }
 
-    /// Starts the catalog, the payment queue and the gateways, each once the one before serves.
+    /// Starts the catalog, the payment queue, the receipt service and the gateways, each once the
+    /// one before serves.
     public func start() async throws {
         try catalog.start(environment: environment)
         try await catalog.waitUntilServing(endpoint: directory.ipcEndpoint("catalog"))
         try queue.start(environment: environment)
         try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
+        try await startReceipt()
         for index in gateways.indices { try await startGateway(index) }
     }
+
+    /// Starts the receipt service (again) and waits until it serves.
+    public func startReceipt() async throws {
+        try receipt.start(environment: environment)
+        try await receipt.waitUntilServing(endpoint: receiptEndpoint)
+    }
+
+    /// The receipt service's RPC endpoint.
+    public var receiptEndpoint: String { directory.ipcEndpoint("receipt") }
 
     /// Starts gateway `index` (again) and waits until it serves.
     public func startGateway(_ index: Int) async throws {
@@ -101,10 +144,10 @@ public final class StoreCluster: Sendable {
         try await gateways[index].waitUntilServing(endpoint: gatewayEndpoints[index])
     }
 
-    /// A configuration for a device of `account`, through the gateways at `indices`.
-    public func configuration(account: String, device: String = "phone", app: String = puzzle, key: String = appKey, gateways indices: [Int] = [0, 1]) -> StoreConfiguration {
+    /// A configuration for a device of `account`, through the gateways at `indices` (nil: every one).
+    public func configuration(account: String, device: String = "phone", app: String = puzzle, key: String = appKey, gateways indices: [Int]? = nil) -> StoreConfiguration {
         var configuration = StoreConfiguration(
-            gatewayEndpoints: indices.map { gatewayEndpoints[$0] }, apiKey: key,
+            gatewayEndpoints: (indices ?? Array(gatewayEndpoints.indices)).map { gatewayEndpoints[$0] }, apiKey: key,
             appBundleID: app, accountID: account, deviceID: device
         )
         configuration.observerHold = .seconds(5)
@@ -120,6 +163,7 @@ public final class StoreCluster: Sendable {
     /// Stops every process and removes the directory.
     public func stop() async {
         for gateway in gateways { await gateway.stop() }
+        await receipt.stop()
         await queue.stop()
         await catalog.stop()
         directory.remove()

@@ -21,6 +21,9 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("payment-queue-endpoint"), help: "RPC endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_ENDPOINTS or service.paymentQueueEndpoints.")
     var paymentQueueEndpoints: [String] = []
 
+    @Option(name: .customLong("receipt-endpoint"), help: "RPC endpoint of storebus-receipt (repeatable). Also STOREBUS_RECEIPT_ENDPOINTS or service.receiptEndpoints.")
+    var receiptEndpoints: [String] = []
+
     @Option(name: .customLong("payment-queue-events"), help: "Doorbell endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_EVENTS or service.paymentQueueEventEndpoints.")
     var paymentQueueEvents: [String] = []
 
@@ -33,6 +36,9 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         if let endpoints = HostOptions.list(flags: paymentQueueEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS") {
             configuration.setEndpoints(endpoints, of: GatewayConfiguration.paymentQueueRoute)
+        }
+        if let endpoints = HostOptions.list(flags: receiptEndpoints, environment: "STOREBUS_RECEIPT_ENDPOINTS") {
+            configuration.setEndpoints(endpoints, of: "receipt")
         }
         if let endpoints = HostOptions.list(flags: paymentQueueEvents, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") {
             configuration.paymentQueueEventEndpoints = endpoints

@@ -42,10 +42,10 @@ struct SystemdDeploymentTests {
         let first = try await command("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
         #expect(first.status == 0, "\(first.output)")
         // Then the executables, configurations and units are in place
-        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-gateway", "storectl"] {
+        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-gateway", "storectl"] {
             #expect(FileManager.default.isExecutableFile(atPath: "\(root)/usr/local/bin/\(product)"), "\(product)")
         }
-        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json"] {
+        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json"] {
             #expect(FileManager.default.fileExists(atPath: "\(root)/etc/storebus/\(file)"), "\(file)")
         }
         // And the gateway's secrets were made for this host, readable by root alone
@@ -76,7 +76,7 @@ struct SystemdDeploymentTests {
         try FileManager.default.createDirectory(at: verifyDirectory, withIntermediateDirectories: true)
         let unitDirectory = "\(root)/etc/systemd/system"
         let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
-        #expect(unitNames == ["storebus-catalog.service", "storebus-gateway.service", "storebus-payment-queue.service", "storebus.target"])
+        #expect(unitNames == ["storebus-catalog.service", "storebus-gateway.service", "storebus-payment-queue.service", "storebus-receipt.service", "storebus.target"])
         var units: [String: String] = [:]
         for name in unitNames {
             let text = try String(contentsOfFile: "\(unitDirectory)/\(name)", encoding: .utf8)
@@ -92,16 +92,16 @@ struct SystemdDeploymentTests {
         // When the services start as their units say (systemd's part played here: the state
         // directory, the credential, the variables, the address families), on free ports
         var ports: [String: String] = [:]
-        for port in ["7300", "7301", "7302", "7312"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
-        try #require(Set(ports.values).count == 4, "four different free ports: \(ports)")
-        for file in ["catalog.json", "payment-queue.json", "gateway.json"] {
+        for port in ["7300", "7301", "7302", "7303", "7312", "7383"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
+        try #require(Set(ports.values).count == 6, "six different free ports: \(ports)")
+        for file in ["catalog.json", "payment-queue.json", "receipt.json", "gateway.json"] {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
             for (from, to) in ports { text = text.replacingOccurrences(of: from, with: to) }
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         }
         var processes: [ServiceProcess] = []
-        for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-gateway", "7300")] {
+        for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-gateway", "7300")] {
             let service = serviceSettings(units["\(unit).service"]!)
             var commandLine = try #require(service["ExecStart"])
             if let state = service["StateDirectory"] {
@@ -138,13 +138,19 @@ struct SystemdDeploymentTests {
         let health = ServiceProcess(name: "storectl", arguments: ["health", "--gateway", gateway], logFile: directory.url.appendingPathComponent("health.log"))
         try health.start(environment: credentials)
         #expect(await health.waitForExit(timeout: .seconds(60)) == 0, "\(health.output)")
-        #expect(health.output.contains("catalog behind it serving") && health.output.contains("payment-queue behind it serving"), "\(health.output)")
+        for upstream in ["catalog", "payment-queue", "receipt"] {
+            #expect(health.output.contains("\(upstream) behind it serving"), "\(health.output)")
+        }
         let demo = ServiceProcess(name: "storectl", arguments: ["demo", "--gateway", gateway, "--account", "systemd"], logFile: directory.url.appendingPathComponent("demo.log"))
         try demo.start(environment: credentials)
         #expect(await demo.waitForExit(timeout: .seconds(60)) == 0, "\(demo.output)")
         #expect(demo.output.contains(" purchased") && demo.output.contains("removedTransactions: "), "\(demo.output)")
         // And the payment queue keeps its data in the state directory systemd gives it
         #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/payment-queue/payment-queue.sqlite")))
+        // And the receipt service its database and keys, the private ones readable by it alone
+        #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/receipt/receipt.sqlite")))
+        let rootKey = try FileManager.default.attributesOfItem(atPath: directory.path("var/lib/storebus/receipt/keys/root-key.pem"))
+        #expect((rootKey[.posixPermissions] as? NSNumber)?.intValue == 0o600)
 
         for process in processes.reversed() { _ = await process.stop() }
     }

@@ -65,6 +65,14 @@ public final class EventFollower: Sendable {
     /// passed the old position, and then only its later events; the consumer decides instead, for
     /// example to rebuild what it keeps from position 0.
     public func follow(after position: UInt64, _ apply: (Storebus_Eventlog_V1_Event) async throws -> Void) async throws {
+        try await followPages(after: position) { events in
+            for event in events { try await apply(event) }
+        }
+    }
+
+    /// ``follow(after:_:)`` a page at a time: `apply` gets the consecutive new events of each page
+    /// read (never none), for a consumer that applies them in one transaction.
+    public func followPages(after position: UInt64, _ apply: ([Storebus_Eventlog_V1_Event]) async throws -> Void) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
         /// The position at which the last wait ended with a doorbell (nil: it timed out).
@@ -85,16 +93,22 @@ public final class EventFollower: Sendable {
                 continue
             }
             var gap = false
+            var run: [Storebus_Eventlog_V1_Event] = []
+            var next = position
             for event in page.events {
                 let at = keyed ? event.keySeq : event.seq
-                if at <= position { continue }  // already applied (overlapping page)
-                guard at == position + 1 else {
-                    logger.error("Gap in the event log; not skipping", metadata: ["expected": "\(position + 1)", "got": "\(at)"])
+                if at <= next { continue }  // already applied (overlapping page)
+                guard at == next + 1 else {
+                    logger.error("Gap in the event log; not skipping", metadata: ["expected": "\(next + 1)", "got": "\(at)"])
                     gap = true
                     break
                 }
-                try await apply(event)
-                position = at
+                run.append(event)
+                next = at
+            }
+            if !run.isEmpty {
+                try await apply(run)
+                position = next
             }
             if gap {
                 try? await Task.sleep(for: configuration.retryDelay)

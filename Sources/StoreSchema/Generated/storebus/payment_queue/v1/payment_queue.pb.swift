@@ -264,6 +264,51 @@ public nonisolated enum Storebus_PaymentQueue_V1_DownloadState: SwiftProtobuf.En
 
 }
 
+/// Why a purchase was refunded or revoked (Apple's cancellation_reason and revocationReason).
+public nonisolated enum Storebus_PaymentQueue_V1_RevocationReason: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// Not refunded, or no reason recorded (reported as "other").
+  case unspecified // = 0
+
+  /// Refunded for another reason, such as a purchase made by mistake (Apple's 0).
+  case other // = 1
+
+  /// Refunded because of an actual or perceived issue within the app (Apple's 1).
+  case appIssue // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .other
+    case 2: self = .appIssue
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .other: return 1
+    case .appIssue: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Storebus_PaymentQueue_V1_RevocationReason] = [
+    .unspecified,
+    .other,
+    .appIssue,
+  ]
+
+}
+
 /// How the sandbox answers a new payment.
 public nonisolated enum Storebus_PaymentQueue_V1_PolicyMode: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -531,6 +576,25 @@ public nonisolated struct Storebus_PaymentQueue_V1_PaymentTransaction: @unchecke
   public var isTrialPeriod: Bool {
     get {_storage._isTrialPeriod}
     set {_uniqueStorage()._isTrialPeriod = newValue}
+  }
+
+  /// StoreBus extension: the unit price charged, a decimal string in the storefront's currency (the
+  /// catalog's price when the payment was added), for example "0.99".
+  public var price: String {
+    get {_storage._price}
+    set {_uniqueStorage()._price = newValue}
+  }
+
+  /// StoreBus extension: ISO 4217 code of price's currency, for example "USD".
+  public var currencyCode: String {
+    get {_storage._currencyCode}
+    set {_uniqueStorage()._currencyCode = newValue}
+  }
+
+  /// StoreBus extension: why the purchase was refunded (with cancellation_date).
+  public var cancellationReason: Storebus_PaymentQueue_V1_RevocationReason {
+    get {_storage._cancellationReason}
+    set {_uniqueStorage()._cancellationReason = newValue}
   }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -842,6 +906,51 @@ public nonisolated struct Storebus_PaymentQueue_V1_RestoreFailed: Sendable {
   fileprivate var _error: Storebus_PaymentQueue_V1_StoreKitError? = nil
 }
 
+/// Purchases refunded by one RefundTransaction: the refunded purchase, its restored copies and the
+/// purchases that stood on it, each with its cancellation date and reason.
+public nonisolated struct Storebus_PaymentQueue_V1_TransactionsRefunded: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The transactions as they are after the refund.
+  public var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Every transaction of the account in the app before this event is cleared: it no longer counts as
+/// bought, held or restorable.
+public nonisolated struct Storebus_PaymentQueue_V1_HistoryCleared: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The account.
+  public var accountID: String = String()
+
+  /// When the history was cleared.
+  public var clearedAt: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_clearedAt ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_clearedAt = newValue}
+  }
+  /// Returns true if `clearedAt` has been explicitly set.
+  public var hasClearedAt: Bool {self._clearedAt != nil}
+  /// Clears the value of `clearedAt`. Subsequent reads from it will return its default value.
+  public mutating func clearClearedAt() {self._clearedAt = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _clearedAt: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
 /// paymentQueue(_:didRevokeEntitlementsForProductIdentifiers:).
 public nonisolated struct Storebus_PaymentQueue_V1_EntitlementsRevoked: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -926,6 +1035,26 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
     set {event = .revokedEntitlements(newValue)}
   }
 
+  /// StoreBus extension for followers (the receipt service): purchases refunded. No observer
+  /// callback; revoked_entitlements tells observers what the account lost.
+  public var refundedTransactions: Storebus_PaymentQueue_V1_TransactionsRefunded {
+    get {
+      if case .refundedTransactions(let v)? = event {return v}
+      return Storebus_PaymentQueue_V1_TransactionsRefunded()
+    }
+    set {event = .refundedTransactions(newValue)}
+  }
+
+  /// StoreBus extension for followers: the account's purchase history in the app was cleared (the
+  /// sandbox's "clear purchase history", or a reset). No observer callback.
+  public var historyCleared: Storebus_PaymentQueue_V1_HistoryCleared {
+    get {
+      if case .historyCleared(let v)? = event {return v}
+      return Storebus_PaymentQueue_V1_HistoryCleared()
+    }
+    set {event = .historyCleared(newValue)}
+  }
+
   /// The queue it happened to.
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
     get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
@@ -950,6 +1079,12 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
     case restoreCompletedTransactionsFailed(Storebus_PaymentQueue_V1_RestoreFailed)
     /// The account lost products (refund, cleared history).
     case revokedEntitlements(Storebus_PaymentQueue_V1_EntitlementsRevoked)
+    /// StoreBus extension for followers (the receipt service): purchases refunded. No observer
+    /// callback; revoked_entitlements tells observers what the account lost.
+    case refundedTransactions(Storebus_PaymentQueue_V1_TransactionsRefunded)
+    /// StoreBus extension for followers: the account's purchase history in the app was cleared (the
+    /// sandbox's "clear purchase history", or a reset). No observer callback.
+    case historyCleared(Storebus_PaymentQueue_V1_HistoryCleared)
 
   }
 
@@ -1252,6 +1387,9 @@ public nonisolated struct Storebus_PaymentQueue_V1_RefundTransactionRequest: Sen
   /// Why, for the ledger (free text).
   public var reason: String = String()
 
+  /// Why, as the receipt reports it (cancellation_reason); unspecified is reported as "other".
+  public var revocationReason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1490,6 +1628,10 @@ nonisolated extension Storebus_PaymentQueue_V1_DownloadState: SwiftProtobuf._Pro
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DOWNLOAD_STATE_UNSPECIFIED\0\u{1}DOWNLOAD_STATE_WAITING\0\u{1}DOWNLOAD_STATE_ACTIVE\0\u{1}DOWNLOAD_STATE_PAUSED\0\u{1}DOWNLOAD_STATE_FINISHED\0\u{1}DOWNLOAD_STATE_FAILED\0\u{1}DOWNLOAD_STATE_CANCELLED\0")
 }
 
+nonisolated extension Storebus_PaymentQueue_V1_RevocationReason: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REVOCATION_REASON_UNSPECIFIED\0\u{1}REVOCATION_REASON_OTHER\0\u{1}REVOCATION_REASON_APP_ISSUE\0")
+}
+
 nonisolated extension Storebus_PaymentQueue_V1_PolicyMode: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0POLICY_MODE_UNSPECIFIED\0\u{1}POLICY_MODE_APPROVE\0\u{1}POLICY_MODE_FAIL\0\u{1}POLICY_MODE_ASK_TO_BUY\0\u{1}POLICY_MODE_INTERRUPT\0")
 }
@@ -1681,7 +1823,7 @@ nonisolated extension Storebus_PaymentQueue_V1_Download: SwiftProtobuf.Message, 
 
 nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PaymentTransaction"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0")
 
   fileprivate class _StorageClass {
     var _transactionIdentifier: String = String()
@@ -1698,6 +1840,9 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
     var _expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
     var _cancellationDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
     var _isTrialPeriod: Bool = false
+    var _price: String = String()
+    var _currencyCode: String = String()
+    var _cancellationReason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -1722,6 +1867,9 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       _expiresDate = source._expiresDate
       _cancellationDate = source._cancellationDate
       _isTrialPeriod = source._isTrialPeriod
+      _price = source._price
+      _currencyCode = source._currencyCode
+      _cancellationReason = source._cancellationReason
     }
   }
 
@@ -1754,6 +1902,9 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         case 12: try { try decoder.decodeSingularMessageField(value: &_storage._expiresDate) }()
         case 13: try { try decoder.decodeSingularMessageField(value: &_storage._cancellationDate) }()
         case 14: try { try decoder.decodeSingularBoolField(value: &_storage._isTrialPeriod) }()
+        case 15: try { try decoder.decodeSingularStringField(value: &_storage._price) }()
+        case 16: try { try decoder.decodeSingularStringField(value: &_storage._currencyCode) }()
+        case 17: try { try decoder.decodeSingularEnumField(value: &_storage._cancellationReason) }()
         default: break
         }
       }
@@ -1808,6 +1959,15 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       if _storage._isTrialPeriod != false {
         try visitor.visitSingularBoolField(value: _storage._isTrialPeriod, fieldNumber: 14)
       }
+      if !_storage._price.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._price, fieldNumber: 15)
+      }
+      if !_storage._currencyCode.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._currencyCode, fieldNumber: 16)
+      }
+      if _storage._cancellationReason != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._cancellationReason, fieldNumber: 17)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1831,6 +1991,9 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         if _storage._expiresDate != rhs_storage._expiresDate {return false}
         if _storage._cancellationDate != rhs_storage._cancellationDate {return false}
         if _storage._isTrialPeriod != rhs_storage._isTrialPeriod {return false}
+        if _storage._price != rhs_storage._price {return false}
+        if _storage._currencyCode != rhs_storage._currencyCode {return false}
+        if _storage._cancellationReason != rhs_storage._cancellationReason {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -2344,6 +2507,80 @@ nonisolated extension Storebus_PaymentQueue_V1_RestoreFailed: SwiftProtobuf.Mess
   }
 }
 
+nonisolated extension Storebus_PaymentQueue_V1_TransactionsRefunded: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TransactionsRefunded"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}transactions\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.transactions) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.transactions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.transactions, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_TransactionsRefunded, rhs: Storebus_PaymentQueue_V1_TransactionsRefunded) -> Bool {
+    if lhs.transactions != rhs.transactions {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_HistoryCleared: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HistoryCleared"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}cleared_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._clearedAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 2)
+    }
+    try { if let v = self._clearedAt {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_HistoryCleared, rhs: Storebus_PaymentQueue_V1_HistoryCleared) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.accountID != rhs.accountID {return false}
+    if lhs._clearedAt != rhs._clearedAt {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Storebus_PaymentQueue_V1_EntitlementsRevoked: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".EntitlementsRevoked"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}product_identifiers\0\u{3}transaction_identifiers\0\u{3}revoked_at\0")
@@ -2390,7 +2627,7 @@ nonisolated extension Storebus_PaymentQueue_V1_EntitlementsRevoked: SwiftProtobu
 
 nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueueEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0\u{3}refunded_transactions\0\u{3}history_cleared\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2464,6 +2701,32 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
         }
       }()
       case 6: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 7: try {
+        var v: Storebus_PaymentQueue_V1_TransactionsRefunded?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .refundedTransactions(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .refundedTransactions(v)
+        }
+      }()
+      case 8: try {
+        var v: Storebus_PaymentQueue_V1_HistoryCleared?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .historyCleared(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .historyCleared(v)
+        }
+      }()
       default: break
       }
     }
@@ -2495,11 +2758,22 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
       guard case .revokedEntitlements(let v)? = self.event else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
     }()
-    case nil: break
+    default: break
     }
     try { if let v = self._queue {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
     } }()
+    switch self.event {
+    case .refundedTransactions?: try {
+      guard case .refundedTransactions(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .historyCleared?: try {
+      guard case .historyCleared(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    }()
+    default: break
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2981,7 +3255,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ResolveInterruptedPurchaseRespons
 
 nonisolated extension Storebus_PaymentQueue_V1_RefundTransactionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RefundTransactionRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{1}reason\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{1}reason\0\u{3}revocation_reason\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2991,6 +3265,7 @@ nonisolated extension Storebus_PaymentQueue_V1_RefundTransactionRequest: SwiftPr
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.transactionIdentifier) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.revocationReason) }()
       default: break
       }
     }
@@ -3003,12 +3278,16 @@ nonisolated extension Storebus_PaymentQueue_V1_RefundTransactionRequest: SwiftPr
     if !self.reason.isEmpty {
       try visitor.visitSingularStringField(value: self.reason, fieldNumber: 2)
     }
+    if self.revocationReason != .unspecified {
+      try visitor.visitSingularEnumField(value: self.revocationReason, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_RefundTransactionRequest, rhs: Storebus_PaymentQueue_V1_RefundTransactionRequest) -> Bool {
     if lhs.transactionIdentifier != rhs.transactionIdentifier {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.revocationReason != rhs.revocationReason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -122,77 +122,123 @@ public nonisolated struct Storebus_Receipt_V1_VerifyReceiptRequest: Sendable {
 }
 
 /// One in-app purchase in a receipt.
-public nonisolated struct Storebus_Receipt_V1_InAppPurchase: Sendable {
+public nonisolated struct Storebus_Receipt_V1_InAppPurchase: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Number of items bought.
-  public var quantity: Int32 = 0
+  public var quantity: Int32 {
+    get {_storage._quantity}
+    set {_uniqueStorage()._quantity = newValue}
+  }
 
   /// The product identifier.
-  public var productID: String = String()
+  public var productID: String {
+    get {_storage._productID}
+    set {_uniqueStorage()._productID = newValue}
+  }
 
   /// The transaction identifier (numeric string).
-  public var transactionID: String = String()
+  public var transactionID: String {
+    get {_storage._transactionID}
+    set {_uniqueStorage()._transactionID = newValue}
+  }
 
   /// The original purchase's transaction identifier (itself unless restored or renewed).
-  public var originalTransactionID: String = String()
+  public var originalTransactionID: String {
+    get {_storage._originalTransactionID}
+    set {_uniqueStorage()._originalTransactionID = newValue}
+  }
 
   /// When this transaction was charged or restored.
   public var purchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp {
-    get {_purchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
-    set {_purchaseDate = newValue}
+    get {_storage._purchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._purchaseDate = newValue}
   }
   /// Returns true if `purchaseDate` has been explicitly set.
-  public var hasPurchaseDate: Bool {self._purchaseDate != nil}
+  public var hasPurchaseDate: Bool {_storage._purchaseDate != nil}
   /// Clears the value of `purchaseDate`. Subsequent reads from it will return its default value.
-  public mutating func clearPurchaseDate() {self._purchaseDate = nil}
+  public mutating func clearPurchaseDate() {_uniqueStorage()._purchaseDate = nil}
 
   /// When the original purchase was made.
   public var originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp {
-    get {_originalPurchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
-    set {_originalPurchaseDate = newValue}
+    get {_storage._originalPurchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._originalPurchaseDate = newValue}
   }
   /// Returns true if `originalPurchaseDate` has been explicitly set.
-  public var hasOriginalPurchaseDate: Bool {self._originalPurchaseDate != nil}
+  public var hasOriginalPurchaseDate: Bool {_storage._originalPurchaseDate != nil}
   /// Clears the value of `originalPurchaseDate`. Subsequent reads from it will return its default value.
-  public mutating func clearOriginalPurchaseDate() {self._originalPurchaseDate = nil}
+  public mutating func clearOriginalPurchaseDate() {_uniqueStorage()._originalPurchaseDate = nil}
 
   /// End of the subscription period (subscriptions only).
   public var expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp {
-    get {_expiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
-    set {_expiresDate = newValue}
+    get {_storage._expiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._expiresDate = newValue}
   }
   /// Returns true if `expiresDate` has been explicitly set.
-  public var hasExpiresDate: Bool {self._expiresDate != nil}
+  public var hasExpiresDate: Bool {_storage._expiresDate != nil}
   /// Clears the value of `expiresDate`. Subsequent reads from it will return its default value.
-  public mutating func clearExpiresDate() {self._expiresDate = nil}
+  public mutating func clearExpiresDate() {_uniqueStorage()._expiresDate = nil}
 
   /// When refunded, if it was; treat as never bought.
   public var cancellationDate: SwiftProtobuf.Google_Protobuf_Timestamp {
-    get {_cancellationDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
-    set {_cancellationDate = newValue}
+    get {_storage._cancellationDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._cancellationDate = newValue}
   }
   /// Returns true if `cancellationDate` has been explicitly set.
-  public var hasCancellationDate: Bool {self._cancellationDate != nil}
+  public var hasCancellationDate: Bool {_storage._cancellationDate != nil}
   /// Clears the value of `cancellationDate`. Subsequent reads from it will return its default value.
-  public mutating func clearCancellationDate() {self._cancellationDate = nil}
+  public mutating func clearCancellationDate() {_uniqueStorage()._cancellationDate = nil}
 
   /// True when the period is a free trial.
-  public var isTrialPeriod: Bool = false
+  public var isTrialPeriod: Bool {
+    get {_storage._isTrialPeriod}
+    set {_uniqueStorage()._isTrialPeriod = newValue}
+  }
 
   /// Id of a subscription purchase across devices (auto-renewable only).
-  public var webOrderLineItemID: String = String()
+  public var webOrderLineItemID: String {
+    get {_storage._webOrderLineItemID}
+    set {_uniqueStorage()._webOrderLineItemID = newValue}
+  }
+
+  /// Kind of product.
+  public var productType: Storebus_Catalog_V1_ProductType {
+    get {_storage._productType}
+    set {_uniqueStorage()._productType = newValue}
+  }
+
+  /// Why it was refunded (with cancellation_date).
+  public var cancellationReason: Storebus_PaymentQueue_V1_RevocationReason {
+    get {_storage._cancellationReason}
+    set {_uniqueStorage()._cancellationReason = newValue}
+  }
+
+  /// True when the period is an introductory offer.
+  public var isInIntroOfferPeriod: Bool {
+    get {_storage._isInIntroOfferPeriod}
+    set {_uniqueStorage()._isInIntroOfferPeriod = newValue}
+  }
+
+  /// The transaction as a JWS (ES256, x5c chain to the receipt service's root): the App Store Server
+  /// API's signedTransactionInfo.
+  public var signedTransactionInfo: String {
+    get {_storage._signedTransactionInfo}
+    set {_uniqueStorage()._signedTransactionInfo = newValue}
+  }
+
+  /// The device the transaction was made on (restored copies: the device that restored it).
+  public var deviceID: String {
+    get {_storage._deviceID}
+    set {_uniqueStorage()._deviceID = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _purchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
-  fileprivate var _originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
-  fileprivate var _expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
-  fileprivate var _cancellationDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 /// The decoded app receipt.
@@ -319,6 +365,13 @@ public nonisolated struct Storebus_Receipt_V1_Entitlement: Sendable {
   /// True when refunded or revoked.
   public var revoked: Bool = false
 
+  /// Why the account has it, or why not any more, in English: "purchased", "restored",
+  /// "subscribed until ...", "expired on ...", "refunded on ...".
+  public var reason: String = String()
+
+  /// Whether it unlocks content now: owned, not refunded, not expired.
+  public var active: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -358,6 +411,92 @@ public nonisolated struct Storebus_Receipt_V1_GetEntitlementsResponse: Sendable 
 
   /// Position of the payment queue's event log applied when answering.
   public var asOfSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Receipt.GetTransaction.
+public nonisolated struct Storebus_Receipt_V1_GetTransactionRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The account.
+  public var accountID: String = String()
+
+  /// The transaction.
+  public var transactionID: String = String()
+
+  /// When > 0, answer only once the payment queue's log is applied up to this seq (read your writes).
+  public var minSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Receipt.GetTransaction.
+public nonisolated struct Storebus_Receipt_V1_GetTransactionResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The transaction, decoded, with signed_transaction_info.
+  public var transaction: Storebus_Receipt_V1_InAppPurchase {
+    get {_transaction ?? Storebus_Receipt_V1_InAppPurchase()}
+    set {_transaction = newValue}
+  }
+  /// Returns true if `transaction` has been explicitly set.
+  public var hasTransaction: Bool {self._transaction != nil}
+  /// Clears the value of `transaction`. Subsequent reads from it will return its default value.
+  public mutating func clearTransaction() {self._transaction = nil}
+
+  /// Position of the payment queue's event log applied when answering.
+  public var asOfSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _transaction: Storebus_Receipt_V1_InAppPurchase? = nil
+}
+
+/// Arguments of Receipt.GetSigningCertificates.
+public nonisolated struct Storebus_Receipt_V1_GetSigningCertificatesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Receipt.GetSigningCertificates.
+public nonisolated struct Storebus_Receipt_V1_GetSigningCertificatesResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The root certificate, PEM: what verifiers trust in place of Apple's root.
+  public var rootCertificatePem: String = String()
+
+  /// The intermediate certificate, PEM.
+  public var intermediateCertificatePem: String = String()
+
+  /// The signing (leaf) certificates, PEM, current first; older ones still verify what they signed.
+  public var leafCertificatesPem: [String] = []
+
+  /// The leaves' public keys as a JWKS document (RFC 7517), each key with its x5c chain.
+  public var jwksJson: String = String()
+
+  /// "Sandbox" or "Production": the environment this receipt service signs for.
+  public var environment: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -543,78 +682,167 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptRequest: SwiftProtobuf.Me
 
 nonisolated extension Storebus_Receipt_V1_InAppPurchase: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".InAppPurchase"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}quantity\0\u{3}product_id\0\u{3}transaction_id\0\u{3}original_transaction_id\0\u{3}purchase_date\0\u{3}original_purchase_date\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{3}web_order_line_item_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}quantity\0\u{3}product_id\0\u{3}transaction_id\0\u{3}original_transaction_id\0\u{3}purchase_date\0\u{3}original_purchase_date\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{3}web_order_line_item_id\0\u{3}product_type\0\u{3}cancellation_reason\0\u{3}is_in_intro_offer_period\0\u{3}signed_transaction_info\0\u{3}device_id\0")
+
+  fileprivate class _StorageClass {
+    var _quantity: Int32 = 0
+    var _productID: String = String()
+    var _transactionID: String = String()
+    var _originalTransactionID: String = String()
+    var _purchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _cancellationDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _isTrialPeriod: Bool = false
+    var _webOrderLineItemID: String = String()
+    var _productType: Storebus_Catalog_V1_ProductType = .unspecified
+    var _cancellationReason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified
+    var _isInIntroOfferPeriod: Bool = false
+    var _signedTransactionInfo: String = String()
+    var _deviceID: String = String()
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _quantity = source._quantity
+      _productID = source._productID
+      _transactionID = source._transactionID
+      _originalTransactionID = source._originalTransactionID
+      _purchaseDate = source._purchaseDate
+      _originalPurchaseDate = source._originalPurchaseDate
+      _expiresDate = source._expiresDate
+      _cancellationDate = source._cancellationDate
+      _isTrialPeriod = source._isTrialPeriod
+      _webOrderLineItemID = source._webOrderLineItemID
+      _productType = source._productType
+      _cancellationReason = source._cancellationReason
+      _isInIntroOfferPeriod = source._isInIntroOfferPeriod
+      _signedTransactionInfo = source._signedTransactionInfo
+      _deviceID = source._deviceID
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt32Field(value: &self.quantity) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.productID) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.originalTransactionID) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._purchaseDate) }()
-      case 6: try { try decoder.decodeSingularMessageField(value: &self._originalPurchaseDate) }()
-      case 7: try { try decoder.decodeSingularMessageField(value: &self._expiresDate) }()
-      case 8: try { try decoder.decodeSingularMessageField(value: &self._cancellationDate) }()
-      case 9: try { try decoder.decodeSingularBoolField(value: &self.isTrialPeriod) }()
-      case 10: try { try decoder.decodeSingularStringField(value: &self.webOrderLineItemID) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularInt32Field(value: &_storage._quantity) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._productID) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._transactionID) }()
+        case 4: try { try decoder.decodeSingularStringField(value: &_storage._originalTransactionID) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._purchaseDate) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._originalPurchaseDate) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._expiresDate) }()
+        case 8: try { try decoder.decodeSingularMessageField(value: &_storage._cancellationDate) }()
+        case 9: try { try decoder.decodeSingularBoolField(value: &_storage._isTrialPeriod) }()
+        case 10: try { try decoder.decodeSingularStringField(value: &_storage._webOrderLineItemID) }()
+        case 11: try { try decoder.decodeSingularEnumField(value: &_storage._productType) }()
+        case 12: try { try decoder.decodeSingularEnumField(value: &_storage._cancellationReason) }()
+        case 13: try { try decoder.decodeSingularBoolField(value: &_storage._isInIntroOfferPeriod) }()
+        case 14: try { try decoder.decodeSingularStringField(value: &_storage._signedTransactionInfo) }()
+        case 15: try { try decoder.decodeSingularStringField(value: &_storage._deviceID) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.quantity != 0 {
-      try visitor.visitSingularInt32Field(value: self.quantity, fieldNumber: 1)
-    }
-    if !self.productID.isEmpty {
-      try visitor.visitSingularStringField(value: self.productID, fieldNumber: 2)
-    }
-    if !self.transactionID.isEmpty {
-      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 3)
-    }
-    if !self.originalTransactionID.isEmpty {
-      try visitor.visitSingularStringField(value: self.originalTransactionID, fieldNumber: 4)
-    }
-    try { if let v = self._purchaseDate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
-    try { if let v = self._originalPurchaseDate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
-    } }()
-    try { if let v = self._expiresDate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-    } }()
-    try { if let v = self._cancellationDate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
-    } }()
-    if self.isTrialPeriod != false {
-      try visitor.visitSingularBoolField(value: self.isTrialPeriod, fieldNumber: 9)
-    }
-    if !self.webOrderLineItemID.isEmpty {
-      try visitor.visitSingularStringField(value: self.webOrderLineItemID, fieldNumber: 10)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._quantity != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._quantity, fieldNumber: 1)
+      }
+      if !_storage._productID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._productID, fieldNumber: 2)
+      }
+      if !_storage._transactionID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._transactionID, fieldNumber: 3)
+      }
+      if !_storage._originalTransactionID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._originalTransactionID, fieldNumber: 4)
+      }
+      try { if let v = _storage._purchaseDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      try { if let v = _storage._originalPurchaseDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+      try { if let v = _storage._expiresDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      } }()
+      try { if let v = _storage._cancellationDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      } }()
+      if _storage._isTrialPeriod != false {
+        try visitor.visitSingularBoolField(value: _storage._isTrialPeriod, fieldNumber: 9)
+      }
+      if !_storage._webOrderLineItemID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._webOrderLineItemID, fieldNumber: 10)
+      }
+      if _storage._productType != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._productType, fieldNumber: 11)
+      }
+      if _storage._cancellationReason != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._cancellationReason, fieldNumber: 12)
+      }
+      if _storage._isInIntroOfferPeriod != false {
+        try visitor.visitSingularBoolField(value: _storage._isInIntroOfferPeriod, fieldNumber: 13)
+      }
+      if !_storage._signedTransactionInfo.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._signedTransactionInfo, fieldNumber: 14)
+      }
+      if !_storage._deviceID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._deviceID, fieldNumber: 15)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Receipt_V1_InAppPurchase, rhs: Storebus_Receipt_V1_InAppPurchase) -> Bool {
-    if lhs.quantity != rhs.quantity {return false}
-    if lhs.productID != rhs.productID {return false}
-    if lhs.transactionID != rhs.transactionID {return false}
-    if lhs.originalTransactionID != rhs.originalTransactionID {return false}
-    if lhs._purchaseDate != rhs._purchaseDate {return false}
-    if lhs._originalPurchaseDate != rhs._originalPurchaseDate {return false}
-    if lhs._expiresDate != rhs._expiresDate {return false}
-    if lhs._cancellationDate != rhs._cancellationDate {return false}
-    if lhs.isTrialPeriod != rhs.isTrialPeriod {return false}
-    if lhs.webOrderLineItemID != rhs.webOrderLineItemID {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._quantity != rhs_storage._quantity {return false}
+        if _storage._productID != rhs_storage._productID {return false}
+        if _storage._transactionID != rhs_storage._transactionID {return false}
+        if _storage._originalTransactionID != rhs_storage._originalTransactionID {return false}
+        if _storage._purchaseDate != rhs_storage._purchaseDate {return false}
+        if _storage._originalPurchaseDate != rhs_storage._originalPurchaseDate {return false}
+        if _storage._expiresDate != rhs_storage._expiresDate {return false}
+        if _storage._cancellationDate != rhs_storage._cancellationDate {return false}
+        if _storage._isTrialPeriod != rhs_storage._isTrialPeriod {return false}
+        if _storage._webOrderLineItemID != rhs_storage._webOrderLineItemID {return false}
+        if _storage._productType != rhs_storage._productType {return false}
+        if _storage._cancellationReason != rhs_storage._cancellationReason {return false}
+        if _storage._isInIntroOfferPeriod != rhs_storage._isInIntroOfferPeriod {return false}
+        if _storage._signedTransactionInfo != rhs_storage._signedTransactionInfo {return false}
+        if _storage._deviceID != rhs_storage._deviceID {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -740,7 +968,7 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
 
 nonisolated extension Storebus_Receipt_V1_Entitlement: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Entitlement"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}product_identifier\0\u{3}product_type\0\u{3}original_transaction_identifier\0\u{3}purchase_date\0\u{3}expires_date\0\u{1}revoked\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}product_identifier\0\u{3}product_type\0\u{3}original_transaction_identifier\0\u{3}purchase_date\0\u{3}expires_date\0\u{1}revoked\0\u{1}reason\0\u{1}active\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -754,6 +982,8 @@ nonisolated extension Storebus_Receipt_V1_Entitlement: SwiftProtobuf.Message, Sw
       case 4: try { try decoder.decodeSingularMessageField(value: &self._purchaseDate) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._expiresDate) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.revoked) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.active) }()
       default: break
       }
     }
@@ -782,6 +1012,12 @@ nonisolated extension Storebus_Receipt_V1_Entitlement: SwiftProtobuf.Message, Sw
     if self.revoked != false {
       try visitor.visitSingularBoolField(value: self.revoked, fieldNumber: 6)
     }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 7)
+    }
+    if self.active != false {
+      try visitor.visitSingularBoolField(value: self.active, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -792,6 +1028,8 @@ nonisolated extension Storebus_Receipt_V1_Entitlement: SwiftProtobuf.Message, Sw
     if lhs._purchaseDate != rhs._purchaseDate {return false}
     if lhs._expiresDate != rhs._expiresDate {return false}
     if lhs.revoked != rhs.revoked {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.active != rhs.active {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -867,6 +1105,159 @@ nonisolated extension Storebus_Receipt_V1_GetEntitlementsResponse: SwiftProtobuf
   public static func ==(lhs: Storebus_Receipt_V1_GetEntitlementsResponse, rhs: Storebus_Receipt_V1_GetEntitlementsResponse) -> Bool {
     if lhs.entitlements != rhs.entitlements {return false}
     if lhs.asOfSeq != rhs.asOfSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetTransactionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetTransactionRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}transaction_id\0\u{3}min_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 2)
+    }
+    if !self.transactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 3)
+    }
+    if self.minSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetTransactionRequest, rhs: Storebus_Receipt_V1_GetTransactionRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.accountID != rhs.accountID {return false}
+    if lhs.transactionID != rhs.transactionID {return false}
+    if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetTransactionResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetTransactionResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}transaction\0\u{3}as_of_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._transaction) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.asOfSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._transaction {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.asOfSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.asOfSeq, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetTransactionResponse, rhs: Storebus_Receipt_V1_GetTransactionResponse) -> Bool {
+    if lhs._transaction != rhs._transaction {return false}
+    if lhs.asOfSeq != rhs.asOfSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetSigningCertificatesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetSigningCertificatesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetSigningCertificatesRequest, rhs: Storebus_Receipt_V1_GetSigningCertificatesRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetSigningCertificatesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetSigningCertificatesResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}root_certificate_pem\0\u{3}intermediate_certificate_pem\0\u{3}leaf_certificates_pem\0\u{3}jwks_json\0\u{1}environment\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.rootCertificatePem) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.intermediateCertificatePem) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.leafCertificatesPem) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.jwksJson) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.environment) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.rootCertificatePem.isEmpty {
+      try visitor.visitSingularStringField(value: self.rootCertificatePem, fieldNumber: 1)
+    }
+    if !self.intermediateCertificatePem.isEmpty {
+      try visitor.visitSingularStringField(value: self.intermediateCertificatePem, fieldNumber: 2)
+    }
+    if !self.leafCertificatesPem.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.leafCertificatesPem, fieldNumber: 3)
+    }
+    if !self.jwksJson.isEmpty {
+      try visitor.visitSingularStringField(value: self.jwksJson, fieldNumber: 4)
+    }
+    if !self.environment.isEmpty {
+      try visitor.visitSingularStringField(value: self.environment, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetSigningCertificatesResponse, rhs: Storebus_Receipt_V1_GetSigningCertificatesResponse) -> Bool {
+    if lhs.rootCertificatePem != rhs.rootCertificatePem {return false}
+    if lhs.intermediateCertificatePem != rhs.intermediateCertificatePem {return false}
+    if lhs.leafCertificatesPem != rhs.leafCertificatesPem {return false}
+    if lhs.jwksJson != rhs.jwksJson {return false}
+    if lhs.environment != rhs.environment {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -33,7 +33,22 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
         access: .client, cacheable: false
     )
 
+    /// One transaction of the account, decoded and as a signed JWS (the App Store Server API's Get
+    /// Transaction Info). NOT_FOUND: no such transaction of the account in the app, or not applied yet
+    /// (see min_seq). DEADLINE_EXCEEDED: min_seq not reached before the deadline. Idempotent.
+    public static let getTransaction = MethodDescriptor<Storebus_Receipt_V1_GetTransactionRequest, Storebus_Receipt_V1_GetTransactionResponse>(
+        service: serviceName, method: "GetTransaction", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
+    )
+
+    /// The certificates receipts and signed transactions chain to: the root to trust, the intermediate,
+    /// every signing leaf (current first) and their keys as a JWKS document. No side effects.
+    public static let getSigningCertificates = MethodDescriptor<Storebus_Receipt_V1_GetSigningCertificatesRequest, Storebus_Receipt_V1_GetSigningCertificatesResponse>(
+        service: serviceName, method: "GetSigningCertificates", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased]
+    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSigningCertificates.erased]
 }
 

@@ -1,0 +1,122 @@
+import Foundation
+import StoreBus
+import StoreSchema
+import SwiftProtobuf
+
+/// Issues receipts, signed transactions and entitlements from the receipt store, and verifies
+/// receipts: the receipt service's work, apart from the bus.
+public struct ReceiptBook: Sendable {
+    let store: ReceiptStore
+    let authority: SigningAuthority
+    let configuration: ReceiptConfiguration
+    let applied: AppliedPosition
+
+    /// A new receipt for the device: every purchase of the account the receipt holds, signed now.
+    func refresh(
+        app: String, account: String, device: String, applicationVersion: String,
+        properties: Storebus_Receipt_V1_ReceiptProperties?, now: Date = Date()
+    ) async throws -> (receipt: [UInt8], asOf: UInt64) {
+        let asOf = applied.seq
+        let (opaque, firstMS) = try await store.device(app: app, account: account, device: device, revoked: properties?.isRevoked == true, now: now)
+        let purchases = try await store.purchases(app: app, account: account).filter(\.inReceipt)
+        var expiration: Date?
+        if properties?.isExpired == true { expiration = now.addingTimeInterval(-86_400) }
+        else if properties?.isVolumePurchase == true { expiration = now.addingTimeInterval(365 * 86_400) }
+        let receipt = AppReceipt(
+            receiptType: AppReceipt.receiptType(configuration.environment), bundleID: app,
+            applicationVersion: applicationVersion.isEmpty ? "1.0" : applicationVersion,
+            opaqueValue: opaque, sha1Hash: try AppReceipt.hash(deviceID: device, opaque: opaque, bundleID: app),
+            creationDate: Self.seconds(now), originalPurchaseDate: Self.date(firstMS),
+            originalApplicationVersion: configuration.app(app).originalApplicationVersion,
+            expirationDate: expiration.map(Self.seconds), inApp: purchases.map(Self.entry)
+        )
+        return (try ReceiptSignature.sign(receipt, with: try authority.current(now: now), at: now), asOf)
+    }
+
+    /// The receipt entry of a purchase.
+    static func entry(_ purchase: StoredPurchase) -> InAppPurchaseEntry {
+        InAppPurchaseEntry(
+            quantity: purchase.quantity, productID: purchase.productID, transactionID: purchase.id,
+            originalTransactionID: purchase.originalID, purchaseDate: date(purchase.purchaseMS),
+            originalPurchaseDate: date(purchase.originalPurchaseMS), productType: purchase.productType.rawValue - 1,
+            expiresDate: purchase.expiresMS.map(date),
+            webOrderLineItemID: purchase.productType == .autoRenewableSubscription ? SignedTransaction.webOrderLineItemID(purchase) : nil,
+            cancellationDate: purchase.cancellationMS.map(date), isTrialPeriod: purchase.isTrialPeriod, isInIntroOfferPeriod: false
+        )
+    }
+
+    /// A purchase as the receipt service's answers give it, with its JWS.
+    func inAppPurchase(_ purchase: StoredPurchase, now: Date = Date()) throws -> Storebus_Receipt_V1_InAppPurchase {
+        var message = Self.inAppPurchase(Self.entry(purchase))
+        message.cancellationReason = purchase.cancellationReason
+        message.deviceID = purchase.device
+        message.signedTransactionInfo = try SignedTransaction.sign(purchase, environment: configuration.environment, with: try authority.current(now: now), at: now)
+        return message
+    }
+
+    /// A receipt entry as a message.
+    static func inAppPurchase(_ entry: InAppPurchaseEntry) -> Storebus_Receipt_V1_InAppPurchase {
+        .with {
+            $0.quantity = Int32(clamping: entry.quantity)
+            $0.productID = entry.productID
+            $0.transactionID = entry.transactionID
+            $0.originalTransactionID = entry.originalTransactionID
+            $0.purchaseDate = Google_Protobuf_Timestamp(date: entry.purchaseDate)
+            $0.originalPurchaseDate = Google_Protobuf_Timestamp(date: entry.originalPurchaseDate)
+            if let expires = entry.expiresDate { $0.expiresDate = Google_Protobuf_Timestamp(date: expires) }
+            if let cancelled = entry.cancellationDate { $0.cancellationDate = Google_Protobuf_Timestamp(date: cancelled) }
+            $0.isTrialPeriod = entry.isTrialPeriod
+            $0.isInIntroOfferPeriod = entry.isInIntroOfferPeriod
+            if let id = entry.webOrderLineItemID { $0.webOrderLineItemID = String(id) }
+            $0.productType = Storebus_Catalog_V1_ProductType(rawValue: entry.productType + 1) ?? .unspecified
+        }
+    }
+
+    /// What the account has unlocked now, product by product (consumables aside): the purchase that
+    /// holds each product, or, when none does, the last that did and why it no longer does.
+    func entitlements(app: String, account: String, now: Date = Date()) async throws -> [Storebus_Receipt_V1_Entitlement] {
+        let nowMS = ReceiptStore.milliseconds(now)
+        let purchases = try await store.purchases(app: app, account: account).filter { $0.productType != .consumable }
+        let byProduct = Dictionary(grouping: purchases, by: \.productID)
+        return byProduct.keys.sorted().compactMap { product in
+            let candidates = byProduct[product] ?? []
+            func active(_ purchase: StoredPurchase) -> Bool {
+                purchase.cancellationMS == nil && (purchase.expiresMS.map { $0 > nowMS } ?? true)
+            }
+            // The holding purchase: an active original before an active restored copy, the latest
+            // period first; else the latest purchase that once held the product.
+            let chosen = candidates.filter(active).max { a, b in
+                (a.expiresMS ?? .max, a.state == .purchased ? 1 : 0, a.purchaseMS) < (b.expiresMS ?? .max, b.state == .purchased ? 1 : 0, b.purchaseMS)
+            } ?? candidates.max { $0.purchaseMS < $1.purchaseMS }
+            guard let chosen else { return nil }
+            return .with {
+                $0.productIdentifier = product
+                $0.productType = chosen.productType
+                $0.originalTransactionIdentifier = chosen.originalID
+                $0.purchaseDate = Google_Protobuf_Timestamp(date: Self.date(chosen.originalPurchaseMS))
+                if let expires = chosen.expiresMS { $0.expiresDate = Google_Protobuf_Timestamp(date: Self.date(expires)) }
+                $0.revoked = chosen.cancellationMS != nil
+                $0.active = active(chosen)
+                $0.reason = Self.reason(chosen, nowMS: nowMS)
+            }
+        }
+    }
+
+    /// Why a purchase holds its product, or no longer does.
+    static func reason(_ purchase: StoredPurchase, nowMS: Int64) -> String {
+        if let cancelled = purchase.cancellationMS {
+            let why = purchase.cancellationReason == .appIssue ? " (an issue in the app)" : ""
+            return "refunded on \(ReceiptField.rfc3339(date(cancelled)))\(why)"
+        }
+        if let expires = purchase.expiresMS {
+            return expires > nowMS ? "subscribed until \(ReceiptField.rfc3339(date(expires)))" : "expired on \(ReceiptField.rfc3339(date(expires)))"
+        }
+        let how = purchase.state == .restored ? "restored" : "purchased"
+        return "\(how) on \(ReceiptField.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
+    }
+
+    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+
+    /// `date` to the second below, as a receipt's dates are written.
+    static func seconds(_ date: Date) -> Date { Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)) }
+}

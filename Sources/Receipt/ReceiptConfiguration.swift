@@ -1,0 +1,130 @@
+import Foundation
+import StoreBus
+import StoreBusHost
+import StoreBusStorage
+
+/// Which store a deployment is: its receipts say so, and a receipt of the other one is refused
+/// with 21007 or 21008, as Apple's two verifyReceipt endpoints do.
+public enum ReceiptEnvironment: String, Sendable, Codable, CaseIterable {
+    case sandbox = "Sandbox"
+    case production = "Production"
+
+    /// The value a configuration file gives: `sandbox` or `production` (any case).
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let environment = Self.allCases.first(where: { $0.rawValue.lowercased() == text.lowercased() }) else {
+            throw StartupError("service.environment must be sandbox or production, not \(RPCError.echo(text))")
+        }
+        self = environment
+    }
+}
+
+/// What the receipt service knows of an app beyond the catalog.
+public struct ReceiptApp: Sendable, Equatable, Decodable {
+    /// The app's bundle identifier.
+    public var bundleID: String
+    /// The app's shared secret: verifyReceipt's `password` must equal it (21004 otherwise), and
+    /// receipts holding auto-renewable subscriptions need it. Empty: no password is accepted.
+    public var sharedSecret: String
+    /// The first version of the app (the receipt's original_application_version). Default "1.0".
+    public var originalApplicationVersion: String
+
+    /// Settings of `bundleID`.
+    public init(bundleID: String, sharedSecret: String = "", originalApplicationVersion: String = "1.0") {
+        self.bundleID = bundleID
+        self.sharedSecret = sharedSecret
+        self.originalApplicationVersion = originalApplicationVersion
+    }
+
+    enum CodingKeys: String, CodingKey { case bundleID = "bundleId", sharedSecret, originalApplicationVersion }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        bundleID = try container.decode(String.self, forKey: .bundleID)
+        sharedSecret = try container.value(.sharedSecret, default: "")
+        originalApplicationVersion = try container.value(.originalApplicationVersion, default: "1.0")
+    }
+}
+
+/// The receipt service's own settings: the config file's `service` section for `storebus-receipt`.
+/// Every setting has its default here; a config file names only what it changes.
+public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
+    /// The store this deployment is. Default sandbox.
+    public var environment = ReceiptEnvironment.sandbox
+    /// RPC endpoints of storebus-payment-queue, whose event log the receipts are built from.
+    /// Default `tcp://127.0.0.1:7302`.
+    public var paymentQueueEndpoints = ["tcp://127.0.0.1:7302"]
+    /// Doorbell endpoints of storebus-payment-queue (none: poll). Default `tcp://127.0.0.1:7312`.
+    public var paymentQueueEventEndpoints = ["tcp://127.0.0.1:7312"]
+    /// RPC endpoints of storebus-catalog, asked whether an app exists. Default `tcp://127.0.0.1:7301`.
+    public var catalogEndpoints = ["tcp://127.0.0.1:7301"]
+    /// Shared secrets and original versions of apps; an app not listed has neither.
+    public var apps: [ReceiptApp] = []
+    /// Where `POST /verifyReceipt` is served over HTTP, `host:port`; empty serves none. Default
+    /// `127.0.0.1:7383`.
+    public var httpAddress = "127.0.0.1:7383"
+    /// SQLite durability: `full` or `normal`. Default `full`.
+    public var durability = Durability.full
+    /// How long a signing certificate is issued for, in days (1 to 3650). Default 365.
+    public var leafValidityDays = 365
+
+    /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7303`, data in
+    /// `data/receipt`.
+    public static let defaultHost = HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7303"], dataDirectory: "data/receipt")
+
+    /// The defaults.
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case environment, paymentQueueEndpoints, paymentQueueEventEndpoints, catalogEndpoints, apps, httpAddress, durability, leafValidityDays
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = Self()
+        environment = try container.value(.environment, default: defaults.environment)
+        paymentQueueEndpoints = try container.value(.paymentQueueEndpoints, default: defaults.paymentQueueEndpoints)
+        paymentQueueEventEndpoints = try container.value(.paymentQueueEventEndpoints, default: defaults.paymentQueueEventEndpoints)
+        catalogEndpoints = try container.value(.catalogEndpoints, default: defaults.catalogEndpoints)
+        apps = try container.value(.apps, default: defaults.apps)
+        httpAddress = try container.value(.httpAddress, default: defaults.httpAddress)
+        durability = try container.value(.durability, default: defaults.durability)
+        leafValidityDays = try container.value(.leafValidityDays, default: defaults.leafValidityDays)
+    }
+
+    /// The settings of `bundleID` (defaults when it is not listed).
+    public func app(_ bundleID: String) -> ReceiptApp {
+        apps.first { QueueNames.same($0.bundleID, bundleID) } ?? ReceiptApp(bundleID: bundleID)
+    }
+
+    /// Throws a ``StartupError`` naming the first setting that cannot work.
+    public func validate() throws {
+        guard !paymentQueueEndpoints.isEmpty else {
+            throw StartupError("service.paymentQueueEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
+        }
+        guard !catalogEndpoints.isEmpty else {
+            throw StartupError("service.catalogEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
+        }
+        guard (1...3650).contains(leafValidityDays) else { throw StartupError("service.leafValidityDays must be from 1 to 3650") }
+        var seen = Set<String>()
+        for (index, app) in apps.enumerated() {
+            guard !app.bundleID.isEmpty else { throw StartupError("service.apps[\(index)].bundleId must not be empty") }
+            guard seen.insert(app.bundleID.lowercased()).inserted else { throw StartupError("service.apps[\(index)]: \(app.bundleID) is listed twice") }
+        }
+        if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress) }
+    }
+}
+
+/// `host:port` of the HTTP endpoint.
+public struct HTTPAddress: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+
+    public init(_ text: String) throws {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw StartupError("service.httpAddress must be host:port, such as 127.0.0.1:7383, not \(RPCError.echo(text))")
+        }
+        host = String(text[..<colon])
+        self.port = port
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import ServiceLifecycle
+import StoreBus
+import StoreBusHost
+import StoreBusServer
+import StoreBusStorage
+import StoreSchema
+
+/// `storebus-receipt` as a service: receipts, signed transactions, verification and entitlements,
+/// kept in its own database from the payment queue's event log. Its executable, a test or any
+/// program runs it the same way.
+public struct ReceiptServer: Service {
+    /// The executable's name, in logs and Health answers.
+    public static let process = "storebus-receipt"
+
+    let host: HostConfiguration
+    let configuration: ReceiptConfiguration
+
+    /// A receipt service serving as `host` says, with `configuration`.
+    public init(host: HostConfiguration, configuration: ReceiptConfiguration) {
+        self.host = host
+        self.configuration = configuration
+    }
+
+    /// Opens (or creates) the database and the certificate authority, follows the payment queue's
+    /// log, then serves until graceful shutdown.
+    public func run() async throws {
+        let host = try ServiceHost(process: Self.process, configuration: host)
+        let directory = try host.dataDirectory()
+        let database = try StoreDatabase(directory: directory, name: "receipt", durability: configuration.durability, migrator: ReceiptSchema.migrator)
+        let authority = try SigningAuthority(directory: directory.appendingPathComponent("keys"), leafValidityDays: configuration.leafValidityDays)
+        let store = ReceiptStore(database: database)
+        let applied = AppliedPosition()
+        let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied)
+        let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
+        let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
+        let follower = try EventFollower(
+            configuration: .init(log: "payment-queue", doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            client: queueClient, context: host.context, logger: host.logger
+        )
+        let leaf = try authority.current()
+        host.logger.info("Signing", metadata: [
+            "environment": "\(configuration.environment.rawValue)",
+            "root": "\(authority.root.subject)",
+            "leaf": "\(SigningAuthority.keyID(of: leaf.certificate))",
+        ])
+        var background: [any Service] = [ReceiptFollower(follower: follower, store: store, applied: applied, logger: host.logger)]
+        if !configuration.httpAddress.isEmpty {
+            background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress), logger: host.logger))
+        }
+        try await host.serve(
+            router: ReceiptService.router(book: book, catalog: catalogClient),
+            services: [Storebus_Receipt_V1_Receipt.serviceName],
+            background: background,
+            onShutdown: {
+                await queueClient.shutdown()
+                await catalogClient.shutdown()
+                try? database.close()
+            }
+        )
+    }
+}

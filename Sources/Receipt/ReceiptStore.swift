@@ -1,0 +1,227 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+import SwiftProtobuf
+
+/// A purchased or restored transaction as the receipt service keeps it.
+public struct StoredPurchase: Sendable, Equatable {
+    public var id: String
+    public var app: String
+    public var account: String
+    public var device: String
+    public var productID: String
+    public var productType: Storebus_Catalog_V1_ProductType
+    public var quantity: Int
+    public var state: Storebus_PaymentQueue_V1_TransactionState
+    public var purchaseMS: Int64
+    public var originalID: String
+    public var originalPurchaseMS: Int64
+    public var expiresMS: Int64?
+    public var cancellationMS: Int64?
+    public var cancellationReason: Storebus_PaymentQueue_V1_RevocationReason
+    public var isTrialPeriod: Bool
+    public var finished: Bool
+    public var storefront: String
+    public var applicationUsername: String
+    public var price: String
+    public var currency: String
+    /// The event position that last changed it.
+    public var seq: UInt64
+
+    /// Whether it stays in the app receipt: every purchase but a consumable once finished.
+    public var inReceipt: Bool { productType != .consumable || !finished }
+
+    init(_ row: Row) {
+        id = row["id"]
+        app = row["app"]
+        account = row["account"]
+        device = row["device"]
+        productID = row["product_id"]
+        productType = Storebus_Catalog_V1_ProductType(rawValue: row["product_type"]) ?? .unspecified
+        quantity = row["quantity"]
+        state = Storebus_PaymentQueue_V1_TransactionState(rawValue: row["state"]) ?? .unspecified
+        purchaseMS = row["purchase_ms"]
+        originalID = row["original_id"]
+        originalPurchaseMS = row["original_purchase_ms"]
+        expiresMS = row["expires_ms"]
+        cancellationMS = row["cancellation_ms"]
+        cancellationReason = Storebus_PaymentQueue_V1_RevocationReason(rawValue: row["cancellation_reason"]) ?? .unspecified
+        isTrialPeriod = row["trial"]
+        finished = row["finished"]
+        storefront = row["storefront"]
+        applicationUsername = row["application_username"]
+        price = row["price"]
+        currency = row["currency"]
+        seq = UInt64(row["seq"] as Int64)
+    }
+}
+
+/// The receipt service's state: what the payment queue's log said of each purchase, and the
+/// position up to which it was applied, always committed together (so a restart, at any moment,
+/// applies each event exactly once).
+public final class ReceiptStore: Sendable {
+    /// The log followed, as the position table names it.
+    static let log = "payment-queue"
+
+    let database: StoreDatabase
+
+    init(database: StoreDatabase) {
+        self.database = database
+    }
+
+    /// The position of the last event applied.
+    public func position() async throws -> UInt64 {
+        try await database.read { db in
+            UInt64(try Int64.fetchOne(db, sql: "SELECT seq FROM rc_follow WHERE log = ?", arguments: [Self.log]) ?? 0)
+        }
+    }
+
+    /// Applies consecutive events of the payment queue's log and moves the position to the last, in
+    /// one transaction.
+    func apply(_ events: [Storebus_Eventlog_V1_Event]) async throws {
+        guard let last = events.last else { return }
+        let decoded = try events.map { event -> (seq: UInt64, time: Int64, payload: Storebus_PaymentQueue_V1_QueueEvent?) in
+            guard event.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName else { return (event.seq, 0, nil) }
+            var options = JSONDecodingOptions()
+            options.ignoreUnknownFields = true
+            let json: [UInt8] = try event.payload.jsonUTF8Bytes()
+            let payload = try Storebus_PaymentQueue_V1_QueueEvent(jsonUTF8Bytes: json, options: options)
+            return (event.seq, Self.milliseconds(event.time), payload)
+        }
+        try await database.write { db in
+            for event in decoded {
+                guard let payload = event.payload else { continue }
+                try Self.apply(db, payload, seq: event.seq, time: event.time)
+            }
+            try db.execute(sql: "INSERT INTO rc_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq",
+                           arguments: [Self.log, Int64(last.seq)])
+        }
+    }
+
+    static func apply(_ db: Database, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64, time: Int64) throws {
+        switch event.event {
+        case .updatedTransactions(let updated):
+            for transaction in updated.transactions { try keep(db, transaction, seq: seq) }
+        case .refundedTransactions(let refunded):
+            for transaction in refunded.transactions { try keep(db, transaction, seq: seq) }
+        case .removedTransactions(let removed):
+            for transaction in removed.transactions {
+                try db.execute(sql: "UPDATE rc_transaction SET finished = 1, seq = ? WHERE id = ?", arguments: [Int64(seq), transaction.transactionIdentifier])
+            }
+        case .historyCleared(let cleared):
+            try db.execute(sql: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
+                           arguments: [Int64(seq), cleared.appBundleID, cleared.accountID, Int64(seq)])
+        case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, nil:
+            // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
+            // changes no receipt.
+            break
+        }
+    }
+
+    /// Records a purchased or restored transaction (anything else never reaches a receipt).
+    static func keep(_ db: Database, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction, seq: UInt64) throws {
+        guard transaction.transactionState == .purchased || transaction.transactionState == .restored else { return }
+        let purchaseMS = milliseconds(transaction.transactionDate)
+        let restored = transaction.transactionState == .restored && transaction.hasOriginalTransaction
+        let originalID = restored ? transaction.originalTransaction.transactionIdentifier : transaction.transactionIdentifier
+        let originalMS = restored ? milliseconds(transaction.originalTransaction.transactionDate) : purchaseMS
+        let queue = transaction.queue
+        try db.execute(sql: """
+            INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
+                original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
+                storefront, application_username, price, currency, seq)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
+                expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
+                cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
+                finished = MAX(finished, excluded.finished), seq = excluded.seq
+            """, arguments: [
+                transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
+                transaction.payment.productIdentifier, transaction.productType.rawValue, max(1, Int(transaction.payment.quantity)),
+                transaction.transactionState.rawValue, purchaseMS, originalID, originalMS,
+                transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
+                transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
+                transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
+                transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
+            ])
+        try db.execute(sql: """
+            INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
+            ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
+            """, arguments: [queue.appBundleID, queue.accountID, originalMS])
+    }
+
+    /// Forgets everything the log gave, to apply it again from its start (the payment queue's log was
+    /// replaced). Devices keep their opaque values, so receipts issued before still name their account.
+    func forgetLog() async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM rc_transaction")
+            try db.execute(sql: "DELETE FROM rc_follow")
+        }
+    }
+
+    /// The account's purchases in the app that its history still holds, oldest first.
+    public func purchases(app: String, account: String) async throws -> [StoredPurchase] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM rc_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY purchase_ms, id",
+                             arguments: [app, account]).map(StoredPurchase.init)
+        }
+    }
+
+    /// One purchase of the account, if its history still holds it.
+    public func purchase(app: String, account: String, id: String) async throws -> StoredPurchase? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM rc_transaction WHERE id = ? AND app = ? AND account = ? AND cleared = 0",
+                             arguments: [id, app, account]).map(StoredPurchase.init)
+        }
+    }
+
+    /// Purchases by transaction id, whoever's they are (cleared ones too).
+    public func purchases(ids: [String]) async throws -> [String: StoredPurchase] {
+        try await database.read { db in
+            var found: [String: StoredPurchase] = [:]
+            for id in Set(ids) {
+                if let row = try Row.fetchOne(db, sql: "SELECT * FROM rc_transaction WHERE id = ?", arguments: [id]) { found[id] = StoredPurchase(row) }
+            }
+            return found
+        }
+    }
+
+    /// The opaque value of the device's receipts and when the account first had the app, made on
+    /// first use. With `revoked`, a new opaque value marked revoked (a sandbox receipt issued revoked).
+    func device(app: String, account: String, device: String, revoked: Bool = false, now: Date) async throws -> (opaque: [UInt8], firstMS: Int64) {
+        try await database.write { db in
+            let nowMS = Self.milliseconds(now)
+            try db.execute(sql: "INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?) ON CONFLICT (app, account) DO NOTHING",
+                           arguments: [app, account, nowMS])
+            let firstMS = try Int64.fetchOne(db, sql: "SELECT first_ms FROM rc_account WHERE app = ? AND account = ?", arguments: [app, account]) ?? nowMS
+            if !revoked, let opaque = try Data.fetchOne(db, sql: "SELECT opaque FROM rc_device WHERE app = ? AND account = ? AND device = ? AND revoked = 0",
+                                                        arguments: [app, account, device]) {
+                return (Array(opaque), firstMS)
+            }
+            var generator = SystemRandomNumberGenerator()
+            let opaque = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            try db.execute(sql: "INSERT INTO rc_device (opaque, app, account, device, revoked) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [Data(opaque), app, account, device, revoked])
+            return (opaque, firstMS)
+        }
+    }
+
+    /// Whose receipts carry `opaque`.
+    func owner(opaque: [UInt8]) async throws -> (app: String, account: String, device: String, revoked: Bool)? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT app, account, device, revoked FROM rc_device WHERE opaque = ?", arguments: [Data(opaque)]).map {
+                ($0["app"], $0["account"], $0["device"], $0["revoked"])
+            }
+        }
+    }
+
+    static func milliseconds(_ timestamp: Google_Protobuf_Timestamp) -> Int64 {
+        timestamp.seconds * 1000 + Int64(timestamp.nanos / 1_000_000)
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+}

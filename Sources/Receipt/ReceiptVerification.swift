@@ -1,0 +1,229 @@
+import Foundation
+import StoreBus
+import StoreSchema
+import SwiftProtobuf
+
+/// The outcome of checking a receipt, as Apple's verifyReceipt reports it: a status and, when it is
+/// 0, the decoded receipt and the account's latest purchases.
+public struct ReceiptVerification: Sendable {
+    /// verifyReceipt's status codes.
+    public enum Status: Int, Sendable {
+        case valid = 0
+        case malformedRequest = 21000
+        case malformed = 21002
+        case notAuthenticated = 21003
+        case sharedSecretMismatch = 21004
+        case unavailable = 21005
+        case sandboxReceiptInProduction = 21007
+        case productionReceiptInSandbox = 21008
+        case accountNotFound = 21010
+        case internalError = 21100
+
+        /// Whether trying again later may succeed (Apple's `is-retryable`, its 211xx range).
+        public var isRetryable: Bool { rawValue >= 21100 && rawValue <= 21199 || self == .unavailable }
+    }
+
+    public var status: Status
+    /// The environment of the answer: this deployment's.
+    public var environment: ReceiptEnvironment
+    /// Why the status is not 0, for logs and people.
+    public var problem: String?
+    /// The decoded receipt (status 0).
+    public var receipt: AppReceipt?
+    /// What the store knows of the receipt's purchases, by transaction id.
+    public var known: [String: StoredPurchase] = [:]
+    /// The account's current purchases, when the receipt holds auto-renewable subscriptions.
+    public var latest: [StoredPurchase]?
+    /// A fresh receipt holding `latest`.
+    public var latestReceipt: [UInt8]?
+    /// When the request was answered.
+    public var requestDate: Date
+
+    init(_ status: Status, _ environment: ReceiptEnvironment, problem: String? = nil, now: Date) {
+        self.status = status
+        self.environment = environment
+        self.problem = problem
+        requestDate = now
+    }
+}
+
+extension ReceiptBook {
+    /// Checks `receiptData` (base64) as verifyReceipt does, in this order: the encoding (not base64,
+    /// or not a PKCS#7 signed message: 21002), the message's structure (21003: a changed byte),
+    /// the payload (21002 when authentically signed yet not a receipt, else 21003), the environment
+    /// (21007, 21008), the signature against this deployment's root (21003), the account (21010),
+    /// the shared secret (21004).
+    public func verify(receiptData: String, password: String?, excludeOldTransactions: Bool, now: Date = Date()) async -> ReceiptVerification {
+        let environment = configuration.environment
+        func refuse(_ status: ReceiptVerification.Status, _ problem: String) -> ReceiptVerification {
+            ReceiptVerification(status, environment, problem: problem, now: now)
+        }
+        let compact = receiptData.filter { !$0.isWhitespace }
+        guard !compact.isEmpty, let bytes = Data(base64Encoded: compact) else {
+            return refuse(.malformed, "receipt-data is not base64")
+        }
+        let der = Array(bytes)
+        guard ReceiptSignature.looksSigned(der) else { return refuse(.malformed, "receipt-data is not a PKCS#7 signed message") }
+        let payload: [UInt8]
+        do {
+            payload = try ReceiptSignature.attachedPayload(of: der)
+        } catch {
+            return refuse(.notAuthenticated, "the signed message is damaged: \(error)")
+        }
+        let receipt: AppReceipt
+        do {
+            receipt = try AppReceipt(der: payload)
+        } catch {
+            if let problem = await ReceiptSignature.check(der, roots: [authority.root], at: now) {
+                return refuse(.notAuthenticated, "the payload is not a receipt and the signature does not verify: \(problem)")
+            }
+            return refuse(.malformed, "\(error)")
+        }
+        switch (receipt.environment, environment) {
+        case (nil, _): return refuse(.malformed, "the receipt type \(RPCError.echo(receipt.receiptType)) is not one of Production, ProductionSandbox")
+        case (.sandbox, .production): return refuse(.sandboxReceiptInProduction, "a sandbox receipt sent to a production deployment")
+        case (.production, .sandbox): return refuse(.productionReceiptInSandbox, "a production receipt sent to a sandbox deployment")
+        default: break
+        }
+        if let problem = await ReceiptSignature.check(der, roots: [authority.root], at: receipt.creationDate) {
+            return refuse(.notAuthenticated, "the signature does not verify against this deployment's root: \(problem)")
+        }
+        do {
+            guard let owner = try await store.owner(opaque: receipt.opaqueValue), QueueNames.same(owner.app, receipt.bundleID) else {
+                return refuse(.accountNotFound, "no account of this deployment has receipts with this opaque value")
+            }
+            guard !owner.revoked else { return refuse(.accountNotFound, "the receipt was issued revoked") }
+            guard try AppReceipt.hash(deviceID: owner.device, opaque: receipt.opaqueValue, bundleID: receipt.bundleID) == receipt.sha1Hash else {
+                return refuse(.notAuthenticated, "the receipt's hash does not match its device")
+            }
+            let subscribed = receipt.inApp.contains { $0.productType == Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue - 1 }
+            let secret = configuration.app(receipt.bundleID).sharedSecret
+            if let password, !password.isEmpty {
+                guard !secret.isEmpty, password == secret else { return refuse(.sharedSecretMismatch, "the password is not the app's shared secret") }
+            } else if subscribed {
+                return refuse(.sharedSecretMismatch, "a receipt with auto-renewable subscriptions needs the app's shared secret as password")
+            }
+            var answer = ReceiptVerification(.valid, environment, now: now)
+            answer.receipt = receipt
+            answer.known = try await store.purchases(ids: receipt.inApp.map(\.transactionID))
+            if subscribed {
+                var latest = try await store.purchases(app: owner.app, account: owner.account).filter(\.inReceipt)
+                if excludeOldTransactions {
+                    // Only the latest period of each subscription; other purchases as they are.
+                    let newest = Dictionary(grouping: latest.filter { $0.productType == .autoRenewableSubscription }, by: \.originalID)
+                        .compactMapValues { $0.max { ($0.expiresMS ?? $0.purchaseMS) < ($1.expiresMS ?? $1.purchaseMS) }?.id }
+                    let keep = Set(newest.values)
+                    latest.removeAll { $0.productType == .autoRenewableSubscription && !keep.contains($0.id) }
+                }
+                answer.latest = latest
+                answer.latestReceipt = try await refresh(
+                    app: owner.app, account: owner.account, device: owner.device,
+                    applicationVersion: receipt.applicationVersion, properties: nil, now: now
+                ).receipt
+            }
+            return answer
+        } catch {
+            return refuse(.internalError, "the receipt service could not read its records: \(error)")
+        }
+    }
+}
+
+extension ReceiptVerification {
+    /// The answer as the bus method gives it.
+    func response(book: ReceiptBook) -> Storebus_Receipt_V1_VerifyReceiptResponse {
+        var response = Storebus_Receipt_V1_VerifyReceiptResponse()
+        response.status = Int32(status.rawValue)
+        response.environment = environment.rawValue
+        guard status == .valid, let receipt else { return response }
+        response.receipt = .with {
+            $0.bundleID = receipt.bundleID
+            $0.applicationVersion = receipt.applicationVersion
+            $0.receiptCreationDate = Google_Protobuf_Timestamp(date: receipt.creationDate)
+            $0.originalApplicationVersion = receipt.originalApplicationVersion
+            $0.receiptType = receipt.receiptType
+            if let expiration = receipt.expirationDate { $0.expirationDate = Google_Protobuf_Timestamp(date: expiration) }
+            $0.inApp = receipt.inApp.map { entry in
+                var message = ReceiptBook.inAppPurchase(entry)
+                if let purchase = known[entry.transactionID] {
+                    message.cancellationReason = purchase.cancellationReason
+                    message.deviceID = purchase.device
+                }
+                return message
+            }
+        }
+        if let latest {
+            response.latestReceiptInfo = latest.map { (try? book.inAppPurchase($0, now: requestDate)) ?? ReceiptBook.inAppPurchase(ReceiptBook.entry($0)) }
+        }
+        if let latestReceipt { response.latestReceipt = Data(latestReceipt).base64EncodedString() }
+        return response
+    }
+
+    /// The answer as Apple's verifyReceipt endpoint writes it: every id, quantity and `*_ms` a
+    /// string, every date in three forms (`_date`, `_date_ms`, `_date_pst`).
+    public func appleJSON() -> [String: Any] {
+        var json: [String: Any] = ["status": status.rawValue, "environment": environment.rawValue]
+        if status.isRetryable { json["is-retryable"] = true }
+        guard status == .valid, let receipt else { return json }
+        var body: [String: Any] = [
+            "receipt_type": receipt.receiptType, "adam_id": 0, "app_item_id": 0, "bundle_id": receipt.bundleID,
+            "application_version": receipt.applicationVersion, "download_id": 0, "version_external_identifier": 0,
+            "original_application_version": receipt.originalApplicationVersion,
+            "in_app": receipt.inApp.map { entry in AppleDates.inApp(entry, known: known[entry.transactionID]) },
+        ]
+        AppleDates.add("receipt_creation_date", receipt.creationDate, to: &body)
+        AppleDates.add("request_date", requestDate, to: &body)
+        AppleDates.add("original_purchase_date", receipt.originalPurchaseDate, to: &body)
+        if let expiration = receipt.expirationDate { AppleDates.add("expiration_date", expiration, to: &body) }
+        json["receipt"] = body
+        if let latest {
+            json["latest_receipt_info"] = latest.sorted { $0.purchaseMS > $1.purchaseMS }.map { AppleDates.inApp(ReceiptBook.entry($0), known: $0) }
+            json["pending_renewal_info"] = Dictionary(grouping: latest.filter { $0.productType == .autoRenewableSubscription }, by: \.originalID)
+                .sorted { $0.key < $1.key }
+                .compactMap { original, periods -> [String: Any]? in
+                    guard let last = periods.max(by: { $0.purchaseMS < $1.purchaseMS }) else { return nil }
+                    return ["auto_renew_product_id": last.productID, "product_id": last.productID, "original_transaction_id": original,
+                            "auto_renew_status": last.cancellationMS == nil ? "1" : "0"]
+                }
+        }
+        if let latestReceipt { json["latest_receipt"] = Data(latestReceipt).base64EncodedString() }
+        return json
+    }
+}
+
+/// Apple's three encodings of a date, and an in-app purchase in its JSON form.
+enum AppleDates {
+    static func add(_ name: String, _ date: Date, to json: inout [String: Any]) {
+        json[name] = format(date, zone: "Etc/GMT")
+        json["\(name)_ms"] = String(ReceiptStore.milliseconds(date))
+        json["\(name)_pst"] = format(date, zone: "America/Los_Angeles")
+    }
+
+    /// "2026-11-27 13:08:59 Etc/GMT".
+    static func format(_ date: Date, zone: String) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: zone)
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return "\(formatter.string(from: date)) \(zone)"
+    }
+
+    static func inApp(_ entry: InAppPurchaseEntry, known: StoredPurchase?) -> [String: Any] {
+        var json: [String: Any] = [
+            "quantity": String(entry.quantity), "product_id": entry.productID, "transaction_id": entry.transactionID,
+            "original_transaction_id": entry.originalTransactionID, "is_trial_period": entry.isTrialPeriod ? "true" : "false",
+            "in_app_ownership_type": "PURCHASED",
+        ]
+        add("purchase_date", entry.purchaseDate, to: &json)
+        add("original_purchase_date", entry.originalPurchaseDate, to: &json)
+        if let expires = entry.expiresDate { add("expires_date", expires, to: &json) }
+        if let id = entry.webOrderLineItemID {
+            json["web_order_line_item_id"] = String(id)
+            json["is_in_intro_offer_period"] = entry.isInIntroOfferPeriod ? "true" : "false"
+        }
+        if let cancelled = entry.cancellationDate {
+            add("cancellation_date", cancelled, to: &json)
+            json["cancellation_reason"] = String(SignedTransaction.appleReason(known?.cancellationReason ?? .unspecified))
+        }
+        return json
+    }
+}
