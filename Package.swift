@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Catalog", targets: ["Catalog"]),
         .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
         .library(name: "Gateway", targets: ["Gateway"]),
+        .library(name: "ReceiptFormat", targets: ["ReceiptFormat"]),
         .library(name: "Receipt", targets: ["Receipt"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
@@ -143,12 +144,22 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // App receipts (Apple's ASN.1 payload in CMS) and JWS signed data: reading, signing,
+        // verifying. Shared by the receipt service and the SDK's offline verifier.
+        .target(
+            name: "ReceiptFormat",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
         // Signed app receipts (CMS), signed transactions (JWS), verifyReceipt and entitlements, kept
         // from the payment queue's event log.
         .target(
             name: "Receipt",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -163,7 +174,7 @@ let package = Package(
         .target(
             name: "StoreBusSDK",
             dependencies: [
-                "StoreBus", "StoreSchema",
+                "StoreBus", "StoreSchema", "ReceiptFormat",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -177,7 +188,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-receipt",
             dependencies: [
-                "Receipt", "StoreBus", "StoreBusHost", "StoreBusStorage",
+                "Receipt", "ReceiptFormat", "StoreBus", "StoreBusHost", "StoreBusStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -225,8 +236,11 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "Catalog", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -256,7 +270,7 @@ let package = Package(
         .testTarget(
             name: "ReceiptTests",
             dependencies: [
-                "Receipt", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                "Receipt", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

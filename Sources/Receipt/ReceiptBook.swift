@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptFormat
 import StoreBus
 import StoreSchema
 import SwiftProtobuf
@@ -106,13 +107,13 @@ public struct ReceiptBook: Sendable {
     static func reason(_ purchase: StoredPurchase, nowMS: Int64) -> String {
         if let cancelled = purchase.cancellationMS {
             let why = purchase.cancellationReason == .appIssue ? " (an issue in the app)" : ""
-            return "refunded on \(ReceiptField.rfc3339(date(cancelled)))\(why)"
+            return "refunded on \(AppReceipt.rfc3339(date(cancelled)))\(why)"
         }
         if let expires = purchase.expiresMS {
-            return expires > nowMS ? "subscribed until \(ReceiptField.rfc3339(date(expires)))" : "expired on \(ReceiptField.rfc3339(date(expires)))"
+            return expires > nowMS ? "subscribed until \(AppReceipt.rfc3339(date(expires)))" : "expired on \(AppReceipt.rfc3339(date(expires)))"
         }
         let how = purchase.state == .restored ? "restored" : "purchased"
-        return "\(how) on \(ReceiptField.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
+        return "\(how) on \(AppReceipt.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
     }
 
     static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }

@@ -1,23 +1,8 @@
 import Foundation
+import ReceiptFormat
 import StoreBus
 import StoreBusHost
 import StoreBusStorage
-
-/// Which store a deployment is: its receipts say so, and a receipt of the other one is refused
-/// with 21007 or 21008, as Apple's two verifyReceipt endpoints do.
-public enum ReceiptEnvironment: String, Sendable, Codable, CaseIterable {
-    case sandbox = "Sandbox"
-    case production = "Production"
-
-    /// The value a configuration file gives: `sandbox` or `production` (any case).
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let environment = Self.allCases.first(where: { $0.rawValue.lowercased() == text.lowercased() }) else {
-            throw StartupError("service.environment must be sandbox or production, not \(RPCError.echo(text))")
-        }
-        self = environment
-    }
-}
 
 /// What the receipt service knows of an app beyond the catalog.
 public struct ReceiptApp: Sendable, Equatable, Decodable {

@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptFormat
 import Logging
 import ServiceLifecycle
 import StoreBus

@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptFormat
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost

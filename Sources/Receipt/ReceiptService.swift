@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptFormat
 import StoreBus
 import StoreBusServer
 import StoreSchema
@@ -72,6 +73,15 @@ public enum ReceiptService {
                 $0.leafCertificatesPem = try authority.leaves.map { try $0.certificate.serializeAsPEM().pemString }
                 $0.jwksJson = try authority.jwks()
                 $0.environment = book.configuration.environment.rawValue
+            }
+        }
+        router.register(Storebus_Receipt_V1_Receipt.rotateSigningKey) { _, context in
+            let leaf = try book.authority.rotate()
+            context.logger.notice("Signing key rotated", metadata: ["leaf": "\(SigningAuthority.keyID(of: leaf.certificate))"])
+            return try .with {
+                $0.leafCertificatePem = try leaf.certificate.serializeAsPEM().pemString
+                $0.keyID = SigningAuthority.keyID(of: leaf.certificate)
+                $0.leafCount = UInt32(book.authority.leaves.count)
             }
         }
         return router

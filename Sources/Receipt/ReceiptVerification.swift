@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptFormat
 import StoreBus
 import StoreSchema
 import SwiftProtobuf
@@ -58,8 +59,11 @@ extension ReceiptBook {
         func refuse(_ status: ReceiptVerification.Status, _ problem: String) -> ReceiptVerification {
             ReceiptVerification(status, environment, problem: problem, now: now)
         }
-        let compact = receiptData.filter { !$0.isWhitespace }
-        guard !compact.isEmpty, let bytes = Data(base64Encoded: compact) else {
+        // Line breaks and spaces (some clients wrap base64) are dropped byte by byte: filtering
+        // Characters took an eighth of a 100-purchase verification.
+        var utf8 = Array(receiptData.utf8)
+        utf8.removeAll { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
+        guard !utf8.isEmpty, let bytes = Data(base64Encoded: Data(utf8)) else {
             return refuse(.malformed, "receipt-data is not base64")
         }
         let der = Array(bytes)
@@ -85,7 +89,7 @@ extension ReceiptBook {
         case (.production, .sandbox): return refuse(.productionReceiptInSandbox, "a production receipt sent to a sandbox deployment")
         default: break
         }
-        if let problem = await ReceiptSignature.check(der, roots: [authority.root], at: receipt.creationDate) {
+        if let problem = await ReceiptSignature.check(der, payload: payload, roots: [authority.root], at: receipt.creationDate) {
             return refuse(.notAuthenticated, "the signature does not verify against this deployment's root: \(problem)")
         }
         do {
@@ -105,7 +109,10 @@ extension ReceiptBook {
             }
             var answer = ReceiptVerification(.valid, environment, now: now)
             answer.receipt = receipt
-            answer.known = try await store.purchases(ids: receipt.inApp.map(\.transactionID))
+            // Every purchase of a receipt is its account's (cleared ones too, for a receipt older
+            // than the clear): one query.
+            let held = try await store.purchases(app: owner.app, account: owner.account, includingCleared: true)
+            answer.known = Dictionary(held.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             if subscribed {
                 var latest = try await store.purchases(app: owner.app, account: owner.account).filter(\.inReceipt)
                 if excludeOldTransactions {
@@ -134,6 +141,7 @@ extension ReceiptVerification {
         var response = Storebus_Receipt_V1_VerifyReceiptResponse()
         response.status = Int32(status.rawValue)
         response.environment = environment.rawValue
+        response.isRetryable = status.isRetryable
         guard status == .valid, let receipt else { return response }
         response.receipt = .with {
             $0.bundleID = receipt.bundleID
@@ -198,13 +206,10 @@ enum AppleDates {
         json["\(name)_pst"] = format(date, zone: "America/Los_Angeles")
     }
 
-    /// "2026-11-27 13:08:59 Etc/GMT".
+    /// "2026-11-27 13:08:59 Etc/GMT", or the time in `zone` with its name.
     static func format(_ date: Date, zone: String) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: zone)
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-        return "\(formatter.string(from: date)) \(zone)"
+        let offset = zone == "Etc/GMT" ? 0 : (TimeZone(identifier: zone)?.secondsFromGMT(for: date) ?? 0)
+        return "\(UTCDate.plain(date, offset: offset)) \(zone)"
     }
 
     static func inApp(_ entry: InAppPurchaseEntry, known: StoredPurchase?) -> [String: Any] {

@@ -1,23 +1,11 @@
 // swift-crypto 3 does not mark its key types Sendable; they are immutable values.
 @preconcurrency import Crypto
 import Foundation
+import ReceiptFormat
 import StoreBus
 import SwiftASN1
 import Synchronization
 import X509
-
-/// A key that signs receipts and transactions, with the chain a verifier needs.
-public struct SigningKey: Sendable {
-    /// The leaf certificate.
-    public let certificate: Certificate
-    /// Its private key.
-    let privateKey: P256.Signing.PrivateKey
-    /// The intermediate that issued it, then the root.
-    public let issuers: [Certificate]
-
-    /// Leaf, intermediate, root: the `x5c` order.
-    public var chain: [Certificate] { [certificate] + issuers }
-}
 
 /// StoreBus's certificate authority in place of Apple's: a root, an intermediate, and signing
 /// leaves, all P-256, made at first start in `<data>/keys` and kept there (private keys mode 0600).
@@ -29,11 +17,6 @@ public struct SigningKey: Sendable {
 /// asked (``rotate(now:)``); the old leaves stay on disk and in ``leaves``, so what they signed still
 /// verifies: verifiers judge a signature at the time it was made.
 public final class SigningAuthority: Sendable {
-    /// Extension that marks Apple's WWDR intermediate certificates, required by Apple's verifiers.
-    public static let intermediateMarker: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
-    /// Extension that marks Apple's receipt and transaction signing certificates.
-    public static let signingMarker: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
-
     /// The root verifiers trust.
     public let root: Certificate
     /// The intermediate that issues the leaves.
@@ -91,7 +74,7 @@ public final class SigningAuthority: Sendable {
                     try Certificate.Extension(KeyUsage(keyCertSign: true, cRLSign: true), critical: true),
                     try Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false),
                     try Self.authorityKeyIdentifier(of: root.certificate),
-                    Certificate.Extension(oid: Self.intermediateMarker, critical: false, value: [0x05, 0x00]),
+                    Certificate.Extension(oid: SigningKey.intermediateMarker, critical: false, value: [0x05, 0x00]),
                 ]),
                 issuerPrivateKey: .init(root.key)
             )
@@ -148,7 +131,7 @@ public final class SigningAuthority: Sendable {
                 try Certificate.Extension(KeyUsage(digitalSignature: true), critical: true),
                 try Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false),
                 try Self.authorityKeyIdentifier(of: intermediate),
-                Certificate.Extension(oid: Self.signingMarker, critical: false, value: [0x05, 0x00]),
+                Certificate.Extension(oid: SigningKey.signingMarker, critical: false, value: [0x05, 0x00]),
             ]),
             issuerPrivateKey: .init(intermediateKey)
         )
@@ -171,7 +154,7 @@ public final class SigningAuthority: Sendable {
                 "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256",
                 "kid": Self.keyID(of: leaf.certificate),
                 "x": Base64URL.encode(point[1...32]), "y": Base64URL.encode(point[33...64]),
-                "x5c": try leaf.chain.map { Data(try Self.der($0)).base64EncodedString() },
+                "x5c": try leaf.chain.map { Data(try SigningKey.der($0)).base64EncodedString() },
             ])
         }
         let data = try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys])
@@ -182,13 +165,6 @@ public final class SigningAuthority: Sendable {
     public static func keyID(of certificate: Certificate) -> String {
         let identifier = (try? certificate.extensions.subjectKeyIdentifier)??.keyIdentifier ?? []
         return identifier.map { String(format: "%02x", $0) }.joined()
-    }
-
-    /// A certificate's DER bytes.
-    public static func der(_ certificate: Certificate) throws -> [UInt8] {
-        var serializer = DER.Serializer()
-        try serializer.serialize(certificate)
-        return serializer.serializedBytes
     }
 
     private static func name(_ commonName: String, key: P256.Signing.PrivateKey) throws -> DistinguishedName {
@@ -271,21 +247,5 @@ struct KeyFiles {
         guard rename(temporary.path, target.path) == 0 else {
             throw StartupError("cannot rename \(temporary.path) to \(target.path): \(String(cString: strerror(errno)))")
         }
-    }
-}
-
-/// Base64 with the URL alphabet and no padding (JWS, JWK).
-enum Base64URL {
-    static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func decode(_ text: Substring) -> [UInt8]? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !base64.contains("=") else { return nil }
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64).map(Array.init)
     }
 }

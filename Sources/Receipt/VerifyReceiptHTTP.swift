@@ -1,4 +1,5 @@
 import Foundation
+import ReceiptFormat
 import Hummingbird
 import Logging
 import NIOCore

@@ -28,6 +28,9 @@ public struct StoreConfiguration: Sendable {
     /// unknown, tries again after a failure (at least 10 ms); it doubles up to 2 s. The sockets'
     /// own reconnection is the RPC client's.
     public var reconnectDelay: Duration = .milliseconds(100)
+    /// Where refreshed app receipts are kept (see ``appStoreReceiptURL``). Default
+    /// `storebus-receipts` in the temporary directory.
+    public var receiptDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-receipts")
 
     /// A configuration.
     public init(gatewayEndpoints: [String], apiKey: String, appBundleID: String, accountID: String, deviceID: String) {

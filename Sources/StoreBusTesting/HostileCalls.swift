@@ -245,6 +245,7 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("transactionId", .value(someID)), ("minSeq", .value("\"0\"")),
             ]),
             Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
+            Storebus_Receipt_V1_Receipt.rotateSigningKey.path: .object([]),
             Storebus_Eventlog_V1_EventLog.readEvents.path: .object([("key", .value("\"\(puzzle)/\(account)/d\"")), ("afterSeq", .value("\"0\"")), ("limit", .value("10"))]),
             Storebus_Health_V1_Health.check.path: .object([("service", .value("\"\""))]),
             Storebus_Diagnostics_V1_Diagnostics.echo.path: .object([("payload", .value("\"p\"")), ("delayMs", .value("0"))]),

@@ -39,11 +39,15 @@ struct FlowBench {
     }
 
     /// One closed-loop round: a warm-up of a tenth of the flows, `afterWarmUp`, then the measured run.
+    /// With a `probe`, it runs beside the measured run (receipt_lag_*).
     func closedLoopRound(
-        _ devices: [Device], on reactor: Reactor, meter: CPUMeter?, round: String, afterWarmUp: () async throws -> Void = {}
+        _ devices: [Device], on reactor: Reactor, meter: CPUMeter?, round: String, probe: ReceiptLagProbe? = nil,
+        afterWarmUp: () async throws -> Void = {}
     ) async throws -> Run {
         _ = try await Self.drive(devices, on: reactor, flows: max(devices.count, flows / 10))
         try await afterWarmUp()
+        let probing = probe.map { probe in Task { await probe.run() } }
+        defer { probing?.cancel() }
         return try await Self.metered(meter, flows: flows, round: round, verbose: verbose) {
             try await Self.drive(devices, on: reactor, flows: flows)
         }
@@ -51,8 +55,10 @@ struct FlowBench {
 
     /// The CPU meter of the bench and a cluster's services.
     static func meter(_ cluster: StoreCluster) -> CPUMeter? {
-        guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid else { return nil }
-        return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID)])
+        guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid,
+              let receiptPID = cluster.receipt.pid
+        else { return nil }
+        return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID), ("receipt", receiptPID)])
     }
 
     /// The catalog, payment queue and gateway as processes (StoreBusTesting's cluster, one gateway on
@@ -94,11 +100,13 @@ struct FlowBench {
         let meter = Self.meter(services)
         // The paced figures alone only when asked for and there are paced figures.
         let runsClosedLoop = closedLoop || pacedRate <= 0
+        // The receipt service's lag behind the closed loop's purchases.
+        let probe = runsClosedLoop ? try ReceiptLagProbe(cluster: services) : nil
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
             if runsClosedLoop {
                 var before: UInt64?
-                closed.add(try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)") {
+                closed.add(try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)", probe: probe) {
                     for device in simulated { _ = device.takeSteps() }
                     before = try await Self.requestsReceived(queueStats)
                 })
@@ -144,6 +152,15 @@ struct FlowBench {
             )
             report("purchase_flow_paced_floor_p50_ms", median(floorP50s), "ms")
             report("purchase_flow_paced_floor_p99_ms", median(floorP99s), "ms")
+        }
+        if let probe {
+            let lags = probe.sortedLags
+            if !lags.isEmpty {
+                report("receipt_lag_p50_ms", lags[lags.count / 2], "ms")
+                report("receipt_lag_p99_ms", lags[min(lags.count - 1, lags.count * 99 / 100)], "ms")
+                report("receipt_lag_samples", Double(lags.count), "purchases")
+            }
+            await probe.shutdown()
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Receipt
+import ReceiptFormat
 import StoreBus
 import StoreBusHost
 import StoreBusStorage
@@ -42,7 +43,7 @@ struct ReceiptCommand: AsyncParsableCommand {
         if let endpoints = HostOptions.list(flags: paymentQueueEventEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") { configuration.paymentQueueEventEndpoints = endpoints }
         if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") { configuration.catalogEndpoints = endpoints }
         if let name = environment ?? ProcessInfo.processInfo.environment["STOREBUS_ENVIRONMENT"] {
-            guard let chosen = ReceiptEnvironment.allCases.first(where: { $0.rawValue.lowercased() == name.lowercased() }) else {
+            guard let chosen = ReceiptEnvironment(name: name) else {
                 throw ValidationError("--environment must be sandbox or production")
             }
             configuration.environment = chosen

@@ -10,7 +10,10 @@ struct AdminCommands: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Drive the sandbox: payment policies, Ask to Buy, interrupted purchases, refunds, reset.",
-        subcommands: [Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Products.self, Reset.self]
+        subcommands: [
+            Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Products.self, Reset.self,
+            RotateSigningKey.self,
+        ]
     )
 
     struct Options: ParsableArguments {
@@ -157,12 +160,15 @@ struct AdminCommands: AsyncParsableCommand {
         @Argument var transaction: String
         @Option(help: "Why, for the ledger.")
         var reason: String = "refunded with storectl"
+        @Flag(help: "Refunded for an issue in the app (the receipt's cancellation_reason 1; otherwise 0).")
+        var appIssue = false
         func run() async throws {
             let admin = try await options.connection()
             let answer = try await sentence {
                 try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
                     $0.transactionIdentifier = transaction
                     $0.reason = reason
+                    $0.revocationReason = appIssue ? .appIssue : .other
                 })
             }
             let revoked = answer.revokedProductIdentifiers
@@ -242,6 +248,19 @@ struct AdminCommands: AsyncParsableCommand {
             let admin = try await options.connection()
             try await sentence { _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, .init()) }
             print("reset: every transaction, policy and charge deleted")
+            await admin.close()
+        }
+    }
+
+    struct RotateSigningKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-signing-key", abstract: "Make the receipt service sign with a new leaf; what the old ones signed still verifies."
+        )
+        @OptionGroup var options: Options
+        func run() async throws {
+            let admin = try await options.connection()
+            let answer = try await sentence { try await admin.call(Storebus_Receipt_V1_Receipt.rotateSigningKey, .init()) }
+            print("signing with key \(answer.keyID); \(answer.leafCount) signing keys kept")
             await admin.close()
         }
     }

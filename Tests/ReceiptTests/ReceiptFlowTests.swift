@@ -1,5 +1,6 @@
 import Foundation
 import Receipt
+import ReceiptFormat
 import StoreBus
 import StoreBusSDK
 import StoreBusTesting
@@ -27,6 +28,7 @@ struct ReceiptFlowTests {
             #expect(await recorder.purchased(packBought.id))
             // Then both are in the receipt, each its own original
             var receipt = try await Self.receipt(alice) { ids($0).isSuperset(of: [coinsBought.id, packBought.id]) }
+            let liveBefore = recorder.live.count
             let pack = try #require(receipt.inApp.first { $0.transactionID == packBought.id })
             #expect(pack.originalTransactionID == packBought.id)
             #expect(pack.productID == Self.levelPack)
@@ -35,6 +37,11 @@ struct ReceiptFlowTests {
             #expect(receipt.bundleID == puzzle)
             #expect(receipt.receiptType == "ProductionSandbox")
             #expect(receipt.sha1Hash == (try AppReceipt.hash(deviceID: "phone", opaque: receipt.opaqueValue, bundleID: puzzle)))
+            // And a second refresh with no purchase between holds the same purchases, and creates no
+            // transaction
+            let again = try await Self.receipt(alice) { _ in true }
+            #expect(again.inApp == receipt.inApp)
+            #expect(recorder.live.count == liveBefore)
             // And the entitlements hold the non-consumable, not the consumable
             var entitlements = try await alice.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements
             #expect(entitlements.map(\.productIdentifier) == [Self.levelPack])

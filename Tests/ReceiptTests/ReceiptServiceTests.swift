@@ -1,5 +1,6 @@
 import Foundation
 import Receipt
+import ReceiptFormat
 import StoreBus
 import StoreBusSDK
 import StoreBusTesting

@@ -1,5 +1,6 @@
 import Foundation
-@testable import Receipt
+import Receipt
+@testable import ReceiptFormat
 import StoreBus
 import StoreBusSDK
 import StoreBusTesting
@@ -262,10 +263,10 @@ struct ReceiptVerificationTests {
         let authority = try SigningAuthority(directory: directory.url)
         let other = try SigningAuthority(directory: directory.url.appendingPathComponent("other"))
         let payload: [String: Any] = ["transactionId": "1", "bundleId": puzzle, "signedDate": Int64(Date().timeIntervalSince1970 * 1000)]
-        let jws = try SignedTransaction.sign(payload: payload, with: authority.current())
-        let verified = try await SignedTransaction.verify(jws, roots: [authority.root])
+        let jws = try JWS.sign(payload: payload, with: authority.current())
+        let verified = try await JWS.verify(jws, roots: [authority.root])
         #expect(verified["transactionId"] as? String == "1")
-        let foreign = try SignedTransaction.sign(payload: payload, with: other.current())
+        let foreign = try JWS.sign(payload: payload, with: other.current())
         let parts = jws.split(separator: ".").map(String.init)
         let foreignParts = foreign.split(separator: ".").map(String.init)
         for candidate in [
@@ -274,7 +275,7 @@ struct ReceiptVerificationTests {
             foreign,  // signed by another authority
             parts[0] + "." + parts[1],  // no signature
         ] {
-            await #expect(throws: SignedTransaction.Failure.self) { _ = try await SignedTransaction.verify(candidate, roots: [authority.root]) }
+            await #expect(throws: JWS.Failure.self) { _ = try await JWS.verify(candidate, roots: [authority.root]) }
         }
     }
 

@@ -320,6 +320,10 @@ public nonisolated struct Storebus_Receipt_V1_VerifyReceiptResponse: Sendable {
   /// A fresh base64 receipt holding latest_receipt_info.
   public var latestReceipt: String = String()
 
+  /// True when trying again later may succeed (Apple's is-retryable: statuses 21100 to 21199, and
+  /// 21005).
+  public var isRetryable: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -497,6 +501,37 @@ public nonisolated struct Storebus_Receipt_V1_GetSigningCertificatesResponse: Se
 
   /// "Sandbox" or "Production": the environment this receipt service signs for.
   public var environment: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Receipt.RotateSigningKey.
+public nonisolated struct Storebus_Receipt_V1_RotateSigningKeyRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Receipt.RotateSigningKey.
+public nonisolated struct Storebus_Receipt_V1_RotateSigningKeyResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The new leaf, PEM.
+  public var leafCertificatePem: String = String()
+
+  /// Its key id (the subject key identifier, hex), as in the JWKS.
+  public var keyID: String = String()
+
+  /// How many leaves the service now keeps, the new one included.
+  public var leafCount: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -914,7 +949,7 @@ nonisolated extension Storebus_Receipt_V1_AppReceipt: SwiftProtobuf.Message, Swi
 
 nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".VerifyReceiptResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0\u{1}environment\0\u{1}receipt\0\u{3}latest_receipt_info\0\u{3}latest_receipt\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0\u{1}environment\0\u{1}receipt\0\u{3}latest_receipt_info\0\u{3}latest_receipt\0\u{3}is_retryable\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -927,6 +962,7 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
       case 3: try { try decoder.decodeSingularMessageField(value: &self._receipt) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.latestReceiptInfo) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.latestReceipt) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.isRetryable) }()
       default: break
       }
     }
@@ -952,6 +988,9 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
     if !self.latestReceipt.isEmpty {
       try visitor.visitSingularStringField(value: self.latestReceipt, fieldNumber: 5)
     }
+    if self.isRetryable != false {
+      try visitor.visitSingularBoolField(value: self.isRetryable, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -961,6 +1000,7 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
     if lhs._receipt != rhs._receipt {return false}
     if lhs.latestReceiptInfo != rhs.latestReceiptInfo {return false}
     if lhs.latestReceipt != rhs.latestReceipt {return false}
+    if lhs.isRetryable != rhs.isRetryable {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1258,6 +1298,65 @@ nonisolated extension Storebus_Receipt_V1_GetSigningCertificatesResponse: SwiftP
     if lhs.leafCertificatesPem != rhs.leafCertificatesPem {return false}
     if lhs.jwksJson != rhs.jwksJson {return false}
     if lhs.environment != rhs.environment {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_RotateSigningKeyRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RotateSigningKeyRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_RotateSigningKeyRequest, rhs: Storebus_Receipt_V1_RotateSigningKeyRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_RotateSigningKeyResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RotateSigningKeyResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}leaf_certificate_pem\0\u{3}key_id\0\u{3}leaf_count\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.leafCertificatePem) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.keyID) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.leafCount) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.leafCertificatePem.isEmpty {
+      try visitor.visitSingularStringField(value: self.leafCertificatePem, fieldNumber: 1)
+    }
+    if !self.keyID.isEmpty {
+      try visitor.visitSingularStringField(value: self.keyID, fieldNumber: 2)
+    }
+    if self.leafCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.leafCount, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_RotateSigningKeyResponse, rhs: Storebus_Receipt_V1_RotateSigningKeyResponse) -> Bool {
+    if lhs.leafCertificatePem != rhs.leafCertificatePem {return false}
+    if lhs.keyID != rhs.keyID {return false}
+    if lhs.leafCount != rhs.leafCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -48,7 +48,15 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
         access: .client, cacheable: false
     )
 
+    /// Issues a new signing leaf, which signs from then on; receipts and transactions signed by the old
+    /// leaves still verify (verifiers judge a signature at its signing time). Not idempotent: each call
+    /// issues a leaf.
+    public static let rotateSigningKey = MethodDescriptor<Storebus_Receipt_V1_RotateSigningKeyRequest, Storebus_Receipt_V1_RotateSigningKeyResponse>(
+        service: serviceName, method: "RotateSigningKey", idempotent: false, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSigningCertificates.erased]
+    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSigningCertificates.erased, rotateSigningKey.erased]
 }
 

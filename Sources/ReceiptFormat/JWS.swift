@@ -1,0 +1,59 @@
+// swift-crypto 3 does not mark its key types Sendable; they are immutable values.
+@preconcurrency import Crypto
+import Foundation
+import X509
+
+/// JSON Web Signatures as the App Store signs its data (signed transactions, renewal information):
+/// compact serialization, ES256, the `x5c` chain (leaf, intermediate, root) in the header.
+public enum JWS {
+    /// Any JSON object as a JWS signed with `key`, the chain in its header.
+    public static func sign(payload: [String: Any], with key: SigningKey) throws -> String {
+        let header: [String: Any] = ["alg": "ES256", "x5c": try key.chain.map { Data(try SigningKey.der($0)).base64EncodedString() }]
+        let input = Base64URL.encode(try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys]))
+            + "." + Base64URL.encode(try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]))
+        let signature = try key.privateKey.signature(for: Data(input.utf8))
+        return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    /// Why a JWS does not verify.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// The payload of `jws` once its signature and chain are checked against `roots`, the chain
+    /// judged at the payload's signedDate as Apple's libraries do with online checks off.
+    public static func verify(_ jws: String, roots: [Certificate]) async throws(Failure) -> [String: Any] {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
+              let signatureBytes = Base64URL.decode(parts[2])
+        else { throw Failure(description: "not a JWS in compact serialization") }
+        guard let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any],
+              let payload = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]
+        else { throw Failure(description: "the header or payload is not a JSON object") }
+        guard header["alg"] as? String == "ES256" else { throw Failure(description: "the algorithm is not ES256") }
+        guard let x5c = header["x5c"] as? [String], x5c.count == 3 else { throw Failure(description: "the header has no x5c chain of three certificates") }
+        let chain: [Certificate]
+        do {
+            chain = try x5c.map { text in
+                guard let der = Data(base64Encoded: text) else { throw Failure(description: "an x5c entry is not base64") }
+                return try Certificate(derEncoded: Array(der))
+            }
+        } catch {
+            throw Failure(description: "an x5c certificate does not parse: \(error)")
+        }
+        guard chain[0].extensions[oid: SigningKey.signingMarker] != nil, chain[1].extensions[oid: SigningKey.intermediateMarker] != nil else {
+            throw Failure(description: "the chain's certificates lack the signing extensions")
+        }
+        let signedMS = (payload["signedDate"] as? NSNumber)?.int64Value ?? (payload["receiptCreationDate"] as? NSNumber)?.int64Value
+        let time = signedMS.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+        var verifier = Verifier(rootCertificates: CertificateStore(roots)) { RFC5280Policy(validationTime: time) }
+        let result = await verifier.validate(leaf: chain[0], intermediates: CertificateStore([chain[1]]))
+        guard case .validCertificate = result else { throw Failure(description: "the chain does not lead to a trusted root: \(result)") }
+        guard let key = P256.Signing.PublicKey(chain[0].publicKey),
+              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+              key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+        else { throw Failure(description: "the signature does not match") }
+        return payload
+    }
+
+}

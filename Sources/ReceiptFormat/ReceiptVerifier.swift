@@ -1,0 +1,81 @@
+import Foundation
+import SwiftASN1
+import X509
+
+/// Checks StoreBus receipts and signed transactions offline, given the root certificate to trust
+/// (the receipt service's `GetSigningCertificates`, or `storectl receipt root-certificate`): what an
+/// app or its server does with Apple's receipts and Apple's root.
+///
+/// ```swift
+/// let verifier = try ReceiptVerifier(rootCertificatePEM: pem)
+/// let receipt = try await verifier.verify(receiptBytes, bundleID: "com.example.app", deviceID: deviceID)
+/// for purchase in receipt.inApp { print(purchase.productID, purchase.transactionID) }
+/// ```
+public struct ReceiptVerifier: Sendable {
+    /// Why a receipt or signed transaction was not accepted.
+    public enum Failure: Error, Equatable, CustomStringConvertible, Sendable {
+        /// The bytes are not a receipt (verifyReceipt's 21002).
+        case malformed(String)
+        /// The signature does not chain to a trusted root, or the content was changed (21003).
+        case notAuthenticated(String)
+        /// A receipt of another app.
+        case otherApp(String)
+        /// A receipt issued for another device (its hash does not match).
+        case otherDevice
+
+        public var description: String {
+            switch self {
+            case .malformed(let why): "not a receipt: \(why)"
+            case .notAuthenticated(let why): "not authentic: \(why)"
+            case .otherApp(let app): "a receipt of \(app)"
+            case .otherDevice: "a receipt of another device"
+            }
+        }
+    }
+
+    /// The roots trusted.
+    public let roots: [Certificate]
+
+    /// A verifier trusting `roots`.
+    public init(rootCertificates roots: [Certificate]) {
+        self.roots = roots
+    }
+
+    /// A verifier trusting the root in `pem`.
+    public init(rootCertificatePEM pem: String) throws {
+        roots = [try Certificate(pemEncoded: pem)]
+    }
+
+    /// The receipt in `der` (an app receipt's bytes) once its signature is checked against the
+    /// roots, at its creation date; with `bundleID`, it must be that app's, and with `deviceID`,
+    /// issued for that device.
+    public func verify(_ der: [UInt8], bundleID: String? = nil, deviceID: String? = nil) async throws(Failure) -> AppReceipt {
+        guard ReceiptSignature.looksSigned(der) else { throw .malformed("not a PKCS#7 signed message") }
+        let receipt: AppReceipt
+        let payload: [UInt8]
+        do {
+            payload = try ReceiptSignature.attachedPayload(of: der)
+            receipt = try AppReceipt(der: payload)
+        } catch {
+            throw .notAuthenticated("\(error)")
+        }
+        if let problem = await ReceiptSignature.check(der, payload: payload, roots: roots, at: receipt.creationDate) {
+            throw .notAuthenticated(problem)
+        }
+        if let bundleID, bundleID != receipt.bundleID { throw .otherApp(receipt.bundleID) }
+        if let deviceID {
+            let expected = try? AppReceipt.hash(deviceID: deviceID, opaque: receipt.opaqueValue, bundleID: receipt.bundleID)
+            guard expected == receipt.sha1Hash else { throw .otherDevice }
+        }
+        return receipt
+    }
+
+    /// The payload of a signed transaction (JWS) once its chain and signature are checked.
+    public func verifyTransaction(_ jws: String) async throws(Failure) -> [String: Any] {
+        do {
+            return try await JWS.verify(jws, roots: roots)
+        } catch {
+            throw .notAuthenticated(error.description)
+        }
+    }
+}

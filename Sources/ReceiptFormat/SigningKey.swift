@@ -1,0 +1,55 @@
+// swift-crypto 3 does not mark its key types Sendable; they are immutable values.
+@preconcurrency import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// A key that signs receipts and transactions, with the chain a verifier needs.
+public struct SigningKey: Sendable {
+    /// Extension that marks Apple's WWDR intermediate certificates, required by Apple's verifiers.
+    public static let intermediateMarker: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+    /// Extension that marks Apple's receipt and transaction signing certificates.
+    public static let signingMarker: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+
+    /// The leaf certificate.
+    public let certificate: Certificate
+    /// Its private key.
+    let privateKey: P256.Signing.PrivateKey
+    /// The intermediate that issued it, then the root.
+    public let issuers: [Certificate]
+
+    /// A leaf, its key, and the certificates above it (intermediate, root).
+    public init(certificate: Certificate, privateKey: P256.Signing.PrivateKey, issuers: [Certificate]) {
+        self.certificate = certificate
+        self.privateKey = privateKey
+        self.issuers = issuers
+    }
+
+    /// Leaf, intermediate, root: the `x5c` order.
+    public var chain: [Certificate] { [certificate] + issuers }
+
+    /// A certificate's DER bytes.
+    public static func der(_ certificate: Certificate) throws -> [UInt8] {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return serializer.serializedBytes
+    }
+}
+
+/// Base64 with the URL alphabet and no padding (JWS, JWK).
+public enum Base64URL {
+    /// `bytes` encoded.
+    public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The bytes of `text`, or nil when it is not unpadded base64url.
+    public static func decode<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        guard !base64.contains("=") else { return nil }
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64).map(Array.init)
+    }
+}

@@ -1,0 +1,202 @@
+import Crypto
+import Synchronization
+import Foundation
+import ReceiptFormat
+import StoreBus
+import StoreBusTesting
+import StoreSchema
+import SwiftASN1
+import X509
+
+/// Receipt verification: a receipt of 100 in-app purchases, verified by the receipt service
+/// (VerifyReceipt straight to its process, `window` calls in flight) and offline by the library
+/// (`ReceiptVerifier`), beside its floor, the receipt's one signature verified by swift-crypto alone
+/// (ECDSA P-256 over the signed attributes: what no verifier can skip).
+struct ReceiptBench {
+    let rounds: Int
+    let catalogPath: String
+    var window = 16
+    var verbose = false
+    /// In-app purchases in the receipt verified.
+    static let entries = 100
+
+    func run() async throws {
+        let cluster = try StoreCluster(logLevel: "error", gatewayCount: 1, catalogPath: catalogPath, appKeyApps: [])
+        try await cluster.start()
+        do {
+            try await measure(cluster)
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        await cluster.stop()
+    }
+
+    private func measure(_ cluster: StoreCluster) async throws {
+        let queue = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.directory.ipcEndpoint("pq")]))
+        let receipts = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.receiptEndpoint]))
+        defer {
+            Task {
+                await queue.shutdown()
+                await receipts.shutdown()
+            }
+        }
+        // A receipt of 100 purchases: consumables left unfinished stay in it.
+        let account = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = puzzle; $0.accountID = "receipt-bench"; $0.deviceID = "d" }
+        for _ in 0..<Self.entries {
+            _ = try await queue.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+                $0.queue = account
+                $0.payment = .with { $0.productIdentifier = coins }
+            })
+        }
+        var der: [UInt8] = []
+        let filled = try await waitUntil(timeout: .seconds(60), interval: .milliseconds(20)) {
+            let data = try await receipts.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with {
+                $0.appBundleID = puzzle; $0.accountID = account.accountID; $0.deviceID = account.deviceID
+            }).receiptData
+            der = Array(Data(base64Encoded: data) ?? Data())
+            return (try? AppReceipt(der: ReceiptSignature.attachedPayload(of: der)).inApp.count) == Self.entries
+        }
+        guard filled else { throw ClusterFailure(description: "the bench's receipt never held \(Self.entries) purchases") }
+        let receipt = der
+        let root = try await receipts.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init()).rootCertificatePem
+        let verifier = try ReceiptVerifier(rootCertificatePEM: root)
+        let floor = try SignatureFloor(cms: der)
+        let request = Storebus_Receipt_V1_VerifyReceiptRequest.with { $0.receiptData = Data(der).base64EncodedString() }
+        guard try await receipts.call(Storebus_Receipt_V1_Receipt.verifyReceipt, request).status == 0 else {
+            throw ClusterFailure(description: "the bench's receipt does not verify")
+        }
+
+        var bare: [Double] = [], offline: [Double] = [], service: [Double] = []
+        for round in 0..<rounds {
+            bare.append(floor.verificationsPerSecond(count: 2_000))
+            let offlineCount = 400
+            offline.append(Double(offlineCount) / (try await RunBenchmarks.concurrentSeconds(total: offlineCount, concurrency: 1, warmUp: true) {
+                _ = try await verifier.verify(receipt)
+            }))
+            service.append(try await RunBenchmarks.concurrentRate(total: 1_000, concurrency: window) {
+                let answer = try await receipts.call(Storebus_Receipt_V1_Receipt.verifyReceipt, request)
+                guard answer.status == 0 else { throw ClusterFailure(description: "VerifyReceipt answered \(answer.status)") }
+            })
+            if verbose {
+                FileHandle.standardError.write("round \(round) receipts: bare \(Int(bare.last!))/s, offline \(Int(offline.last!))/s, service \(Int(service.last!))/s\n".data(using: .utf8)!)
+            }
+        }
+        report("bare_receipt_signature_verify_per_s", median(bare), "verifies/s")
+        report("receipt_verify_offline_per_s", median(offline), "receipts/s")
+        report("verify_receipts_per_s", median(service), "receipts/s")
+        report("verify_receipts_over_bare_signature", median(zip(service, bare).map { $0 / $1 }), "ratio")
+        report("receipt_bytes_100_entries", Double(der.count), "bytes")
+    }
+}
+
+/// A CMS receipt's one signature and what it covers, taken apart once, verified with swift-crypto
+/// alone: SignedData's first SignerInfo, its signed attributes as the SET they are signed as, and the
+/// first certificate's P-256 key.
+struct SignatureFloor {
+    let signedAttributes: [UInt8]
+    let signature: P256.Signing.ECDSASignature
+    let key: P256.Signing.PublicKey
+
+    init(cms: [UInt8]) throws {
+        let contentInfo = try DER.parse(cms)
+        guard case .constructed(let outer) = contentInfo.content else { throw ClusterFailure(description: "not CMS") }
+        var outerNodes = outer.makeIterator()
+        _ = outerNodes.next()
+        guard let wrapped = outerNodes.next(), case .constructed(let explicit) = wrapped.content,
+              let signedData = explicit.first(where: { _ in true }), case .constructed(let fields) = signedData.content
+        else { throw ClusterFailure(description: "no SignedData") }
+        let children = Array(fields)
+        guard let certificates = children.first(where: { $0.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) }),
+              case .constructed(let certificateNodes) = certificates.content,
+              let signerInfos = children.last, case .constructed(let infos) = signerInfos.content,
+              let signerInfo = infos.first(where: { _ in true }), case .constructed(let infoFields) = signerInfo.content
+        else { throw ClusterFailure(description: "no signer") }
+        let info = Array(infoFields)
+        guard let attributes = info.first(where: { $0.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) }),
+              let signatureNode = info.last
+        else { throw ClusterFailure(description: "no signed attributes") }
+        // Signed as a SET OF (tag 0x31), carried as [0] IMPLICIT.
+        var set = Array(attributes.encodedBytes)
+        set[0] = 0x31
+        signedAttributes = set
+        let signature = try P256.Signing.ECDSASignature(derRepresentation: Array(try ASN1OctetString(derEncoded: signatureNode).bytes))
+        self.signature = signature
+        // The signer's key: the certificate (of the leaf and the intermediate carried) whose key the
+        // signature verifies with.
+        let keys = try certificateNodes.compactMap { P256.Signing.PublicKey(try Certificate(derEncoded: Array($0.encodedBytes)).publicKey) }
+        guard let key = keys.first(where: { $0.isValidSignature(signature, for: Data(set)) }) else {
+            throw ClusterFailure(description: "no certificate of the receipt verifies its signature")
+        }
+        self.key = key
+    }
+
+    /// Verifications a second, `count` of them on this thread.
+    func verificationsPerSecond(count: Int) -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        var valid = 0
+        for _ in 0..<count where key.isValidSignature(signature, for: Data(signedAttributes)) { valid += 1 }
+        precondition(valid == count)
+        return Double(count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    }
+}
+
+/// The receipt service's lag behind the payment queue under load: a purchase every `interval`
+/// straight to the payment queue (approved in the commit that adds it), then the device's receipt
+/// refreshed every millisecond until it holds the purchase; the lag is from the AddPayment answer
+/// (the commit is durable by then) to the first refreshed receipt holding it.
+final class ReceiptLagProbe: Sendable {
+    let queue: RPCClient
+    let receipts: RPCClient
+    let interval: Duration
+    private let lags = Mutex<[Double]>([])
+    static let probeQueue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = puzzle; $0.accountID = "lag-probe"; $0.deviceID = "p" }
+
+    init(cluster: StoreCluster, interval: Duration = .milliseconds(50)) throws {
+        queue = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.directory.ipcEndpoint("pq")]))
+        receipts = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.receiptEndpoint]))
+        self.interval = interval
+    }
+
+    /// Probes until the task is cancelled.
+    func run() async {
+        while !Task.isCancelled {
+            do {
+                try await probe()
+            } catch {
+                if Task.isCancelled { return }
+            }
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    private func probe() async throws {
+        let added = try await queue.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
+            $0.queue = Self.probeQueue
+            $0.payment = .with { $0.productIdentifier = coins }
+        }).transaction
+        let answered = ContinuousClock.now
+        let id = added.transactionIdentifier
+        while true {
+            let data = try await receipts.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with {
+                $0.appBundleID = puzzle; $0.accountID = Self.probeQueue.accountID; $0.deviceID = Self.probeQueue.deviceID
+            }).receiptData
+            let receipt = try AppReceipt(der: ReceiptSignature.attachedPayload(of: Array(Data(base64Encoded: data) ?? Data())))
+            if receipt.inApp.contains(where: { $0.transactionID == id }) { break }
+            if ContinuousClock.now - answered > .seconds(30) { throw ClusterFailure(description: "\(id) never reached the receipt") }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let lag = ContinuousClock.now - answered
+        lags.withLock { $0.append(Double(lag.components.seconds) * 1000 + Double(lag.components.attoseconds) / 1e15) }
+        // Finished, it leaves the receipt: the probe's receipt stays small.
+        _ = try await queue.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = Self.probeQueue; $0.transactionIdentifier = id })
+    }
+
+    /// The lags measured so far, in milliseconds, sorted.
+    var sortedLags: [Double] { lags.withLock { $0.sorted() } }
+
+    func shutdown() async {
+        await queue.shutdown()
+        await receipts.shutdown()
+    }
+}
