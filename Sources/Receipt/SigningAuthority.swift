@@ -88,7 +88,9 @@ public final class SigningAuthority: Sendable {
         intermediateKey = intermediate.key
         let issuers = [intermediate.certificate, root.certificate]
         let leaves = try store.loadLeaves().map { SigningKey(certificate: $0.certificate, privateKey: $0.key, issuers: issuers) }
-        state = Mutex(leaves.sorted { $0.certificate.notValidBefore > $1.certificate.notValidBefore })
+        // Issued in file-name order (leaf-000001-…, leaf-000002-…): newest first. Their validity
+        // times are whole seconds, so two leaves issued in one second could not be told apart by them.
+        state = Mutex(leaves.reversed())
         _ = try current(now: now)
     }
 
@@ -135,7 +137,9 @@ public final class SigningAuthority: Sendable {
             ]),
             issuerPrivateKey: .init(intermediateKey)
         )
-        try KeyFiles(directory: directory).save("leaf-\(Self.stamp(now))-\(Self.keyID(of: certificate).prefix(8))", certificate: certificate, key: key)
+        let files = KeyFiles(directory: directory)
+        let sequence = try files.leafNames().count + 1
+        try files.save("leaf-\(String(repeating: "0", count: max(0, 6 - String(sequence).count)))\(sequence)-\(Self.keyID(of: certificate).prefix(8))", certificate: certificate, key: key)
         return SigningKey(certificate: certificate, privateKey: key, issuers: [intermediate, root])
     }
 
@@ -183,14 +187,6 @@ public final class SigningAuthority: Sendable {
         }
         return try Certificate.Extension(AuthorityKeyIdentifier(keyIdentifier: identifier), critical: false)
     }
-
-    private static func stamp(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss"
-        return formatter.string(from: date)
-    }
 }
 
 /// The PEM files of the authority: `<name>-certificate.pem` and `<name>-key.pem` (mode 0600).
@@ -215,11 +211,17 @@ struct KeyFiles {
         }
     }
 
-    func loadLeaves() throws -> [(certificate: Certificate, key: P256.Signing.PrivateKey)] {
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+    /// The leaves' names, oldest first (`leaf-000001-…`).
+    func leafNames() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasPrefix("leaf-") && $0.hasSuffix("-certificate.pem") }
             .map { String($0.dropLast("-certificate.pem".count)) }
-        return try names.sorted().compactMap { try load($0) }
+            .sorted()
+    }
+
+    /// The leaves, oldest first.
+    func loadLeaves() throws -> [(certificate: Certificate, key: P256.Signing.PrivateKey)] {
+        try leafNames().compactMap { try load($0) }
     }
 
     func removeLeaves() throws {

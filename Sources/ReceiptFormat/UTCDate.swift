@@ -6,29 +6,22 @@ import Foundation
 public enum UTCDate {
     /// `date` as `YYYY-MM-DDTHH:MM:SSZ`, the second below it (years 1 to 9999; others are clamped).
     public static func rfc3339(_ date: Date) -> String {
-        let (year, month, day, hour, minute, second) = fields(date)
-        var text = ""
-        text.reserveCapacity(20)
-        append(year, digits: 4, to: &text); text += "-"
-        append(month, digits: 2, to: &text); text += "-"
-        append(day, digits: 2, to: &text); text += "T"
-        append(hour, digits: 2, to: &text); text += ":"
-        append(minute, digits: 2, to: &text); text += ":"
-        append(second, digits: 2, to: &text); text += "Z"
-        return text
+        format(date, between: "T", after: "Z")
     }
 
     /// `date` as `YYYY-MM-DD HH:MM:SS` in UTC shifted by `offset` seconds (for Apple's `_pst` dates).
     public static func plain(_ date: Date, offset: Int = 0) -> String {
-        let (year, month, day, hour, minute, second) = fields(date.addingTimeInterval(TimeInterval(offset)))
+        format(date.addingTimeInterval(TimeInterval(offset)), between: " ", after: "")
+    }
+
+    private static func format(_ date: Date, between: String, after: String) -> String {
+        let (year, month, day, hour, minute, second) = fields(date)
         var text = ""
-        text.reserveCapacity(19)
-        append(year, digits: 4, to: &text); text += "-"
-        append(month, digits: 2, to: &text); text += "-"
-        append(day, digits: 2, to: &text); text += " "
-        append(hour, digits: 2, to: &text); text += ":"
-        append(minute, digits: 2, to: &text); text += ":"
-        append(second, digits: 2, to: &text)
+        text.reserveCapacity(20)
+        for (value, digits, separator) in [(year, 4, "-"), (month, 2, "-"), (day, 2, between), (hour, 2, ":"), (minute, 2, ":"), (second, 2, after)] {
+            append(value, digits: digits, to: &text)
+            text += separator
+        }
         return text
     }
 

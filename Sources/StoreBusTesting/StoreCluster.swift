@@ -171,6 +171,19 @@ public final class StoreCluster: Sendable {
 }
 
 extension StoreCluster {
+    /// Starts the processes, runs `body`, and stops them whether `body` returns or throws.
+    public func running<T>(_ body: (StoreCluster) async throws -> T) async throws -> T {
+        do {
+            try await start()
+            let value = try await body(self)
+            await stop()
+            return value
+        } catch {
+            await stop()
+            throw error
+        }
+    }
+
     /// An app launch for `account` on an empty queue: a client, a recorder of its callbacks, and the
     /// end of its launch replay awaited, since an app registers its observer before it buys.
     public func launch(account: String) async throws -> (PaymentQueue, Recorder) {

@@ -21,15 +21,9 @@ struct ReceiptBench {
     static let entries = 100
 
     func run() async throws {
-        let cluster = try StoreCluster(logLevel: "error", gatewayCount: 1, catalogPath: catalogPath, appKeyApps: [])
-        try await cluster.start()
-        do {
+        try await StoreCluster(logLevel: "error", gatewayCount: 1, catalogPath: catalogPath, appKeyApps: []).running { cluster in
             try await measure(cluster)
-        } catch {
-            await cluster.stop()
-            throw error
         }
-        await cluster.stop()
     }
 
     private func measure(_ cluster: StoreCluster) async throws {

@@ -16,9 +16,7 @@ struct ReceiptFlowTests {
 
     @Test("a purchase reaches the receipt and entitlements; a finished consumable leaves; restore keeps the original; a refund revokes")
     func purchasesRestoresAndRefunds() async throws {
-        let cluster = try StoreCluster()
-        try await cluster.start()
-        do {
+        try await StoreCluster().running { cluster in
             let (phone, recorder) = try await cluster.launch(account: "alice")
             let alice = try StoreConnection(configuration: cluster.configuration(account: "alice"))
             // Given a consumable bought and not finished yet, and a non-consumable bought
@@ -97,18 +95,12 @@ struct ReceiptFlowTests {
             await admin.close()
             await phone.close()
             await tablet.close()
-        } catch {
-            await cluster.stop()
-            throw error
         }
-        await cluster.stop()
     }
 
     @Test("another account's receipt and entitlements are refused through the gateway")
     func otherAccountsAreRefused() async throws {
-        let cluster = try StoreCluster(gatewayCount: 1)
-        try await cluster.start()
-        do {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
             let alice = try StoreConnection(configuration: cluster.configuration(account: "alice", gateways: [0]))
             let refused = await #expect(throws: StoreError.self) {
                 _ = try await alice.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with { $0.accountID = "bob" })
@@ -123,11 +115,7 @@ struct ReceiptFlowTests {
             }
             #expect(unknownApp?.status == .permissionDenied)
             await alice.close()
-        } catch {
-            await cluster.stop()
-            throw error
         }
-        await cluster.stop()
     }
 
     /// A refreshed receipt of the connection's device, decoded, once `condition` holds of it.

@@ -1,4 +1,5 @@
 import Foundation
+import Receipt
 import ReceiptFormat
 import StoreBusTesting
 import Testing
@@ -53,5 +54,22 @@ struct ReceiptFormatTests {
         #expect(throws: ReceiptFormatError.self) { try AppReceipt(der: [0x31, 0x03, 0x02, 0x01, 0x00]) }
         #expect(throws: ReceiptFormatError.self) { try AppReceipt(der: Array(try receipt.der().dropLast())) }
         #expect(throws: ReceiptFormatError.self) { try AppReceipt(der: []) }
+    }
+
+    @Test("leaves rotated within one second are told apart: after a reload the newest signs; every key file is 0600")
+    func rotationOrder() throws {
+        let directory = try TemporaryDirectory(prefix: "ca")
+        defer { directory.remove() }
+        let authority = try SigningAuthority(directory: directory.url)
+        var issued = [try authority.current().certificate]
+        for _ in 0..<3 { issued.append(try authority.rotate().certificate) }
+        let reloaded = try SigningAuthority(directory: directory.url)
+        #expect(try reloaded.current().certificate == issued.last)
+        #expect(reloaded.leaves.map(\.certificate) == issued.reversed())
+        #expect(reloaded.root == authority.root)
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.url.path) where name.hasSuffix("-key.pem") {
+            let attributes = try FileManager.default.attributesOfItem(atPath: directory.url.appendingPathComponent(name).path)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600, "\(name)")
+        }
     }
 }

@@ -9,9 +9,7 @@ import Testing
 struct ReceiptHostileCallsTests {
     @Test("every hostile value in every field of every receipt, health and diagnostics method, then 800 calls with several changes or broken JSON, with no principal, the account's, another's or a mangled one: each answered once, never INTERNAL or UNKNOWN; the service keeps running and a purchase still reaches the receipt")
     func hostileCalls() async throws {
-        let cluster = try StoreCluster(gatewayCount: 1)
-        try await cluster.start()
-        do {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
             let peer = try RawPeer(endpoint: cluster.receiptEndpoint)
             let templates = HostileCalls.templates(account: "hostile", services: [
                 Storebus_Receipt_V1_Receipt.serviceName, Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName,
@@ -48,10 +46,6 @@ struct ReceiptHostileCallsTests {
             _ = try await ReceiptFlowTests.receipt(connection) { $0.inApp.map(\.transactionID) == [bought.id] }
             await connection.close()
             await phone.close()
-        } catch {
-            await cluster.stop()
-            throw error
         }
-        await cluster.stop()
     }
 }

@@ -12,8 +12,7 @@ import Testing
 struct ReceiptServiceTests {
     @Test("curl -d … /verifyReceipt answers what the bus method answers, in Apple's JSON form; a body that is not JSON is 21000")
     func httpVerifyReceipt() async throws {
-        let bought = try await ReceiptVerificationTests.bought(products: [ReceiptVerificationTests.levelPack, ReceiptVerificationTests.monthly])
-        do {
+        try await ReceiptVerificationTests.withBought(products: [ReceiptVerificationTests.levelPack, ReceiptVerificationTests.monthly]) { bought in
             let work = try TemporaryDirectory(prefix: "curl")
             defer { work.remove() }
             let data = Data(bought.receipt).base64EncodedString()
@@ -62,18 +61,12 @@ struct ReceiptServiceTests {
             let garbage = try await ReceiptVerificationTests.run("/usr/bin/curl", ["-sS", "--max-time", "30", "-d", "{not json", url])
             #expect((try JSONSerialization.jsonObject(with: Data(garbage.output.utf8)) as? [String: Any])?["status"] as? Int == 21000, "\(garbage.output)")
             #expect(try await bought.verify(bought.receipt, password: puzzleSharedSecret).status == 0)
-        } catch {
-            await bought.close()
-            throw error
         }
-        await bought.close()
     }
 
     @Test("the receipt service SIGKILLed several times while purchases flow: afterwards no purchase is missing from, or doubled in, any receipt")
     func killedWhilePurchasesFlow() async throws {
-        let cluster = try StoreCluster(gatewayCount: 1)
-        try await cluster.start()
-        do {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
             let accounts = ["kill-a", "kill-b", "kill-c"]
             var queues: [(PaymentQueue, Recorder)] = []
             for account in accounts { queues.append(try await cluster.launch(account: account)) }
@@ -123,10 +116,6 @@ struct ReceiptServiceTests {
                 recorder.cancel()
                 await queue.close()
             }
-        } catch {
-            await cluster.stop()
-            throw error
         }
-        await cluster.stop()
     }
 }

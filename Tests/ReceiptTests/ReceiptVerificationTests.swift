@@ -33,16 +33,12 @@ struct ReceiptVerificationTests {
             })
         }
 
-        func close() async {
-            await alice.close()
-            await cluster.stop()
-        }
     }
 
-    static func bought(products: [String] = [levelPack], environment: String = "sandbox") async throws -> Bought {
-        let cluster = try StoreCluster(gatewayCount: 1, storeEnvironment: environment)
-        try await cluster.start()
-        do {
+    /// Runs `body` with a started cluster where alice bought `products` and her receipt holds
+    /// them; stops the cluster however `body` ends.
+    static func withBought(products: [String] = [levelPack], environment: String = "sandbox", _ body: (Bought) async throws -> Void) async throws {
+        try await StoreCluster(gatewayCount: 1, storeEnvironment: environment).running { cluster in
             let (phone, recorder) = try await cluster.launch(account: "alice")
             var ids: [String] = []
             for product in products {
@@ -52,20 +48,22 @@ struct ReceiptVerificationTests {
             }
             await phone.close()
             let alice = try StoreConnection(configuration: cluster.configuration(account: "alice", gateways: [0]))
-            let receipt = try await ReceiptFlowTests.receipt(alice) { Set($0.inApp.map(\.transactionID)).isSuperset(of: ids) }
-            _ = receipt
+            _ = try await ReceiptFlowTests.receipt(alice) { Set($0.inApp.map(\.transactionID)).isSuperset(of: ids) }
             let data = try await alice.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .init()).receiptData
-            return Bought(cluster: cluster, alice: alice, transactionID: ids[0], receipt: Array(try #require(Data(base64Encoded: data))))
-        } catch {
-            await cluster.stop()
-            throw error
+            let bought = Bought(cluster: cluster, alice: alice, transactionID: ids[0], receipt: Array(try #require(Data(base64Encoded: data))))
+            do {
+                try await body(bought)
+            } catch {
+                await alice.close()
+                throw error
+            }
+            await alice.close()
         }
     }
 
     @Test("a receipt verifies with status 0; one byte changed anywhere past its type gives 21003; not a receipt, 21002")
     func tamperedReceipts() async throws {
-        let bought = try await Self.bought()
-        do {
+        try await Self.withBought() { bought in
             let valid = try await bought.verify(bought.receipt)
             #expect(valid.status == 0)
             #expect(valid.environment == "Sandbox")
@@ -91,17 +89,12 @@ struct ReceiptVerificationTests {
             var otherType = bought.receipt
             otherType[otherType.count > 200 ? 14 : 0] ^= 0x01
             #expect(try await bought.verify(otherType).status == 21002)
-        } catch {
-            await bought.close()
-            throw error
         }
-        await bought.close()
     }
 
     @Test("a CMS signed by another authority is 21003; one with attributes missing or doubled, signed by the deployment's key, is 21002")
     func foreignSignersAndBadPayloads() async throws {
-        let bought = try await Self.bought()
-        do {
+        try await Self.withBought() { bought in
             let payload = try ReceiptSignature.attachedPayload(of: bought.receipt)
             let receipt = try AppReceipt(der: payload)
             // Another authority (a fresh one of its own) signing the very same payload
@@ -127,17 +120,12 @@ struct ReceiptVerificationTests {
             var stray = receipt
             stray.opaqueValue = Array(repeating: 7, count: 16)
             #expect(try await bought.verify(try ReceiptSignature.sign(stray, with: own.current(), at: Date())).status == 21010)
-        } catch {
-            await bought.close()
-            throw error
         }
-        await bought.close()
     }
 
     @Test("shared secret: a wrong one is 21004, the app's passes; a receipt with a subscription needs it and carries latest_receipt_info")
     func sharedSecrets() async throws {
-        let bought = try await Self.bought(products: [Self.levelPack, Self.monthly])
-        do {
+        try await Self.withBought(products: [Self.levelPack, Self.monthly]) { bought in
             #expect(try await bought.verify(bought.receipt, password: "wrong").status == 21004)
             #expect(try await bought.verify(bought.receipt).status == 21004, "a subscription needs the password")
             let valid = try await bought.verify(bought.receipt, password: puzzleSharedSecret)
@@ -146,46 +134,29 @@ struct ReceiptVerificationTests {
             #expect(valid.latestReceiptInfo.allSatisfy { !$0.signedTransactionInfo.isEmpty })
             #expect(!valid.latestReceipt.isEmpty)
             #expect(try await bought.verify(data: valid.latestReceipt, password: puzzleSharedSecret).status == 0)
-        } catch {
-            await bought.close()
-            throw error
         }
-        await bought.close()
     }
 
     @Test("a sandbox receipt sent to a production deployment is 21007, a production receipt sent to a sandbox one 21008")
     func environments() async throws {
-        let sandbox = try await Self.bought()
-        let production: Bought
-        do {
-            production = try await Self.bought(environment: "production")
-        } catch {
-            await sandbox.close()
-            throw error
-        }
-        do {
-            #expect(try await production.verify(production.receipt).status == 0)
-            #expect(try await production.verify(production.receipt).environment == "Production")
-            #expect(try await production.verify(sandbox.receipt).status == 21007)
-            #expect(try await sandbox.verify(production.receipt).status == 21008)
-            // Sandbox receipt properties are refused by a production deployment.
-            let refused = await #expect(throws: StoreError.self) {
-                _ = try await production.alice.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with { $0.properties.isExpired = true })
+        try await Self.withBought { (sandbox: Bought) async throws in
+            try await Self.withBought(environment: "production") { (production: Bought) async throws in
+                #expect(try await production.verify(production.receipt).status == 0)
+                #expect(try await production.verify(production.receipt).environment == "Production")
+                #expect(try await production.verify(sandbox.receipt).status == 21007)
+                #expect(try await sandbox.verify(production.receipt).status == 21008)
+                // Sandbox receipt properties are refused by a production deployment.
+                let refused = await #expect(throws: StoreError.self) {
+                    _ = try await production.alice.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with { $0.properties.isExpired = true })
+                }
+                #expect(refused?.status == .failedPrecondition)
             }
-            #expect(refused?.status == .failedPrecondition)
-        } catch {
-            await sandbox.close()
-            await production.close()
-            throw error
         }
-        await sandbox.close()
-        await production.close()
     }
 
     @Test("openssl cms -verify accepts a receipt with the exported root and rejects it with another root")
     func opensslVerifies() async throws {
-        let bought = try await Self.bought()
-        do {
+        try await Self.withBought() { bought in
             let work = try TemporaryDirectory(prefix: "ossl")
             defer { work.remove() }
             let certificates = try await bought.alice.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init())
@@ -204,19 +175,14 @@ struct ReceiptVerificationTests {
                                                                    "-CAfile", work.path("other.pem"), "-out", "/dev/null"])
             #expect(rejected.status != 0)
             #expect(rejected.output.contains("unable to get") || rejected.output.contains("Verify error"), "openssl: \(rejected.output)")
-        } catch {
-            await bought.close()
-            throw error
         }
-        await bought.close()
     }
 
     @Test("Apple's app-store-server-library accepts a signed transaction unchanged, refuses a changed one, and finds the transaction id in a receipt")
     func appleLibraryAccepts() async throws {
         let python = deployDirectory.deletingLastPathComponent().appendingPathComponent(".build/python-tools/bin/python").path
         try #require(FileManager.default.isExecutableFile(atPath: python), "make test-deps installs Apple's library into .build/python-tools")
-        let bought = try await Self.bought()
-        do {
+        try await Self.withBought() { bought in
             let work = try TemporaryDirectory(prefix: "asl")
             defer { work.remove() }
             let certificates = try await bought.alice.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init())
@@ -249,11 +215,7 @@ struct ReceiptVerificationTests {
             #expect(decoded["storefront"] as? String == "USA")
             #expect(lines[1]["ok"] as? Bool == false, "a changed payload must not verify: \(lines[1])")
             #expect(lines[2]["transactionId"] as? String == bought.transactionID, "\(lines[2])")
-        } catch {
-            await bought.close()
-            throw error
         }
-        await bought.close()
     }
 
     @Test("a JWS with another transaction's header, or with its header and payload swapped, does not verify")
