@@ -86,7 +86,7 @@ struct ReceiptFollower: Service {
                 let start = try await store.position()
                 applied.advance(to: start)
                 do {
-                    try await follower.followPages(after: start) { events in
+                    try await follower.followPages(after: start, as: Storebus_PaymentQueue_V1_QueueEventPage.self) { events in
                         try await store.apply(events)
                         applied.advance(to: events.last?.seq ?? start)
                     }

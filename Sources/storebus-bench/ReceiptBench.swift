@@ -137,8 +137,8 @@ struct SignatureFloor {
 
 /// The receipt service's lag behind the payment queue under load: a purchase every `interval`
 /// straight to the payment queue (approved in the commit that adds it), then the device's receipt
-/// refreshed every millisecond until it holds the purchase; the lag is from the AddPayment answer
-/// (the commit is durable by then) to the first refreshed receipt holding it.
+/// refreshed every 2 ms until it holds the purchase; the lag is from the AddPayment answer (the
+/// commit is durable by then) to the first refreshed receipt holding it, so it is up to 2 ms long.
 final class ReceiptLagProbe: Sendable {
     let queue: RPCClient
     let receipts: RPCClient
@@ -146,7 +146,7 @@ final class ReceiptLagProbe: Sendable {
     private let lags = Mutex<[Double]>([])
     static let probeQueue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = puzzle; $0.accountID = "lag-probe"; $0.deviceID = "p" }
 
-    init(cluster: StoreCluster, interval: Duration = .milliseconds(50)) throws {
+    init(cluster: StoreCluster, interval: Duration = .milliseconds(20)) throws {
         queue = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.directory.ipcEndpoint("pq")]))
         receipts = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.receiptEndpoint]))
         self.interval = interval
@@ -178,7 +178,7 @@ final class ReceiptLagProbe: Sendable {
             let receipt = try AppReceipt(der: ReceiptSignature.attachedPayload(of: Array(Data(base64Encoded: data) ?? Data())))
             if receipt.inApp.contains(where: { $0.transactionID == id }) { break }
             if ContinuousClock.now - answered > .seconds(30) { throw ClusterFailure(description: "\(id) never reached the receipt") }
-            try await Task.sleep(for: .milliseconds(1))
+            try await Task.sleep(for: .milliseconds(2))
         }
         let lag = ContinuousClock.now - answered
         lags.withLock { $0.append(Double(lag.components.seconds) * 1000 + Double(lag.components.attoseconds) / 1e15) }

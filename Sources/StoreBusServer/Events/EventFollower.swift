@@ -1,8 +1,32 @@
 import Logging
 import StoreBus
 import StoreSchema
+import SwiftProtobuf
 import Synchronization
 import ZeroMQ
+
+/// An answer of EventLog/ReadEvents as a follower decodes it: the generic
+/// `storebus.eventlog.v1.ReadEventsResponse` (payloads as google.protobuf.Struct), or a log's typed
+/// page of the same JSON (the payment queue's `QueueEventPage`), which spares a follower turning
+/// each payload's Struct back into JSON and then into its message.
+public protocol EventLogPage: SwiftProtobuf.Message {
+    associatedtype Record: EventLogRecord
+    /// Consecutive events, oldest first.
+    var events: [Record] { get }
+    /// The newest committed position.
+    var headSeq: UInt64 { get }
+}
+
+/// One event of an ``EventLogPage``: its positions in the whole log and in its key.
+public protocol EventLogRecord: Sendable {
+    var seq: UInt64 { get }
+    var keySeq: UInt64 { get }
+}
+
+extension Storebus_Eventlog_V1_ReadEventsResponse: EventLogPage {}
+extension Storebus_Eventlog_V1_Event: EventLogRecord {}
+extension Storebus_PaymentQueue_V1_QueueEventPage: EventLogPage {}
+extension Storebus_PaymentQueue_V1_QueueEventRecord: EventLogRecord {}
 
 /// Follows a service's event log: reads it in pages by RPC, in order, from a position the consumer
 /// keeps, and wakes early when a doorbell rings.
@@ -73,18 +97,20 @@ public final class EventFollower: Sendable {
     /// ``follow(after:_:)`` a page at a time: `apply` gets the consecutive new events of each page
     /// read (never none), for a consumer that applies them in one transaction.
     public func followPages(after position: UInt64, _ apply: ([Storebus_Eventlog_V1_Event]) async throws -> Void) async throws {
+        try await followPages(after: position, as: Storebus_Eventlog_V1_ReadEventsResponse.self, apply)
+    }
+
+    /// ``followPages(after:_:)`` with each answer decoded as `Page`: a log's typed page (see
+    /// ``EventLogPage``).
+    public func followPages<Page: EventLogPage>(after position: UInt64, as page: Page.Type, _ apply: ([Page.Record]) async throws -> Void) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
         /// The position at which the last wait ended with a doorbell (nil: it timed out).
         var rangAt: UInt64?
         while !Task.isCancelled {
-            let page: Storebus_Eventlog_V1_ReadEventsResponse
+            let page: Page
             do {
-                page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
-                    $0.key = configuration.key
-                    $0.afterSeq = position
-                    $0.limit = configuration.pageSize
-                }, options: CallOptions(timeout: .seconds(5)))
+                page = try await read(Page.self, after: position)
             } catch let error where error.code == .cancelled && Task.isCancelled {
                 return
             } catch {
@@ -93,7 +119,7 @@ public final class EventFollower: Sendable {
                 continue
             }
             var gap = false
-            var run: [Storebus_Eventlog_V1_Event] = []
+            var run: [Page.Record] = []
             var next = position
             for event in page.events {
                 let at = keyed ? event.keySeq : event.seq
@@ -130,6 +156,20 @@ public final class EventFollower: Sendable {
                 try? await Task.sleep(for: configuration.idlePoll)
             }
         }
+    }
+
+    /// A page of the log after `position`, decoded as `Page`.
+    private func read<Page: EventLogPage>(_ type: Page.Type, after position: UInt64) async throws(RPCError) -> Page {
+        let body = try JSONCodec.encode(Storebus_Eventlog_V1_ReadEventsRequest.with {
+            $0.key = configuration.key
+            $0.afterSeq = position
+            $0.limit = configuration.pageSize
+        })
+        let response = try await client.callRaw(
+            path: Storebus_Eventlog_V1_EventLog.readEvents.path, idempotent: true, body: body, options: CallOptions(timeout: .seconds(5))
+        )
+        guard response.code == .ok else { throw response.error ?? RPCError(response.code, "reading the \(configuration.log) event log failed") }
+        return try JSONCodec.decode(Page.self, from: response.body)
     }
 
     /// Closes the doorbell subscription.
