@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
         .library(name: "Gateway", targets: ["Gateway"]),
         .library(name: "ReceiptFormat", targets: ["ReceiptFormat"]),
+        .library(name: "ContentPackage", targets: ["ContentPackage"]),
         .library(name: "Receipt", targets: ["Receipt"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
@@ -119,7 +120,7 @@ let package = Package(
         .target(
             name: "Catalog",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
+                "ContentPackage", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -143,6 +144,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        // Hosted content as one package (a deterministic ustar archive): its length from the files'
+        // lengths (the catalog announces it), writing it with its SHA-256 (the download service).
+        .target(
+            name: "ContentPackage",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
         // App receipts (Apple's ASN.1 payload in CMS) and JWS signed data: reading, signing,
         // verifying. Shared by the receipt service and the SDK's offline verifier.
@@ -276,6 +283,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "StoreBusTesting"]),
         .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]),
         .testTarget(name: "DeploymentTests", dependencies: ["StoreBusTesting"]),
         .testTarget(

@@ -200,7 +200,7 @@ extension Catalog.Product {
             $0.isFamilyShareable = familyShareable
             if let content = hostedContent {
                 $0.isDownloadable = true
-                $0.downloadContentLengths = [content.totalLength]
+                $0.downloadContentLengths = [content.packageLength]
                 $0.downloadContentVersion = content.version
             }
             if let subscription {
@@ -233,7 +233,7 @@ extension Catalog.HostedContent {
         .with {
             $0.contentIdentifier = contentID
             $0.version = version
-            $0.contentLength = totalLength
+            $0.contentLength = packageLength
             $0.location = location
             if includeFiles { $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length } } }
         }

@@ -1,3 +1,4 @@
+import ContentPackage
 import Foundation
 import StoreSchema
 
@@ -104,7 +105,9 @@ public struct Catalog: Sendable {
         /// Absolute directory of the files.
         public let location: String
         public let files: [(path: String, length: Int64, sha256: String)]
-        /// Sum of the files' lengths (the validator keeps it within 1 TiB, so it cannot overflow).
-        public var totalLength: Int64 { files.reduce(0) { $0 + $1.length } }
+        /// The length of the package a download transfers: the files in one archive
+        /// (``ContentPackage``), headers and padding included (the validator keeps the files within
+        /// 1 TiB, so it cannot overflow).
+        public var packageLength: Int64 { ContentPackage.archiveLength(fileLengths: files.map(\.length)) }
     }
 }

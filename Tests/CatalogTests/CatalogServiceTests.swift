@@ -88,7 +88,8 @@ struct CatalogServiceTests {
         #expect(pack.productType == .nonConsumable)
         #expect(pack.isDownloadable)
         #expect(pack.downloadContentVersion == "1.0")
-        #expect(pack.downloadContentLengths == [26865 + 57124])
+        // The package: each file's header block and its bytes in whole 512-byte blocks, then two zero blocks
+        #expect(pack.downloadContentLengths == [512 + 27136 + 512 + 57344 + 1024])
 
         #expect(byID[removeAds]?.isFamilyShareable == true)
 
@@ -161,7 +162,7 @@ struct CatalogServiceTests {
         let pack = try #require(byID[levelPack])
         #expect(pack.productType == .nonConsumable && pack.clearedForSale && pack.price == "2.99" && pack.currencyCode == "EUR")
         let content = try #require(pack.hostedContent.first)
-        #expect(content.contentIdentifier == levelPack && content.version == "1.0" && content.contentLength == 26865 + 57124)
+        #expect(content.contentIdentifier == levelPack && content.version == "1.0" && content.contentLength == 512 + 27136 + 512 + 57344 + 1024)
         #expect(content.files.isEmpty, "files only when asked for")
         let withFiles = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
             $0.appBundleID = puzzle

@@ -2,19 +2,6 @@ import Foundation
 import StoreBusTesting
 import Testing
 
-/// Runs a command to its end (through Spawn, as every process of the tests is started); returns its
-/// exit status and its output, standard output and error together, kept in `log`.
-private func command(_ executable: String, _ arguments: [String], environment: [String: String] = [:], log: String) async throws -> (status: Int32, output: String) {
-    let pid = try Spawn.start(
-        executable: executable, arguments: arguments,
-        environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }, output: .file(log)
-    )
-    let status = await withCheckedContinuation { continuation in
-        Spawn.onExit(of: pid) { continuation.resume(returning: $0) }
-    }
-    return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
-}
-
 /// The `[Service]` settings of a unit file that the test plays systemd's part for (the last value of
 /// each key, as systemd takes it for these).
 private func serviceSettings(_ unit: String) -> [String: String] {
@@ -39,7 +26,7 @@ struct SystemdDeploymentTests {
         let environment = ["DESTDIR": root, "STOREBUS_BIN_DIR": Executables.directory.path]
 
         // When the install script stages a deployment from the built executables
-        let first = try await command("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
+        let first = try await runCommand("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
         #expect(first.status == 0, "\(first.output)")
         // Then the executables, configurations and units are in place
         for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-gateway", "storectl"] {
@@ -64,7 +51,7 @@ struct SystemdDeploymentTests {
         // When it runs again (an upgrade), from elsewhere with DESTDIR relative to there, the
         // configurations are the operator's and are kept
         let installed = try Data(contentsOf: URL(fileURLWithPath: gatewayConfig))
-        let again = try await command(
+        let again = try await runCommand(
             "/bin/bash", ["-c", #"cd "$0" && exec /bin/bash "$1""#, directory.url.path, install],
             environment: environment.merging(["DESTDIR": "root"]) { _, new in new }, log: directory.path("install-again.log")
         )
@@ -86,7 +73,7 @@ struct SystemdDeploymentTests {
         }
         let analyze = "/usr/bin/systemd-analyze"
         try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze (Debian's systemd; make test installs it) checks the units")
-        let verify = try await command(analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0).path }, log: directory.path("verify.log"))
+        let verify = try await runCommand(analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0).path }, log: directory.path("verify.log"))
         #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
 
         // When the services start as their units say (systemd's part played here: the state

@@ -212,7 +212,7 @@ struct PaymentQueueExtrasTests {
             return purchased?.transactionState == .purchased
         })
         let download = try #require(purchased?.downloads.first)
-        #expect(download.contentIdentifier == levelPack && download.contentVersion == "1.0" && download.contentLength == 26865 + 57124)
+        #expect(download.contentIdentifier == levelPack && download.contentVersion == "1.0" && download.contentLength == 86528)
         #expect(download.transactionIdentifier == added.transactionIdentifier && download.state == .waiting)
         let tablet = queueRef(device: "tablet")
         _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = tablet })

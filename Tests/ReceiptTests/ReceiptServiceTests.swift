@@ -19,7 +19,7 @@ struct ReceiptServiceTests {
             let request: [String: Any] = ["receipt-data": data, "password": puzzleSharedSecret, "exclude-old-transactions": false]
             try JSONSerialization.data(withJSONObject: request).write(to: URL(fileURLWithPath: work.path("request.json")))
             let url = "http://\(bought.cluster.receiptHTTPAddress)/verifyReceipt"
-            let curl = try await ReceiptVerificationTests.run("/usr/bin/curl", ["-sS", "--max-time", "30", "-H", "Content-Type: application/json",
+            let curl = try await runCommand("/usr/bin/curl", ["-sS", "--max-time", "30", "-H", "Content-Type: application/json",
                                                                                 "-d", "@\(work.path("request.json"))", url])
             #expect(curl.status == 0, "curl: \(curl.output)")
             let http = try #require(try JSONSerialization.jsonObject(with: Data(curl.output.utf8)) as? [String: Any], "not JSON: \(curl.output)")
@@ -55,10 +55,10 @@ struct ReceiptServiceTests {
             // A wrong password over HTTP is 21004 as on the bus
             let wrong: [String: Any] = ["receipt-data": data, "password": "wrong"]
             try JSONSerialization.data(withJSONObject: wrong).write(to: URL(fileURLWithPath: work.path("wrong.json")))
-            let refused = try await ReceiptVerificationTests.run("/usr/bin/curl", ["-sS", "--max-time", "30", "-d", "@\(work.path("wrong.json"))", url])
+            let refused = try await runCommand("/usr/bin/curl", ["-sS", "--max-time", "30", "-d", "@\(work.path("wrong.json"))", url])
             #expect((try JSONSerialization.jsonObject(with: Data(refused.output.utf8)) as? [String: Any])?["status"] as? Int == 21004, "\(refused.output)")
             // A body that is not JSON: 21000, and the service keeps serving
-            let garbage = try await ReceiptVerificationTests.run("/usr/bin/curl", ["-sS", "--max-time", "30", "-d", "{not json", url])
+            let garbage = try await runCommand("/usr/bin/curl", ["-sS", "--max-time", "30", "-d", "{not json", url])
             #expect((try JSONSerialization.jsonObject(with: Data(garbage.output.utf8)) as? [String: Any])?["status"] as? Int == 21000, "\(garbage.output)")
             #expect(try await bought.verify(bought.receipt, password: puzzleSharedSecret).status == 0)
         }

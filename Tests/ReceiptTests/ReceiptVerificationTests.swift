@@ -162,16 +162,16 @@ struct ReceiptVerificationTests {
             let certificates = try await bought.alice.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init())
             try certificates.rootCertificatePem.write(toFile: work.path("root.pem"), atomically: true, encoding: .utf8)
             try Data(bought.receipt).write(to: URL(fileURLWithPath: work.path("receipt.der")))
-            let accepted = try await Self.run("/usr/bin/openssl", ["cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
+            let accepted = try await runCommand("/usr/bin/openssl", ["cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
                                                                    "-CAfile", work.path("root.pem"), "-out", work.path("payload.der")])
             #expect(accepted.status == 0, "openssl: \(accepted.output)")
             let content = try Data(contentsOf: URL(fileURLWithPath: work.path("payload.der")))
             #expect(Array(content) == (try ReceiptSignature.attachedPayload(of: bought.receipt)))
             // Another root: a self-signed P-256 certificate made by openssl itself
-            let made = try await Self.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            let made = try await runCommand("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                                                                "-subj", "/CN=Not StoreBus", "-days", "2", "-keyout", work.path("other.key"), "-out", work.path("other.pem")])
             #expect(made.status == 0, "openssl req: \(made.output)")
-            let rejected = try await Self.run("/usr/bin/openssl", ["cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
+            let rejected = try await runCommand("/usr/bin/openssl", ["cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
                                                                    "-CAfile", work.path("other.pem"), "-out", "/dev/null"])
             #expect(rejected.status != 0)
             #expect(rejected.output.contains("unable to get") || rejected.output.contains("Verify error"), "openssl: \(rejected.output)")
@@ -197,7 +197,7 @@ struct ReceiptVerificationTests {
             payload["productId"] = "com.storebus.demo.puzzle.removeads"
             let changed = [parts[0], Self.base64URL(try JSONSerialization.data(withJSONObject: payload)), parts[2]].joined(separator: ".")
             let script = deployDirectory.deletingLastPathComponent().appendingPathComponent("scripts/apple-library-check.py").path
-            let result = try await Self.run(python, [script, work.path("root.der"), puzzle, "--transaction", jws, "--transaction", changed,
+            let result = try await runCommand(python, [script, work.path("root.der"), puzzle, "--transaction", jws, "--transaction", changed,
                                                      "--receipt", Data(bought.receipt).base64EncodedString()])
             let lines = result.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             try #require(lines.count == 3, "the script said: \(result.output)")
@@ -260,21 +260,5 @@ struct ReceiptVerificationTests {
 
     static func base64URL(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
-    /// Runs a program, its output and errors together.
-    static func run(_ path: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
-        try await onThread("run") {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let output = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: output, as: UTF8.self))
-        }
     }
 }
