@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Gateway", targets: ["Gateway"]),
         .library(name: "ReceiptFormat", targets: ["ReceiptFormat"]),
         .library(name: "ContentPackage", targets: ["ContentPackage"]),
+        .library(name: "Download", targets: ["Download"]),
         .library(name: "Receipt", targets: ["Receipt"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
@@ -151,6 +152,14 @@ let package = Package(
             name: "ContentPackage",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
+        // The download service's parts: the content store (packages made and checked at start).
+        .target(
+            name: "Download",
+            dependencies: [
+                "ContentPackage", "StoreBus", "StoreSchema",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // App receipts (Apple's ASN.1 payload in CMS) and JWS signed data: reading, signing,
         // verifying. Shared by the receipt service and the SDK's offline verifier.
         .target(
@@ -283,7 +292,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "StoreBusTesting"]),
+        .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "Download", "StoreBus", "StoreBusTesting"]),
         .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]),
         .testTarget(name: "DeploymentTests", dependencies: ["StoreBusTesting"]),
         .testTarget(

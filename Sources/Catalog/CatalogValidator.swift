@@ -1,4 +1,5 @@
 import Foundation
+import StoreBus
 import StoreSchema
 
 /// Turns a ``CatalogFile`` into a ``Catalog``, or into the list of every problem in it.
@@ -256,6 +257,12 @@ public enum CatalogValidator {
     ) -> Catalog.HostedContent? {
         guard let version = content.version, !version.isEmpty else {
             problem("\(path).version", "is required, such as 1.0")
+            return nil
+        }
+        // Dot-separated integers, as SKDownload.contentVersion is compared.
+        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.allSatisfy({ !$0.isEmpty && $0.count <= 9 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }) else {
+            problem("\(path).version", "\(RPCError.echo(version)) is not dot-separated integers, such as 1.0.2")
             return nil
         }
         guard let root = content.root, !root.isEmpty else {

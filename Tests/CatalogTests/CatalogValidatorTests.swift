@@ -93,6 +93,11 @@ struct CatalogValidatorTests {
             f.apps![0].products![0].type = "nonConsumable"
             f.apps![0].products![0].hostedContent = .init(version: "1", root: "c", files: [.init(path: "a", length: 1, sha256: String(repeating: "\u{FF10}", count: 64))])
         }, "apps[0].products[0].hostedContent.files[0].sha256", "64 hex digits"),
+        // SKDownload versions compare as dot-separated integers.
+        ({ @Sendable (f: inout CatalogFile) in
+            f.apps![0].products![0].type = "nonConsumable"
+            f.apps![0].products![0].hostedContent = .init(version: "1.0-beta", root: "c", files: [.init(path: "a", length: 1)])
+        }, "apps[0].products[0].hostedContent.version", "not dot-separated integers"),
     ] as [(@Sendable (inout CatalogFile) -> Void, String, String)])
     func problemsNameTheField(edit: @Sendable (inout CatalogFile) -> Void, field: String, reason: String) {
         let found = problems(file(edit))

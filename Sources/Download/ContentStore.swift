@@ -1,0 +1,138 @@
+import ContentPackage
+import Crypto
+import Foundation
+import StoreBus
+
+/// The hosted content a download service serves: every downloadable product's package, made at
+/// start from the files under the content root and checked against what the catalog announces.
+///
+/// A product's files are read from `<contentRoot>/<location>` (the catalog's HostedContent
+/// location: the content folder's name). Each package is kept in `directory` under a name drawn
+/// from what makes it (content id, version, every file's path, length, SHA-256, size and time of
+/// change), so a restart with unchanged files reuses it, and a changed file makes a new one.
+public final class ContentStore: Sendable {
+    /// What the catalog says of one product's hosted content.
+    public struct Spec: Sendable {
+        public var productID: String
+        public var contentID: String
+        /// Dot-separated integers, such as `1.0.2`.
+        public var version: String
+        /// The content folder, relative to the content root.
+        public var location: String
+        public var files: [(path: String, length: Int64, sha256: String)]
+        /// The package length the catalog announces (downloadContentLengths).
+        public var announcedLength: Int64
+
+        public init(productID: String, contentID: String, version: String, location: String, files: [(path: String, length: Int64, sha256: String)], announcedLength: Int64) {
+            self.productID = productID
+            self.contentID = contentID
+            self.version = version
+            self.location = location
+            self.files = files
+            self.announcedLength = announcedLength
+        }
+    }
+
+    /// A package ready to serve.
+    public struct Package: Sendable, Equatable {
+        public var productID: String
+        public var contentID: String
+        public var version: String
+        public var file: URL
+        public var length: Int64
+        /// Lowercase hex SHA-256 of the whole package.
+        public var sha256: String
+    }
+
+    private let packages: [String: Package]
+
+    /// Makes (or finds) the package of every spec. Throws a ``StartupError`` naming the product when
+    /// its version is not dot-separated integers, a file is missing or differs from the catalog, or
+    /// the package would not be as long as the catalog announces.
+    public init(contentRoot: URL, directory: URL, specs: [Spec]) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var packages: [String: Package] = [:]
+        for spec in specs {
+            guard Self.isVersion(spec.version) else {
+                throw StartupError("hosted content of \(spec.productID): version \(RPCError.echo(spec.version)) is not dot-separated integers, such as 1.0.2")
+            }
+            guard !spec.location.isEmpty, !spec.location.hasPrefix("/"), !spec.location.split(separator: "/").contains("..") else {
+                throw StartupError("hosted content of \(spec.productID): location \(RPCError.echo(spec.location)) must be a folder inside the content root")
+            }
+            let folder = contentRoot.appendingPathComponent(spec.location)
+            let files = spec.files.map { ContentPackage.File(path: $0.path, source: folder.appendingPathComponent($0.path), length: $0.length, sha256: $0.sha256) }
+            let length = ContentPackage.archiveLength(fileLengths: spec.files.map(\.length))
+            guard length == spec.announcedLength else {
+                throw StartupError("hosted content of \(spec.productID): the catalog announces \(spec.announcedLength) bytes, its files make a package of \(length)")
+            }
+            let name = try Self.fingerprint(spec, files: files)
+            let file = directory.appendingPathComponent("\(name).tar")
+            let digestFile = directory.appendingPathComponent("\(name).sha256")
+            let made: (length: Int64, sha256: String)
+            if let kept = try? String(contentsOf: digestFile, encoding: .utf8), kept.count == 64,
+               let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64, size == length {
+                made = (size, kept)
+            } else {
+                do {
+                    made = try ContentPackage.write(files, to: file)
+                } catch {
+                    throw StartupError("hosted content of \(spec.productID) in \(folder.path): \(error)")
+                }
+                try Data(made.sha256.utf8).write(to: digestFile, options: .atomic)
+            }
+            packages[spec.contentID] = Package(productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256)
+        }
+        self.packages = packages
+    }
+
+    /// The package of a content identifier.
+    public func package(_ contentID: String) -> Package? { packages[contentID] }
+
+    /// Every package, by content identifier.
+    public var all: [Package] { packages.values.sorted { $0.contentID < $1.contentID } }
+
+    /// At most `maxBytes` of `package` from `offset` (fewer at its end; none past it).
+    public func read(_ package: Package, offset: Int64, maxBytes: Int) throws -> [UInt8] {
+        guard offset >= 0, offset <= package.length else {
+            throw RPCError(.outOfRange, "offset \(offset) is past the package's \(package.length) bytes")
+        }
+        let count = Int(min(Int64(maxBytes), package.length - offset))
+        guard count > 0 else { return [] }
+        let descriptor = open(package.file.path, O_RDONLY)
+        guard descriptor >= 0 else { throw RPCError(.unavailable, "the package of \(package.contentID) cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let got = bytes.withUnsafeMutableBytes { buffer in
+                pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+            }
+            guard got > 0 else { throw RPCError(.dataLoss, "the package of \(package.contentID) ended early at byte \(offset + Int64(done))") }
+            done += got
+        }
+        return bytes
+    }
+
+    /// Whether `version` is dot-separated integers (`1`, `1.0`, `2.10.3`).
+    public static func isVersion(_ version: String) -> Bool {
+        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
+        return !parts.isEmpty && parts.allSatisfy { !$0.isEmpty && $0.count <= 9 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }
+    }
+
+    /// A name for the package that changes with anything that makes it.
+    static func fingerprint(_ spec: Spec, files: [ContentPackage.File]) throws -> String {
+        var hash = SHA256()
+        func add(_ text: String) { hash.update(data: Data((text + "\n").utf8)) }
+        add(spec.contentID)
+        add(spec.version)
+        for file in files {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: file.source.path)
+            let size = (attributes?[.size] as? NSNumber)?.int64Value ?? -1
+            let changed = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+            add("\(file.path)\t\(file.length)\t\(file.sha256 ?? "")\t\(size)\t\(changed)")
+        }
+        let digest = hash.finalize().prefix(12).map { String(format: "%02x", $0) }.joined()
+        let safe = spec.contentID.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || $0 == "." || $0 == "-" ? String($0) : "_" }.joined()
+        return "\(safe.prefix(80))-\(spec.version)-\(digest)"
+    }
+}
