@@ -1,3 +1,4 @@
+import ContentPackage
 import Foundation
 import StoreBus
 import StoreSchema
@@ -259,9 +260,7 @@ public enum CatalogValidator {
             problem("\(path).version", "is required, such as 1.0")
             return nil
         }
-        // Dot-separated integers, as SKDownload.contentVersion is compared.
-        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.allSatisfy({ !$0.isEmpty && $0.count <= 9 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }) else {
+        guard ContentPackage.isVersion(version) else {
             problem("\(path).version", "\(RPCError.echo(version)) is not dot-separated integers, such as 1.0.2")
             return nil
         }

@@ -32,6 +32,13 @@ public enum ContentPackage {
 
     static let block = 512
 
+    /// Whether `version` is a content version: dot-separated integers (`1`, `1.0`, `2.10.3`), as
+    /// SKDownload.contentVersion compares.
+    public static func isVersion(_ version: String) -> Bool {
+        version.split(separator: ".", omittingEmptySubsequences: false)
+            .allSatisfy { !$0.isEmpty && $0.utf8.count <= 9 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }
+    }
+
     /// The length of the archive of files of `fileLengths`: a header block each, their bytes
     /// rounded up to whole blocks, and two zero blocks at the end.
     public static func archiveLength(fileLengths: [Int64]) -> Int64 {

@@ -53,7 +53,7 @@ public final class ContentStore: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var packages: [String: Package] = [:]
         for spec in specs {
-            guard Self.isVersion(spec.version) else {
+            guard ContentPackage.isVersion(spec.version) else {
                 throw StartupError("hosted content of \(spec.productID): version \(RPCError.echo(spec.version)) is not dot-separated integers, such as 1.0.2")
             }
             guard !spec.location.isEmpty, !spec.location.hasPrefix("/"), !spec.location.split(separator: "/").contains("..") else {
@@ -111,12 +111,6 @@ public final class ContentStore: Sendable {
             done += got
         }
         return bytes
-    }
-
-    /// Whether `version` is dot-separated integers (`1`, `1.0`, `2.10.3`).
-    public static func isVersion(_ version: String) -> Bool {
-        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
-        return !parts.isEmpty && parts.allSatisfy { !$0.isEmpty && $0.count <= 9 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }
     }
 
     /// A name for the package that changes with anything that makes it.

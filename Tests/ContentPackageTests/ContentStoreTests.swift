@@ -80,6 +80,6 @@ struct ContentStoreTests {
         } catch {
             #expect("\(error)".contains(spec.productID) && "\(error)".contains("SHA-256"), "\(error)")
         }
-        #expect(ContentStore.isVersion("2.10.3") && ContentStore.isVersion("1") && !ContentStore.isVersion("1.") && !ContentStore.isVersion("v1"))
+        #expect(ContentPackage.isVersion("2.10.3") && ContentPackage.isVersion("1") && !ContentPackage.isVersion("1.") && !ContentPackage.isVersion("v1"))
     }
 }
