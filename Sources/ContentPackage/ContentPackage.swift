@@ -56,7 +56,7 @@ public enum ContentPackage {
         let output = try FileHandle(forWritingTo: temporary)
         var packageHash = SHA256()
         var length: Int64 = 0
-        func emit(_ bytes: [UInt8]) throws {
+        func emit<Bytes: DataProtocol>(_ bytes: Bytes) throws {
             try output.write(contentsOf: bytes)
             packageHash.update(data: bytes)
             length += Int64(bytes.count)
@@ -74,7 +74,7 @@ public enum ContentPackage {
                     read += Int64(piece.count)
                     guard read <= file.length else { throw Failure("\(file.path) is longer than the catalog's \(file.length) bytes") }
                     fileHash.update(data: piece)
-                    try emit(Array(piece))
+                    try emit(piece)
                 }
                 guard read == file.length else { throw Failure("\(file.path) has \(read) bytes, the catalog says \(file.length)") }
                 let digest = hex(fileHash.finalize())

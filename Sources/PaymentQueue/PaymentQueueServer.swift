@@ -2,6 +2,7 @@ import Foundation
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
+import StoreBusServer
 import StoreBusStorage
 import StoreSchema
 

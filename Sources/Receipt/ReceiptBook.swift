@@ -13,13 +13,15 @@ public struct ReceiptBook: Sendable {
     let applied: AppliedPosition
 
     /// A new receipt for the device: every purchase of the account the receipt holds, signed now.
+    /// `held`: the account's purchases in the receipt when the caller has read them already.
     func refresh(
         app: String, account: String, device: String, applicationVersion: String,
-        properties: Storebus_Receipt_V1_ReceiptProperties?, now: Date = Date()
+        properties: Storebus_Receipt_V1_ReceiptProperties?, held: [StoredPurchase]? = nil, now: Date = Date()
     ) async throws -> (receipt: [UInt8], asOf: UInt64) {
         let asOf = applied.seq
         let (opaque, firstMS) = try await store.device(app: app, account: account, device: device, revoked: properties?.isRevoked == true, now: now)
-        let purchases = try await store.purchases(app: app, account: account).filter(\.inReceipt)
+        let purchases: [StoredPurchase]
+        if let held { purchases = held } else { purchases = try await store.purchases(app: app, account: account).filter(\.inReceipt) }
         var expiration: Date?
         if properties?.isExpired == true { expiration = now.addingTimeInterval(-86_400) }
         else if properties?.isVolumePurchase == true { expiration = now.addingTimeInterval(365 * 86_400) }
@@ -107,13 +109,13 @@ public struct ReceiptBook: Sendable {
     static func reason(_ purchase: StoredPurchase, nowMS: Int64) -> String {
         if let cancelled = purchase.cancellationMS {
             let why = purchase.cancellationReason == .appIssue ? " (an issue in the app)" : ""
-            return "refunded on \(AppReceipt.rfc3339(date(cancelled)))\(why)"
+            return "refunded on \(UTCDate.rfc3339(date(cancelled)))\(why)"
         }
         if let expires = purchase.expiresMS {
-            return expires > nowMS ? "subscribed until \(AppReceipt.rfc3339(date(expires)))" : "expired on \(AppReceipt.rfc3339(date(expires)))"
+            return expires > nowMS ? "subscribed until \(UTCDate.rfc3339(date(expires)))" : "expired on \(UTCDate.rfc3339(date(expires)))"
         }
         let how = purchase.state == .restored ? "restored" : "purchased"
-        return "\(how) on \(AppReceipt.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
+        return "\(how) on \(UTCDate.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
     }
 
     static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }

@@ -23,6 +23,11 @@ public final class AppliedPosition: Sendable {
     /// The position applied.
     public var seq: UInt64 { state.withLock { $0.seq } }
 
+    /// Back to 0, when the log is applied again from its start.
+    func reset() {
+        state.withLock { $0.seq = 0 }
+    }
+
     func advance(to seq: UInt64) {
         let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             state.seq = max(state.seq, seq)
@@ -99,12 +104,5 @@ struct ReceiptFollower: Service {
             }
         }
         await follower.shutdown()
-    }
-}
-
-extension AppliedPosition {
-    /// Back to 0, when the log is applied again from its start.
-    func reset() {
-        state.withLock { $0.seq = 0 }
     }
 }

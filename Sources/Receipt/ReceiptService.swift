@@ -10,8 +10,8 @@ public enum ReceiptService {
     /// Longest wait for `min_seq` when the caller gives no deadline.
     static let longestWait = Duration.seconds(30)
 
-    /// A router answering every Receipt method from `book`; apps are looked up through `catalog`.
-    public static func router(book: ReceiptBook, catalog: RPCClient) -> RPCRouter {
+    /// A router answering every Receipt method from `book`; apps are looked up in `catalog`.
+    public static func router(book: ReceiptBook, catalog: CatalogLookup) -> RPCRouter {
         var router = RPCRouter()
         router.register(Storebus_Receipt_V1_Receipt.refreshReceipt) { request, context in
             let app = context.ownWhenLeftOut(app: request.appBundleID)
@@ -23,7 +23,7 @@ public enum ReceiptService {
             if request.hasProperties, book.configuration.environment == .production {
                 throw RPCError(.failedPrecondition, "receipt properties are for sandbox testing; this deployment is production")
             }
-            try await checkApp(app, catalog: catalog)
+            try await catalog.checkApp(app)
             let (receipt, asOf) = try await book.refresh(
                 app: app, account: account, device: device, applicationVersion: request.applicationVersion,
                 properties: request.hasProperties ? request.properties : nil
@@ -42,7 +42,7 @@ public enum ReceiptService {
         }
         router.register(Storebus_Receipt_V1_Receipt.getEntitlements) { request, context in
             let (app, account) = try owner(app: request.appBundleID, account: request.accountID, context)
-            try await checkApp(app, catalog: catalog)
+            try await catalog.checkApp(app)
             let asOf = try await reach(request.minSeq, book: book, context)
             let entitlements = try await book.entitlements(app: app, account: account)
             return .with {
@@ -106,10 +106,5 @@ public enum ReceiptService {
             throw RPCError(.deadlineExceeded, "the payment queue's event log is applied up to \(book.applied.seq), not yet \(minSeq)")
         }
         return book.applied.seq
-    }
-
-    /// NOT_FOUND when the catalog does not know `app`.
-    static func checkApp(_ app: String, catalog: RPCClient) async throws(RPCError) {
-        _ = try await catalog.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with { $0.appBundleID = app }, options: CallOptions(timeout: .seconds(5)))
     }
 }

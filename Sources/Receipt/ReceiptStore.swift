@@ -24,6 +24,8 @@ public struct StoredPurchase: Sendable, Equatable {
     public var cancellationReason: Storebus_PaymentQueue_V1_RevocationReason
     public var isTrialPeriod: Bool
     public var finished: Bool
+    /// Whether the account's history was cleared since: it no longer counts.
+    public var cleared: Bool
     public var storefront: String
     public var applicationUsername: String
     public var price: String
@@ -38,7 +40,7 @@ public struct StoredPurchase: Sendable, Equatable {
     /// took a fifth of a 100-purchase VerifyReceipt).
     static let columns = """
         id, app, account, device, product_id, product_type, quantity, state, purchase_ms, original_id, original_purchase_ms,
-        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq
+        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared
         """
 
     init(_ row: Row) {
@@ -63,6 +65,7 @@ public struct StoredPurchase: Sendable, Equatable {
         price = row[18]
         currency = row[19]
         seq = UInt64(row[20] as Int64)
+        cleared = row[21]
     }
 }
 
@@ -94,14 +97,14 @@ public final class ReceiptStore: Sendable {
         guard let last = events.last else { return }
         try await database.write { db in
             for event in events where event.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {
-                try Self.apply(db, event.payload, seq: event.seq, time: Self.milliseconds(event.time))
+                try Self.apply(db, event.payload, seq: event.seq)
             }
             try db.cachedStatement(sql: "INSERT INTO rc_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq")
                 .execute(arguments: [Self.log, Int64(last.seq)])
         }
     }
 
-    static func apply(_ db: Database, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64, time: Int64) throws {
+    static func apply(_ db: Database, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64) throws {
         switch event.event {
         case .updatedTransactions(let updated):
             for transaction in updated.transactions { try keep(db, transaction, seq: seq) }

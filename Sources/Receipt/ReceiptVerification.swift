@@ -78,7 +78,7 @@ extension ReceiptBook {
         do {
             receipt = try AppReceipt(der: payload)
         } catch {
-            if let problem = await ReceiptSignature.check(der, roots: [authority.root], at: now) {
+            if let problem = await ReceiptSignature.check(der, payload: payload, roots: [authority.root], at: now) {
                 return refuse(.notAuthenticated, "the payload is not a receipt and the signature does not verify: \(problem)")
             }
             return refuse(.malformed, "\(error)")
@@ -113,8 +113,9 @@ extension ReceiptBook {
             // than the clear): one query.
             let held = try await store.purchases(app: owner.app, account: owner.account, includingCleared: true)
             answer.known = Dictionary(held.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            let current = held.filter { !$0.cleared && $0.inReceipt }
             if subscribed {
-                var latest = try await store.purchases(app: owner.app, account: owner.account).filter(\.inReceipt)
+                var latest = current
                 if excludeOldTransactions {
                     // Only the latest period of each subscription; other purchases as they are.
                     let newest = Dictionary(grouping: latest.filter { $0.productType == .autoRenewableSubscription }, by: \.originalID)
@@ -125,7 +126,7 @@ extension ReceiptBook {
                 answer.latest = latest
                 answer.latestReceipt = try await refresh(
                     app: owner.app, account: owner.account, device: owner.device,
-                    applicationVersion: receipt.applicationVersion, properties: nil, now: now
+                    applicationVersion: receipt.applicationVersion, properties: nil, held: current, now: now
                 ).receipt
             }
             return answer

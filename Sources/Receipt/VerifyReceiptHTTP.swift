@@ -18,21 +18,15 @@ enum VerifyReceiptHTTP {
     static func application(book: ReceiptBook, address: HTTPAddress, logger: Logger) -> some Service {
         let router = Router()
         router.post("/verifyReceipt") { request, _ -> Response in
-            let body: ByteBuffer
-            do {
-                body = try await request.body.collect(upTo: maxBody)
-            } catch {
-                return json(["status": ReceiptVerification.Status.malformedRequest.rawValue, "environment": book.configuration.environment.rawValue,
-                             "message": "the request body is over \(maxBody) bytes"])
+            /// 21000: Apple's answer to a request it cannot read.
+            func unreadable(_ message: String) -> Response {
+                json(["status": ReceiptVerification.Status.malformedRequest.rawValue, "environment": book.configuration.environment.rawValue, "message": message])
             }
+            guard let body = try? await request.body.collect(upTo: maxBody) else { return unreadable("the request body is over \(maxBody) bytes") }
             guard let fields = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
-                return json(["status": ReceiptVerification.Status.malformedRequest.rawValue, "environment": book.configuration.environment.rawValue,
-                             "message": "the body is not a JSON object"])
+                return unreadable("the body is not a JSON object")
             }
-            guard let receiptData = fields["receipt-data"] as? String else {
-                return json(["status": ReceiptVerification.Status.malformedRequest.rawValue, "environment": book.configuration.environment.rawValue,
-                             "message": "receipt-data is missing or not a string"])
-            }
+            guard let receiptData = fields["receipt-data"] as? String else { return unreadable("receipt-data is missing or not a string") }
             let verification = await book.verify(
                 receiptData: receiptData, password: fields["password"] as? String,
                 excludeOldTransactions: fields["exclude-old-transactions"] as? Bool ?? false

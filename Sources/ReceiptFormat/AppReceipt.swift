@@ -33,9 +33,6 @@ public struct AppReceipt: Equatable, Sendable {
         environment == .production ? "Production" : "ProductionSandbox"
     }
 
-    /// A date as receipts write it: RFC 3339, to the second, UTC (`2026-11-27T13:08:59Z`).
-    public static func rfc3339(_ date: Date) -> String { ReceiptField.rfc3339(date) }
-
     /// The environment a receipt type names.
     public var environment: ReceiptEnvironment? {
         switch receiptType {
@@ -318,11 +315,7 @@ enum ReceiptField {
 
     /// An IA5String in RFC 3339, seconds precision, UTC: "2026-11-27T13:08:59Z".
     static func date(_ value: Date) throws -> [UInt8] {
-        try ia5(rfc3339(value))
-    }
-
-    static func rfc3339(_ date: Date) -> String {
-        UTCDate.rfc3339(date)
+        try ia5(UTCDate.rfc3339(value))
     }
 
     static func readUTF8(_ der: [UInt8]) throws -> String {

@@ -70,20 +70,12 @@ public enum ReceiptSignature {
         }
     }
 
-    /// Whether `der` is signed by a leaf that chains to one of `roots`, judged at `time` (the
-    /// receipt's creation: a leaf replaced since still vouches for what it signed). Returns why not.
-    /// With `payload`, the content already read from it (``attachedPayload(of:)``), the message is
-    /// parsed once less.
-    public static func check(_ der: [UInt8], payload: [UInt8]? = nil, roots: [Certificate], at time: Date) async -> String? {
-        let result: CMS.SignatureVerificationResult
-        if let payload {
-            result = await CMS.isValidSignature(dataBytes: payload, signatureBytes: der, trustRoots: CertificateStore(roots), allowAttachedContent: true) {
-                RFC5280Policy(validationTime: time)
-            }
-        } else {
-            result = await CMS.isValidAttachedSignature(signatureBytes: der, trustRoots: CertificateStore(roots)) {
-                RFC5280Policy(validationTime: time)
-            }
+    /// Whether `der`, whose content ``attachedPayload(of:)`` read as `payload`, is signed by a leaf
+    /// that chains to one of `roots`, judged at `time` (the receipt's creation: a leaf replaced since
+    /// still vouches for what it signed). Returns why not.
+    public static func check(_ der: [UInt8], payload: [UInt8], roots: [Certificate], at time: Date) async -> String? {
+        let result = await CMS.isValidSignature(dataBytes: payload, signatureBytes: der, trustRoots: CertificateStore(roots), allowAttachedContent: true) {
+            RFC5280Policy(validationTime: time)
         }
         switch result {
         case .success: return nil

@@ -29,12 +29,18 @@ struct ReceiptBench {
     private func measure(_ cluster: StoreCluster) async throws {
         let queue = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.directory.ipcEndpoint("pq")]))
         let receipts = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.receiptEndpoint]))
-        defer {
-            Task {
-                await queue.shutdown()
-                await receipts.shutdown()
-            }
+        do {
+            try await measure(queue: queue, receipts: receipts)
+        } catch {
+            await queue.shutdown()
+            await receipts.shutdown()
+            throw error
         }
+        await queue.shutdown()
+        await receipts.shutdown()
+    }
+
+    private func measure(queue: RPCClient, receipts: RPCClient) async throws {
         // A receipt of 100 purchases: consumables left unfinished stay in it.
         let account = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = puzzle; $0.accountID = "receipt-bench"; $0.deviceID = "d" }
         for _ in 0..<Self.entries {
