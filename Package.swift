@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "storebus-payment-queue", targets: ["storebus-payment-queue"]),
         .executable(name: "storebus-gateway", targets: ["storebus-gateway"]),
         .executable(name: "storebus-receipt", targets: ["storebus-receipt"]),
+        .executable(name: "storebus-download", targets: ["storebus-download"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
@@ -113,7 +114,8 @@ let package = Package(
         .target(
             name: "StoreBusTesting",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreSchema", "ZeroMQ",
+                "ContentPackage", "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreSchema", "ZeroMQ",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -152,12 +154,16 @@ let package = Package(
             name: "ContentPackage",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
-        // The download service's parts: the content store (packages made and checked at start).
+        // The download service: the content store (packages made and checked at start), receipt
+        // checks, download states through the payment queue, chunked transfer.
         .target(
             name: "Download",
             dependencies: [
-                "ContentPackage", "StoreBus", "StoreSchema",
+                "ContentPackage", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // App receipts (Apple's ASN.1 payload in CMS) and JWS signed data: reading, signing,
@@ -190,7 +196,8 @@ let package = Package(
         .target(
             name: "StoreBusSDK",
             dependencies: [
-                "StoreBus", "StoreSchema", "ReceiptFormat",
+                "StoreBus", "StoreSchema", "ReceiptFormat", "ContentPackage",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -205,6 +212,13 @@ let package = Package(
             name: "storebus-receipt",
             dependencies: [
                 "Receipt", "ReceiptFormat", "StoreBus", "StoreBusHost", "StoreBusStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-download",
+            dependencies: [
+                "Download", "StoreBus", "StoreBusHost",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -290,6 +304,13 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+        .testTarget(
+            name: "DownloadTests",
+            dependencies: [
+                "ContentPackage", "Download", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "Download", "StoreBus", "StoreBusTesting"]),

@@ -235,7 +235,7 @@ extension Catalog.HostedContent {
             $0.version = version
             $0.contentLength = packageLength
             $0.location = location
-            if includeFiles { $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length } } }
+            if includeFiles { $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length; $0.sha256 = file.sha256 } } }
         }
     }
 }

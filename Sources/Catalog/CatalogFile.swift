@@ -143,7 +143,7 @@ public struct CatalogFile: Codable, Sendable, Equatable {
         public var contentId: String?
         /// The content version (SKDownload.contentVersion), such as `1.0`.
         public var version: String?
-        /// Directory holding the files, relative to the catalog file or absolute.
+        /// The folder holding the files, relative to the download service's content root.
         public var root: String?
         /// The files, with their lengths in bytes.
         public var files: [HostedFile]?

@@ -19,12 +19,11 @@ public enum CatalogValidator {
         } catch {
             throw CatalogLoadError(problems: [CatalogProblem(file: path, field: Self.decodingPath(error), reason: Self.decodingReason(error))])
         }
-        let base = URL(fileURLWithPath: path).deletingLastPathComponent()
-        return try validate(file, fileName: path, baseDirectory: base, now: now)
+        return try validate(file, fileName: path, now: now)
     }
 
-    /// Validates a decoded file. Relative content roots resolve against `baseDirectory`.
-    public static func validate(_ file: CatalogFile, fileName: String, baseDirectory: URL, now: Date = Date()) throws(CatalogLoadError) -> Catalog {
+    /// Validates a decoded file.
+    public static func validate(_ file: CatalogFile, fileName: String, now: Date = Date()) throws(CatalogLoadError) -> Catalog {
         var problems: [CatalogProblem] = []
         func problem(_ field: String, _ reason: String) {
             problems.append(CatalogProblem(file: fileName, field: field, reason: reason))
@@ -130,7 +129,7 @@ public enum CatalogValidator {
                     if type != .nonConsumable {
                         problem("\(path).hostedContent", "only non-consumable products can have hosted content")
                     } else {
-                        hosted = validateHostedContent(content, productID: identifier, path: "\(path).hostedContent", base: baseDirectory, problem: problem)
+                        hosted = validateHostedContent(content, productID: identifier, path: "\(path).hostedContent", problem: problem)
                     }
                 }
                 let built = Catalog.Product(
@@ -254,7 +253,7 @@ public enum CatalogValidator {
     static let maxHostedContentLength: Int64 = 1 << 40
 
     private static func validateHostedContent(
-        _ content: CatalogFile.HostedContent, productID: String, path: String, base: URL, problem: (String, String) -> Void
+        _ content: CatalogFile.HostedContent, productID: String, path: String, problem: (String, String) -> Void
     ) -> Catalog.HostedContent? {
         guard let version = content.version, !version.isEmpty else {
             problem("\(path).version", "is required, such as 1.0")
@@ -265,7 +264,11 @@ public enum CatalogValidator {
             return nil
         }
         guard let root = content.root, !root.isEmpty else {
-            problem("\(path).root", "is required: the directory holding the files")
+            problem("\(path).root", "is required: the folder holding the files, inside the download service's content root")
+            return nil
+        }
+        guard !root.hasPrefix("/"), !root.split(separator: "/").contains("..") else {
+            problem("\(path).root", "\(RPCError.echo(root)) must be a folder inside the download service's content root (relative, without ..)")
             return nil
         }
         let files = content.files ?? []
@@ -298,8 +301,7 @@ public enum CatalogValidator {
         if total > maxHostedContentLength {
             problem("\(path).files", "the files add up to more than 1 TiB (\(maxHostedContentLength) bytes)")
         }
-        let location = root.hasPrefix("/") ? root : base.appendingPathComponent(root).standardizedFileURL.path
-        return Catalog.HostedContent(contentID: content.contentId ?? productID, version: version, location: location, files: checked)
+        return Catalog.HostedContent(contentID: content.contentId ?? productID, version: version, location: root, files: checked)
     }
 
     /// Each price formatted for its storefront.

@@ -154,7 +154,15 @@ public enum ContentPackage {
         header.replaceSubrange(offset..<(offset + bytes.count), with: bytes)
     }
 
-    static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
-        digest.map { String(format: "%02x", $0) }.joined()
+    /// Lowercase hex of a digest's bytes.
+    public static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for byte in digest {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

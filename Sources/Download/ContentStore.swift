@@ -13,6 +13,8 @@ import StoreBus
 public final class ContentStore: Sendable {
     /// What the catalog says of one product's hosted content.
     public struct Spec: Sendable {
+        /// The app the product belongs to.
+        public var app: String
         public var productID: String
         public var contentID: String
         /// Dot-separated integers, such as `1.0.2`.
@@ -23,7 +25,8 @@ public final class ContentStore: Sendable {
         /// The package length the catalog announces (downloadContentLengths).
         public var announcedLength: Int64
 
-        public init(productID: String, contentID: String, version: String, location: String, files: [(path: String, length: Int64, sha256: String)], announcedLength: Int64) {
+        public init(app: String, productID: String, contentID: String, version: String, location: String, files: [(path: String, length: Int64, sha256: String)], announcedLength: Int64) {
+            self.app = app
             self.productID = productID
             self.contentID = contentID
             self.version = version
@@ -35,6 +38,7 @@ public final class ContentStore: Sendable {
 
     /// A package ready to serve.
     public struct Package: Sendable, Equatable {
+        public var app: String
         public var productID: String
         public var contentID: String
         public var version: String
@@ -80,16 +84,22 @@ public final class ContentStore: Sendable {
                 }
                 try Data(made.sha256.utf8).write(to: digestFile, options: .atomic)
             }
-            packages[spec.contentID] = Package(productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256)
+            guard packages[Self.key(app: spec.app, contentID: spec.contentID)] == nil else {
+                throw StartupError("hosted content of \(spec.productID): content identifier \(spec.contentID) is used twice in \(spec.app)")
+            }
+            packages[Self.key(app: spec.app, contentID: spec.contentID)] = Package(app: spec.app, productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256)
         }
         self.packages = packages
     }
 
-    /// The package of a content identifier.
-    public func package(_ contentID: String) -> Package? { packages[contentID] }
+    /// The package of a content identifier of `app`.
+    public func package(app: String, contentID: String) -> Package? { packages[Self.key(app: app, contentID: contentID)] }
 
-    /// Every package, by content identifier.
-    public var all: [Package] { packages.values.sorted { $0.contentID < $1.contentID } }
+    /// Every package, by app and content identifier.
+    public var all: [Package] { packages.values.sorted { ($0.app, $0.contentID) < ($1.app, $1.contentID) } }
+
+    /// A package's key: app bundle ids compare without case, as queue names do.
+    static func key(app: String, contentID: String) -> String { "\(app.lowercased())|\(contentID)" }
 
     /// At most `maxBytes` of `package` from `offset` (fewer at its end; none past it).
     public func read(_ package: Package, offset: Int64, maxBytes: Int) throws -> [UInt8] {
@@ -117,6 +127,7 @@ public final class ContentStore: Sendable {
     static func fingerprint(_ spec: Spec, files: [ContentPackage.File]) throws -> String {
         var hash = SHA256()
         func add(_ text: String) { hash.update(data: Data((text + "\n").utf8)) }
+        add(spec.app.lowercased())
         add(spec.contentID)
         add(spec.version)
         for file in files {

@@ -30,7 +30,8 @@ public struct RouteConfiguration: Decodable, Sendable, Equatable {
 public struct GatewayConfiguration: Sendable, Decodable {
     /// The upstreams calls are forwarded to. Default: ``defaultRoutes``. In the config file,
     /// `routes` lists routes to add, or to put in place of a built-in one of the same name, and
-    /// `catalogEndpoints`, `paymentQueueEndpoints` and `receiptEndpoints` set the built-in routes'
+    /// `catalogEndpoints`, `paymentQueueEndpoints`, `receiptEndpoints` and `downloadEndpoints` set the
+    /// built-in routes'
     /// endpoints.
     public var routes = Self.defaultRoutes
     /// Doorbell (PUB) endpoints of storebus-payment-queue, whose log the observer stream follows.
@@ -54,8 +55,8 @@ public struct GatewayConfiguration: Sendable, Decodable {
     /// NOT_SENT, with retry advice, instead of waiting for its deadline. Default 1000.
     public var upstreamConnectionWaitMilliseconds = 1000
 
-    /// The built-in routes: the catalog, the payment queue and the receipt service on their default
-    /// local endpoints.
+    /// The built-in routes: the catalog, the payment queue, the receipt and the download service on
+    /// their default local endpoints.
     public static let defaultRoutes: [RouteConfiguration] = [
         RouteConfiguration(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], endpoints: ["tcp://127.0.0.1:7301"]),
         RouteConfiguration(
@@ -64,6 +65,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
             endpoints: ["tcp://127.0.0.1:7302"]
         ),
         RouteConfiguration(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], endpoints: ["tcp://127.0.0.1:7303"]),
+        RouteConfiguration(name: "download", process: "storebus-download", services: ["storebus.download.v1.Download"], endpoints: ["tcp://127.0.0.1:7304"]),
     ]
     /// The route the observer stream follows (its upstream serves the payment queue's event log).
     public static let paymentQueueRoute = "payment-queue"
@@ -75,7 +77,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case routes, catalogEndpoints, paymentQueueEndpoints, receiptEndpoints, paymentQueueEventEndpoints, sessionSecret, sessionLifetimeSeconds
+        case routes, catalogEndpoints, paymentQueueEndpoints, receiptEndpoints, downloadEndpoints, paymentQueueEventEndpoints, sessionSecret, sessionLifetimeSeconds
         case apiKeys, maxParkedObservers, answerCacheMilliseconds, catalogCacheMilliseconds, upstreamConnectionWaitMilliseconds
     }
 
@@ -95,6 +97,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
         if let endpoints = try container.decodeIfPresent([String].self, forKey: .catalogEndpoints) { setEndpoints(endpoints, of: "catalog") }
         if let endpoints = try container.decodeIfPresent([String].self, forKey: .paymentQueueEndpoints) { setEndpoints(endpoints, of: Self.paymentQueueRoute) }
         if let endpoints = try container.decodeIfPresent([String].self, forKey: .receiptEndpoints) { setEndpoints(endpoints, of: "receipt") }
+        if let endpoints = try container.decodeIfPresent([String].self, forKey: .downloadEndpoints) { setEndpoints(endpoints, of: "download") }
         paymentQueueEventEndpoints = try container.value(.paymentQueueEventEndpoints, default: defaults.paymentQueueEventEndpoints)
         sessionSecret = try container.decodeIfPresent(String.self, forKey: .sessionSecret)
         sessionLifetimeSeconds = try container.value(.sessionLifetimeSeconds, default: defaults.sessionLifetimeSeconds)
@@ -121,6 +124,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
                 case "catalog": "catalogEndpoints"
                 case Self.paymentQueueRoute: "paymentQueueEndpoints"
                 case "receipt": "receiptEndpoints"
+                case "download": "downloadEndpoints"
                 default: "routes (\(route.name)).endpoints"
                 }
                 throw StartupError("service.\(key) is an empty list: name at least one endpoint, or leave the key out for the default")

@@ -444,6 +444,8 @@ public final class GatewayService: Sendable {
             }
         case .revokedEntitlements(let revoked):
             event.didRevokeEntitlementsForProductIdentifiers.productIdentifiers = revoked.productIdentifiers
+        case .updatedDownloads(let updated):
+            event.updatedDownloads.downloads = updated.downloads
         case .refundedTransactions, .historyCleared:
             // For followers that keep receipts; observers learn of them through revokedEntitlements.
             break

@@ -49,6 +49,26 @@ public struct PaymentQueueService: Sendable {
         return key
     }
 
+    /// INVALID_ARGUMENT naming the first field of `updates` that no download could have.
+    static func checkDownloadUpdates(_ updates: [Storebus_PaymentQueue_V1_DownloadUpdate]) throws(RPCError) {
+        guard (1...100).contains(updates.count) else { throw RPCError.invalidArgument(field: "updates", "must hold 1 to 100 updates") }
+        for (index, update) in updates.enumerated() {
+            guard !update.transactionIdentifier.isEmpty, update.transactionIdentifier.utf8.count <= 64 else {
+                throw RPCError.invalidArgument(field: "updates[\(index)].transactionIdentifier", "must be 1 to 64 bytes")
+            }
+            guard !update.contentIdentifier.isEmpty, update.contentIdentifier.utf8.count <= 255 else {
+                throw RPCError.invalidArgument(field: "updates[\(index)].contentIdentifier", "must be 1 to 255 bytes")
+            }
+            guard Storebus_PaymentQueue_V1_DownloadAction.allCases.contains(update.action), update.action != .unspecified else {
+                throw RPCError.invalidArgument(field: "updates[\(index)].action", "must be one of START, PAUSE, RESUME, CANCEL, COMPLETE, FAIL")
+            }
+            guard update.contentURL.utf8.count <= TransactionStore.maxContentURLBytes else {
+                throw RPCError.invalidArgument(field: "updates[\(index)].contentUrl", "must be at most \(TransactionStore.maxContentURLBytes) bytes")
+            }
+            guard update.progress.isFinite else { throw RPCError.invalidArgument(field: "updates[\(index)].progress", "must be a number from 0 to 1") }
+        }
+    }
+
     /// Handlers over `store`, asking `catalog` about products and poking `authority` on new payments.
     public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority) {
         self.store = store
@@ -94,6 +114,19 @@ public struct PaymentQueueService: Sendable {
         }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, listTransactions)
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue, listTransactions)
+        router.register(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads) { request, context in
+            var request = request
+            try context.authorize(&request.queue)
+            try request.queue.validate()
+            try Self.checkDownloadUpdates(request.updates)
+            let update = try await service.store.updateDownloads(request.updates, queue: request.queue, checkOnly: request.checkOnly)
+            return .with {
+                $0.downloads = update.downloads
+                $0.productIdentifiers = update.productIdentifiers
+                $0.keySeq = update.keySeq
+                $0.logSeq = update.logSeq
+            }
+        }
         router.register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions) { request, context in
             var request = request
             try context.authorize(&request.queue)

@@ -23,7 +23,7 @@ enum TransactionJSON {
         "PaymentTransaction": Array(1...17),
         "Payment": Array(1...5),
         "StoreKitError": [1, 2],
-        "Download": Array(1...7),
+        "Download": Array(1...9),
         "QueueRef": [1, 2, 3],
         "AddPaymentRequest": [1, 2, 3, 4],
     ]
@@ -234,7 +234,7 @@ enum TransactionJSON {
 
     private static func appendDownload(_ download: Storebus_PaymentQueue_V1_Download, to out: inout [UInt8]) -> Bool {
         // Doubles are written by swift-protobuf's own formatter: a download in progress goes there.
-        guard download.progress == 0, download.timeRemainingSeconds == 0 else { return false }
+        guard download.progress == 0, download.timeRemainingSeconds == 0, !download.hasError, download.contentURL.isEmpty else { return false }
         return object(download.unknownFields, to: &out) { fields in
             fields.string("contentIdentifier", download.contentIdentifier)
             fields.string("contentVersion", download.contentVersion)

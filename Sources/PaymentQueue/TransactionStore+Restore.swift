@@ -66,6 +66,7 @@ extension TransactionStore {
                     FROM pq_transaction WHERE id = ?
                     """).execute(arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
                                      nowMS, nowMS, nowMS, original])
+                try Self.offerDownloadsAfresh(db, id: id)
                 restored.append(try Self.transaction(db, id: id)!)
             }
             // Each restored transaction carries its original's payment as well as its own.

@@ -429,21 +429,14 @@ public final class TransactionStore: Sendable {
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
         try await writer.write { db, batch in
-            guard let record = try TransactionRecord.fetch(db, id: id), QueueNames.same(record.app, queue.appBundleID) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id)) in this queue")
-            }
-            guard QueueNames.same(record.account, queue.accountID) else {
-                throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(RPCError.echo(id)) belongs to another account")
-                    .withReason("OTHER_ACCOUNT", domain: "storebus.payment_queue")
-            }
-            guard QueueNames.same(record.device, queue.deviceID) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id)) in this queue")
-            }
+            var record = try Self.queueRecord(db, id: id, queue: queue)
             switch TransactionStateMachine.step(record.state, .finish, record.machineFacts) {
             case .refused(let predicate): throw TransactionStateMachine.refusal(id, predicate)
             case .leaveQueue: break
             default: return true  // finished already
             }
+            // Downloads not done are cancelled first, and said so before the transaction leaves.
+            try Self.cancelUnfinishedDownloads(db, &batch, &record, queue: queue)
             try db.execute(cached: Self.finishSQL) { $0.text(id) }
             var removed = try record.transaction(db)
             removed.finished = true

@@ -24,6 +24,7 @@ public enum ReceiptService {
                 throw RPCError(.failedPrecondition, "receipt properties are for sandbox testing; this deployment is production")
             }
             try await catalog.checkApp(app)
+            _ = try await reach(request.minSeq, book: book, context)
             let (receipt, asOf) = try await book.refresh(
                 app: app, account: account, device: device, applicationVersion: request.applicationVersion,
                 properties: request.hasProperties ? request.properties : nil

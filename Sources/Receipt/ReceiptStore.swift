@@ -117,7 +117,7 @@ public final class ReceiptStore: Sendable {
         case .historyCleared(let cleared):
             try db.execute(sql: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
                            arguments: [Int64(seq), cleared.appBundleID, cleared.accountID, Int64(seq)])
-        case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, nil:
+        case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
             // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
             // changes no receipt.
             break

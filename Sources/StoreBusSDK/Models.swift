@@ -167,7 +167,36 @@ public struct StoreKitError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String { "\(localizedDescription) (\(code))" }
 }
 
-/// Hosted content of a transaction (SKDownload), as attached when it was purchased or restored.
+/// SKDownloadState.
+public enum DownloadState: String, Sendable, Equatable, CaseIterable {
+    /// Not started yet.
+    case waiting
+    /// Transferring.
+    case active
+    /// Paused; ``PaymentQueue/resume(_:)`` continues it.
+    case paused
+    /// Done: ``Download/contentURL`` holds the content.
+    case finished
+    /// Stopped by an error (``Download/error``); it may be resumed, from the bytes kept, or cancelled.
+    case failed
+    /// Cancelled; its partial data is gone.
+    case cancelled
+
+    init(_ state: Storebus_PaymentQueue_V1_DownloadState) {
+        switch state {
+        case .active: self = .active
+        case .paused: self = .paused
+        case .finished: self = .finished
+        case .failed: self = .failed
+        case .cancelled: self = .cancelled
+        default: self = .waiting
+        }
+    }
+}
+
+/// Hosted content of a transaction (SKDownload). Its state changes arrive as updatedDownloads
+/// callbacks, in order with the queue's other callbacks; while it is active, this queue also hands
+/// over its progress at least every 250 ms (callbacks of its own, at position 0).
 public struct Download: Sendable, Equatable {
     /// The content's identifier.
     public var contentIdentifier: String
@@ -177,8 +206,16 @@ public struct Download: Sendable, Equatable {
     public var contentLength: Int64
     /// The transaction it belongs to.
     public var transactionIdentifier: String
-    /// Fraction done.
+    /// The state. Tell completion by it, not by `progress`.
+    public var state: DownloadState
+    /// Fraction done, 0 to 1.
     public var progress: Double
+    /// Estimated seconds left; -1 while unknown.
+    public var timeRemaining: TimeInterval
+    /// FINISHED only: the content, a folder holding `Contents/`.
+    public var contentURL: URL?
+    /// FAILED only: why.
+    public var error: StoreKitError?
     /// Escape hatch: the download as the contract's generated message has it. Its shape follows
     /// proto-schemas/ and changes with it.
     public var rawRecord: Storebus_PaymentQueue_V1_Download
@@ -188,7 +225,11 @@ public struct Download: Sendable, Equatable {
         contentVersion = download.contentVersion
         contentLength = download.contentLength
         transactionIdentifier = download.transactionIdentifier
+        state = DownloadState(download.state)
         progress = download.progress
+        timeRemaining = download.state == .finished ? 0 : (download.timeRemainingSeconds > 0 ? download.timeRemainingSeconds : -1)
+        contentURL = download.state == .finished && !download.contentURL.isEmpty ? URL(string: download.contentURL) : nil
+        error = download.state == .failed && download.hasError ? StoreKitError(download.error) : nil
         rawRecord = download
     }
 }

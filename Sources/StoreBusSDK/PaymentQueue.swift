@@ -49,7 +49,9 @@ public final class PaymentQueue: Sendable {
     /// by ``remove(_:)``, so that an observer removed is never entered afterwards. Recursive: an
     /// observer may remove itself (or another) from inside a callback.
     private let delivering = NSRecursiveLock()
-    private let logger: Logger
+    let logger: Logger
+    /// The transfers of this device's downloads.
+    let downloads: DownloadEngine
 
     /// A queue for the device `configuration` names.
     public convenience init(configuration: StoreConfiguration) throws {
@@ -60,6 +62,9 @@ public final class PaymentQueue: Sendable {
     public init(connection: StoreConnection, logger: Logger = Logger(label: "storebus.sdk.queue")) {
         self.connection = connection
         self.logger = logger
+        self.downloads = DownloadEngine(connection: connection, logger: logger)
+        let reference = WeakReference(self)
+        downloads.sink.withLock { $0 = { event in reference.value?.deliverLocal(event) } }
     }
 
     // MARK: Observing
@@ -329,6 +334,15 @@ public final class PaymentQueue: Sendable {
                 let removed = Set(transactions.map(\.transactionIdentifier))
                 for id in removed { state.transactions[id] = nil }
                 state.order.removeAll { removed.contains($0) }
+            case .updatedDownloads(let downloads) where advances:
+                for download in downloads {
+                    guard var transaction = state.transactions[download.transactionIdentifier],
+                          let index = transaction.downloads.firstIndex(where: { $0.contentIdentifier == download.contentIdentifier })
+                    else { continue }
+                    transaction.downloads[index] = download
+                    transaction.rawRecord.downloads[index] = download.rawRecord
+                    state.transactions[download.transactionIdentifier] = transaction
+                }
             case .replayCompleted(let count):
                 state.replayed = true
                 // A replay with transactions opened with them (and cleared the list); an empty one
@@ -344,6 +358,9 @@ public final class PaymentQueue: Sendable {
             return (Array(state.observers.values), Array(state.streams.values))
         }
         guard let (observers, streams) = listeners else { return false }
+        if advances, case .updatedDownloads(let changed) = callback.event {
+            for download in changed { downloads.announced(download, seq: callback.seq) }
+        }
         for observer in observers {
             // Removed by an observer before it in this delivery (remove(_:) returns at once inside a
             // callback): it hears nothing more, this callback included.
@@ -383,7 +400,7 @@ public final class PaymentQueue: Sendable {
         case .restoreCompletedTransactionsFailedWithError(let failed):
             .restoreCompletedTransactionsFailed(restoreID: failed.restoreID, error: StoreKitError(failed.error))
         case .updatedDownloads(let updated):
-            .updatedDownloads(updated.downloads.map { Download($0.download) })
+            .updatedDownloads(updated.downloads.map(Download.init))
         case .didRevokeEntitlementsForProductIdentifiers(let revoked):
             .didRevokeEntitlements(productIdentifiers: revoked.productIdentifiers)
         case .replayComplete(let done):
@@ -614,13 +631,14 @@ public final class PaymentQueue: Sendable {
         }
         task?.cancel()
         await task?.value
+        await downloads.stopAll()
         for stream in streams { stream.finish() }
         await connection.close()
     }
 }
 
 /// Waits between attempts: `first`, then twice as long each time, at most two seconds.
-private struct Backoff {
+struct Backoff {
     let first: Duration
     /// The next wait.
     private(set) var next: Duration

@@ -31,6 +31,17 @@ public struct StoreConfiguration: Sendable {
     /// Where refreshed app receipts are kept (see ``appStoreReceiptURL``). Default
     /// `storebus-receipts` in the temporary directory.
     public var receiptDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-receipts")
+    /// Where downloaded content goes (the app's caches directory): a partial file and its record
+    /// while a download runs, then a folder holding `Contents/`. Default `storebus-downloads` in the
+    /// temporary directory.
+    public var downloadDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-downloads")
+    /// Bytes asked for by each chunk read of a download (4 KiB to 1 MiB). Default 256 KiB.
+    public var downloadChunkBytes = 256 * 1024
+    /// Chunk reads a download keeps in flight (its credit). Default 4.
+    public var downloadWindow = 4
+    /// How long a download may go without a chunk arriving (the store out of reach) before it fails
+    /// with cloudServiceNetworkConnectionFailed; it may be resumed later. Default 60 s.
+    public var downloadStallTimeout: Duration = .seconds(60)
 
     /// A configuration.
     public init(gatewayEndpoints: [String], apiKey: String, appBundleID: String, accountID: String, deviceID: String) {

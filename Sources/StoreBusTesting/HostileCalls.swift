@@ -183,6 +183,8 @@ extension HostileCalls {
         let someID = "\"1000000000000001\""
         let appAndAccount: HostileBody = .object([("appBundleId", .value(app)), ("accountId", .value(accountJSON))])
         let queue: HostileBody = .object([("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\""))])
+        let downloadRef: HostileBody = .object([("transactionIdentifier", .value(someID)), ("contentIdentifier", .value("\"\(levelPack)\""))])
+        let downloadRefs: HostileBody = .value("[{\"transactionIdentifier\":\(someID),\"contentIdentifier\":\"\(levelPack)\"}]")
         let templates: [String: HostileBody] = [
             Storebus_Gateway_V1_Gateway.authenticate.path: .object([
                 ("apiKey", .value("\"\(apiKey)\"")), ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\"")),
@@ -246,6 +248,27 @@ extension HostileCalls {
             ]),
             Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
             Storebus_Receipt_V1_Receipt.rotateSigningKey.path: .object([]),
+            Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads.path: .object([
+                ("queue", queue),
+                ("updates", .value("[{\"transactionIdentifier\":\(someID),\"contentIdentifier\":\"c\",\"action\":\"DOWNLOAD_ACTION_START\",\"progress\":0.5}]")),
+                ("checkOnly", .value("true")),
+            ]),
+            Storebus_Download_V1_Download.startDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
+            Storebus_Download_V1_Download.pauseDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
+            Storebus_Download_V1_Download.resumeDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
+            Storebus_Download_V1_Download.cancelDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
+            Storebus_Download_V1_Download.completeDownload.path: .object([
+                ("queue", queue), ("download", downloadRef), ("sha256", .value("\"\(String(repeating: "0", count: 64))\"")), ("contentUrl", .value("\"file:///tmp/c\"")),
+            ]),
+            Storebus_Download_V1_Download.failDownload.path: .object([
+                ("queue", queue), ("download", downloadRef),
+                ("error", .object([("code", .value("\"SK_ERROR_UNKNOWN\"")), ("localizedDescription", .value("\"disk full\""))])),
+                ("bytesKept", .value("\"0\"")),
+            ]),
+            Storebus_Download_V1_Download.getDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
+            Storebus_Download_V1_Download.readChunk.path: .object([
+                ("queue", queue), ("download", downloadRef), ("offset", .value("\"0\"")), ("maxBytes", .value("4096")), ("ifVersion", .value("\"1.0\"")),
+            ]),
             Storebus_Eventlog_V1_EventLog.readEvents.path: .object([("key", .value("\"\(puzzle)/\(account)/d\"")), ("afterSeq", .value("\"0\"")), ("limit", .value("10"))]),
             Storebus_Health_V1_Health.check.path: .object([("service", .value("\"\""))]),
             Storebus_Diagnostics_V1_Diagnostics.echo.path: .object([("payload", .value("\"p\"")), ("delayMs", .value("0"))]),

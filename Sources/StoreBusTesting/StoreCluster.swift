@@ -22,8 +22,8 @@ public struct ClusterFailure: Error, CustomStringConvertible {
 public let puzzleSharedSecret = "puzzle-shared-secret-0123456789"
 
 /// The whole system as separate OS processes on ipc endpoints in a temporary directory:
-/// storebus-catalog, storebus-payment-queue, storebus-receipt and two storebus-gateway copies
-/// sharing a session secret.
+/// storebus-catalog, storebus-payment-queue, storebus-receipt, storebus-download and two
+/// storebus-gateway copies sharing a session secret.
 /// Processes still running when a cluster is released are killed, so a test that fails before
 /// ``stop()`` leaves none behind.
 public final class StoreCluster: Sendable {
@@ -33,6 +33,7 @@ public final class StoreCluster: Sendable {
     public let catalog: ServiceProcess
     public let queue: ServiceProcess
     public let receipt: ServiceProcess
+    public let download: ServiceProcess
     public let gateways: [ServiceProcess]
     /// The receipt service's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
     public let receiptHTTPAddress: String
@@ -48,11 +49,12 @@ public final class StoreCluster: Sendable {
     /// ports with `gatewaysOnTCP` (as clients of a deployment reach them); the catalog serves
     /// `catalogPath` (the demo catalog by default); ``appKey`` acts for `appKeyApps` (empty: any app);
     /// the receipt service signs for `storeEnvironment` (`sandbox` or `production`) and knows
-    /// ``puzzleSharedSecret``.
+    /// ``puzzleSharedSecret``; the download service serves the content under `contentRoot` (the
+    /// demo content by default).
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
-        storeEnvironment: String = "sandbox"
+        storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path
     ) throws {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
@@ -88,12 +90,20 @@ public final class StoreCluster: Sendable {
                         "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel],
             logFile: directory.url.appendingPathComponent("receipt.log")
         )
+        download = ServiceProcess(
+            name: "storebus-download",
+            arguments: ["--rpc-endpoint", directory.ipcEndpoint("download"), "--data-dir", directory.path("download-data"),
+                        "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint, "--payment-queue-endpoint", queueEndpoint,
+                        "--payment-queue-events", queueEvents, "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel],
+            logFile: directory.url.appendingPathComponent("download.log")
+        )
         let config = directory.url.appendingPathComponent("gateway.json")
         let settings: [String: Any] = [
             "service": [
                 "catalogEndpoints": [catalogEndpoint],
                 "paymentQueueEndpoints": [queueEndpoint],
                 "receiptEndpoints": [receiptEndpoint],
+                "downloadEndpoints": [directory.ipcEndpoint("download")],
                 "paymentQueueEventEndpoints": [queueEvents],
                 "sessionSecret": "test-secret-shared-by-both-gateways",
                 "apiKeys": [
@@ -118,15 +128,22 @@ public final class StoreCluster: Sendable {
         }
     }
 
-    /// Starts the catalog, the payment queue, the receipt service and the gateways, each once the
-    /// one before serves.
+    /// Starts the catalog, the payment queue, the receipt and download services and the gateways,
+    /// each once the one before serves.
     public func start() async throws {
         try catalog.start(environment: environment)
         try await catalog.waitUntilServing(endpoint: directory.ipcEndpoint("catalog"))
         try queue.start(environment: environment)
         try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
         try await startReceipt()
+        try await startDownload()
         for index in gateways.indices { try await startGateway(index) }
+    }
+
+    /// Starts the download service (again) and waits until it serves.
+    public func startDownload() async throws {
+        try download.start(environment: environment)
+        try await download.waitUntilServing(endpoint: directory.ipcEndpoint("download"))
     }
 
     /// Starts the receipt service (again) and waits until it serves.
@@ -163,6 +180,7 @@ public final class StoreCluster: Sendable {
     /// Stops every process and removes the directory.
     public func stop() async {
         for gateway in gateways { await gateway.stop() }
+        await download.stop()
         await receipt.stop()
         await queue.stop()
         await catalog.stop()
@@ -278,6 +296,28 @@ public final class Recorder: Sendable {
     /// Waits until `id` was last reported PURCHASED.
     public func purchased(_ id: String) async -> Bool {
         await wait { $0.states(of: id).last == .purchased }
+    }
+
+    /// Every state the store announced for a download of transaction `id` (updatedDownloads at a
+    /// queue position; the queue's own progress ticks left out), in order.
+    public func downloadStates(of id: String) -> [DownloadState] {
+        callbacks.flatMap { callback -> [DownloadState] in
+            guard callback.seq != 0, case .updatedDownloads(let downloads) = callback.event else { return [] }
+            return downloads.filter { $0.transactionIdentifier == id }.map(\.state)
+        }
+    }
+
+    /// The last download of transaction `id` any updatedDownloads callback carried.
+    public func lastDownload(of id: String) -> Download? {
+        callbacks.reversed().lazy.compactMap { callback -> Download? in
+            guard case .updatedDownloads(let downloads) = callback.event else { return nil }
+            return downloads.last { $0.transactionIdentifier == id }
+        }.first
+    }
+
+    /// Waits until the store announced the download of `id` in `state`.
+    public func download(_ id: String, reaches state: DownloadState, timeout: Duration = .seconds(60)) async -> Bool {
+        await wait(timeout: timeout) { $0.downloadStates(of: id).contains(state) }
     }
 
     /// Stops recording.

@@ -59,7 +59,7 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "After the closed-loop flow figures, run them again on services with their fast paths off (STOREBUS_FAST_PATHS=off): the _reference figures.")
     var reference = true
 
-    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows, receipts); all when omitted.")
+    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows, receipts, downloads); all when omitted.")
     var only: [String] = []
 
     func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
@@ -80,6 +80,9 @@ struct RunBenchmarks: AsyncParsableCommand {
             }
             if wants("receipts") {
                 try await ReceiptBench(rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose).run()
+            }
+            if wants("downloads") {
+                try await DownloadBench(rounds: max(1, rounds / 2 + 1), verbose: verbose).run()
             }
             if wants("flows") {
                 try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop, parkedObserver: parkedObserver, floor: flowFloor, reference: reference).run()

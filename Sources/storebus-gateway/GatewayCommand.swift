@@ -24,6 +24,9 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("receipt-endpoint"), help: "RPC endpoint of storebus-receipt (repeatable). Also STOREBUS_RECEIPT_ENDPOINTS or service.receiptEndpoints.")
     var receiptEndpoints: [String] = []
 
+    @Option(name: .customLong("download-endpoint"), help: "RPC endpoint of storebus-download (repeatable). Also STOREBUS_DOWNLOAD_ENDPOINTS or service.downloadEndpoints.")
+    var downloadEndpoints: [String] = []
+
     @Option(name: .customLong("payment-queue-events"), help: "Doorbell endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_EVENTS or service.paymentQueueEventEndpoints.")
     var paymentQueueEvents: [String] = []
 
@@ -39,6 +42,9 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         if let endpoints = HostOptions.list(flags: receiptEndpoints, environment: "STOREBUS_RECEIPT_ENDPOINTS") {
             configuration.setEndpoints(endpoints, of: "receipt")
+        }
+        if let endpoints = HostOptions.list(flags: downloadEndpoints, environment: "STOREBUS_DOWNLOAD_ENDPOINTS") {
+            configuration.setEndpoints(endpoints, of: "download")
         }
         if let endpoints = HostOptions.list(flags: paymentQueueEvents, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") {
             configuration.paymentQueueEventEndpoints = endpoints

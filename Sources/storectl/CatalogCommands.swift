@@ -41,9 +41,8 @@ struct CatalogCommands: AsyncParsableCommand {
             // Check the result the way storebus-catalog will, so problems show now and not at load time;
             // without --force nothing is written, so a catalog that loads is never replaced by one
             // that does not.
-            let base = URL(fileURLWithPath: output ?? file).deletingLastPathComponent()
             do {
-                _ = try CatalogValidator.validate(result.catalog, fileName: output ?? "(imported catalog)", baseDirectory: base)
+                _ = try CatalogValidator.validate(result.catalog, fileName: output ?? "(imported catalog)")
             } catch {
                 guard force else {
                     throw Failure(description: "the imported catalog will not load as it is, so it was not written (--force writes it anyway):\n\(error.description)")

@@ -120,9 +120,17 @@ struct RestoreCommand: AsyncParsableCommand {
     @OptionGroup var wait: WaitOptions
     @Option(help: "Restore only purchases made with this applicationUsername.")
     var applicationUsername: String?
+    @Option(name: .customLong("download"), parsing: .upToNextOption,
+            help: "Products whose hosted content to download again; with it, every other restored transaction is finished at once, and these once their content is in.")
+    var download: [String] = []
+    @Option(help: "Where downloaded content is put. Default: STOREBUS_DOWNLOAD_DIR or ./storebus-downloads.")
+    var directory: String?
 
     func run() async throws {
-        let queue = try await client.queue()
+        var configuration = client.configuration()
+        configuration.downloadDirectory = URL(fileURLWithPath: directory ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
+        let queue = try PaymentQueue(configuration: configuration)
+        try await sentence { try await queue.connection.authenticate() }
         let callbacks = queue.callbacks
         let (restoreID, count) = try await sentence { try await queue.restore(applicationUsername: applicationUsername) }
         print("restore \(restoreID): \(count) transaction\(count == 1 ? "" : "s") to restore")
@@ -136,12 +144,34 @@ struct RestoreCommand: AsyncParsableCommand {
             default: return false
             }
         }
-        await queue.close()
-        if !ended { throw Failure(description: "Restore \(restoreID) did not end within \(wait.text).") }
+        if !ended {
+            await queue.close()
+            throw Failure(description: "Restore \(restoreID) did not end within \(wait.text).")
+        }
         // As with a failed purchase, a script must be able to tell.
         if let error = failure.withLock({ $0 }) {
+            await queue.close()
             throw Failure(description: "Restore \(restoreID) failed: \(error).")
         }
+        guard !download.isEmpty else { return await queue.close() }
+        // The content chosen is downloaded again; every other restored transaction is finished now,
+        // and the chosen ones once their content is in (as Apple's restore guidance has it).
+        let restored = queue.transactions.filter { $0.transactionState == .restored }
+        let chosen = restored.filter { download.contains($0.payment.productIdentifier) && !$0.downloads.isEmpty }
+        for transaction in restored where !chosen.contains(where: { $0.id == transaction.id }) {
+            try await sentence { _ = try await queue.finish(transaction) }
+            print("finished \(transaction.transactionIdentifier) \(transaction.payment.productIdentifier) without downloading")
+        }
+        for product in download where !chosen.contains(where: { $0.payment.productIdentifier == product }) {
+            print("\(product): no restored transaction with hosted content")
+        }
+        guard !chosen.isEmpty else { return await queue.close() }
+        try await transfer(queue, chosen.flatMap(\.downloads), close: false) { try await queue.startDownloads($0) }
+        for transaction in chosen {
+            try await sentence { _ = try await queue.finish(transaction) }
+            print("finished \(transaction.transactionIdentifier) \(transaction.payment.productIdentifier)")
+        }
+        await queue.close()
     }
 }
 

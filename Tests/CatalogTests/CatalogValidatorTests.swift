@@ -19,7 +19,7 @@ struct CatalogValidatorTests {
 
     func problems(_ file: CatalogFile) -> [CatalogProblem] {
         do {
-            _ = try CatalogValidator.validate(file, fileName: "test.json", baseDirectory: URL(fileURLWithPath: "/tmp"))
+            _ = try CatalogValidator.validate(file, fileName: "test.json")
             return []
         } catch {
             return error.problems
@@ -36,9 +36,9 @@ struct CatalogValidatorTests {
     @Test("a valid file has no problems, and its version depends on its content only")
     func versionIsContentHash() throws {
         #expect(problems(file()).isEmpty)
-        let a = try CatalogValidator.validate(file(), fileName: "a", baseDirectory: URL(fileURLWithPath: "/tmp"))
-        let b = try CatalogValidator.validate(file(), fileName: "b", baseDirectory: URL(fileURLWithPath: "/tmp"), now: Date(timeIntervalSince1970: 0))
-        let c = try CatalogValidator.validate(file { $0.apps![0].products![0].prices!["FRA"] = "1.09" }, fileName: "c", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        let a = try CatalogValidator.validate(file(), fileName: "a")
+        let b = try CatalogValidator.validate(file(), fileName: "b", now: Date(timeIntervalSince1970: 0))
+        let c = try CatalogValidator.validate(file { $0.apps![0].products![0].prices!["FRA"] = "1.09" }, fileName: "c")
         #expect(a.version == b.version)
         #expect(a.version != c.version)
     }
@@ -109,7 +109,7 @@ struct CatalogValidatorTests {
         let catalog = try CatalogValidator.validate(file {
             $0.apps![0].bundleId = "com.example.Kit"
             $0.apps![0].products![0].productId = "com.example.Kit.gems"
-        }, fileName: "test.json", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        }, fileName: "test.json")
         let kelvin = "com.example.\u{212A}it.gems"
         #expect(kelvin == "com.example.Kit.gems", "Swift takes them for the same string")
         let fetched = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.Kit"; $0.productIdentifiers = [kelvin, "com.example.Kit.gems"] })
@@ -134,7 +134,7 @@ struct CatalogValidatorTests {
             $0.storefronts![0].locale = storefrontLocale
             $0.apps![0].defaultLocale = localized.contains("en_US") ? "en_US" : "fr_FR"
             $0.apps![0].products![0].localizations = Dictionary(uniqueKeysWithValues: localized.map { ($0, CatalogFile.Localization(title: $0)) })
-        }, fileName: "test.json", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        }, fileName: "test.json")
         let fetched = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.app"; $0.productIdentifiers = ["p1"]; $0.storefront = "FRA" })
         #expect(fetched.products.first?.localizedTitle == expected)
     }

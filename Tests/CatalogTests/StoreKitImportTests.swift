@@ -144,7 +144,7 @@ struct StoreKitImportTests {
         #expect(result.notCarriedOver.contains { $0.contains("groupNumber") && $0.contains("pass.yearly") })
 
         // The result is a catalog that loads
-        let catalog = try CatalogValidator.validate(result.catalog, fileName: "imported", baseDirectory: URL(fileURLWithPath: "/tmp"))
+        let catalog = try CatalogValidator.validate(result.catalog, fileName: "imported")
         let fetched = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.game"; $0.productIdentifiers = ["com.example.game.gems50", "com.example.game.pass.yearly"] })
         #expect(fetched.products.map(\.formattedPrice) == ["0,99\u{00A0}€", "24,99\u{00A0}€"])
         #expect(fetched.products[1].introductoryPrice.numberOfPeriods == 3)

@@ -17,8 +17,9 @@ struct ContentStoreTests {
             (path: file["path"] as? String ?? "", length: (file["length"] as? NSNumber)?.int64Value ?? -1, sha256: file["sha256"] as? String ?? "")
         }
         return ContentStore.Spec(
+            app: puzzle,
             productID: pack["productId"] as? String ?? "", contentID: content["contentId"] as? String ?? "", version: content["version"] as? String ?? "",
-            location: URL(fileURLWithPath: content["root"] as? String ?? "").lastPathComponent, files: files,
+            location: content["root"] as? String ?? "", files: files,
             announcedLength: ContentPackage.archiveLength(fileLengths: files.map(\.length))
         )
     }
@@ -30,7 +31,7 @@ struct ContentStoreTests {
         let spec = try Self.sampleSpec()
         let root = deployDirectory.appendingPathComponent("content")
         let store = try ContentStore(contentRoot: root, directory: directory.url, specs: [spec])
-        let package = try #require(store.package(spec.contentID))
+        let package = try #require(store.package(app: spec.app, contentID: spec.contentID))
         #expect(package.length == 512 + 27136 + 512 + 57344 + 1024)
         #expect(package.version == "1.0" && package.sha256.count == 64)
         var assembled: [UInt8] = []
@@ -46,7 +47,7 @@ struct ContentStoreTests {
         // A restart with the same files reuses the package as it is
         let made = try FileManager.default.attributesOfItem(atPath: package.file.path)[.modificationDate] as? Date
         let again = try ContentStore(contentRoot: root, directory: directory.url, specs: [spec])
-        #expect(again.package(spec.contentID) == package)
+        #expect(again.package(app: spec.app, contentID: spec.contentID) == package)
         #expect(try FileManager.default.attributesOfItem(atPath: package.file.path)[.modificationDate] as? Date == made)
     }
 

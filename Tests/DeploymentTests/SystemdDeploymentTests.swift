@@ -29,10 +29,10 @@ struct SystemdDeploymentTests {
         let first = try await runCommand("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
         #expect(first.status == 0, "\(first.output)")
         // Then the executables, configurations and units are in place
-        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-gateway", "storectl"] {
+        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-download", "storebus-gateway", "storectl"] {
             #expect(FileManager.default.isExecutableFile(atPath: "\(root)/usr/local/bin/\(product)"), "\(product)")
         }
-        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json"] {
+        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json", "download.json", "content/puzzle-levelpack1/levels.json"] {
             #expect(FileManager.default.fileExists(atPath: "\(root)/etc/storebus/\(file)"), "\(file)")
         }
         // And the gateway's secrets were made for this host, readable by root alone
@@ -63,7 +63,10 @@ struct SystemdDeploymentTests {
         try FileManager.default.createDirectory(at: verifyDirectory, withIntermediateDirectories: true)
         let unitDirectory = "\(root)/etc/systemd/system"
         let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
-        #expect(unitNames == ["storebus-catalog.service", "storebus-gateway.service", "storebus-payment-queue.service", "storebus-receipt.service", "storebus.target"])
+        #expect(unitNames == [
+            "storebus-catalog.service", "storebus-download.service", "storebus-gateway.service", "storebus-payment-queue.service",
+            "storebus-receipt.service", "storebus.target",
+        ])
         var units: [String: String] = [:]
         for name in unitNames {
             let text = try String(contentsOfFile: "\(unitDirectory)/\(name)", encoding: .utf8)
@@ -79,16 +82,16 @@ struct SystemdDeploymentTests {
         // When the services start as their units say (systemd's part played here: the state
         // directory, the credential, the variables, the address families), on free ports
         var ports: [String: String] = [:]
-        for port in ["7300", "7301", "7302", "7303", "7312", "7383"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
-        try #require(Set(ports.values).count == 6, "six different free ports: \(ports)")
-        for file in ["catalog.json", "payment-queue.json", "receipt.json", "gateway.json"] {
+        for port in ["7300", "7301", "7302", "7303", "7304", "7312", "7383"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
+        try #require(Set(ports.values).count == 7, "seven different free ports: \(ports)")
+        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "gateway.json"] {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
             for (from, to) in ports { text = text.replacingOccurrences(of: from, with: to) }
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         }
         var processes: [ServiceProcess] = []
-        for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-gateway", "7300")] {
+        for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-download", "7304"), ("storebus-gateway", "7300")] {
             let service = serviceSettings(units["\(unit).service"]!)
             var commandLine = try #require(service["ExecStart"])
             if let state = service["StateDirectory"] {
@@ -125,7 +128,7 @@ struct SystemdDeploymentTests {
         let health = ServiceProcess(name: "storectl", arguments: ["health", "--gateway", gateway], logFile: directory.url.appendingPathComponent("health.log"))
         try health.start(environment: credentials)
         #expect(await health.waitForExit(timeout: .seconds(60)) == 0, "\(health.output)")
-        for upstream in ["catalog", "payment-queue", "receipt"] {
+        for upstream in ["catalog", "payment-queue", "receipt", "download"] {
             #expect(health.output.contains("\(upstream) behind it serving"), "\(health.output)")
         }
         let demo = ServiceProcess(name: "storectl", arguments: ["demo", "--gateway", gateway, "--account", "systemd"], logFile: directory.url.appendingPathComponent("demo.log"))
@@ -138,6 +141,10 @@ struct SystemdDeploymentTests {
         #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/receipt/receipt.sqlite")))
         let rootKey = try FileManager.default.attributesOfItem(atPath: directory.path("var/lib/storebus/receipt/keys/root-key.pem"))
         #expect((rootKey[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        // And the download service its database and the package it made of the sample content
+        #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/download/download.sqlite")))
+        let packages = try FileManager.default.contentsOfDirectory(atPath: directory.path("var/lib/storebus/download/packages"))
+        #expect(packages.contains { $0.hasPrefix("com.storebus.demo.puzzle.levelpack1-1.0-") && $0.hasSuffix(".tar") }, "\(packages)")
 
         for process in processes.reversed() { _ = await process.stop() }
     }

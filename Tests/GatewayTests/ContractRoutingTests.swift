@@ -18,7 +18,9 @@ struct ContractRoutingTests {
         let admin = try await peer.authenticate(key: adminKey, account: Self.account)
 
         // Given the methods the contract declares for the services a default gateway routes
-        let routed: Set<String> = ["storebus.catalog.v1.Catalog", "storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin", "storebus.receipt.v1.Receipt"]
+        let routed: Set<String> = [
+            "storebus.catalog.v1.Catalog", "storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin", "storebus.receipt.v1.Receipt", "storebus.download.v1.Download",
+        ]
         let clientMethods = StoreBusContract.methods.filter { routed.contains(String($0.service)) && $0.access == .client }
         let adminMethods = StoreBusContract.methods.filter { routed.contains(String($0.service)) && $0.access == .admin }
         #expect(clientMethods.count >= 6 && adminMethods.count >= 13, "the contract marks the methods it has")
@@ -51,6 +53,7 @@ struct ContractRoutingTests {
         let internalMethods = StoreBusContract.methods.filter { !answeredByTheGateway.contains(String($0.service)) && $0.access == .internal }
         #expect(internalMethods.contains { $0.path == Storebus_Eventlog_V1_EventLog.readEvents.path })
         #expect(internalMethods.contains { $0.path == Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue.path })
+        #expect(internalMethods.contains { $0.path == Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads.path })
         for method in internalMethods {
             let answer = try await peer.call(method.path, body: "not json", metadata: [admin.metadata])
             #expect(answer.code == .permissionDenied && answer.status?.info.reason == "INTERNAL_METHOD", "\(method.path): \(answer.code.name)")

@@ -30,7 +30,7 @@ struct ServiceConfigurationTests {
              "routes": [{"name": "receipt", "process": "storebus-receipt", "services": ["storebus.receipt.v1.Receipt"], "endpoints": ["ipc:///tmp/r"]},
                         {"name": "payment-queue", "process": "pq", "services": ["storebus.payment_queue.v1.PaymentQueue"], "endpoints": ["ipc:///tmp/p"]}]}
             """, in: directory))
-        #expect(configured.routes.map(\.name) == ["catalog", "payment-queue", "receipt"])
+        #expect(configured.routes.map(\.name) == ["catalog", "payment-queue", "receipt", "download"])
         #expect(configured.routes[0].endpoints == ["ipc:///tmp/c"])
         #expect(configured.routes[1].process == "pq" && configured.routes[1].services == ["storebus.payment_queue.v1.PaymentQueue"])
         #expect(configured.answerCacheMilliseconds == 0)

@@ -276,10 +276,6 @@ struct PaymentQueueProcessTests {
                         prices["FRA"] = price
                         product["prices"] = prices
                     }
-                    if var content = product["hostedContent"] as? [String: Any], let root = content["root"] as? String {
-                        content["root"] = source.deletingLastPathComponent().appendingPathComponent(root).standardizedFileURL.path
-                        product["hostedContent"] = content
-                    }
                     products[index] = product
                 }
                 apps[appIndex]["products"] = products

@@ -390,6 +390,9 @@ public nonisolated struct Storebus_Catalog_V1_HostedFile: Sendable {
   /// Size in bytes.
   public var length: Int64 = 0
 
+  /// Lowercase hex SHA-256 of the file, as the catalog file gives it; empty when it gives none.
+  public var sha256: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1113,7 +1116,7 @@ nonisolated extension Storebus_Catalog_V1_FetchProductsResponse: SwiftProtobuf.M
 
 nonisolated extension Storebus_Catalog_V1_HostedFile: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HostedFile"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}path\0\u{1}length\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}path\0\u{1}length\0\u{1}sha256\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1123,6 +1126,7 @@ nonisolated extension Storebus_Catalog_V1_HostedFile: SwiftProtobuf.Message, Swi
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.path) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.length) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
       default: break
       }
     }
@@ -1135,12 +1139,16 @@ nonisolated extension Storebus_Catalog_V1_HostedFile: SwiftProtobuf.Message, Swi
     if self.length != 0 {
       try visitor.visitSingularInt64Field(value: self.length, fieldNumber: 2)
     }
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Catalog_V1_HostedFile, rhs: Storebus_Catalog_V1_HostedFile) -> Bool {
     if lhs.path != rhs.path {return false}
     if lhs.length != rhs.length {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -42,13 +42,13 @@ public nonisolated struct Storebus_Download_V1_DownloadRef: Sendable {
   public init() {}
 }
 
-/// A download's full state as the download service knows it.
+/// A download as the download service sees it.
 public nonisolated struct Storebus_Download_V1_DownloadStatus: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The SKDownload view (state, progress, time remaining, ...).
+  /// The SKDownload view (state, content length and version, error, content URL).
   public var download: Storebus_PaymentQueue_V1_Download {
     get {_download ?? Storebus_PaymentQueue_V1_Download()}
     set {_download = newValue}
@@ -58,34 +58,20 @@ public nonisolated struct Storebus_Download_V1_DownloadStatus: Sendable {
   /// Clears the value of `download`. Subsequent reads from it will return its default value.
   public mutating func clearDownload() {self._download = nil}
 
-  /// The download service's id of the download, for ReadChunk.
-  public var downloadID: String = String()
+  /// The product of the download's transaction.
+  public var productIdentifier: String = String()
 
-  /// Bytes transferred so far.
-  public var bytesWritten: Int64 = 0
+  /// Lowercase hex SHA-256 of the whole package, to check once all chunks are in.
+  public var sha256: String = String()
 
-  /// Bytes expected in total.
-  public var expectedLength: Int64 = 0
-
-  /// FAILED only: why (for example no space left).
-  public var error: Storebus_PaymentQueue_V1_StoreKitError {
-    get {_error ?? Storebus_PaymentQueue_V1_StoreKitError()}
-    set {_error = newValue}
-  }
-  /// Returns true if `error` has been explicitly set.
-  public var hasError: Bool {self._error != nil}
-  /// Clears the value of `error`. Subsequent reads from it will return its default value.
-  public mutating func clearError() {self._error = nil}
-
-  /// FINISHED only: local path or URL of the unpacked content.
-  public var contentURL: String = String()
+  /// Bytes of the package this service has sent for the download, over all its starts and resumes.
+  public var bytesSent: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _download: Storebus_PaymentQueue_V1_Download? = nil
-  fileprivate var _error: Storebus_PaymentQueue_V1_StoreKitError? = nil
 }
 
 /// Arguments of Download.StartDownloads.
@@ -122,6 +108,10 @@ public nonisolated struct Storebus_Download_V1_StartDownloadsResponse: Sendable 
 
   /// Current states, in the order asked.
   public var downloads: [Storebus_Download_V1_DownloadStatus] = []
+
+  /// The queue's position (key_seq) these states are as of: an updated_downloads callback at or
+  /// before it is older news.
+  public var keySeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -203,6 +193,10 @@ public nonisolated struct Storebus_Download_V1_ResumeDownloadsResponse: Sendable
   /// Current states, in the order asked.
   public var downloads: [Storebus_Download_V1_DownloadStatus] = []
 
+  /// The queue's position (key_seq) these states are as of: an updated_downloads callback at or
+  /// before it is older news.
+  public var keySeq: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -248,6 +242,140 @@ public nonisolated struct Storebus_Download_V1_CancelDownloadsResponse: Sendable
   public init() {}
 }
 
+/// Arguments of Download.CompleteDownload.
+public nonisolated struct Storebus_Download_V1_CompleteDownloadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The queue holding the transaction.
+  public var queue: Storebus_PaymentQueue_V1_QueueRef {
+    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_queue = newValue}
+  }
+  /// Returns true if `queue` has been explicitly set.
+  public var hasQueue: Bool {self._queue != nil}
+  /// Clears the value of `queue`. Subsequent reads from it will return its default value.
+  public mutating func clearQueue() {self._queue = nil}
+
+  /// The download.
+  public var download: Storebus_Download_V1_DownloadRef {
+    get {_download ?? Storebus_Download_V1_DownloadRef()}
+    set {_download = newValue}
+  }
+  /// Returns true if `download` has been explicitly set.
+  public var hasDownload: Bool {self._download != nil}
+  /// Clears the value of `download`. Subsequent reads from it will return its default value.
+  public mutating func clearDownload() {self._download = nil}
+
+  /// Lowercase hex SHA-256 of what the device has: must be the package's.
+  public var sha256: String = String()
+
+  /// Where the device put the content (a file URL), reported as the download's content_url.
+  public var contentURL: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+  fileprivate var _download: Storebus_Download_V1_DownloadRef? = nil
+}
+
+/// Reply of Download.CompleteDownload.
+public nonisolated struct Storebus_Download_V1_CompleteDownloadResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The download, FINISHED.
+  public var download: Storebus_Download_V1_DownloadStatus {
+    get {_download ?? Storebus_Download_V1_DownloadStatus()}
+    set {_download = newValue}
+  }
+  /// Returns true if `download` has been explicitly set.
+  public var hasDownload: Bool {self._download != nil}
+  /// Clears the value of `download`. Subsequent reads from it will return its default value.
+  public mutating func clearDownload() {self._download = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _download: Storebus_Download_V1_DownloadStatus? = nil
+}
+
+/// Arguments of Download.FailDownload.
+public nonisolated struct Storebus_Download_V1_FailDownloadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The queue holding the transaction.
+  public var queue: Storebus_PaymentQueue_V1_QueueRef {
+    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_queue = newValue}
+  }
+  /// Returns true if `queue` has been explicitly set.
+  public var hasQueue: Bool {self._queue != nil}
+  /// Clears the value of `queue`. Subsequent reads from it will return its default value.
+  public mutating func clearQueue() {self._queue = nil}
+
+  /// The download.
+  public var download: Storebus_Download_V1_DownloadRef {
+    get {_download ?? Storebus_Download_V1_DownloadRef()}
+    set {_download = newValue}
+  }
+  /// Returns true if `download` has been explicitly set.
+  public var hasDownload: Bool {self._download != nil}
+  /// Clears the value of `download`. Subsequent reads from it will return its default value.
+  public mutating func clearDownload() {self._download = nil}
+
+  /// Why the device cannot go on.
+  public var error: Storebus_PaymentQueue_V1_StoreKitError {
+    get {_error ?? Storebus_PaymentQueue_V1_StoreKitError()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  public var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  public mutating func clearError() {self._error = nil}
+
+  /// Bytes the device kept, from the start of the package.
+  public var bytesKept: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+  fileprivate var _download: Storebus_Download_V1_DownloadRef? = nil
+  fileprivate var _error: Storebus_PaymentQueue_V1_StoreKitError? = nil
+}
+
+/// Reply of Download.FailDownload.
+public nonisolated struct Storebus_Download_V1_FailDownloadResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The download, FAILED.
+  public var download: Storebus_Download_V1_DownloadStatus {
+    get {_download ?? Storebus_Download_V1_DownloadStatus()}
+    set {_download = newValue}
+  }
+  /// Returns true if `download` has been explicitly set.
+  public var hasDownload: Bool {self._download != nil}
+  /// Clears the value of `download`. Subsequent reads from it will return its default value.
+  public mutating func clearDownload() {self._download = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _download: Storebus_Download_V1_DownloadStatus? = nil
+}
+
 /// Arguments of Download.GetDownloads.
 public nonisolated struct Storebus_Download_V1_GetDownloadsRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -264,6 +392,9 @@ public nonisolated struct Storebus_Download_V1_GetDownloadsRequest: Sendable {
   /// Clears the value of `queue`. Subsequent reads from it will return its default value.
   public mutating func clearQueue() {self._queue = nil}
 
+  /// Downloads to show (at most 100); none: all of the queue's the service knows.
+  public var downloads: [Storebus_Download_V1_DownloadRef] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -277,14 +408,8 @@ public nonisolated struct Storebus_Download_V1_GetDownloadsResponse: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Downloads, oldest first.
+  /// The downloads, in the order asked (oldest first when none were named).
   public var downloads: [Storebus_Download_V1_DownloadStatus] = []
-
-  /// The queue's position (key_seq) in the download log this list reflects.
-  public var keySeq: UInt64 = 0
-
-  /// The queue's key in the download log (storebus.eventlog.v1.ReadEventsRequest.key).
-  public var queueKey: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -297,74 +422,7 @@ public nonisolated struct Storebus_Download_V1_ReadChunkRequest: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The download, from DownloadStatus.download_id.
-  public var downloadID: String = String()
-
-  /// First byte to read.
-  public var offset: Int64 = 0
-
-  /// Most bytes to return (1 to 1048576; 0 means 262144).
-  public var maxBytes: UInt32 = 0
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-}
-
-/// Reply of Download.ReadChunk.
-public nonisolated struct Storebus_Download_V1_ReadChunkResponse: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// The bytes read (base64 in JSON).
-  public var data: Data = Data()
-
-  /// Lowercase hex SHA-256 of the whole package, to check once all chunks are in.
-  public var sha256: String = String()
-
-  /// True when data reaches the end of the package.
-  public var eof: Bool = false
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-}
-
-/// downloads changed: paymentQueue(_:updatedDownloads:).
-public nonisolated struct Storebus_Download_V1_DownloadsUpdated: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// The downloads whose state or progress changed.
-  public var downloads: [Storebus_Download_V1_DownloadStatus] = []
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-}
-
-/// Payload of the download log (storebus.eventlog.v1.Event with type "storebus.download.v1.DownloadEvent")
-/// and of live progress ticks.
-public nonisolated struct Storebus_Download_V1_DownloadEvent: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// What happened.
-  public var event: Storebus_Download_V1_DownloadEvent.OneOf_Event? = nil
-
-  /// Downloads changed state or progressed.
-  public var updatedDownloads: Storebus_Download_V1_DownloadsUpdated {
-    get {
-      if case .updatedDownloads(let v)? = event {return v}
-      return Storebus_Download_V1_DownloadsUpdated()
-    }
-    set {event = .updatedDownloads(newValue)}
-  }
-
-  /// The queue it happened to.
+  /// The queue holding the transaction.
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
     get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
     set {_queue = newValue}
@@ -374,18 +432,64 @@ public nonisolated struct Storebus_Download_V1_DownloadEvent: Sendable {
   /// Clears the value of `queue`. Subsequent reads from it will return its default value.
   public mutating func clearQueue() {self._queue = nil}
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  /// What happened.
-  public nonisolated enum OneOf_Event: Equatable, Sendable {
-    /// Downloads changed state or progressed.
-    case updatedDownloads(Storebus_Download_V1_DownloadsUpdated)
-
+  /// The download.
+  public var download: Storebus_Download_V1_DownloadRef {
+    get {_download ?? Storebus_Download_V1_DownloadRef()}
+    set {_download = newValue}
   }
+  /// Returns true if `download` has been explicitly set.
+  public var hasDownload: Bool {self._download != nil}
+  /// Clears the value of `download`. Subsequent reads from it will return its default value.
+  public mutating func clearDownload() {self._download = nil}
+
+  /// First byte to read.
+  public var offset: Int64 = 0
+
+  /// Most bytes to return (1 to 1048576; 0 means 262144).
+  public var maxBytes: UInt32 = 0
+
+  /// The content version the device's bytes so far are of; empty on a first read. Another version
+  /// now is FAILED_PRECONDITION CONTENT_VERSION_CHANGED.
+  public var ifVersion: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+  fileprivate var _download: Storebus_Download_V1_DownloadRef? = nil
+}
+
+/// Reply of Download.ReadChunk.
+public nonisolated struct Storebus_Download_V1_ReadChunkResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The bytes read (base64 in JSON): fewer than asked only at the package's end.
+  public var data: Data = Data()
+
+  /// Lowercase hex SHA-256 of data.
+  public var chunkSha256: String = String()
+
+  /// The offset asked.
+  public var offset: Int64 = 0
+
+  /// The content version the bytes are of.
+  public var version: String = String()
+
+  /// Length of the whole package.
+  public var contentLength: Int64 = 0
+
+  /// Lowercase hex SHA-256 of the whole package.
+  public var sha256: String = String()
+
+  /// True when data reaches the end of the package.
+  public var eof: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -429,7 +533,7 @@ nonisolated extension Storebus_Download_V1_DownloadRef: SwiftProtobuf.Message, S
 
 nonisolated extension Storebus_Download_V1_DownloadStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DownloadStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}download\0\u{3}download_id\0\u{3}bytes_written\0\u{3}expected_length\0\u{1}error\0\u{3}content_url\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}download\0\u{3}product_identifier\0\u{1}sha256\0\u{3}bytes_sent\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -438,11 +542,9 @@ nonisolated extension Storebus_Download_V1_DownloadStatus: SwiftProtobuf.Message
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularMessageField(value: &self._download) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.downloadID) }()
-      case 3: try { try decoder.decodeSingularInt64Field(value: &self.bytesWritten) }()
-      case 4: try { try decoder.decodeSingularInt64Field(value: &self.expectedLength) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._error) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.contentURL) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.productIdentifier) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.bytesSent) }()
       default: break
       }
     }
@@ -456,31 +558,23 @@ nonisolated extension Storebus_Download_V1_DownloadStatus: SwiftProtobuf.Message
     try { if let v = self._download {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
     } }()
-    if !self.downloadID.isEmpty {
-      try visitor.visitSingularStringField(value: self.downloadID, fieldNumber: 2)
+    if !self.productIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.productIdentifier, fieldNumber: 2)
     }
-    if self.bytesWritten != 0 {
-      try visitor.visitSingularInt64Field(value: self.bytesWritten, fieldNumber: 3)
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 3)
     }
-    if self.expectedLength != 0 {
-      try visitor.visitSingularInt64Field(value: self.expectedLength, fieldNumber: 4)
-    }
-    try { if let v = self._error {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
-    if !self.contentURL.isEmpty {
-      try visitor.visitSingularStringField(value: self.contentURL, fieldNumber: 6)
+    if self.bytesSent != 0 {
+      try visitor.visitSingularInt64Field(value: self.bytesSent, fieldNumber: 4)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Download_V1_DownloadStatus, rhs: Storebus_Download_V1_DownloadStatus) -> Bool {
     if lhs._download != rhs._download {return false}
-    if lhs.downloadID != rhs.downloadID {return false}
-    if lhs.bytesWritten != rhs.bytesWritten {return false}
-    if lhs.expectedLength != rhs.expectedLength {return false}
-    if lhs._error != rhs._error {return false}
-    if lhs.contentURL != rhs.contentURL {return false}
+    if lhs.productIdentifier != rhs.productIdentifier {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.bytesSent != rhs.bytesSent {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -527,7 +621,7 @@ nonisolated extension Storebus_Download_V1_StartDownloadsRequest: SwiftProtobuf.
 
 nonisolated extension Storebus_Download_V1_StartDownloadsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StartDownloadsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0\u{3}key_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -536,6 +630,7 @@ nonisolated extension Storebus_Download_V1_StartDownloadsResponse: SwiftProtobuf
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.downloads) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.keySeq) }()
       default: break
       }
     }
@@ -545,11 +640,15 @@ nonisolated extension Storebus_Download_V1_StartDownloadsResponse: SwiftProtobuf
     if !self.downloads.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.downloads, fieldNumber: 1)
     }
+    if self.keySeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.keySeq, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Download_V1_StartDownloadsResponse, rhs: Storebus_Download_V1_StartDownloadsResponse) -> Bool {
     if lhs.downloads != rhs.downloads {return false}
+    if lhs.keySeq != rhs.keySeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -665,7 +764,7 @@ nonisolated extension Storebus_Download_V1_ResumeDownloadsRequest: SwiftProtobuf
 
 nonisolated extension Storebus_Download_V1_ResumeDownloadsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ResumeDownloadsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0\u{3}key_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -674,6 +773,7 @@ nonisolated extension Storebus_Download_V1_ResumeDownloadsResponse: SwiftProtobu
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.downloads) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.keySeq) }()
       default: break
       }
     }
@@ -683,11 +783,15 @@ nonisolated extension Storebus_Download_V1_ResumeDownloadsResponse: SwiftProtobu
     if !self.downloads.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.downloads, fieldNumber: 1)
     }
+    if self.keySeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.keySeq, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Download_V1_ResumeDownloadsResponse, rhs: Storebus_Download_V1_ResumeDownloadsResponse) -> Bool {
     if lhs.downloads != rhs.downloads {return false}
+    if lhs.keySeq != rhs.keySeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -762,9 +866,9 @@ nonisolated extension Storebus_Download_V1_CancelDownloadsResponse: SwiftProtobu
   }
 }
 
-nonisolated extension Storebus_Download_V1_GetDownloadsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".GetDownloadsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0")
+nonisolated extension Storebus_Download_V1_CompleteDownloadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CompleteDownloadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}download\0\u{1}sha256\0\u{3}content_url\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -773,6 +877,9 @@ nonisolated extension Storebus_Download_V1_GetDownloadsRequest: SwiftProtobuf.Me
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._download) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.contentURL) }()
       default: break
       }
     }
@@ -786,11 +893,179 @@ nonisolated extension Storebus_Download_V1_GetDownloadsRequest: SwiftProtobuf.Me
     try { if let v = self._queue {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
     } }()
+    try { if let v = self._download {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 3)
+    }
+    if !self.contentURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.contentURL, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Download_V1_CompleteDownloadRequest, rhs: Storebus_Download_V1_CompleteDownloadRequest) -> Bool {
+    if lhs._queue != rhs._queue {return false}
+    if lhs._download != rhs._download {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.contentURL != rhs.contentURL {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Download_V1_CompleteDownloadResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CompleteDownloadResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}download\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._download) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._download {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Download_V1_CompleteDownloadResponse, rhs: Storebus_Download_V1_CompleteDownloadResponse) -> Bool {
+    if lhs._download != rhs._download {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Download_V1_FailDownloadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FailDownloadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}download\0\u{1}error\0\u{3}bytes_kept\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._download) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.bytesKept) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._queue {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._download {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.bytesKept != 0 {
+      try visitor.visitSingularInt64Field(value: self.bytesKept, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Download_V1_FailDownloadRequest, rhs: Storebus_Download_V1_FailDownloadRequest) -> Bool {
+    if lhs._queue != rhs._queue {return false}
+    if lhs._download != rhs._download {return false}
+    if lhs._error != rhs._error {return false}
+    if lhs.bytesKept != rhs.bytesKept {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Download_V1_FailDownloadResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FailDownloadResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}download\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._download) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._download {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Download_V1_FailDownloadResponse, rhs: Storebus_Download_V1_FailDownloadResponse) -> Bool {
+    if lhs._download != rhs._download {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Download_V1_GetDownloadsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetDownloadsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}downloads\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.downloads) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._queue {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.downloads.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.downloads, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Download_V1_GetDownloadsRequest, rhs: Storebus_Download_V1_GetDownloadsRequest) -> Bool {
     if lhs._queue != rhs._queue {return false}
+    if lhs.downloads != rhs.downloads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -798,126 +1073,6 @@ nonisolated extension Storebus_Download_V1_GetDownloadsRequest: SwiftProtobuf.Me
 
 nonisolated extension Storebus_Download_V1_GetDownloadsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetDownloadsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0\u{3}key_seq\0\u{3}queue_key\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.downloads) }()
-      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.keySeq) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.queueKey) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.downloads.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.downloads, fieldNumber: 1)
-    }
-    if self.keySeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.keySeq, fieldNumber: 2)
-    }
-    if !self.queueKey.isEmpty {
-      try visitor.visitSingularStringField(value: self.queueKey, fieldNumber: 3)
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Storebus_Download_V1_GetDownloadsResponse, rhs: Storebus_Download_V1_GetDownloadsResponse) -> Bool {
-    if lhs.downloads != rhs.downloads {return false}
-    if lhs.keySeq != rhs.keySeq {return false}
-    if lhs.queueKey != rhs.queueKey {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".ReadChunkRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}download_id\0\u{1}offset\0\u{3}max_bytes\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.downloadID) }()
-      case 2: try { try decoder.decodeSingularInt64Field(value: &self.offset) }()
-      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.maxBytes) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.downloadID.isEmpty {
-      try visitor.visitSingularStringField(value: self.downloadID, fieldNumber: 1)
-    }
-    if self.offset != 0 {
-      try visitor.visitSingularInt64Field(value: self.offset, fieldNumber: 2)
-    }
-    if self.maxBytes != 0 {
-      try visitor.visitSingularUInt32Field(value: self.maxBytes, fieldNumber: 3)
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Storebus_Download_V1_ReadChunkRequest, rhs: Storebus_Download_V1_ReadChunkRequest) -> Bool {
-    if lhs.downloadID != rhs.downloadID {return false}
-    if lhs.offset != rhs.offset {return false}
-    if lhs.maxBytes != rhs.maxBytes {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".ReadChunkResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{1}sha256\0\u{1}eof\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularBytesField(value: &self.data) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
-      case 3: try { try decoder.decodeSingularBoolField(value: &self.eof) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.data.isEmpty {
-      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 1)
-    }
-    if !self.sha256.isEmpty {
-      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 2)
-    }
-    if self.eof != false {
-      try visitor.visitSingularBoolField(value: self.eof, fieldNumber: 3)
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Storebus_Download_V1_ReadChunkResponse, rhs: Storebus_Download_V1_ReadChunkResponse) -> Bool {
-    if lhs.data != rhs.data {return false}
-    if lhs.sha256 != rhs.sha256 {return false}
-    if lhs.eof != rhs.eof {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Storebus_Download_V1_DownloadsUpdated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".DownloadsUpdated"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
@@ -939,16 +1094,16 @@ nonisolated extension Storebus_Download_V1_DownloadsUpdated: SwiftProtobuf.Messa
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Storebus_Download_V1_DownloadsUpdated, rhs: Storebus_Download_V1_DownloadsUpdated) -> Bool {
+  public static func ==(lhs: Storebus_Download_V1_GetDownloadsResponse, rhs: Storebus_Download_V1_GetDownloadsResponse) -> Bool {
     if lhs.downloads != rhs.downloads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
 }
 
-nonisolated extension Storebus_Download_V1_DownloadEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".DownloadEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_downloads\0\u{1}queue\0")
+nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadChunkRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}download\0\u{1}offset\0\u{3}max_bytes\0\u{3}if_version\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -956,20 +1111,11 @@ nonisolated extension Storebus_Download_V1_DownloadEvent: SwiftProtobuf.Message,
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try {
-        var v: Storebus_Download_V1_DownloadsUpdated?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .updatedDownloads(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .updatedDownloads(v)
-        }
-      }()
-      case 2: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._download) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.offset) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxBytes) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.ifVersion) }()
       default: break
       }
     }
@@ -980,18 +1126,90 @@ nonisolated extension Storebus_Download_V1_DownloadEvent: SwiftProtobuf.Message,
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
     // https://github.com/apple/swift-protobuf/issues/1182
-    try { if case .updatedDownloads(let v)? = self.event {
+    try { if let v = self._queue {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
     } }()
-    try { if let v = self._queue {
+    try { if let v = self._download {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
     } }()
+    if self.offset != 0 {
+      try visitor.visitSingularInt64Field(value: self.offset, fieldNumber: 3)
+    }
+    if self.maxBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxBytes, fieldNumber: 4)
+    }
+    if !self.ifVersion.isEmpty {
+      try visitor.visitSingularStringField(value: self.ifVersion, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Storebus_Download_V1_DownloadEvent, rhs: Storebus_Download_V1_DownloadEvent) -> Bool {
-    if lhs.event != rhs.event {return false}
+  public static func ==(lhs: Storebus_Download_V1_ReadChunkRequest, rhs: Storebus_Download_V1_ReadChunkRequest) -> Bool {
     if lhs._queue != rhs._queue {return false}
+    if lhs._download != rhs._download {return false}
+    if lhs.offset != rhs.offset {return false}
+    if lhs.maxBytes != rhs.maxBytes {return false}
+    if lhs.ifVersion != rhs.ifVersion {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadChunkResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{3}chunk_sha256\0\u{1}offset\0\u{1}version\0\u{3}content_length\0\u{1}sha256\0\u{1}eof\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.chunkSha256) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.offset) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.contentLength) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.eof) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 1)
+    }
+    if !self.chunkSha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.chunkSha256, fieldNumber: 2)
+    }
+    if self.offset != 0 {
+      try visitor.visitSingularInt64Field(value: self.offset, fieldNumber: 3)
+    }
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 4)
+    }
+    if self.contentLength != 0 {
+      try visitor.visitSingularInt64Field(value: self.contentLength, fieldNumber: 5)
+    }
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 6)
+    }
+    if self.eof != false {
+      try visitor.visitSingularBoolField(value: self.eof, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Download_V1_ReadChunkResponse, rhs: Storebus_Download_V1_ReadChunkResponse) -> Bool {
+    if lhs.data != rhs.data {return false}
+    if lhs.chunkSha256 != rhs.chunkSha256 {return false}
+    if lhs.offset != rhs.offset {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.contentLength != rhs.contentLength {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.eof != rhs.eof {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

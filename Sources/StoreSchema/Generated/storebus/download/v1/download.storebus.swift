@@ -4,60 +4,82 @@
 
 import SwiftProtobuf
 
-/// Download runs the hosted-content downloads of a queue's transactions (SKPaymentQueue start, pause,
-/// resume, cancel) and serves the content in chunks. Calls through the gateway may only name the
-/// session's own queue; any other is PERMISSION_DENIED. State changes after the reply arrive as
-/// DownloadEvents.
+/// Download starts, pauses, resumes and cancels the downloads of a queue's transactions (SKPaymentQueue
+/// startDownloads, pauseDownloads, resumeDownloads, cancelDownloads) and serves their content. The
+/// device transfers: it reads chunks by offset, keeping a bounded number of ReadChunk calls in flight
+/// (credit-based flow control), checks each chunk's digest and the whole package's SHA-256, then says
+/// CompleteDownload, or FailDownload when it cannot write. Calls through the gateway may only name the
+/// session's own queue; any other is PERMISSION_DENIED.
 public enum Storebus_Download_V1_Download: ServiceDescription {
     /// The service's fully qualified proto name.
     public static let serviceName = "storebus.download.v1.Download"
 
-    /// Starts (queues) downloads of a transaction's hosted content after checking with the receipt service
-    /// that the account owns it. NOT_FOUND: unknown transaction or content. FAILED_PRECONDITION: the
-    /// transaction is finished, not PURCHASED/RESTORED, or its product is not owned. Idempotent: a download
-    /// already started is returned as it is.
+    /// Starts downloads of the queue's transactions (WAITING, PAUSED or FAILED to ACTIVE) once the
+    /// account's receipt, fetched from the receipt service and verified, lists each transaction's
+    /// product. NOT_FOUND: unknown transaction or content. PERMISSION_DENIED: another account's
+    /// transaction. FAILED_PRECONDITION: the transaction is finished or not PURCHASED/RESTORED, the
+    /// download is finished or cancelled, or the receipt does not list the product (reason
+    /// NOT_IN_RECEIPT). Idempotent: an active download is returned as it is.
     public static let startDownloads = MethodDescriptor<Storebus_Download_V1_StartDownloadsRequest, Storebus_Download_V1_StartDownloadsResponse>(
         service: serviceName, method: "StartDownloads", idempotent: true, streaming: .unary,
         access: .client, cacheable: false
     )
 
-    /// Pauses waiting or active downloads. NOT_FOUND: unknown download. FAILED_PRECONDITION: the download
-    /// is finished, failed or cancelled. Idempotent.
+    /// Pauses waiting or active downloads; ReadChunk then refuses them. NOT_FOUND: unknown download.
+    /// FAILED_PRECONDITION: the download is finished, failed or cancelled. Idempotent.
     public static let pauseDownloads = MethodDescriptor<Storebus_Download_V1_PauseDownloadsRequest, Storebus_Download_V1_PauseDownloadsResponse>(
         service: serviceName, method: "PauseDownloads", idempotent: true, streaming: .unary,
         access: .client, cacheable: false
     )
 
-    /// Resumes paused or failed downloads from where they stopped. NOT_FOUND: unknown download.
-    /// FAILED_PRECONDITION: the download is finished or cancelled. Idempotent.
+    /// Resumes paused or failed downloads (to ACTIVE) after the same checks as StartDownloads; the
+    /// device continues from the bytes it kept. NOT_FOUND: unknown download. FAILED_PRECONDITION: as
+    /// StartDownloads. Idempotent.
     public static let resumeDownloads = MethodDescriptor<Storebus_Download_V1_ResumeDownloadsRequest, Storebus_Download_V1_ResumeDownloadsResponse>(
         service: serviceName, method: "ResumeDownloads", idempotent: true, streaming: .unary,
         access: .client, cacheable: false
     )
 
-    /// Cancels downloads and discards their partial data. NOT_FOUND: unknown download.
+    /// Cancels downloads; the device discards their partial data. NOT_FOUND: unknown download.
     /// FAILED_PRECONDITION: the download is finished. Idempotent.
     public static let cancelDownloads = MethodDescriptor<Storebus_Download_V1_CancelDownloadsRequest, Storebus_Download_V1_CancelDownloadsResponse>(
         service: serviceName, method: "CancelDownloads", idempotent: true, streaming: .unary,
         access: .client, cacheable: false
     )
 
-    /// Every download of the queue's unfinished transactions and the queue's download-log position.
+    /// The device has the whole package and its SHA-256 matched (ACTIVE to FINISHED). NOT_FOUND:
+    /// unknown download. FAILED_PRECONDITION: the download is not active, or sha256 is not the
+    /// package's (reason DIGEST_MISMATCH). Idempotent.
+    public static let completeDownload = MethodDescriptor<Storebus_Download_V1_CompleteDownloadRequest, Storebus_Download_V1_CompleteDownloadResponse>(
+        service: serviceName, method: "CompleteDownload", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
+    )
+
+    /// The device cannot go on (ACTIVE to FAILED, with its error); it keeps what it wrote and may
+    /// resume later. NOT_FOUND: unknown download. FAILED_PRECONDITION: the download is not active.
     /// Idempotent.
+    public static let failDownload = MethodDescriptor<Storebus_Download_V1_FailDownloadRequest, Storebus_Download_V1_FailDownloadResponse>(
+        service: serviceName, method: "FailDownload", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
+    )
+
+    /// The download service's view of the queue's downloads: those named, or (none named) every
+    /// download of the queue's unfinished transactions it has served or been asked about. Idempotent.
     public static let getDownloads = MethodDescriptor<Storebus_Download_V1_GetDownloadsRequest, Storebus_Download_V1_GetDownloadsResponse>(
         service: serviceName, method: "GetDownloads", idempotent: true, streaming: .unary,
         access: .client, cacheable: false
     )
 
-    /// Reads a piece of a download's content package. NOT_FOUND: unknown download_id.
-    /// FAILED_PRECONDITION: the download is not FINISHED. OUT_OF_RANGE: offset beyond the content length.
-    /// Idempotent.
+    /// A piece of an active download's package. NOT_FOUND: unknown download. FAILED_PRECONDITION: the
+    /// download is not active (reason DOWNLOAD_NOT_ACTIVE, with its state), or if_version is set and the
+    /// content's version is now another (reason CONTENT_VERSION_CHANGED: start again from offset 0, as
+    /// HTTP's If-Range would). OUT_OF_RANGE: offset beyond the package. Idempotent.
     public static let readChunk = MethodDescriptor<Storebus_Download_V1_ReadChunkRequest, Storebus_Download_V1_ReadChunkResponse>(
         service: serviceName, method: "ReadChunk", idempotent: true, streaming: .unary,
         access: .client, cacheable: false
     )
 
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [startDownloads.erased, pauseDownloads.erased, resumeDownloads.erased, cancelDownloads.erased, getDownloads.erased, readChunk.erased]
+    public static let methods: [AnyMethodDescriptor] = [startDownloads.erased, pauseDownloads.erased, resumeDownloads.erased, cancelDownloads.erased, completeDownload.erased, failDownload.erased, getDownloads.erased, readChunk.erased]
 }
 

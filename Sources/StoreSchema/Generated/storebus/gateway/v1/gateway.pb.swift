@@ -209,8 +209,9 @@ public nonisolated struct Storebus_Gateway_V1_UpdatedDownloads: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Changed downloads.
-  public var downloads: [Storebus_Download_V1_DownloadStatus] = []
+  /// Changed downloads, as they are now. Progress between state changes is not announced: the
+  /// device that transfers knows it.
+  public var downloads: [Storebus_PaymentQueue_V1_Download] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -295,7 +296,7 @@ public nonisolated struct Storebus_Gateway_V1_ObserverEvent: Sendable {
     set {callback = .restoreCompletedTransactionsFailedWithError(newValue)}
   }
 
-  /// Downloads changed state or progressed.
+  /// Downloads changed state.
   public var updatedDownloads: Storebus_Gateway_V1_UpdatedDownloads {
     get {
       if case .updatedDownloads(let v)? = callback {return v}
@@ -322,10 +323,6 @@ public nonisolated struct Storebus_Gateway_V1_ObserverEvent: Sendable {
     set {callback = .replayComplete(newValue)}
   }
 
-  /// Reserved for the download service's log: the download-log position of an updated_downloads
-  /// callback; 0 until that service exists, and on every other callback.
-  public var downloadSeq: UInt64 = 0
-
   /// True on the launch replay's updated_transactions: the transactions were unfinished when the
   /// client attached, not changed just now.
   public var replayed: Bool = false
@@ -342,7 +339,7 @@ public nonisolated struct Storebus_Gateway_V1_ObserverEvent: Sendable {
     case restoreCompletedTransactionsFinished(Storebus_Gateway_V1_RestoreCompletedTransactionsFinished)
     /// A restore failed.
     case restoreCompletedTransactionsFailedWithError(Storebus_Gateway_V1_RestoreCompletedTransactionsFailedWithError)
-    /// Downloads changed state or progressed.
+    /// Downloads changed state.
     case updatedDownloads(Storebus_Gateway_V1_UpdatedDownloads)
     /// The account lost products.
     case didRevokeEntitlementsForProductIdentifiers(Storebus_Gateway_V1_DidRevokeEntitlements)
@@ -763,7 +760,7 @@ nonisolated extension Storebus_Gateway_V1_Replayed: SwiftProtobuf.Message, Swift
 
 nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ObserverEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed_with_error\0\u{3}updated_downloads\0\u{3}did_revoke_entitlements_for_product_identifiers\0\u{3}replay_complete\0\u{3}download_seq\0\u{1}replayed\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed_with_error\0\u{3}updated_downloads\0\u{3}did_revoke_entitlements_for_product_identifiers\0\u{3}replay_complete\0\u{2}\u{2}replayed\0\u{c}\u{9}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -863,7 +860,6 @@ nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, 
           self.callback = .replayComplete(v)
         }
       }()
-      case 9: try { try decoder.decodeSingularUInt64Field(value: &self.downloadSeq) }()
       case 10: try { try decoder.decodeSingularBoolField(value: &self.replayed) }()
       default: break
       }
@@ -909,9 +905,6 @@ nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, 
     }()
     case nil: break
     }
-    if self.downloadSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.downloadSeq, fieldNumber: 9)
-    }
     if self.replayed != false {
       try visitor.visitSingularBoolField(value: self.replayed, fieldNumber: 10)
     }
@@ -921,7 +914,6 @@ nonisolated extension Storebus_Gateway_V1_ObserverEvent: SwiftProtobuf.Message, 
   public static func ==(lhs: Storebus_Gateway_V1_ObserverEvent, rhs: Storebus_Gateway_V1_ObserverEvent) -> Bool {
     if lhs.seq != rhs.seq {return false}
     if lhs.callback != rhs.callback {return false}
-    if lhs.downloadSeq != rhs.downloadSeq {return false}
     if lhs.replayed != rhs.replayed {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

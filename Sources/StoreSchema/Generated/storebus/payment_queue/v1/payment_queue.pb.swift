@@ -264,6 +264,76 @@ public nonisolated enum Storebus_PaymentQueue_V1_DownloadState: SwiftProtobuf.En
 
 }
 
+/// What a download service asks of a download (UpdateDownloads). The allowed states are:
+/// START from WAITING, PAUSED or FAILED; PAUSE from WAITING or ACTIVE; RESUME from PAUSED or FAILED;
+/// CANCEL from any state but FINISHED; COMPLETE from ACTIVE; FAIL from ACTIVE. An action whose
+/// target state the download is in already changes nothing; any other is FAILED_PRECONDITION.
+public nonisolated enum Storebus_PaymentQueue_V1_DownloadAction: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// To ACTIVE: the transfer begins (StoreBus serves at once; it does not queue started downloads).
+  case start // = 1
+
+  /// To PAUSED.
+  case pause // = 2
+
+  /// To ACTIVE again.
+  case resume // = 3
+
+  /// To CANCELLED: the partial content is discarded.
+  case cancel // = 4
+
+  /// To FINISHED: the device verified the whole content.
+  case complete // = 5
+
+  /// To FAILED, with an error: the device could not go on (for example its disk is full).
+  case fail // = 6
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .start
+    case 2: self = .pause
+    case 3: self = .resume
+    case 4: self = .cancel
+    case 5: self = .complete
+    case 6: self = .fail
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .start: return 1
+    case .pause: return 2
+    case .resume: return 3
+    case .cancel: return 4
+    case .complete: return 5
+    case .fail: return 6
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Storebus_PaymentQueue_V1_DownloadAction] = [
+    .unspecified,
+    .start,
+    .pause,
+    .resume,
+    .cancel,
+    .complete,
+    .fail,
+  ]
+
+}
+
 /// Why a purchase was refunded or revoked (Apple's cancellation_reason and revocationReason).
 public nonisolated enum Storebus_PaymentQueue_V1_RevocationReason: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -454,6 +524,112 @@ public nonisolated struct Storebus_PaymentQueue_V1_Download: Sendable {
 
   /// Estimated seconds left; -1 when unknown.
   public var timeRemainingSeconds: Double = 0
+
+  /// FAILED only: why (for example no space left on the device).
+  public var error: Storebus_PaymentQueue_V1_StoreKitError {
+    get {_error ?? Storebus_PaymentQueue_V1_StoreKitError()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  public var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  public mutating func clearError() {self._error = nil}
+
+  /// FINISHED only: where the device put the content (a file URL), as it reported it.
+  public var contentURL: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _error: Storebus_PaymentQueue_V1_StoreKitError? = nil
+}
+
+/// One download's change in UpdateDownloads.
+public nonisolated struct Storebus_PaymentQueue_V1_DownloadUpdate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The transaction.
+  public var transactionIdentifier: String = String()
+
+  /// The content of that transaction.
+  public var contentIdentifier: String = String()
+
+  /// What to do.
+  public var action: Storebus_PaymentQueue_V1_DownloadAction = .unspecified
+
+  /// FAIL only: why.
+  public var error: Storebus_PaymentQueue_V1_StoreKitError {
+    get {_error ?? Storebus_PaymentQueue_V1_StoreKitError()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  public var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  public mutating func clearError() {self._error = nil}
+
+  /// COMPLETE only: where the device put the content.
+  public var contentURL: String = String()
+
+  /// Fraction done as the download service knows it (0.0 to 1.0), kept with the new state.
+  public var progress: Double = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _error: Storebus_PaymentQueue_V1_StoreKitError? = nil
+}
+
+/// Arguments of PaymentQueue.UpdateDownloads.
+public nonisolated struct Storebus_PaymentQueue_V1_UpdateDownloadsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The queue holding the transactions.
+  public var queue: Storebus_PaymentQueue_V1_QueueRef {
+    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_queue = newValue}
+  }
+  /// Returns true if `queue` has been explicitly set.
+  public var hasQueue: Bool {self._queue != nil}
+  /// Clears the value of `queue`. Subsequent reads from it will return its default value.
+  public mutating func clearQueue() {self._queue = nil}
+
+  /// The changes (1 to 100), applied in order.
+  public var updates: [Storebus_PaymentQueue_V1_DownloadUpdate] = []
+
+  /// Check everything, change nothing: the answer says what the downloads are now.
+  public var checkOnly: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+}
+
+/// Reply of PaymentQueue.UpdateDownloads.
+public nonisolated struct Storebus_PaymentQueue_V1_UpdateDownloadsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Each download after its update, in the order asked.
+  public var downloads: [Storebus_PaymentQueue_V1_Download] = []
+
+  /// The product of each download's transaction, in the same order.
+  public var productIdentifiers: [String] = []
+
+  /// The queue's position (key_seq) once the updates were written.
+  public var keySeq: UInt64 = 0
+
+  /// The whole log's newest position once the updates were written: a receipt reflecting it covers
+  /// the transactions.
+  public var logSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1055,6 +1231,15 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
     set {event = .historyCleared(newValue)}
   }
 
+  /// Downloads of the queue's transactions changed state.
+  public var updatedDownloads: Storebus_PaymentQueue_V1_DownloadsUpdated {
+    get {
+      if case .updatedDownloads(let v)? = event {return v}
+      return Storebus_PaymentQueue_V1_DownloadsUpdated()
+    }
+    set {event = .updatedDownloads(newValue)}
+  }
+
   /// The queue it happened to.
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
     get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
@@ -1085,12 +1270,28 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
     /// StoreBus extension for followers: the account's purchase history in the app was cleared (the
     /// sandbox's "clear purchase history", or a reset). No observer callback.
     case historyCleared(Storebus_PaymentQueue_V1_HistoryCleared)
+    /// Downloads of the queue's transactions changed state.
+    case updatedDownloads(Storebus_PaymentQueue_V1_DownloadsUpdated)
 
   }
 
   public init() {}
 
   fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+}
+
+/// Payload of QueueEvent.updated_downloads: paymentQueue(_:updatedDownloads:).
+public nonisolated struct Storebus_PaymentQueue_V1_DownloadsUpdated: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The downloads as they are now.
+  public var downloads: [Storebus_PaymentQueue_V1_Download] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// A page of the payment queue's event log with its payloads typed: the answer of
@@ -1628,6 +1829,10 @@ nonisolated extension Storebus_PaymentQueue_V1_DownloadState: SwiftProtobuf._Pro
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DOWNLOAD_STATE_UNSPECIFIED\0\u{1}DOWNLOAD_STATE_WAITING\0\u{1}DOWNLOAD_STATE_ACTIVE\0\u{1}DOWNLOAD_STATE_PAUSED\0\u{1}DOWNLOAD_STATE_FINISHED\0\u{1}DOWNLOAD_STATE_FAILED\0\u{1}DOWNLOAD_STATE_CANCELLED\0")
 }
 
+nonisolated extension Storebus_PaymentQueue_V1_DownloadAction: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DOWNLOAD_ACTION_UNSPECIFIED\0\u{1}DOWNLOAD_ACTION_START\0\u{1}DOWNLOAD_ACTION_PAUSE\0\u{1}DOWNLOAD_ACTION_RESUME\0\u{1}DOWNLOAD_ACTION_CANCEL\0\u{1}DOWNLOAD_ACTION_COMPLETE\0\u{1}DOWNLOAD_ACTION_FAIL\0")
+}
+
 nonisolated extension Storebus_PaymentQueue_V1_RevocationReason: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REVOCATION_REASON_UNSPECIFIED\0\u{1}REVOCATION_REASON_OTHER\0\u{1}REVOCATION_REASON_APP_ISSUE\0")
 }
@@ -1763,7 +1968,7 @@ nonisolated extension Storebus_PaymentQueue_V1_Payment: SwiftProtobuf.Message, S
 
 nonisolated extension Storebus_PaymentQueue_V1_Download: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Download"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}content_identifier\0\u{3}content_version\0\u{3}content_length\0\u{3}transaction_identifier\0\u{1}state\0\u{1}progress\0\u{3}time_remaining_seconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}content_identifier\0\u{3}content_version\0\u{3}content_length\0\u{3}transaction_identifier\0\u{1}state\0\u{1}progress\0\u{3}time_remaining_seconds\0\u{1}error\0\u{3}content_url\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1778,12 +1983,18 @@ nonisolated extension Storebus_PaymentQueue_V1_Download: SwiftProtobuf.Message, 
       case 5: try { try decoder.decodeSingularEnumField(value: &self.state) }()
       case 6: try { try decoder.decodeSingularDoubleField(value: &self.progress) }()
       case 7: try { try decoder.decodeSingularDoubleField(value: &self.timeRemainingSeconds) }()
+      case 8: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.contentURL) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.contentIdentifier.isEmpty {
       try visitor.visitSingularStringField(value: self.contentIdentifier, fieldNumber: 1)
     }
@@ -1805,6 +2016,12 @@ nonisolated extension Storebus_PaymentQueue_V1_Download: SwiftProtobuf.Message, 
     if self.timeRemainingSeconds.bitPattern != 0 {
       try visitor.visitSingularDoubleField(value: self.timeRemainingSeconds, fieldNumber: 7)
     }
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    } }()
+    if !self.contentURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.contentURL, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1816,6 +2033,156 @@ nonisolated extension Storebus_PaymentQueue_V1_Download: SwiftProtobuf.Message, 
     if lhs.state != rhs.state {return false}
     if lhs.progress != rhs.progress {return false}
     if lhs.timeRemainingSeconds != rhs.timeRemainingSeconds {return false}
+    if lhs._error != rhs._error {return false}
+    if lhs.contentURL != rhs.contentURL {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_DownloadUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DownloadUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}content_identifier\0\u{1}action\0\u{1}error\0\u{3}content_url\0\u{1}progress\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.transactionIdentifier) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.contentIdentifier) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.action) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.contentURL) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self.progress) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.transactionIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionIdentifier, fieldNumber: 1)
+    }
+    if !self.contentIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.contentIdentifier, fieldNumber: 2)
+    }
+    if self.action != .unspecified {
+      try visitor.visitSingularEnumField(value: self.action, fieldNumber: 3)
+    }
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.contentURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.contentURL, fieldNumber: 5)
+    }
+    if self.progress.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.progress, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_DownloadUpdate, rhs: Storebus_PaymentQueue_V1_DownloadUpdate) -> Bool {
+    if lhs.transactionIdentifier != rhs.transactionIdentifier {return false}
+    if lhs.contentIdentifier != rhs.contentIdentifier {return false}
+    if lhs.action != rhs.action {return false}
+    if lhs._error != rhs._error {return false}
+    if lhs.contentURL != rhs.contentURL {return false}
+    if lhs.progress != rhs.progress {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_UpdateDownloadsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateDownloadsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}updates\0\u{3}check_only\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.updates) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.checkOnly) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._queue {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.updates.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.updates, fieldNumber: 2)
+    }
+    if self.checkOnly != false {
+      try visitor.visitSingularBoolField(value: self.checkOnly, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_UpdateDownloadsRequest, rhs: Storebus_PaymentQueue_V1_UpdateDownloadsRequest) -> Bool {
+    if lhs._queue != rhs._queue {return false}
+    if lhs.updates != rhs.updates {return false}
+    if lhs.checkOnly != rhs.checkOnly {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_UpdateDownloadsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateDownloadsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0\u{3}product_identifiers\0\u{3}key_seq\0\u{3}log_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.downloads) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.productIdentifiers) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.keySeq) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.logSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.downloads.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.downloads, fieldNumber: 1)
+    }
+    if !self.productIdentifiers.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.productIdentifiers, fieldNumber: 2)
+    }
+    if self.keySeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.keySeq, fieldNumber: 3)
+    }
+    if self.logSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.logSeq, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_UpdateDownloadsResponse, rhs: Storebus_PaymentQueue_V1_UpdateDownloadsResponse) -> Bool {
+    if lhs.downloads != rhs.downloads {return false}
+    if lhs.productIdentifiers != rhs.productIdentifiers {return false}
+    if lhs.keySeq != rhs.keySeq {return false}
+    if lhs.logSeq != rhs.logSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2627,7 +2994,7 @@ nonisolated extension Storebus_PaymentQueue_V1_EntitlementsRevoked: SwiftProtobu
 
 nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueueEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0\u{3}refunded_transactions\0\u{3}history_cleared\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0\u{3}refunded_transactions\0\u{3}history_cleared\0\u{3}updated_downloads\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2727,6 +3094,19 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
           self.event = .historyCleared(v)
         }
       }()
+      case 9: try {
+        var v: Storebus_PaymentQueue_V1_DownloadsUpdated?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .updatedDownloads(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .updatedDownloads(v)
+        }
+      }()
       default: break
       }
     }
@@ -2772,6 +3152,10 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
       guard case .historyCleared(let v)? = self.event else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     }()
+    case .updatedDownloads?: try {
+      guard case .updatedDownloads(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    }()
     default: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -2780,6 +3164,36 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
   public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEvent, rhs: Storebus_PaymentQueue_V1_QueueEvent) -> Bool {
     if lhs.event != rhs.event {return false}
     if lhs._queue != rhs._queue {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_DownloadsUpdated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DownloadsUpdated"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}downloads\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.downloads) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.downloads.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.downloads, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_DownloadsUpdated, rhs: Storebus_PaymentQueue_V1_DownloadsUpdated) -> Bool {
+    if lhs.downloads != rhs.downloads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

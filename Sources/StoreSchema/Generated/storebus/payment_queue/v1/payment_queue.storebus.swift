@@ -72,8 +72,20 @@ public enum Storebus_PaymentQueue_V1_PaymentQueue: ServiceDescription {
         access: .internal, cacheable: false
     )
 
+    /// Moves downloads of the queue's transactions through SKDownload's states (the download service's
+    /// call; the payment queue keeps each transaction's downloads and announces every change as an
+    /// updated_downloads event, in the queue's own order). All updates or none. NOT_FOUND: no such
+    /// transaction in the queue, or no such content in it. PERMISSION_DENIED: another account's
+    /// transaction. FAILED_PRECONDITION: the transaction is finished or not PURCHASED/RESTORED, or the
+    /// action is not allowed in the download's state (see DownloadAction). Idempotent: an action that
+    /// leaves the state as it is writes nothing.
+    public static let updateDownloads = MethodDescriptor<Storebus_PaymentQueue_V1_UpdateDownloadsRequest, Storebus_PaymentQueue_V1_UpdateDownloadsResponse>(
+        service: serviceName, method: "UpdateDownloads", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [canMakePayments.erased, addPayment.erased, finishTransaction.erased, restoreCompletedTransactions.erased, listTransactions.erased, snapshotQueue.erased]
+    public static let methods: [AnyMethodDescriptor] = [canMakePayments.erased, addPayment.erased, finishTransaction.erased, restoreCompletedTransactions.erased, listTransactions.erased, snapshotQueue.erased, updateDownloads.erased]
 }
 
 /// PaymentQueueAdmin drives the sandbox payment authority and inspects accounts (storectl, tests). The

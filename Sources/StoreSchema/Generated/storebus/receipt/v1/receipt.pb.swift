@@ -68,6 +68,10 @@ public nonisolated struct Storebus_Receipt_V1_RefreshReceiptRequest: Sendable {
   /// CFBundleVersion of the app asking, for example "42"; empty means "1.0".
   public var applicationVersion: String = String()
 
+  /// Wait until the receipt service has applied the payment queue's log up to this position (0: do not
+  /// wait); DEADLINE_EXCEEDED when it does not before the deadline.
+  public var minSeq: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -584,7 +588,7 @@ nonisolated extension Storebus_Receipt_V1_ReceiptProperties: SwiftProtobuf.Messa
 
 nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RefreshReceiptRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}device_id\0\u{1}properties\0\u{3}application_version\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}device_id\0\u{1}properties\0\u{3}application_version\0\u{3}min_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -597,6 +601,7 @@ nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.M
       case 3: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._properties) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.applicationVersion) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
       default: break
       }
     }
@@ -622,6 +627,9 @@ nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.M
     if !self.applicationVersion.isEmpty {
       try visitor.visitSingularStringField(value: self.applicationVersion, fieldNumber: 5)
     }
+    if self.minSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -631,6 +639,7 @@ nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.M
     if lhs.deviceID != rhs.deviceID {return false}
     if lhs._properties != rhs._properties {return false}
     if lhs.applicationVersion != rhs.applicationVersion {return false}
+    if lhs.minSeq != rhs.minSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

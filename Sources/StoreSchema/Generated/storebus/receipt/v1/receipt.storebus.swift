@@ -11,7 +11,8 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
     public static let serviceName = "storebus.receipt.v1.Receipt"
 
     /// Issues a fresh signed receipt for the app on a device, covering the account's purchases applied so
-    /// far. NOT_FOUND: unknown app. FAILED_PRECONDITION: receipt properties asked of a production service.
+    /// far (see min_seq). NOT_FOUND: unknown app. FAILED_PRECONDITION: receipt properties asked of a
+    /// production service. DEADLINE_EXCEEDED: min_seq not reached before the deadline.
     /// Idempotent.
     public static let refreshReceipt = MethodDescriptor<Storebus_Receipt_V1_RefreshReceiptRequest, Storebus_Receipt_V1_RefreshReceiptResponse>(
         service: serviceName, method: "RefreshReceipt", idempotent: true, streaming: .unary,

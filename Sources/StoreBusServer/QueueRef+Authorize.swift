@@ -1,5 +1,4 @@
 import StoreBus
-import StoreBusServer
 import StoreSchema
 
 extension Storebus_PaymentQueue_V1_QueueRef {
@@ -13,14 +12,14 @@ extension Storebus_PaymentQueue_V1_QueueRef {
 extension ServerContext {
     /// Refuses, with PERMISSION_DENIED, a call through the gateway naming a queue that is not its
     /// session's.
-    func authorize(_ queue: Storebus_PaymentQueue_V1_QueueRef) throws(RPCError) {
+    public func authorize(_ queue: Storebus_PaymentQueue_V1_QueueRef) throws(RPCError) {
         try authorize(app: queue.appBundleID, account: queue.accountID, device: queue.deviceID)
     }
 
     /// Fills the ids `queue` leaves out with the session's own (a call through the gateway may name
     /// no queue: it acts on its session's), then refuses, with PERMISSION_DENIED, a queue that is
     /// not the session's. Without a principal an id left out stays empty, for validation to refuse.
-    func authorize(_ queue: inout Storebus_PaymentQueue_V1_QueueRef) throws(RPCError) {
+    public func authorize(_ queue: inout Storebus_PaymentQueue_V1_QueueRef) throws(RPCError) {
         queue.appBundleID = ownWhenLeftOut(app: queue.appBundleID)
         queue.accountID = ownWhenLeftOut(account: queue.accountID)
         queue.deviceID = ownWhenLeftOut(device: queue.deviceID)

@@ -1,0 +1,63 @@
+import Foundation
+
+extension ContentPackage {
+    /// Unpacks a package made by ``write(_:to:)`` into `folder` (made; it must not exist), reading
+    /// and writing in 1 MiB pieces. Only what such packages hold is taken: regular files under
+    /// relative paths without `..`; anything else throws, and so does a truncated archive.
+    public static func unpack(_ archive: URL, into folder: URL) throws {
+        let input = try FileHandle(forReadingFrom: archive)
+        defer { try? input.close() }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+        func read(_ count: Int) throws -> [UInt8] {
+            var bytes: [UInt8] = []
+            while bytes.count < count {
+                guard let piece = try input.read(upToCount: count - bytes.count), !piece.isEmpty else {
+                    throw Failure("\(archive.lastPathComponent) ends in the middle of an entry")
+                }
+                bytes += piece
+            }
+            return bytes
+        }
+        while true {
+            let header = try read(block)
+            if header.allSatisfy({ $0 == 0 }) { return }
+            let name = field(header, 0, 100)
+            let prefix = field(header, 345, 155)
+            let path = prefix.isEmpty ? name : "\(prefix)/\(name)"
+            guard header[156] == UInt8(ascii: "0") || header[156] == 0 else { throw Failure("\(path): only regular files are unpacked") }
+            guard !path.isEmpty, !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+                throw Failure("\(path): not a relative path inside the package")
+            }
+            guard let length = entrySize(header) else { throw Failure("\(path): the size field is not a number") }
+            let target = folder.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: target.path, contents: nil) else { throw Failure("cannot create \(target.path)") }
+            let output = try FileHandle(forWritingTo: target)
+            defer { try? output.close() }
+            var left = length
+            while left > 0 {
+                let piece = try read(Int(min(left, 1 << 20)))
+                try output.write(contentsOf: piece)
+                left -= Int64(piece.count)
+            }
+            let padding = Int((Int64(block) - length % Int64(block)) % Int64(block))
+            if padding > 0 { _ = try read(padding) }
+        }
+    }
+
+    /// A NUL-terminated text field of a header.
+    static func field(_ header: [UInt8], _ offset: Int, _ width: Int) -> String {
+        let bytes = header[offset..<(offset + width)]
+        return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+    }
+
+    /// The size field, octal or base-256 (see ``size(_:)``).
+    static func entrySize(_ header: [UInt8]) -> Int64? {
+        let bytes = header[124..<136]
+        if bytes.first! & 0x80 != 0 {
+            return bytes.dropFirst().reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        }
+        let digits = String(decoding: bytes.prefix { $0 != 0 && $0 != 0x20 }, as: UTF8.self)
+        return Int64(digits, radix: 8)
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+import Synchronization
+
+/// The download service's tables, in its own database (`download.sqlite`).
+enum DownloadSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("download_v1") { db in
+            // The position of the payment queue's log applied, committed with its effects.
+            try db.execute(sql: "CREATE TABLE dl_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
+            // Every download this service was asked about, with its state as the payment queue last
+            // said (key_seq: the queue position that said it) and what was sent for it. A finished
+            // transaction's downloads stay, marked, so that a late answer cannot bring them back.
+            try db.execute(sql: """
+                CREATE TABLE dl_download (
+                    transaction_id TEXT NOT NULL,
+                    content_id TEXT NOT NULL,
+                    queue_key TEXT NOT NULL,
+                    app TEXT NOT NULL,
+                    product_id TEXT NOT NULL,
+                    state INTEGER NOT NULL,
+                    key_seq INTEGER NOT NULL,
+                    bytes_sent INTEGER NOT NULL DEFAULT 0,
+                    served_end INTEGER NOT NULL DEFAULT 0,
+                    created_ms INTEGER NOT NULL,
+                    transaction_finished INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (transaction_id, content_id)
+                ) STRICT
+                """)
+            try db.execute(sql: "CREATE INDEX dl_download_queue ON dl_download (queue_key, created_ms)")
+        }
+        return migrator
+    }
+}
+
+/// One download as the ledger knows it.
+struct LedgerEntry: Sendable, Equatable {
+    var queueKey: String
+    var app: String
+    var productID: String
+    var state: Storebus_PaymentQueue_V1_DownloadState
+    /// The queue position that said `state`.
+    var keySeq: UInt64
+    /// Bytes sent over every start and resume.
+    var bytesSent: Int64
+    /// The furthest byte sent so far (the progress this service knows).
+    var servedEnd: Int64
+    var createdMS: Int64
+    /// The transaction was finished: its downloads can no longer be used.
+    var transactionFinished = false
+}
+
+/// A download's name.
+struct DownloadKey: Hashable, Sendable {
+    var transaction: String
+    var content: String
+}
+
+/// The downloads the service has been asked about, their states as the payment queue says (from
+/// its answers and its log) and what was sent, in memory for ReadChunk and in the database for a
+/// restart. Byte counts reach the database with each state change; a crash loses the counts since.
+final class DownloadLedger: Sendable {
+    static let log = "payment-queue"
+
+    let database: StoreDatabase
+    private let entries: Mutex<[DownloadKey: LedgerEntry]>
+
+    /// The ledger kept in `database`, loaded.
+    init(database: StoreDatabase) async throws {
+        self.database = database
+        let loaded = try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM dl_download").map { row -> (DownloadKey, LedgerEntry) in
+                (DownloadKey(transaction: row["transaction_id"], content: row["content_id"]), LedgerEntry(
+                    queueKey: row["queue_key"], app: row["app"], productID: row["product_id"],
+                    state: Storebus_PaymentQueue_V1_DownloadState(rawValue: row["state"]) ?? .unspecified,
+                    keySeq: row["key_seq"], bytesSent: row["bytes_sent"], servedEnd: row["served_end"], createdMS: row["created_ms"],
+                    transactionFinished: row["transaction_finished"]
+                ))
+            }
+        }
+        entries = Mutex(Dictionary(loaded, uniquingKeysWith: { $1 }))
+    }
+
+    func entry(_ key: DownloadKey) -> LedgerEntry? {
+        entries.withLock { $0[key] }
+    }
+
+    /// Every entry of the queue `queueKey` whose transaction is not finished, oldest first.
+    func entries(queueKey: String) -> [(DownloadKey, LedgerEntry)] {
+        entries.withLock { entries in
+            entries.filter { $0.value.queueKey == queueKey && !$0.value.transactionFinished }.sorted { ($0.value.createdMS, $0.key.transaction, $0.key.content) < ($1.value.createdMS, $1.key.transaction, $1.key.content) }
+                .map { ($0.key, $0.value) }
+        }
+    }
+
+    /// Counts `count` bytes sent for `key`, ending at `end`.
+    func sent(_ key: DownloadKey, count: Int, end: Int64) {
+        entries.withLock { entries in
+            entries[key]?.bytesSent += Int64(count)
+            if let served = entries[key]?.servedEnd, served < end { entries[key]?.servedEnd = end }
+        }
+    }
+
+    /// Takes in the payment queue's answer to UpdateDownloads: each download's state as of `keySeq`.
+    func record(queue: Storebus_PaymentQueue_V1_QueueRef, app: String, downloads: [Storebus_PaymentQueue_V1_Download], productIDs: [String], keySeq: UInt64) async throws {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let changed = entries.withLock { entries -> [(DownloadKey, LedgerEntry)] in
+            var changed: [(DownloadKey, LedgerEntry)] = []
+            for (download, productID) in zip(downloads, productIDs) {
+                let key = DownloadKey(transaction: download.transactionIdentifier, content: download.contentIdentifier)
+                var entry = entries[key] ?? LedgerEntry(queueKey: queue.key, app: app, productID: productID, state: download.state, keySeq: 0, bytesSent: 0, servedEnd: 0, createdMS: now)
+                guard keySeq >= entry.keySeq, !entry.transactionFinished else { continue }
+                entry.state = download.state
+                entry.keySeq = keySeq
+                if download.state == .cancelled { entry.servedEnd = 0 }
+                entries[key] = entry
+                changed.append((key, entry))
+            }
+            return changed
+        }
+        guard !changed.isEmpty else { return }
+        try await database.write { db in
+            for (key, entry) in changed { try Self.save(db, key, entry) }
+        }
+    }
+
+    /// Applies a page of the payment queue's log: download states, and the end of finished
+    /// transactions' downloads. Events of downloads never asked about here are passed over.
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord]) async throws {
+        guard let last = records.last?.seq else { return }
+        let saved = entries.withLock { entries -> [(DownloadKey, LedgerEntry)] in
+            var saved: [DownloadKey: LedgerEntry] = [:]
+            for record in records {
+                switch record.payload.event {
+                case .updatedDownloads(let updated):
+                    for download in updated.downloads {
+                        let key = DownloadKey(transaction: download.transactionIdentifier, content: download.contentIdentifier)
+                        guard var entry = entries[key], record.keySeq > entry.keySeq else { continue }
+                        entry.state = download.state
+                        entry.keySeq = record.keySeq
+                        entries[key] = entry
+                        saved[key] = entry
+                    }
+                case .removedTransactions(let finished):
+                    for transaction in finished.transactions {
+                        let id = transaction.transactionIdentifier
+                        for key in entries.keys where key.transaction == id {
+                            var entry = entries[key]!
+                            if entry.state != .finished { entry.state = .cancelled }
+                            entry.keySeq = max(entry.keySeq, record.keySeq)
+                            entry.transactionFinished = true
+                            entries[key] = entry
+                            saved[key] = entry
+                        }
+                    }
+                default:
+                    continue
+                }
+            }
+            return saved.map { ($0.key, $0.value) }
+        }
+        try await database.write { db in
+            for (key, entry) in saved { try Self.save(db, key, entry) }
+            try db.execute(sql: "INSERT INTO dl_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq", arguments: [Self.log, last])
+        }
+    }
+
+    /// The position of the payment queue's log applied so far.
+    func position() async throws -> UInt64 {
+        try await database.read { db in try UInt64.fetchOne(db, sql: "SELECT seq FROM dl_follow WHERE log = ?", arguments: [Self.log]) ?? 0 }
+    }
+
+    /// The payment queue's log was replaced: follow the new one from its start.
+    func forgetLog() async throws {
+        _ = try await database.write { db in try db.execute(sql: "DELETE FROM dl_follow WHERE log = ?", arguments: [Self.log]) }
+    }
+
+    private static func save(_ db: Database, _ key: DownloadKey, _ entry: LedgerEntry) throws {
+        try db.execute(sql: """
+            INSERT INTO dl_download (transaction_id, content_id, queue_key, app, product_id, state, key_seq, bytes_sent, served_end, created_ms, transaction_finished)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (transaction_id, content_id) DO UPDATE SET
+                state = excluded.state, key_seq = excluded.key_seq, bytes_sent = excluded.bytes_sent, served_end = excluded.served_end,
+                transaction_finished = excluded.transaction_finished
+            """, arguments: [
+                key.transaction, key.content, entry.queueKey, entry.app, entry.productID, entry.state.rawValue, entry.keySeq,
+                entry.bytesSent, entry.servedEnd, entry.createdMS, entry.transactionFinished,
+            ])
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import StoreBus
+import StoreBusHost
+import StoreBusServer
+import StoreBusStorage
+import StoreSchema
+
+/// `storebus-download` as a service: hosted content packed from the content root as the catalog
+/// names it, served in chunks to active downloads once the receipt proves the purchase. Its
+/// executable, a test or any program runs it the same way.
+public struct DownloadServer: Service {
+    /// The executable's name, in logs and Health answers.
+    public static let process = "storebus-download"
+
+    let host: HostConfiguration
+    let configuration: DownloadConfiguration
+
+    /// A download service serving as `host` says, with `configuration`.
+    public init(host: HostConfiguration, configuration: DownloadConfiguration) {
+        self.host = host
+        self.configuration = configuration
+    }
+
+    /// Reads the catalog, makes or finds every package (a ``StartupError`` naming the product when
+    /// the content differs from what the catalog announces), follows the payment queue's log, then
+    /// serves until graceful shutdown.
+    public func run() async throws {
+        var configuration = configuration
+        // A relative content root in a config file is relative to the file, as the data directory is.
+        if !configuration.contentRoot.hasPrefix("/"), let base = host.configDirectory {
+            configuration.contentRoot = base.appendingPathComponent(configuration.contentRoot).standardizedFileURL.path
+        }
+        try configuration.validate()
+        let host = try ServiceHost(process: Self.process, configuration: host)
+        let directory = try host.dataDirectory()
+        let database = try StoreDatabase(directory: directory, name: "download", durability: configuration.durability, migrator: DownloadSchema.migrator)
+        let client = { (endpoints: [String]) in try RPCClient(configuration: ClientConfiguration(endpoints: endpoints), reactor: host.reactor, logger: host.logger) }
+        let catalogClient = try client(configuration.catalogEndpoints)
+        let queueClient = try client(configuration.paymentQueueEndpoints)
+        let receiptClient = try client(configuration.receiptEndpoints)
+        let shutdownClients: @Sendable () async -> Void = {
+            for client in [catalogClient, queueClient, receiptClient] { await client.shutdown() }
+        }
+        // The catalog is read before serving: the clients' loop runs from now on.
+        host.reactor.start()
+        let content: ContentStore
+        do {
+            let (specs, version) = try await HostedCatalog.specs(catalog: catalogClient, wait: .seconds(configuration.catalogWaitSeconds), logger: host.logger)
+            content = try ContentStore(
+                contentRoot: URL(fileURLWithPath: configuration.contentRoot), directory: directory.appendingPathComponent("packages"), specs: specs
+            )
+            host.logger.info("Hosting", metadata: ["packages": "\(content.all.count)", "catalog.version": "\(version)", "content.root": "\(configuration.contentRoot)"])
+        } catch {
+            await shutdownClients()
+            try? database.close()
+            throw error
+        }
+        let ledger = try await DownloadLedger(database: database)
+        let follower = try EventFollower(
+            configuration: .init(log: "payment-queue", doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            client: queueClient, context: host.context, logger: host.logger
+        )
+        let service = DownloadService(content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient))
+        try await host.serve(
+            router: service.router,
+            services: [Storebus_Download_V1_Download.serviceName],
+            background: [DownloadFollower(follower: follower, ledger: ledger, logger: host.logger)],
+            onShutdown: {
+                await shutdownClients()
+                try? database.close()
+            }
+        )
+    }
+}
+
+/// Applies the payment queue's log to the ledger (download states; finished transactions), from the
+/// ledger's own position, until the process stops. A log that ends before the position (the payment
+/// queue's database was replaced) is applied again from its start.
+struct DownloadFollower: Service {
+    let follower: EventFollower
+    let ledger: DownloadLedger
+    let logger: Logger
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let start = try await ledger.position()
+                do {
+                    try await follower.followPages(after: start, as: Storebus_PaymentQueue_V1_QueueEventPage.self) { events in
+                        try await ledger.apply(events)
+                    }
+                    return
+                } catch let error as RPCError where error.code == .outOfRange {
+                    logger.warning("The payment queue's event log was replaced; following it from its start", metadata: ["error": "\(error.message)"])
+                    try await ledger.forgetLog()
+                }
+            }
+        }
+        await follower.shutdown()
+    }
+}

@@ -1,0 +1,270 @@
+import ContentPackage
+import Crypto
+import Foundation
+import StoreBus
+import StoreBusServer
+import StoreSchema
+
+/// The handlers of `storebus.download.v1.Download`.
+///
+/// The payment queue keeps the download states (its UpdateDownloads checks the transaction and the
+/// state machine, and announces each change to the device); this service checks the receipt before
+/// it lets a download become active, and serves the packages' bytes to active downloads only.
+public struct DownloadService: Sendable {
+    /// Most downloads named in one call.
+    public static let maxDownloadsPerCall = 100
+    /// Largest chunk ReadChunk gives, and the size it gives when asked for none.
+    public static let maxChunkBytes = 1 << 20
+    public static let defaultChunkBytes = 256 * 1024
+
+    let content: ContentStore
+    let ledger: DownloadLedger
+    let paymentQueue: RPCClient
+    let receipts: ReceiptCheck
+
+    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck) {
+        self.content = content
+        self.ledger = ledger
+        self.paymentQueue = paymentQueue
+        self.receipts = receipts
+    }
+
+    var router: RPCRouter {
+        var router = RPCRouter()
+        let service = self
+        router.register(Storebus_Download_V1_Download.startDownloads) { request, context in
+            var request = request
+            try service.check(&request.queue, request.downloads, context)
+            let (downloads, keySeq) = try await service.begin(request.queue, request.downloads, action: .start, context)
+            return .with {
+                $0.downloads = downloads
+                $0.keySeq = keySeq
+            }
+        }
+        router.register(Storebus_Download_V1_Download.resumeDownloads) { request, context in
+            var request = request
+            try service.check(&request.queue, request.downloads, context)
+            let (downloads, keySeq) = try await service.begin(request.queue, request.downloads, action: .resume, context)
+            return .with {
+                $0.downloads = downloads
+                $0.keySeq = keySeq
+            }
+        }
+        router.register(Storebus_Download_V1_Download.pauseDownloads) { request, context in
+            var request = request
+            try service.check(&request.queue, request.downloads, context)
+            let updates = request.downloads.map { service.update($0, .pause) }
+            let downloads = try await service.apply(updates, queue: request.queue, context)
+            return .with { $0.downloads = downloads }
+        }
+        router.register(Storebus_Download_V1_Download.cancelDownloads) { request, context in
+            var request = request
+            try service.check(&request.queue, request.downloads, context)
+            let updates = request.downloads.map { service.update($0, .cancel) }
+            let downloads = try await service.apply(updates, queue: request.queue, context)
+            return .with { $0.downloads = downloads }
+        }
+        router.register(Storebus_Download_V1_Download.completeDownload) { request, context in
+            var request = request
+            try service.check(&request.queue, [request.download], context)
+            guard request.contentURL.utf8.count <= 2048 else { throw RPCError.invalidArgument(field: "contentUrl", "must be at most 2048 bytes") }
+            let package = try service.package(request.queue, request.download)
+            guard request.sha256.lowercased() == package.sha256 else {
+                throw RPCError.resource(.failedPrecondition, type: "download", name: request.download.contentIdentifier,
+                                        "SHA-256 \(RPCError.echo(request.sha256)) is not the package's \(package.sha256): read it again")
+                    .withReason("DIGEST_MISMATCH", domain: "storebus.download")
+            }
+            var update = service.update(request.download, .complete)
+            update.contentURL = request.contentURL
+            let downloads = try await service.apply([update], queue: request.queue, context)
+            return .with { $0.download = downloads.first ?? .init() }
+        }
+        router.register(Storebus_Download_V1_Download.failDownload) { request, context in
+            var request = request
+            try service.check(&request.queue, [request.download], context)
+            guard request.error.localizedDescription.utf8.count <= 1024 else {
+                throw RPCError.invalidArgument(field: "error.localizedDescription", "must be at most 1024 bytes")
+            }
+            let package = try service.package(request.queue, request.download)
+            guard (0...package.length).contains(request.bytesKept) else {
+                throw RPCError.invalidArgument(field: "bytesKept", "must be from 0 to the package's \(package.length) bytes")
+            }
+            var update = service.update(request.download, .fail)
+            update.error = request.error
+            update.progress = package.length > 0 ? Double(request.bytesKept) / Double(package.length) : 0
+            let downloads = try await service.apply([update], queue: request.queue, context)
+            return .with { $0.download = downloads.first ?? .init() }
+        }
+        router.register(Storebus_Download_V1_Download.getDownloads) { request, context in
+            var request = request
+            try context.authorize(&request.queue)
+            try request.queue.validate()
+            guard request.downloads.count <= Self.maxDownloadsPerCall else {
+                throw RPCError.invalidArgument(field: "downloads", "must name at most \(Self.maxDownloadsPerCall) downloads")
+            }
+            let known: [(DownloadKey, LedgerEntry)]
+            if request.downloads.isEmpty {
+                known = service.ledger.entries(queueKey: request.queue.key)
+            } else {
+                known = try request.downloads.map { ref in
+                    let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
+                    guard let entry = service.ledger.entry(key), entry.queueKey == request.queue.key else {
+                        throw RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier, "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
+                    }
+                    return (key, entry)
+                }
+            }
+            return .with { $0.downloads = known.map { service.status($0.0, $0.1) } }
+        }
+        router.register(Storebus_Download_V1_Download.readChunk) { request, context in
+            var request = request
+            try context.authorize(&request.queue)
+            return try service.read(request)
+        }
+        return router
+    }
+
+    // MARK: Checks
+
+    /// Fills and checks the queue, and checks the downloads named.
+    private func check(_ queue: inout Storebus_PaymentQueue_V1_QueueRef, _ downloads: [Storebus_Download_V1_DownloadRef], _ context: ServerContext) throws(RPCError) {
+        try context.authorize(&queue)
+        try queue.validate()
+        guard (1...Self.maxDownloadsPerCall).contains(downloads.count) else {
+            throw RPCError.invalidArgument(field: "downloads", "must name 1 to \(Self.maxDownloadsPerCall) downloads")
+        }
+        for (index, ref) in downloads.enumerated() {
+            guard !ref.transactionIdentifier.isEmpty, ref.transactionIdentifier.utf8.count <= 64 else {
+                throw RPCError.invalidArgument(field: "downloads[\(index)].transactionIdentifier", "must be 1 to 64 bytes")
+            }
+            guard !ref.contentIdentifier.isEmpty, ref.contentIdentifier.utf8.count <= 255 else {
+                throw RPCError.invalidArgument(field: "downloads[\(index)].contentIdentifier", "must be 1 to 255 bytes")
+            }
+        }
+    }
+
+    /// The package a download of `queue`'s app is of: NOT_FOUND when this service hosts none.
+    private func package(_ queue: Storebus_PaymentQueue_V1_QueueRef, _ ref: Storebus_Download_V1_DownloadRef) throws(RPCError) -> ContentStore.Package {
+        guard let package = content.package(app: queue.appBundleID, contentID: ref.contentIdentifier) else {
+            throw RPCError.resource(.notFound, type: "content", name: ref.contentIdentifier, "no hosted content \(RPCError.echo(ref.contentIdentifier)) in \(RPCError.echo(queue.appBundleID))")
+        }
+        return package
+    }
+
+    private func update(_ ref: Storebus_Download_V1_DownloadRef, _ action: Storebus_PaymentQueue_V1_DownloadAction) -> Storebus_PaymentQueue_V1_DownloadUpdate {
+        .with {
+            $0.transactionIdentifier = ref.transactionIdentifier
+            $0.contentIdentifier = ref.contentIdentifier
+            $0.action = action
+            if let entry = ledger.entry(DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)),
+               let package = content.package(app: entry.app, contentID: ref.contentIdentifier), package.length > 0 {
+                $0.progress = min(1, Double(entry.servedEnd) / Double(package.length))
+            }
+        }
+    }
+
+    // MARK: State changes
+
+    /// Start or resume: the payment queue checks the transactions and states, the receipt the
+    /// products, and only then do the downloads become active.
+    private func begin(
+        _ queue: Storebus_PaymentQueue_V1_QueueRef, _ refs: [Storebus_Download_V1_DownloadRef], action: Storebus_PaymentQueue_V1_DownloadAction, _ context: ServerContext
+    ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
+        for ref in refs { _ = try package(queue, ref) }
+        let updates = refs.map { update($0, action) }
+        let checked = try await paymentQueue.call(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, .with {
+            $0.queue = queue
+            $0.updates = updates
+            $0.checkOnly = true
+        }, options: CallOptions(timeout: context.timeRemaining))
+        var products: [String] = []
+        for product in checked.productIdentifiers where !products.contains(product) { products.append(product) }
+        try await receipts.check(queue: queue, products: products, minSeq: checked.logSeq, timeout: context.timeRemaining)
+        return try await applyWithPosition(updates, queue: queue, context)
+    }
+
+    /// Asks the payment queue for `updates`, records its answer, and answers the downloads' statuses.
+    private func apply(_ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext) async throws -> [Storebus_Download_V1_DownloadStatus] {
+        try await applyWithPosition(updates, queue: queue, context).downloads
+    }
+
+    /// ``apply(_:queue:_:)``, with the queue position the statuses are as of.
+    private func applyWithPosition(
+        _ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext
+    ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
+        for update in updates { _ = try package(queue, .with { $0.contentIdentifier = update.contentIdentifier }) }
+        let answer = try await paymentQueue.call(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, .with {
+            $0.queue = queue
+            $0.updates = updates
+        }, options: CallOptions(timeout: context.timeRemaining))
+        try await ledger.record(queue: queue, app: queue.appBundleID, downloads: answer.downloads, productIDs: answer.productIdentifiers, keySeq: answer.keySeq)
+        let statuses = zip(answer.downloads, answer.productIdentifiers).map { download, product in
+            let key = DownloadKey(transaction: download.transactionIdentifier, content: download.contentIdentifier)
+            var status = Storebus_Download_V1_DownloadStatus()
+            status.download = download
+            status.productIdentifier = product
+            status.sha256 = content.package(app: queue.appBundleID, contentID: download.contentIdentifier)?.sha256 ?? ""
+            status.bytesSent = ledger.entry(key)?.bytesSent ?? 0
+            return status
+        }
+        return (statuses, answer.keySeq)
+    }
+
+    /// A ledger entry as a status.
+    private func status(_ key: DownloadKey, _ entry: LedgerEntry) -> Storebus_Download_V1_DownloadStatus {
+        let package = content.package(app: entry.app, contentID: key.content)
+        return .with {
+            $0.download = .with {
+                $0.transactionIdentifier = key.transaction
+                $0.contentIdentifier = key.content
+                $0.state = entry.state
+                $0.contentVersion = package?.version ?? ""
+                $0.contentLength = package?.length ?? 0
+                if let length = package?.length, length > 0 { $0.progress = min(1, Double(entry.servedEnd) / Double(length)) }
+                $0.timeRemainingSeconds = -1
+            }
+            $0.productIdentifier = entry.productID
+            $0.sha256 = package?.sha256 ?? ""
+            $0.bytesSent = entry.bytesSent
+        }
+    }
+
+    // MARK: Transfer
+
+    /// A chunk of an active download.
+    func read(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> Storebus_Download_V1_ReadChunkResponse {
+        try request.queue.validate()
+        let ref = request.download
+        let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
+        guard let entry = ledger.entry(key), entry.queueKey == request.queue.key else {
+            throw RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier, "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
+        }
+        guard entry.state == .active, !entry.transactionFinished else {
+            let state = entry.transactionFinished ? "the transaction is finished" : "the download is \(entry.state.name)"
+            throw RPCError.resource(.failedPrecondition, type: "download", name: ref.contentIdentifier, "\(state): start or resume it before reading")
+                .withReason("DOWNLOAD_NOT_ACTIVE", domain: "storebus.download")
+        }
+        let package = try package(request.queue, ref)
+        guard request.ifVersion.isEmpty || request.ifVersion == package.version else {
+            throw RPCError.resource(.failedPrecondition, type: "content", name: ref.contentIdentifier,
+                                    "the content is now version \(package.version), not \(RPCError.echo(request.ifVersion)): start again from offset 0")
+                .withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
+        }
+        guard request.maxBytes <= Self.maxChunkBytes else {
+            throw RPCError.invalidArgument(field: "maxBytes", "must be at most \(Self.maxChunkBytes)")
+        }
+        guard request.offset >= 0 else { throw RPCError.invalidArgument(field: "offset", "must not be negative") }
+        let data = try content.read(package, offset: request.offset, maxBytes: request.maxBytes == 0 ? Self.defaultChunkBytes : Int(request.maxBytes))
+        let end = request.offset + Int64(data.count)
+        ledger.sent(key, count: data.count, end: end)
+        return .with {
+            $0.data = Data(data)
+            $0.chunkSha256 = ContentPackage.hex(SHA256.hash(data: data))
+            $0.offset = request.offset
+            $0.version = package.version
+            $0.contentLength = package.length
+            $0.sha256 = package.sha256
+            $0.eof = end == package.length
+        }
+    }
+}

@@ -1,0 +1,440 @@
+import ContentPackage
+import Crypto
+import Foundation
+import Logging
+import StoreBus
+import StoreSchema
+import Synchronization
+
+/// The device side of downloads: pulls each active download's package in chunks through the
+/// gateway, keeping at most `downloadWindow` reads in flight (credit-based flow control: memory
+/// stays bounded whatever the package's size or the link's speed), writes them into a partial file
+/// in the download directory, checks each chunk's digest and then the whole package's SHA-256,
+/// unpacks it and moves it into place in one rename, and reports the download finished.
+///
+/// What was written survives a stop, a crash or a full disk: a partial file and, beside it, what it
+/// is (`.partial.json`: content version, package digest and length, and the bytes kept, written
+/// after an fsync). Resuming continues from the bytes kept; a content version that changed
+/// meanwhile starts again from zero.
+final class DownloadEngine: Sendable {
+    struct Key: Hashable, Sendable {
+        var transaction: String
+        var content: String
+    }
+
+    /// A running transfer.
+    private struct Running {
+        var id: UInt64
+        var task: Task<Void, Never>
+        /// The queue position of the start or resume that began it: callbacks at or before it are older news.
+        var since: UInt64
+        let meter: Meter
+    }
+
+    /// What a transfer knows of its progress, for the ticks.
+    final class Meter: Sendable {
+        struct Reading {
+            var done: Int64 = 0
+            var length: Int64 = 0
+            var started = ContinuousClock.now
+            var startDone: Int64 = -1
+        }
+
+        let reading = Mutex(Reading())
+    }
+
+    /// What a partial file holds.
+    struct Sidecar: Codable, Equatable {
+        var version: String
+        var sha256: String
+        var length: Int64
+        /// Bytes from the start written and synced.
+        var kept: Int64
+    }
+
+    private let connection: StoreConnection
+    private let running = Mutex<[Key: Running]>([:])
+    private let nextID = Atomic<UInt64>(0)
+    private let logger: Logger
+    /// Hands a callback of the queue's own making (progress ticks, failures) to the queue's listeners.
+    let sink = Mutex<(@Sendable (PaymentQueueCallback.Event) -> Void)?>(nil)
+
+    init(connection: StoreConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    func deliver(_ event: PaymentQueueCallback.Event) {
+        sink.withLock { $0 }?(event)
+    }
+
+    private var configuration: StoreConfiguration { connection.configuration }
+
+    // MARK: Files
+
+    static func safe(_ text: String) -> String {
+        String(text.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || $0 == "." || $0 == "-" ? Character($0) : "_" }.prefix(120))
+    }
+
+    func folder(_ key: Key) -> URL {
+        configuration.downloadDirectory.appendingPathComponent("\(Self.safe(key.transaction))-\(Self.safe(key.content))")
+    }
+
+    func partial(_ key: Key) -> URL { folder(key).appendingPathExtension("partial") }
+    func sidecar(_ key: Key) -> URL { folder(key).appendingPathExtension("partial.json") }
+
+    func loadSidecar(_ key: Key) -> Sidecar? {
+        guard let data = try? Data(contentsOf: sidecar(key)) else { return nil }
+        return try? JSONDecoder().decode(Sidecar.self, from: data)
+    }
+
+    func saveSidecar(_ key: Key, _ sidecar: Sidecar) throws {
+        try JSONEncoder().encode(sidecar).write(to: self.sidecar(key), options: .atomic)
+    }
+
+    /// Removes a download's partial data (a cancel).
+    func discard(_ key: Key) {
+        try? FileManager.default.removeItem(at: partial(key))
+        try? FileManager.default.removeItem(at: sidecar(key))
+    }
+
+    /// Bytes kept of a download (what a resume continues from).
+    func kept(_ key: Key) -> Int64 { loadSidecar(key)?.kept ?? 0 }
+
+    // MARK: Running
+
+    /// Whether the download is being transferred here.
+    func isRunning(_ key: Key) -> Bool { running.withLock { $0[key] != nil } }
+
+    /// Starts transferring `download` (made ACTIVE at queue position `since`), unless it already is.
+    func begin(_ download: Download, since: UInt64) {
+        let key = Key(transaction: download.transactionIdentifier, content: download.contentIdentifier)
+        running.withLock { running in
+            if let known = running[key] {
+                running[key]?.since = max(known.since, since)
+                return
+            }
+            let meter = Meter()
+            let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
+            let task = Task { [self] in
+                await transfer(download, key: key, meter: meter)
+                self.running.withLock { running in
+                    if running[key]?.id == id { running[key] = nil }
+                }
+            }
+            running[key] = Running(id: id, task: task, since: since, meter: meter)
+        }
+    }
+
+    /// Stops the transfer of `key` (it keeps what it wrote) and waits for it to end.
+    func stop(_ key: Key) async {
+        let task = running.withLock { $0[key]?.task }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// A state change the store announced at `seq`: a transfer that is not to go on stops, and a
+    /// cancelled download's partial data goes.
+    func announced(_ download: Download, seq: UInt64) {
+        let key = Key(transaction: download.transactionIdentifier, content: download.contentIdentifier)
+        let stale = running.withLock { $0[key].map { seq <= $0.since } ?? false }
+        guard !stale, download.state == .paused || download.state == .cancelled else { return }
+        Task {
+            await stop(key)
+            if download.state == .cancelled { discard(key) }
+        }
+    }
+
+    /// Waits for the transfer of `key` to end by itself.
+    func wait(_ key: Key) async {
+        let task = running.withLock { $0[key]?.task }
+        await task?.value
+    }
+
+    /// Stops every transfer (the queue closes).
+    func stopAll() async {
+        let tasks = running.withLock { $0.values.map(\.task) }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    // MARK: Transfer
+
+    private enum Outcome {
+        case complete
+        case stopped
+        case versionChanged
+        case failed(StoreKitError)
+    }
+
+    private func transfer(_ download: Download, key: Key, meter: Meter) async {
+        let ticker = Task { [self] in
+            var snapshot = download
+            snapshot.state = .active
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                guard !Task.isCancelled else { return }
+                let reading = meter.reading.withLock { $0 }
+                guard reading.length > 0 else { continue }
+                snapshot.progress = Double(reading.done) / Double(reading.length)
+                snapshot.rawRecord.progress = snapshot.progress
+                let elapsed = reading.started.duration(to: .now)
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                let rate = reading.startDone >= 0 && seconds > 0.3 ? Double(reading.done - reading.startDone) / seconds : 0
+                snapshot.timeRemaining = rate > 0 ? Double(reading.length - reading.done) / rate : -1
+                snapshot.rawRecord.timeRemainingSeconds = snapshot.timeRemaining
+                deliver(.updatedDownloads([snapshot]))
+            }
+        }
+        let outcome = await run(download, key: key, meter: meter)
+        ticker.cancel()
+        await ticker.value
+        switch outcome {
+        case .stopped, .versionChanged:
+            return
+        case .complete:
+            do {
+                let url = folder(key)
+                _ = try await connection.call(Storebus_Download_V1_Download.completeDownload, .with {
+                    $0.queue = configuration.queue
+                    $0.download = .with {
+                        $0.transactionIdentifier = key.transaction
+                        $0.contentIdentifier = key.content
+                    }
+                    $0.sha256 = loadSidecar(key)?.sha256 ?? ""
+                    $0.contentURL = url.absoluteString
+                })
+                discard(key)
+            } catch {
+                logger.warning("Completing a download failed; start it again to report it", metadata: ["content": "\(key.content)", "error": "\(error)"])
+            }
+        case .failed(let error):
+            var failed = download
+            failed.state = .failed
+            failed.error = error
+            failed.timeRemaining = -1
+            do {
+                _ = try await connection.call(Storebus_Download_V1_Download.failDownload, .with {
+                    $0.queue = configuration.queue
+                    $0.download = .with {
+                        $0.transactionIdentifier = key.transaction
+                        $0.contentIdentifier = key.content
+                    }
+                    $0.error = .with {
+                        $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: error.code.rawValue) ?? .unknown
+                        $0.localizedDescription = String(error.localizedDescription.prefix(1000))
+                    }
+                    $0.bytesKept = kept(key)
+                })
+            } catch {
+                // The store could not be told: this queue still says so to its observers.
+                deliver(.updatedDownloads([failed]))
+            }
+        }
+    }
+
+    /// Transfers until the package is in place (complete), the transfer is stopped, or it fails.
+    private func run(_ download: Download, key: Key, meter: Meter) async -> Outcome {
+        var restarts = 0
+        while true {
+            let outcome = await pull(download, key: key, meter: meter)
+            switch outcome {
+            case .versionChanged where restarts < 3:
+                restarts += 1
+                discard(key)
+                continue
+            case .complete:
+                switch place(key) {
+                case .success:
+                    return .complete
+                case .failure(let error) where restarts < 1:
+                    logger.warning("A downloaded package did not verify; reading it again", metadata: ["content": "\(key.content)", "error": "\(error)"])
+                    restarts += 1
+                    discard(key)
+                    continue
+                case .failure(let error):
+                    return .failed(error)
+                }
+            default:
+                return outcome
+            }
+        }
+    }
+
+    /// Checks the whole package against its SHA-256, unpacks it beside, and renames it into place.
+    private func place(_ key: Key) -> Result<Void, StoreKitError> {
+        guard let sidecar = loadSidecar(key) else { return .failure(StoreKitError(code: .unknown, localizedDescription: "the download's record is gone")) }
+        do {
+            let input = try FileHandle(forReadingFrom: partial(key))
+            defer { try? input.close() }
+            var hash = SHA256()
+            while let piece = try input.read(upToCount: 1 << 20), !piece.isEmpty { hash.update(data: piece) }
+            guard ContentPackage.hex(hash.finalize()) == sidecar.sha256 else {
+                return .failure(StoreKitError(code: .unknown, localizedDescription: "the downloaded content does not match its SHA-256"))
+            }
+            let final = folder(key)
+            let unpacking = final.deletingLastPathComponent().appendingPathComponent(".\(final.lastPathComponent).unpacking")
+            try? FileManager.default.removeItem(at: unpacking)
+            try FileManager.default.createDirectory(at: unpacking, withIntermediateDirectories: true)
+            try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"))
+            try? FileManager.default.removeItem(at: final)
+            try FileManager.default.moveItem(at: unpacking, to: final)
+            return .success(())
+        } catch {
+            return .failure(StoreKitError(code: .unknown, localizedDescription: "the downloaded content could not be put in place: \(error)"))
+        }
+    }
+
+    /// One pass of chunk reads from the bytes kept to the end of the package.
+    private func pull(_ download: Download, key: Key, meter: Meter) async -> Outcome {
+        let configuration = self.configuration
+        do {
+            try FileManager.default.createDirectory(at: configuration.downloadDirectory, withIntermediateDirectories: true)
+        } catch {
+            return .failed(Self.writeError(error))
+        }
+        var sidecar = loadSidecar(key) ?? Sidecar(version: "", sha256: "", length: download.contentLength, kept: 0)
+        let descriptor = open(partial(key).path, O_RDWR | O_CREAT, 0o644)
+        guard descriptor >= 0 else { return .failed(Self.writeError(errno)) }
+        defer { close(descriptor) }
+        if ftruncate(descriptor, off_t(sidecar.kept)) != 0 { return .failed(Self.writeError(errno)) }
+        let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
+        let window = max(1, configuration.downloadWindow)
+        var contiguous = sidecar.kept
+        var synced = contiguous
+        var next = contiguous
+        var received: [Int64: Int64] = [:]
+        var lastProgress = ContinuousClock.now
+        var mismatches = 0
+        meter.reading.withLock {
+            $0.done = contiguous
+            $0.length = sidecar.length
+            $0.started = .now
+            $0.startDone = contiguous
+        }
+        /// Syncs the file and records the bytes kept.
+        func keep() -> StoreKitError? {
+            guard contiguous != synced || sidecar.kept != contiguous else { return nil }
+            if fsync(descriptor) != 0 { return Self.writeError(errno) }
+            sidecar.kept = contiguous
+            do { try saveSidecar(key, sidecar) } catch { return Self.writeError(error) }
+            synced = contiguous
+            return nil
+        }
+        let request = { (offset: Int64, version: String) -> Storebus_Download_V1_ReadChunkRequest in
+            .with {
+                $0.queue = configuration.queue
+                $0.download = .with {
+                    $0.transactionIdentifier = key.transaction
+                    $0.contentIdentifier = key.content
+                }
+                $0.offset = offset
+                $0.maxBytes = UInt32(chunk)
+                $0.ifVersion = version
+            }
+        }
+        let connection = self.connection
+        return await withTaskGroup(of: (Int64, Result<Storebus_Download_V1_ReadChunkResponse, StoreError>).self) { group -> Outcome in
+            var inFlight = 0
+            func launch(_ offset: Int64, after delay: Duration = .zero) {
+                let call = request(offset, sidecar.version)
+                inFlight += 1
+                group.addTask {
+                    if delay > .zero { try? await Task.sleep(for: delay) }
+                    do {
+                        return (offset, .success(try await connection.call(Storebus_Download_V1_Download.readChunk, call)))
+                    } catch let error as StoreError {
+                        return (offset, .failure(error))
+                    } catch {
+                        return (offset, .failure(StoreError(RPCError(.unknown, "\(error)"))))
+                    }
+                }
+            }
+            func end(_ outcome: Outcome) -> Outcome {
+                group.cancelAll()
+                if let error = keep() { return .failed(error) }
+                return outcome
+            }
+            var retryDelay = Duration.milliseconds(100)
+            while true {
+                // A first read learns the version and the length; then the window fills.
+                let credit = sidecar.version.isEmpty ? 1 : window
+                while inFlight < credit && next < max(sidecar.length, sidecar.version.isEmpty ? next + 1 : 0) {
+                    launch(next)
+                    next += chunk
+                }
+                if inFlight == 0 {
+                    if contiguous >= sidecar.length, !sidecar.version.isEmpty { return end(.complete) }
+                    return end(.stopped)
+                }
+                guard let (offset, result) = await group.next() else { return end(.stopped) }
+                inFlight -= 1
+                if Task.isCancelled { return end(.stopped) }
+                switch result {
+                case .success(let answer):
+                    if sidecar.version.isEmpty {
+                        sidecar = Sidecar(version: answer.version, sha256: answer.sha256, length: answer.contentLength, kept: contiguous)
+                        meter.reading.withLock { $0.length = answer.contentLength }
+                    } else if answer.version != sidecar.version || answer.sha256 != sidecar.sha256 {
+                        return end(.versionChanged)
+                    }
+                    let expected = min(chunk, sidecar.length - offset)
+                    let data = answer.data
+                    guard Int64(data.count) == expected, ContentPackage.hex(SHA256.hash(data: data)) == answer.chunkSha256 else {
+                        mismatches += 1
+                        if mismatches > 5 { return end(.failed(StoreKitError(code: .unknown, localizedDescription: "chunks of the content keep arriving damaged"))) }
+                        launch(offset)
+                        continue
+                    }
+                    let written = data.withUnsafeBytes { buffer -> Int in
+                        var done = 0
+                        while done < buffer.count {
+                            let count = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                            if count < 0 {
+                                if errno == EINTR { continue }
+                                return -Int(errno)
+                            }
+                            done += count
+                        }
+                        return done
+                    }
+                    if written < 0 {
+                        // A full disk, among others: keep what is written and whole, and say why.
+                        let failure = Self.writeError(Int32(-written))
+                        group.cancelAll()
+                        _ = keep()
+                        return .failed(failure)
+                    }
+                    received[offset] = Int64(data.count)
+                    while let count = received.removeValue(forKey: contiguous) { contiguous += count }
+                    meter.reading.withLock { $0.done = contiguous }
+                    lastProgress = .now
+                    retryDelay = .milliseconds(100)
+                    if contiguous - synced >= 8 << 20, let error = keep() { return end(.failed(error)) }
+                case .failure(let error):
+                    switch error.reason {
+                    case "CONTENT_VERSION_CHANGED": return end(.versionChanged)
+                    case "DOWNLOAD_NOT_ACTIVE": return end(.stopped)
+                    default: break
+                    }
+                    guard error.isTransient || error.status == .notFound && error.domain == "storebus.download" else {
+                        return end(.failed(StoreKitError(code: .unknown, localizedDescription: error.message)))
+                    }
+                    guard lastProgress.duration(to: .now) < configuration.downloadStallTimeout else {
+                        return end(.failed(StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "the download made no progress for \(configuration.downloadStallTimeout): \(error.message)")))
+                    }
+                    launch(offset, after: retryDelay)
+                    retryDelay = min(retryDelay * 2, .seconds(2))
+                }
+            }
+        }
+    }
+
+    static func writeError(_ code: Int32) -> StoreKitError {
+        StoreKitError(code: .unknown, localizedDescription: "the content could not be written: \(String(cString: strerror(code))) (errno \(code))")
+    }
+
+    static func writeError(_ error: any Error) -> StoreKitError {
+        StoreKitError(code: .unknown, localizedDescription: "the content could not be written: \(error)")
+    }
+}
