@@ -116,10 +116,12 @@ public struct DownloadService: Sendable {
             }
             return .with { $0.downloads = known.map { service.status($0.0, $0.1) } }
         }
-        router.register(Storebus_Download_V1_Download.readChunk) { request, context in
-            var request = request
+        // Raw: the answer's JSON is written directly (``ReadChunkJSON``), its megabyte of base64 included.
+        router.registerRaw(path: Storebus_Download_V1_Download.readChunk.path) { body, context in
+            var request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
             try context.authorize(&request.queue)
-            return try service.read(request)
+            let (response, data) = try service.read(request)
+            return ReadChunkJSON.encode(response, data: data)
         }
         return router
     }
@@ -231,8 +233,8 @@ public struct DownloadService: Sendable {
 
     // MARK: Transfer
 
-    /// A chunk of an active download.
-    func read(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> Storebus_Download_V1_ReadChunkResponse {
+    /// A chunk of an active download: the answer but its data, and the data.
+    func read(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
         try request.queue.validate()
         let ref = request.download
         let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
@@ -257,14 +259,13 @@ public struct DownloadService: Sendable {
         let data = try content.read(package, offset: request.offset, maxBytes: request.maxBytes == 0 ? Self.defaultChunkBytes : Int(request.maxBytes))
         let end = request.offset + Int64(data.count)
         ledger.sent(key, count: data.count, end: end)
-        return .with {
-            $0.data = Data(data)
+        return (.with {
             $0.chunkSha256 = ContentPackage.hex(SHA256.hash(data: data))
             $0.offset = request.offset
             $0.version = package.version
             $0.contentLength = package.length
             $0.sha256 = package.sha256
             $0.eof = end == package.length
-        }
+        }, data)
     }
 }

@@ -161,9 +161,12 @@ final class DownloadEngine: Sendable {
     // MARK: Transfer
 
     private enum Outcome {
+        /// Every byte in, and the whole package's SHA-256 matched.
         case complete
         case stopped
         case versionChanged
+        /// Every byte in, but the whole package's SHA-256 did not match.
+        case damaged
         case failed(StoreKitError)
     }
 
@@ -190,9 +193,13 @@ final class DownloadEngine: Sendable {
         ticker.cancel()
         await ticker.value
         switch outcome {
-        case .stopped, .versionChanged:
+        case .stopped, .versionChanged, .damaged:
             return
         case .complete:
+            // The content is in place: the partial file goes before the store hears of it, so no
+            // observer of FINISHED finds it still there.
+            let sha256 = loadSidecar(key)?.sha256 ?? ""
+            discard(key)
             do {
                 let url = folder(key)
                 _ = try await connection.call(Storebus_Download_V1_Download.completeDownload, .with {
@@ -201,10 +208,9 @@ final class DownloadEngine: Sendable {
                         $0.transactionIdentifier = key.transaction
                         $0.contentIdentifier = key.content
                     }
-                    $0.sha256 = loadSidecar(key)?.sha256 ?? ""
+                    $0.sha256 = sha256
                     $0.contentURL = url.absoluteString
                 })
-                discard(key)
             } catch {
                 logger.warning("Completing a download failed; start it again to report it", metadata: ["content": "\(key.content)", "error": "\(error)"])
             }
@@ -243,17 +249,17 @@ final class DownloadEngine: Sendable {
                 restarts += 1
                 discard(key)
                 continue
+            case .damaged where restarts < 3:
+                logger.warning("A downloaded package did not match its SHA-256; reading it again", metadata: ["content": "\(key.content)"])
+                restarts += 1
+                discard(key)
+                continue
+            case .damaged:
+                return .failed(StoreKitError(code: .unknown, localizedDescription: "the downloaded content does not match its SHA-256"))
             case .complete:
                 switch place(key) {
-                case .success:
-                    return .complete
-                case .failure(let error) where restarts < 1:
-                    logger.warning("A downloaded package did not verify; reading it again", metadata: ["content": "\(key.content)", "error": "\(error)"])
-                    restarts += 1
-                    discard(key)
-                    continue
-                case .failure(let error):
-                    return .failed(error)
+                case .success: return .complete
+                case .failure(let error): return .failed(error)
                 }
             default:
                 return outcome
@@ -261,17 +267,9 @@ final class DownloadEngine: Sendable {
         }
     }
 
-    /// Checks the whole package against its SHA-256, unpacks it beside, and renames it into place.
+    /// Unpacks the package (its SHA-256 checked already) beside it, and renames that into place.
     private func place(_ key: Key) -> Result<Void, StoreKitError> {
-        guard let sidecar = loadSidecar(key) else { return .failure(StoreKitError(code: .unknown, localizedDescription: "the download's record is gone")) }
         do {
-            let input = try FileHandle(forReadingFrom: partial(key))
-            defer { try? input.close() }
-            var hash = SHA256()
-            while let piece = try input.read(upToCount: 1 << 20), !piece.isEmpty { hash.update(data: piece) }
-            guard ContentPackage.hex(hash.finalize()) == sidecar.sha256 else {
-                return .failure(StoreKitError(code: .unknown, localizedDescription: "the downloaded content does not match its SHA-256"))
-            }
             let final = folder(key)
             let unpacking = final.deletingLastPathComponent().appendingPathComponent(".\(final.lastPathComponent).unpacking")
             try? FileManager.default.removeItem(at: unpacking)
@@ -298,12 +296,25 @@ final class DownloadEngine: Sendable {
         guard descriptor >= 0 else { return .failed(Self.writeError(errno)) }
         defer { close(descriptor) }
         if ftruncate(descriptor, off_t(sidecar.kept)) != 0 { return .failed(Self.writeError(errno)) }
+        // The package's digest, over the bytes kept first (read back once), then each chunk in order.
+        var hash = SHA256()
+        if sidecar.kept > 0 {
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var read: Int64 = 0
+            while read < sidecar.kept {
+                let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, Int(min(Int64(1 << 20), sidecar.kept - read)), off_t(read)) }
+                guard count > 0 else { return .failed(Self.writeError(count < 0 ? errno : EIO)) }
+                hash.update(data: buffer[0..<count])
+                read += Int64(count)
+            }
+        }
         let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
         let window = max(1, configuration.downloadWindow)
         var contiguous = sidecar.kept
         var synced = contiguous
         var next = contiguous
-        var received: [Int64: Int64] = [:]
+        // Chunks written past the bytes in order, kept until those before them come (a window at most).
+        var received: [Int64: [UInt8]] = [:]
         var lastProgress = ContinuousClock.now
         var mismatches = 0
         meter.reading.withLock {
@@ -334,7 +345,9 @@ final class DownloadEngine: Sendable {
             }
         }
         let connection = self.connection
-        return await withTaskGroup(of: (Int64, Result<Storebus_Download_V1_ReadChunkResponse, StoreError>).self) { group -> Outcome in
+        let path = Storebus_Download_V1_Download.readChunk.path
+        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8])
+        return await withTaskGroup(of: (Int64, Result<Chunk, StoreError>).self) { group -> Outcome in
             var inFlight = 0
             func launch(_ offset: Int64, after delay: Duration = .zero) {
                 let call = request(offset, sidecar.version)
@@ -342,7 +355,8 @@ final class DownloadEngine: Sendable {
                 group.addTask {
                     if delay > .zero { try? await Task.sleep(for: delay) }
                     do {
-                        return (offset, .success(try await connection.call(Storebus_Download_V1_Download.readChunk, call)))
+                        let body = try await connection.callRaw(path: path, idempotent: true, body: try JSONCodec.encode(call))
+                        return (offset, .success(try ReadChunkJSON.decode(body)))
                     } catch let error as StoreError {
                         return (offset, .failure(error))
                     } catch {
@@ -364,14 +378,16 @@ final class DownloadEngine: Sendable {
                     next += chunk
                 }
                 if inFlight == 0 {
-                    if contiguous >= sidecar.length, !sidecar.version.isEmpty { return end(.complete) }
+                    if contiguous >= sidecar.length, !sidecar.version.isEmpty {
+                        return end(ContentPackage.hex(hash.finalize()) == sidecar.sha256 ? .complete : .damaged)
+                    }
                     return end(.stopped)
                 }
                 guard let (offset, result) = await group.next() else { return end(.stopped) }
                 inFlight -= 1
                 if Task.isCancelled { return end(.stopped) }
                 switch result {
-                case .success(let answer):
+                case .success(let (answer, data)):
                     if sidecar.version.isEmpty {
                         sidecar = Sidecar(version: answer.version, sha256: answer.sha256, length: answer.contentLength, kept: contiguous)
                         meter.reading.withLock { $0.length = answer.contentLength }
@@ -379,7 +395,6 @@ final class DownloadEngine: Sendable {
                         return end(.versionChanged)
                     }
                     let expected = min(chunk, sidecar.length - offset)
-                    let data = answer.data
                     guard Int64(data.count) == expected, ContentPackage.hex(SHA256.hash(data: data)) == answer.chunkSha256 else {
                         mismatches += 1
                         if mismatches > 5 { return end(.failed(StoreKitError(code: .unknown, localizedDescription: "chunks of the content keep arriving damaged"))) }
@@ -405,8 +420,11 @@ final class DownloadEngine: Sendable {
                         _ = keep()
                         return .failed(failure)
                     }
-                    received[offset] = Int64(data.count)
-                    while let count = received.removeValue(forKey: contiguous) { contiguous += count }
+                    received[offset] = data
+                    while let next = received.removeValue(forKey: contiguous) {
+                        hash.update(data: next)
+                        contiguous += Int64(next.count)
+                    }
                     meter.reading.withLock { $0.done = contiguous }
                     lastProgress = .now
                     retryDelay = .milliseconds(100)

@@ -50,8 +50,11 @@ public struct Product: Sendable, Equatable, Identifiable {
 public struct Payment: Sendable, Equatable {
     /// The product to buy.
     public var productIdentifier: String
-    /// How many, 1 to 10.
+    /// How many, 1 to 10 (``quantities``): a payment for any other number is refused before it is
+    /// sent (paymentInvalid).
     public var quantity: Int
+    /// The quantities a payment may ask for.
+    public static let quantities = 1...10
     /// An opaque id of the user in your app.
     public var applicationUsername: String?
     /// Sandbox only: answer this payment with Ask to Buy.

@@ -438,6 +438,10 @@ public final class PaymentQueue: Sendable {
     /// as callbacks. Retried safely under `idempotencyKey` (one is made up when none is given).
     @discardableResult
     public func addPayment(_ payment: Payment, storefront: String? = nil, idempotencyKey: String = UUID().uuidString) async throws -> PaymentTransaction {
+        // Refused here, as StoreKit refuses it: the contract reads 0 as "left out" and buys 1.
+        guard Payment.quantities.contains(payment.quantity) else {
+            throw StoreError(RPCError.invalidArgument(field: "payment.quantity", "must be from 1 to 10, not \(payment.quantity)"))
+        }
         await afterLaunchReplay()
         let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
             $0.queue = connection.configuration.queue

@@ -176,6 +176,30 @@ public final class StoreConnection: Sendable {
         _ method: MethodDescriptor<Request, Response>, _ request: Request,
         timeout: Duration? = nil, idempotencyKey: String? = nil
     ) async throws -> Response {
+        try await withSession { token in
+            var options = CallOptions(timeout: timeout, metadata: [GatewayMetadata.session: token], idempotencyKey: idempotencyKey)
+            options.timeout = timeout ?? configuration.callTimeout
+            return try await client.call(method, request, options: options)
+        }
+    }
+
+    /// Calls `path` with a JSON body and returns the answer's JSON body, as ``call(_:_:timeout:idempotencyKey:)``
+    /// does for messages: for bodies the SDK reads itself (downloads' chunks).
+    func callRaw(path: String, idempotent: Bool, body: [UInt8]) async throws -> [UInt8] {
+        try await withSession { token in
+            let response = try await client.callRaw(
+                path: path, idempotent: idempotent, body: body,
+                options: CallOptions(timeout: configuration.callTimeout, metadata: [GatewayMetadata.session: token])
+            )
+            guard response.code == .ok else { throw response.error ?? RPCError(response.code, "\(path) failed") }
+            return response.body
+        }
+    }
+
+    /// Runs `call` with the session's token, opening a session first when there is none, and once
+    /// more with a new one when the gateway refuses the token (expired, or signed by a secret the
+    /// gateways no longer share). Errors come out as ``StoreError``.
+    private func withSession<T>(_ call: (String) async throws -> T) async throws -> T {
         var renewed = false
         while true {
             let token: String
@@ -185,15 +209,12 @@ public final class StoreConnection: Sendable {
                 token = try await openSession().sessionID
                 renewed = true
             }
-            var options = CallOptions(timeout: timeout, metadata: [GatewayMetadata.session: token], idempotencyKey: idempotencyKey)
-            options.timeout = timeout ?? configuration.callTimeout
             do {
-                return try await client.call(method, request, options: options)
-            } catch let error where error.code == .unauthenticated && !renewed {
-                // Expired or signed by a secret the gateways no longer share: open a new session once.
+                return try await call(token)
+            } catch let error as RPCError where error.code == .unauthenticated && !renewed {
                 logger.debug("Session refused; authenticating again", metadata: ["reason": "\(error.message)"])
                 session.withLock { if $0 == token { $0 = nil } }
-            } catch {
+            } catch let error as RPCError {
                 throw StoreError(error)
             }
         }

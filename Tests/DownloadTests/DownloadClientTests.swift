@@ -48,6 +48,33 @@ struct DownloadClientTests {
         }
     }
 
+    @Test("cancel mid-transfer: observers hear cancelled, the partial data goes, and the download can no longer be resumed")
+    func cancelMidTransfer() async throws {
+        let fixture = try DownloadFixture(megabytes: 32)
+        defer { fixture.directory.remove() }
+        try await fixture.cluster(gatewayCount: 1).running { cluster in
+            let directory = fixture.directory.url.appendingPathComponent("phone")
+            let (phone, recorder) = try await cluster.device("alice", downloads: directory, window: 1)
+            let bought = try await cluster.buy(DownloadFixture.bigPack, phone, recorder)
+            let download = try #require(bought.downloads.first)
+            try await phone.startDownloads([download])
+            #expect(await DownloadTransferTests.progress(recorder, bought.id, atLeast: 0.1))
+            let cancelled = try await phone.cancelDownloads([download])
+            #expect(cancelled.map(\.state) == [.cancelled])
+            #expect(await recorder.download(bought.id, reaches: .cancelled))
+            #expect(phone.bytesKept(of: download) == 0)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            #expect(leftovers.isEmpty, "\(leftovers)")
+            let resumed = await DownloadRefusalTests.refusal { try await phone.resumeDownloads([download]) }
+            #expect(resumed?.status == .failedPrecondition, "\(String(describing: resumed))")
+            // The transaction is still there to finish.
+            try await phone.finish(bought)
+            #expect(await recorder.wait { $0.removed(bought.id) })
+            #expect(recorder.downloadStates(of: bought.id) == [.active, .cancelled])
+            await phone.close()
+        }
+    }
+
     @Test("storectl restore --download: the chosen product's content is downloaded again, then its transaction finished; the other restored transaction is finished at once")
     func restoreWithDownload() async throws {
         try await StoreCluster(gatewayCount: 1).running { cluster in

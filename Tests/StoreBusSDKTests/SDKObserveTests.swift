@@ -356,17 +356,17 @@ struct SDKObserveTests {
     func refusedPaymentIsHeard() async throws {
         let finishCalls = Counter()
         let gateway = try Self.refusingGateway(finishCalls: finishCalls) { _ in
-            throw RPCError.invalidArgument(field: "payment.quantity", "must be 1 to 10")
+            throw RPCError.invalidArgument(field: "payment.productIdentifier", "must be at most 255 bytes")
         }
         let queue = try PaymentQueue(configuration: gateway.configuration)
         let recording = Recording.of(queue.callbacks)
         // When the app adds a payment StoreKit-style and the store refuses it
-        queue.add(Payment(productIdentifier: "com.example.gems", quantity: 11))
+        queue.add(Payment(productIdentifier: "com.example.gems", quantity: 3))
         // Then its observers hear it fail, with StoreKit's code for an invalid payment
         #expect(await waitUntil { !recording.failed.isEmpty })
         let failed = try #require(recording.failed.first)
         #expect(failed.transactionIdentifier.hasPrefix(PaymentQueue.localTransactionPrefix), "\(failed.transactionIdentifier)")
-        #expect(failed.error?.code == .paymentInvalid && failed.payment.quantity == 11, "\(String(describing: failed.error))")
+        #expect(failed.error?.code == .paymentInvalid && failed.payment.quantity == 3, "\(String(describing: failed.error))")
         #expect(queue.transactions.map(\.transactionIdentifier) == [failed.transactionIdentifier])
         // And finishing it removes it, here only
         queue.finishTransaction(failed)
@@ -378,6 +378,27 @@ struct SDKObserveTests {
         await queue.close()
         recording.cancel()
         await gateway.stop()
+    }
+
+    @Test("a quantity outside 1 to 10 is refused before anything is sent", arguments: [0, -1, 11])
+    func quantityRefusedLocally(quantity: Int) async throws {
+        // A gateway nobody serves: a payment that were sent would wait for it.
+        var configuration = StoreConfiguration(
+            gatewayEndpoints: ["ipc:///nonexistent/storebus-quantity.sock"], apiKey: "k", appBundleID: "com.example.app", accountID: "a", deviceID: "d"
+        )
+        configuration.callTimeout = .seconds(30)
+        let queue = try PaymentQueue(configuration: configuration)
+        let started = ContinuousClock.now
+        do {
+            _ = try await queue.addPayment(Payment(productIdentifier: "com.example.gems", quantity: quantity))
+            Issue.record("quantity \(quantity) was accepted")
+        } catch let error as StoreError {
+            #expect(error.status == .invalidArgument && error.message.contains("payment.quantity"), "\(error)")
+        }
+        #expect(started.duration(to: .now) < .seconds(10), "refused without waiting for a gateway")
+        #expect(PaymentQueue.paymentFailureCode(StoreError(RPCError.invalidArgument(field: "payment.quantity", "x"))) == .paymentInvalid,
+                "add(_:) reports it as a FAILED transaction with paymentInvalid")
+        await queue.close()
     }
 
     @Test("a refusal that comes while nobody listens reaches the next listener, after its launch replay")

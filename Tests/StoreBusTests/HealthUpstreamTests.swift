@@ -145,7 +145,11 @@ struct HealthUpstreamTests {
         let other = try HeldUpstream(process: "storebus-catalog")
         other.release()
         let otherClient = try RPCClient(configuration: ClientConfiguration(endpoints: [other.server.endpoint]))
-        let nobodyClient = try RPCClient(configuration: ClientConfiguration(endpoints: ["tcp://127.0.0.1:\(try unusedLoopbackPort())"]))
+        // An ipc path in a directory of its own: a loopback port found free could be taken by another
+        // test's server before the check (seen: "test-server answers where storebus-receipt was expected").
+        let nowhere = try TemporaryDirectory(prefix: "nobody")
+        defer { nowhere.remove() }
+        let nobodyClient = try RPCClient(configuration: ClientConfiguration(endpoints: [nowhere.ipcEndpoint("nobody")]))
         let server = try Self.front([
             HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: ["storebus.payment_queue.v1.PaymentQueue"], client: otherClient, timeout: .seconds(30)),
             HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .seconds(30)),
@@ -167,7 +171,7 @@ struct HealthUpstreamTests {
         #expect(answer.upstreams[0].message == "storebus-catalog answers where storebus-payment-queue was expected")
         // Why, without the endpoints behind it (callers need no session for Health).
         #expect(answer.upstreams[1].process.isEmpty && answer.upstreams[1].message.hasPrefix("storebus-receipt did not answer within "), "\(answer.upstreams[1].message)")
-        #expect(!answer.upstreams.contains { $0.message.contains("tcp://") })
+        #expect(!answer.upstreams.contains { $0.message.contains("tcp://") || $0.message.contains("ipc://") })
 
         #expect(forwarded.status == .notServing && forwarded.upstreams.map(\.name) == ["receipt"])
 
