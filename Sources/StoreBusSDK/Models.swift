@@ -247,8 +247,12 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
     public var payment: Payment
     /// When it entered its current state.
     public var transactionDate: Date?
-    /// For restored transactions, the purchase restored.
-    public var originalTransactionIdentifier: String?
+    /// For restored transactions, the purchase restored (SKPaymentTransaction.original).
+    public var original: PaymentTransaction? { originalStorage.first }
+    /// For restored transactions, the identifier of the purchase restored.
+    public var originalTransactionIdentifier: String? { original?.transactionIdentifier }
+    /// Where ``original`` is kept: an array, as a struct cannot hold one of its own kind directly.
+    private var originalStorage: [PaymentTransaction]
     /// For failed transactions, why.
     public var error: StoreKitError?
     /// Hosted content.
@@ -274,7 +278,7 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
         transactionState = PaymentTransactionState(transaction.transactionState)
         payment = Payment(transaction.payment)
         transactionDate = transaction.hasTransactionDate ? transaction.transactionDate.date : nil
-        originalTransactionIdentifier = transaction.hasOriginalTransaction ? transaction.originalTransaction.transactionIdentifier : nil
+        originalStorage = transaction.hasOriginalTransaction ? [PaymentTransaction(transaction.originalTransaction)] : []
         error = transaction.hasError ? StoreKitError(transaction.error) : nil
         downloads = transaction.downloads.map(Download.init)
         isFinished = transaction.finished

@@ -33,6 +33,10 @@ public final class PaymentQueue: Sendable {
         var replayed = false
         var observing: Task<Void, Never>?
         var observingError: StoreError?
+        /// The sequences of ``observingStates``.
+        var stateStreams: [UInt64: AsyncStream<StoreError?>.Continuation] = [:]
+        /// Fire-and-forget calls (`add`, `finishTransaction`) made and not ended yet.
+        var pendingCalls = 0
         var closed = false
         /// Callbacks of the SDK's own making (a payment or restore the store refused) that came while
         /// nobody listened, or before the launch replay: handed to the next listener after it.
@@ -133,6 +137,27 @@ public final class PaymentQueue: Sendable {
         state.withLock { $0.observingError }
     }
 
+    /// ``observingError`` as it changes, from now on (the current value first): an error while the
+    /// stream is interrupted, nil once it is back. Ends when the queue is closed.
+    public var observingStates: AsyncStream<StoreError?> {
+        let (stream, continuation) = AsyncStream.makeStream(of: StoreError?.self)
+        let id = state.withLock { state -> UInt64? in
+            guard !state.closed else { return nil }
+            state.nextStream += 1
+            state.stateStreams[state.nextStream] = continuation
+            continuation.yield(state.observingError)
+            return state.nextStream
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.stateStreams.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
     private func startObserving() {
         state.withLock { state in
             guard state.observing == nil, !state.closed, state.listening else { return }
@@ -168,7 +193,12 @@ public final class PaymentQueue: Sendable {
             let started = ContinuousClock.now
             let outcome = await current.observeOnce(configuration)
             current.state.withLock { state in
-                if case .failed(let error) = outcome { state.observingError = error } else { state.observingError = nil }
+                let now: StoreError?
+                if case .failed(let error) = outcome { now = error } else { now = nil }
+                if now != state.observingError {
+                    for stream in state.stateStreams.values { stream.yield(now) }
+                }
+                state.observingError = now
             }
             switch outcome {
             case .delivered(let count) where count == 0 && (hold < Self.shortestHold || started.duration(to: .now) < hold / 2):
@@ -530,9 +560,11 @@ public final class PaymentQueue: Sendable {
     private func inOrder(_ call: @escaping @Sendable () async -> Void) {
         state.withLock { state in
             let previous = state.lastCall
-            state.lastCall = Task {
+            state.pendingCalls += 1
+            state.lastCall = Task { [weak self] in
                 await previous?.value
                 await call()
+                self?.state.withLock { $0.pendingCalls -= 1 }
             }
         }
     }
@@ -624,20 +656,45 @@ public final class PaymentQueue: Sendable {
         }
     }
 
-    /// Stops observing, ends every `callbacks` sequence and closes the connection. Observers hear
-    /// nothing once it has begun.
+    /// Stops observing, ends every `callbacks` sequence and closes the connection at once. Observers
+    /// hear nothing once it has begun. Payments and finishes made with ``add(_:)`` and
+    /// ``finishTransaction(_:)`` that are still being sent are cut off (a transaction whose finish
+    /// was cut off comes back at the next launch, as with StoreKit); ``shutdown(waitingAtMost:)``
+    /// lets them end first.
     public func close() async {
-        let (task, streams) = state.withLock { state -> (Task<Void, Never>?, [AsyncStream<PaymentQueueCallback>.Continuation]) in
+        let (task, streams, stateStreams) = state.withLock { state in
             state.closed = true
             let streams = state.streams.values.map(\.continuation)
+            let stateStreams = Array(state.stateStreams.values)
             state.streams.removeAll()
-            return (state.observing, streams)
+            state.stateStreams.removeAll()
+            return (state.observing, streams, stateStreams)
         }
         task?.cancel()
         await task?.value
         await downloads.stopAll()
         for stream in streams { stream.finish() }
+        for stream in stateStreams { stream.finish() }
         await connection.close()
+    }
+
+    /// Lets the payments and finishes made with ``add(_:)`` and ``finishTransaction(_:)`` reach the
+    /// store (each is tried up to three times, see ``add(_:)``), at most `limit` (default: three
+    /// times `callTimeout`), then closes the queue as ``close()`` does. Returns how many of them were
+    /// still being sent when it closed: 0 means every one reached the store or failed for good (and
+    /// its observers heard so).
+    @discardableResult
+    public func shutdown(waitingAtMost limit: Duration? = nil) async -> Int {
+        let deadline = ContinuousClock.now + (limit ?? connection.configuration.callTimeout * 3)
+        while state.withLock({ $0.pendingCalls > 0 }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let cutOff = state.withLock { $0.pendingCalls }
+        if cutOff > 0 {
+            logger.warning("Closing with payments or finishes still being sent", metadata: ["count": "\(cutOff)"])
+        }
+        await close()
+        return cutOff
     }
 }
 

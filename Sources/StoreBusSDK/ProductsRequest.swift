@@ -26,6 +26,20 @@ public struct ProductsRequest: Sendable {
         self.init(productIdentifiers: productIdentifiers.sorted(), storefront: storefront, connection: connection)
     }
 
+    /// Sends the request and tells `delegate` the answer, as SKProductsRequest does: then
+    /// `requestDidFinish`, or `request(_:didFailWithError:)` alone. Returns at once.
+    public func start(delegate: any ProductsRequestDelegate) {
+        Task {
+            do {
+                let response = try await start()
+                delegate.productsRequest(self, didReceive: response)
+                delegate.requestDidFinish(self)
+            } catch {
+                delegate.request(self, didFailWithError: error)
+            }
+        }
+    }
+
     /// Sends the request.
     public func start() async throws -> ProductsResponse {
         let response = try await connection.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
@@ -39,6 +53,24 @@ public struct ProductsRequest: Sendable {
             storefront: response.storefront
         )
     }
+}
+
+/// Receives a ``ProductsRequest``'s answer (SKProductsRequestDelegate), from a task of the SDK's.
+public protocol ProductsRequestDelegate: AnyObject, Sendable {
+    /// The store answered.
+    func productsRequest(_ request: ProductsRequest, didReceive response: ProductsResponse)
+    /// The request failed (a ``StoreError``); nothing else follows.
+    func request(_ request: ProductsRequest, didFailWithError error: any Error)
+    /// The request is over, after its answer.
+    func requestDidFinish(_ request: ProductsRequest)
+}
+
+/// The callbacks other than the answer are optional, as in StoreKit: these do nothing.
+extension ProductsRequestDelegate {
+    /// Does nothing.
+    public func request(_ request: ProductsRequest, didFailWithError error: any Error) {}
+    /// Does nothing.
+    public func requestDidFinish(_ request: ProductsRequest) {}
 }
 
 /// The store's answer to a ``ProductsRequest`` (SKProductsResponse).

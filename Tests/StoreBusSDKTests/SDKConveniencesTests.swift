@@ -1,0 +1,146 @@
+import Foundation
+import StoreBus
+import StoreBusSDK
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+import Testing
+
+/// StoreKit 1's shape where it has one and StoreKit 2's conveniences, against real processes.
+@Suite(.serialized)
+struct SDKConveniencesTests {
+    static func policy(_ admin: StoreConnection, account: String, _ mode: Storebus_PaymentQueue_V1_PolicyMode, error: Storebus_PaymentQueue_V1_SKError = .unknown) async throws {
+        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.policy = .with {
+                $0.mode = mode
+                $0.failError = error
+            }
+        })
+    }
+
+    /// A products delegate that keeps what it is told.
+    final class ProductsDelegate: ProductsRequestDelegate {
+        let events = Mutex<[String]>([])
+        func productsRequest(_ request: ProductsRequest, didReceive response: ProductsResponse) {
+            events.withLock { $0.append("response \(response.products.map(\.productIdentifier)) invalid \(response.invalidProductIdentifiers)") }
+        }
+        func request(_ request: ProductsRequest, didFailWithError error: any Error) {
+            events.withLock { $0.append("failed") }
+        }
+        func requestDidFinish(_ request: ProductsRequest) {
+            events.withLock { $0.append("finished") }
+        }
+    }
+
+    @Test("purchase awaits the outcome: success, pending for Ask to Buy, userCancelled; transactionUpdates sees each; verified transactions and current entitlements check the JWS; a restored transaction has its original")
+    func purchaseOutcomes() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let admin = try cluster.admin()
+            let queue = try PaymentQueue(configuration: cluster.configuration(account: "dana"))
+            let updates = Mutex<[String]>([])
+            let watcher = Task {
+                for await transaction in queue.transactionUpdates {
+                    updates.withLock { $0.append("\(transaction.payment.productIdentifier) \(transaction.transactionState.rawValue)") }
+                }
+            }
+
+            // Success
+            let result = try await queue.purchase(Payment(productIdentifier: levelPack))
+            guard case .success(let bought) = result else { Issue.record("\(result)"); return }
+            #expect(bought.transactionState == .purchased)
+            try await queue.finish(bought)
+
+            // Pending (Ask to Buy)
+            let pending = try await queue.purchase(Payment(productIdentifier: coins, simulatesAskToBuyInSandbox: true))
+            guard case .pending(let deferred) = pending else { Issue.record("\(pending)"); return }
+            #expect(deferred.transactionState == .deferred)
+
+            // userCancelled
+            try await Self.policy(admin, account: "dana", .fail, error: .paymentCancelled)
+            let cancelled = try await queue.purchase(Payment(productIdentifier: coins))
+            guard case .userCancelled(let failed) = cancelled else { Issue.record("\(cancelled)"); return }
+            try await queue.finish(failed)
+            // Another failure throws its StoreKit error.
+            try await Self.policy(admin, account: "dana", .fail, error: .paymentNotAllowed)
+            await #expect(throws: StoreKitError.self) { _ = try await queue.purchase(Payment(productIdentifier: coins)) }
+            try await Self.policy(admin, account: "dana", .approve)
+
+            #expect(await waitUntil { updates.withLock { $0.contains("\(levelPack) purchased") && $0.contains("\(coins) deferred") && $0.contains("\(coins) failed") } })
+
+            // The purchase, verified against the root; the account's entitlements, each verified.
+            let verified = try await queue.connection.verifiedTransaction(bought.id)
+            #expect(verified.transactionIdentifier == bought.id && verified.productIdentifier == levelPack && verified.revocationDate == nil)
+            let current = try await queue.connection.currentEntitlements()
+            #expect(current.map(\.productIdentifier) == [levelPack])
+
+            // A restore on another device: its transaction has the purchase as its original.
+            let tablet = try PaymentQueue(configuration: cluster.configuration(account: "dana", device: "tablet"))
+            let restored = Mutex<PaymentTransaction?>(nil)
+            let restoreWatch = Task {
+                for await transaction in tablet.transactionUpdates where transaction.transactionState == .restored {
+                    restored.withLock { $0 = transaction }
+                    break
+                }
+            }
+            _ = try await tablet.restore()
+            #expect(await waitUntil { restored.withLock { $0 } != nil })
+            let copy = try #require(restored.withLock { $0 })
+            #expect(copy.original?.transactionIdentifier == bought.id && copy.original?.transactionState == .purchased)
+            #expect(copy.originalTransactionIdentifier == bought.id)
+            restoreWatch.cancel()
+            watcher.cancel()
+            await tablet.close()
+            await queue.close()
+            await admin.close()
+        }
+    }
+
+    @Test("the default queue, the delegate form of ProductsRequest, observingStates as a stream, and shutdown letting a finish reach the store")
+    func storeKitShapeAndLifecycle() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let queue = try await PaymentQueue.configureDefault(cluster.configuration(account: "erin"))
+            #expect(PaymentQueue.default() === queue)
+
+            let delegate = ProductsDelegate()
+            ProductsRequest(productIdentifiers: [coins, "nope"], connection: queue.connection).start(delegate: delegate)
+            #expect(await waitUntil { delegate.events.withLock { $0.count == 2 } })
+            #expect(delegate.events.withLock { $0 } == ["response [\"\(coins)\"] invalid [\"nope\"]", "finished"])
+
+            let states = Mutex<[String]>([])
+            let stateWatch = Task {
+                for await error in queue.observingStates { states.withLock { $0.append(error == nil ? "ok" : "interrupted") } }
+            }
+            let recorder = Recorder(queue)
+            #expect(await recorder.attached())
+            let bought = try await queue.addPayment(Payment(productIdentifier: coins))
+            #expect(await recorder.purchased(bought.id))
+            let settled = try #require(queue.transactions.first { $0.id == bought.id })
+            // A finish made fire-and-forget, then shutdown: it reaches the store before the queue closes.
+            queue.finishTransaction(settled)
+            #expect(await queue.shutdown() == 0)
+            let other = try PaymentQueue(configuration: cluster.configuration(account: "erin"))
+            let otherRecorder = Recorder(other)
+            #expect(await otherRecorder.attached(), "the launch replay is empty: the finish went through")
+            #expect(states.withLock { $0.first } == "ok")
+            stateWatch.cancel()
+            await other.close()
+        }
+    }
+
+    @Test("a download's progress as an asynchronous sequence, ending with FINISHED")
+    func downloadProgressSequence() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let (queue, recorder) = try await cluster.device("fay", downloads: cluster.directory.url.appendingPathComponent("fay"))
+            let bought = try await cluster.buy(levelPack, queue, recorder)
+            let download = try #require(bought.downloads.first)
+            let progress = queue.progress(of: download)
+            try await queue.startDownloads([download])
+            var states: [DownloadState] = []
+            for await update in progress { states.append(update.state) }
+            #expect(states.last == .finished && states.allSatisfy { [.active, .finished].contains($0) }, "\(states)")
+            await queue.close()
+        }
+    }
+}
