@@ -85,18 +85,10 @@ struct DownloadFollower: Service {
 
     func run() async throws {
         try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                let start = try await ledger.position()
-                do {
-                    try await follower.followPages(after: start, as: Storebus_PaymentQueue_V1_QueueEventPage.self) { events in
-                        try await ledger.apply(events)
-                    }
-                    return
-                } catch let error as RPCError where error.code == .outOfRange {
-                    logger.warning("The payment queue's event log was replaced; following it from its start", metadata: ["error": "\(error.message)"])
-                    try await ledger.forgetLog()
-                }
-            }
+            try await follower.followAlways(as: Storebus_PaymentQueue_V1_QueueEventPage.self, start: ledger.position, ledger.apply, replaced: { error in
+                logger.warning("The payment queue's event log was replaced; following it from its start", metadata: ["error": "\(error.message)"])
+                try await ledger.forgetLog()
+            })
         }
         await follower.shutdown()
     }

@@ -32,38 +32,10 @@ public struct DownloadService: Sendable {
     var router: RPCRouter {
         var router = RPCRouter()
         let service = self
-        router.register(Storebus_Download_V1_Download.startDownloads) { request, context in
-            var request = request
-            try service.check(&request.queue, request.downloads, context)
-            let (downloads, keySeq) = try await service.begin(request.queue, request.downloads, action: .start, context)
-            return .with {
-                $0.downloads = downloads
-                $0.keySeq = keySeq
-            }
-        }
-        router.register(Storebus_Download_V1_Download.resumeDownloads) { request, context in
-            var request = request
-            try service.check(&request.queue, request.downloads, context)
-            let (downloads, keySeq) = try await service.begin(request.queue, request.downloads, action: .resume, context)
-            return .with {
-                $0.downloads = downloads
-                $0.keySeq = keySeq
-            }
-        }
-        router.register(Storebus_Download_V1_Download.pauseDownloads) { request, context in
-            var request = request
-            try service.check(&request.queue, request.downloads, context)
-            let updates = request.downloads.map { service.update($0, .pause) }
-            let downloads = try await service.apply(updates, queue: request.queue, context)
-            return .with { $0.downloads = downloads }
-        }
-        router.register(Storebus_Download_V1_Download.cancelDownloads) { request, context in
-            var request = request
-            try service.check(&request.queue, request.downloads, context)
-            let updates = request.downloads.map { service.update($0, .cancel) }
-            let downloads = try await service.apply(updates, queue: request.queue, context)
-            return .with { $0.downloads = downloads }
-        }
+        registerBegin(Storebus_Download_V1_Download.startDownloads, action: .start, in: &router)
+        registerBegin(Storebus_Download_V1_Download.resumeDownloads, action: .resume, in: &router)
+        registerChange(Storebus_Download_V1_Download.pauseDownloads, action: .pause, in: &router)
+        registerChange(Storebus_Download_V1_Download.cancelDownloads, action: .cancel, in: &router)
         router.register(Storebus_Download_V1_Download.completeDownload) { request, context in
             var request = request
             try service.check(&request.queue, [request.download], context)
@@ -124,6 +96,34 @@ public struct DownloadService: Sendable {
             return ReadChunkJSON.encode(response, data: data)
         }
         return router
+    }
+
+    /// Start or resume: checked, then made active (``begin(_:_:action:_:)``).
+    private func registerBegin<Request: DownloadsRequest, Response: BeginDownloadsResponse>(
+        _ method: MethodDescriptor<Request, Response>, action: Storebus_PaymentQueue_V1_DownloadAction, in router: inout RPCRouter
+    ) {
+        router.register(method) { [self] request, context in
+            var request = request
+            try check(&request.queue, request.downloads, context)
+            let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: action, context)
+            var response = Response()
+            response.downloads = downloads
+            response.keySeq = keySeq
+            return response
+        }
+    }
+
+    /// Pause or cancel: the payment queue's state machine says whether it may.
+    private func registerChange<Request: DownloadsRequest, Response: DownloadsResponse>(
+        _ method: MethodDescriptor<Request, Response>, action: Storebus_PaymentQueue_V1_DownloadAction, in router: inout RPCRouter
+    ) {
+        router.register(method) { [self] request, context in
+            var request = request
+            try check(&request.queue, request.downloads, context)
+            var response = Response()
+            response.downloads = try await apply(request.downloads.map { update($0, action) }, queue: request.queue, context)
+            return response
+        }
     }
 
     // MARK: Checks

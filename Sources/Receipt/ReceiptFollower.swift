@@ -87,21 +87,18 @@ struct ReceiptFollower: Service {
 
     func run() async throws {
         try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
+            try await follower.followAlways(as: Storebus_PaymentQueue_V1_QueueEventPage.self, start: {
                 let start = try await store.position()
                 applied.advance(to: start)
-                do {
-                    try await follower.followPages(after: start, as: Storebus_PaymentQueue_V1_QueueEventPage.self) { events in
-                        try await store.apply(events)
-                        applied.advance(to: events.last?.seq ?? start)
-                    }
-                    return
-                } catch let error as RPCError where error.code == .outOfRange {
-                    logger.warning("The payment queue's event log was replaced; rebuilding receipts from its start", metadata: ["error": "\(error.message)"])
-                    try await store.forgetLog()
-                    applied.reset()
-                }
-            }
+                return start
+            }, { events in
+                try await store.apply(events)
+                if let last = events.last?.seq { applied.advance(to: last) }
+            }, replaced: { error in
+                logger.warning("The payment queue's event log was replaced; rebuilding receipts from its start", metadata: ["error": "\(error.message)"])
+                try await store.forgetLog()
+                applied.reset()
+            })
         }
         await follower.shutdown()
     }

@@ -12,29 +12,35 @@ extension PaymentQueue {
     /// queue transfers the content. Errors (a transaction finished, a product not in the receipt,
     /// the store out of reach) reach the observers as the downloads failed with that error.
     public func start(_ downloads: [Download]) {
-        Task { [self] in
-            do { _ = try await startDownloads(downloads) } catch { failLocally(downloads, error) }
-        }
+        inBackground(downloads, failing: true) { try await $0.startDownloads($1) }
     }
 
     /// Pauses downloads (SKPaymentQueue.pause): the transfer stops, keeping what it wrote.
     public func pause(_ downloads: [Download]) {
-        Task { [self] in
-            do { _ = try await pauseDownloads(downloads) } catch { logger.warning("Pausing downloads failed", metadata: ["error": "\(error)"]) }
-        }
+        inBackground(downloads, failing: false) { try await $0.pauseDownloads($1) }
     }
 
     /// Resumes paused or failed downloads (SKPaymentQueue.resume), from the bytes kept.
     public func resume(_ downloads: [Download]) {
-        Task { [self] in
-            do { _ = try await resumeDownloads(downloads) } catch { failLocally(downloads, error) }
-        }
+        inBackground(downloads, failing: true) { try await $0.resumeDownloads($1) }
     }
 
     /// Cancels downloads (SKPaymentQueue.cancel); their partial data is discarded.
     public func cancel(_ downloads: [Download]) {
+        inBackground(downloads, failing: false) { try await $0.cancelDownloads($1) }
+    }
+
+    /// Runs a download call in a task of its own; an error is told to the observers as the downloads
+    /// failed (`failing`: a start or resume), or logged (a pause or cancel, which change nothing then).
+    private func inBackground(_ downloads: [Download], failing: Bool, _ call: @escaping @Sendable (PaymentQueue, [Download]) async throws -> [Download]) {
         Task { [self] in
-            do { _ = try await cancelDownloads(downloads) } catch { logger.warning("Cancelling downloads failed", metadata: ["error": "\(error)"]) }
+            do {
+                _ = try await call(self, downloads)
+            } catch let error where failing {
+                failLocally(downloads, error)
+            } catch {
+                logger.warning("A download call failed", metadata: ["error": "\(error)"])
+            }
         }
     }
 
@@ -87,23 +93,13 @@ extension PaymentQueue {
         for download in downloads { await self.downloads.wait(download.key) }
     }
 
-    private func begin(
-        _ downloads: [Download], _ method: MethodDescriptor<Storebus_Download_V1_StartDownloadsRequest, Storebus_Download_V1_StartDownloadsResponse>
+    private func begin<Request: DownloadsRequest, Response: BeginDownloadsResponse>(
+        _ downloads: [Download], _ method: MethodDescriptor<Request, Response>
     ) async throws -> [Download] {
-        let answer = try await connection.call(method, .with {
-            $0.queue = connection.configuration.queue
-            $0.downloads = downloads.map(\.ref)
-        })
-        return transfer(answer.downloads, since: answer.keySeq)
-    }
-
-    private func begin(
-        _ downloads: [Download], _ method: MethodDescriptor<Storebus_Download_V1_ResumeDownloadsRequest, Storebus_Download_V1_ResumeDownloadsResponse>
-    ) async throws -> [Download] {
-        let answer = try await connection.call(method, .with {
-            $0.queue = connection.configuration.queue
-            $0.downloads = downloads.map(\.ref)
-        })
+        var request = Request()
+        request.queue = connection.configuration.queue
+        request.downloads = downloads.map(\.ref)
+        let answer = try await connection.call(method, request)
         return transfer(answer.downloads, since: answer.keySeq)
     }
 

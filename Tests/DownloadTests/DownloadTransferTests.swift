@@ -97,8 +97,8 @@ struct DownloadTransferTests {
         }
     }
 
-    @Test("the download service SIGKILLed mid-transfer and started again: the device goes on from where it was, to the right SHA-256")
-    func downloadServiceKilled() async throws {
+    @Test("SIGKILLed mid-transfer, the download service (started again) or a gateway (the other takes over): the device goes on from where it was, to the right SHA-256", arguments: ["download service", "gateway"])
+    func killedMidTransfer(process: String) async throws {
         let fixture = try DownloadFixture(megabytes: 64)
         defer { fixture.directory.remove() }
         try await fixture.cluster().running { cluster in
@@ -107,27 +107,12 @@ struct DownloadTransferTests {
             let bought = try await cluster.buy(DownloadFixture.bigPack, phone, recorder)
             try await phone.startDownloads(bought.downloads)
             #expect(await Self.progress(recorder, bought.id, atLeast: 0.25))
-            await cluster.download.kill()
-
-            try await cluster.startDownload()
-            #expect(await recorder.download(bought.id, reaches: .finished, timeout: .seconds(180)))
-            #expect(recorder.downloadStates(of: bought.id) == [.active, .finished])
-            try Self.checkContent(fixture, recorder.lastDownload(of: bought.id))
-            await phone.close()
-        }
-    }
-
-    @Test("a gateway SIGKILLed mid-transfer: the device goes on through the other, to the right SHA-256")
-    func gatewayKilled() async throws {
-        let fixture = try DownloadFixture(megabytes: 64)
-        defer { fixture.directory.remove() }
-        try await fixture.cluster().running { cluster in
-            let directory = fixture.directory.url.appendingPathComponent("phone")
-            let (phone, recorder) = try await cluster.device("alice", downloads: directory)
-            let bought = try await cluster.buy(DownloadFixture.bigPack, phone, recorder)
-            try await phone.startDownloads(bought.downloads)
-            #expect(await Self.progress(recorder, bought.id, atLeast: 0.25))
-            await cluster.gateways[0].kill()
+            if process == "gateway" {
+                await cluster.gateways[0].kill()
+            } else {
+                await cluster.download.kill()
+                try await cluster.startDownload()
+            }
             #expect(await recorder.download(bought.id, reaches: .finished, timeout: .seconds(180)))
             #expect(recorder.downloadStates(of: bought.id) == [.active, .finished])
             try Self.checkContent(fixture, recorder.lastDownload(of: bought.id))

@@ -158,6 +158,25 @@ public final class EventFollower: Sendable {
         }
     }
 
+    /// A follower's whole life: ``followPages(after:as:_:)`` from the position `start` reads (the
+    /// consumer's own, committed with what it applied), until the task is cancelled; when the log
+    /// ends before that position (the producer's database was replaced), `replaced` is told, so the
+    /// consumer forgets its position, and the log is followed again from the position `start` then
+    /// reads.
+    public func followAlways<Page: EventLogPage>(
+        as page: Page.Type, start: () async throws -> UInt64, _ apply: ([Page.Record]) async throws -> Void,
+        replaced: (RPCError) async throws -> Void
+    ) async throws {
+        while !Task.isCancelled {
+            do {
+                try await followPages(after: try await start(), as: page, apply)
+                return
+            } catch let error as RPCError where error.code == .outOfRange {
+                try await replaced(error)
+            }
+        }
+    }
+
     /// A page of the log after `position`, decoded as `Page`.
     private func read<Page: EventLogPage>(_ type: Page.Type, after position: UInt64) async throws(RPCError) -> Page {
         let body = try JSONCodec.encode(Storebus_Eventlog_V1_ReadEventsRequest.with {
