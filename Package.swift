@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "Download", targets: ["Download"]),
         .library(name: "Receipt", targets: ["Receipt"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
+        .library(name: "StoreBusSDKTesting", targets: ["StoreBusSDKTesting"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
         .executable(name: "storebus-payment-queue", targets: ["storebus-payment-queue"]),
         .executable(name: "storebus-gateway", targets: ["storebus-gateway"]),
@@ -201,6 +202,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A store in memory for an app's unit tests: the SDK's PaymentQueue over it needs no services.
+        .target(
+            name: "StoreBusSDKTesting",
+            dependencies: ["StoreBus", "StoreBusSDK", "StoreSchema"]
+        ),
         .executableTarget(
             name: "storebus-gateway",
             dependencies: [
@@ -293,7 +299,7 @@ let package = Package(
         .testTarget(
             name: "StoreBusSDKTests",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreBusSDKTesting", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -497,7 +497,8 @@ public final class PaymentQueue: Sendable {
             do {
                 try await underOneKey { key in _ = try await addPayment(payment, idempotencyKey: key) }
             } catch {
-                logger.error("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
+                // Reported to the observers, as StoreKit reports it: no error of the program's.
+                logger.debug("Adding a payment failed", metadata: ["product": "\(payment.productIdentifier)", "error": "\(error)"])
                 deliverLocal(.updatedTransactions([localFailure(payment, error)], replayed: false))
             }
         }

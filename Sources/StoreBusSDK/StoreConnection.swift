@@ -106,12 +106,25 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     public var description: String { "\(message) (\(code))" }
 }
 
+/// Where a ``StoreConnection``'s calls go: the gateways, over ZeroMQ (an `RPCClient`, what
+/// ``StoreConnection/init(configuration:logger:)`` makes), or a store in memory (StoreBusSDKTesting's
+/// `InMemoryStore`, for an app's unit tests).
+public protocol StoreTransport: Sendable {
+    /// Sends a call, its body proto3 JSON, and returns the answer whatever its status; throws only
+    /// for failures of the call itself (deadline, cancellation, nothing to send to).
+    func callRaw(path: String, idempotent: Bool, body: [UInt8], options: CallOptions) async throws(RPCError) -> RawResponse
+    /// Ends the transport; later calls fail.
+    func shutdown() async
+}
+
+extension RPCClient: StoreTransport {}
+
 /// An authenticated link to the gateways: one RPC client and a session that is opened on first use
 /// and opened again when it expires.
 public final class StoreConnection: Sendable {
     /// The configuration.
     public let configuration: StoreConfiguration
-    let client: RPCClient
+    let client: any StoreTransport
     private let session = Mutex<String?>(nil)
     private let closed = Atomic<Bool>(false)
     private let logger: Logger
@@ -134,6 +147,22 @@ public final class StoreConnection: Sendable {
         }
     }
 
+    /// A connection whose calls go to `transport` instead of the gateways (a store in memory);
+    /// `configuration` names the device, its gateway endpoints are not used.
+    public init(configuration: StoreConfiguration, transport: any StoreTransport, logger: Logger = Logger(label: "storebus.sdk")) {
+        self.configuration = configuration
+        self.logger = logger
+        client = transport
+    }
+
+    /// A call of `method` through the transport, its answer decoded.
+    private func send<Request, Response>(_ method: MethodDescriptor<Request, Response>, _ request: Request, options: CallOptions) async throws(RPCError) -> Response {
+        let body = try JSONCodec.encode(request)
+        let response = try await client.callRaw(path: method.path, idempotent: method.idempotent, body: body, options: options)
+        if let error = response.error { throw error }
+        return try JSONCodec.decode(Response.self, from: response.body)
+    }
+
     /// A session the gateway opened: what it allows and until when.
     public struct Session: Sendable, Equatable {
         /// When the session ends (the connection then opens another by itself).
@@ -154,12 +183,12 @@ public final class StoreConnection: Sendable {
     private func openSession() async throws -> Storebus_Gateway_V1_AuthenticateResponse {
         let response: Storebus_Gateway_V1_AuthenticateResponse
         do {
-            response = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
+            response = try await send(Storebus_Gateway_V1_Gateway.authenticate, .with {
                 $0.apiKey = configuration.apiKey
                 $0.appBundleID = configuration.appBundleID
                 $0.accountID = configuration.accountID
                 $0.deviceID = configuration.deviceID
-            })
+            }, options: CallOptions(timeout: configuration.callTimeout))
         } catch {
             throw StoreError(error)
         }
@@ -179,7 +208,7 @@ public final class StoreConnection: Sendable {
         try await withSession { token in
             var options = CallOptions(timeout: timeout, metadata: [GatewayMetadata.session: token], idempotencyKey: idempotencyKey)
             options.timeout = timeout ?? configuration.callTimeout
-            return try await client.call(method, request, options: options)
+            return try await send(method, request, options: options)
         }
     }
 
@@ -238,7 +267,7 @@ public final class StoreConnection: Sendable {
 }
 
 /// Metadata keys of the gateway's client protocol.
-enum GatewayMetadata {
+public enum GatewayMetadata {
     /// The session token from Authenticate.
-    static let session = "session"
+    public static let session = "session"
 }

@@ -639,7 +639,7 @@ struct SDKObserveTests {
         _ = queue
     }
 
-    private static func callError(_ client: RPCClient) async -> StatusCode? {
+    private static func callError(_ client: any StoreTransport) async -> StatusCode? {
         do {
             _ = try await client.callRaw(path: Storebus_Health_V1_Health.check.path, idempotent: true, body: Array("{}".utf8), options: CallOptions(timeout: .milliseconds(100)))
             return nil

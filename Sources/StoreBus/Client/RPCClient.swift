@@ -11,6 +11,12 @@ public struct RawResponse: Sendable {
     /// The response message on OK; an ErrorStatus otherwise.
     public var body: [UInt8]
 
+    /// An answer with `code` and `body`.
+    public init(code: StatusCode, body: [UInt8]) {
+        self.code = code
+        self.body = body
+    }
+
     /// The error this response stands for, nil on OK.
     public var error: RPCError? {
         guard code != .ok else { return nil }

@@ -1,0 +1,163 @@
+import Foundation
+import StoreBus
+import StoreBusSDK
+import StoreBusSDKTesting
+import StoreBusTesting
+import StoreSchema
+import Testing
+
+/// What a scenario needs of a store: queues for devices, and the sandbox's controls.
+protocol ScenarioStore: Sendable {
+    func queue(account: String, device: String) throws -> PaymentQueue
+    func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws
+    func approveAskToBuy(_ id: String) async throws
+    func refund(_ id: String) async throws
+}
+
+/// The real services, through a gateway, with an admin session for the controls.
+struct ServicesStore: ScenarioStore {
+    let cluster: StoreCluster
+    let admin: StoreConnection
+
+    func queue(account: String, device: String) throws -> PaymentQueue {
+        try PaymentQueue(configuration: cluster.configuration(account: account, device: device))
+    }
+
+    func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws {
+        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.policy = .with {
+                switch policy {
+                case .approve: $0.mode = .approve
+                case .askToBuy: $0.mode = .askToBuy
+                case .fail(let code):
+                    $0.mode = .fail
+                    $0.failError = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
+                }
+            }
+        })
+    }
+
+    func approveAskToBuy(_ id: String) async throws {
+        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = id })
+    }
+
+    func refund(_ id: String) async throws {
+        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
+            $0.transactionIdentifier = id
+            $0.revocationReason = .appIssue
+        })
+    }
+}
+
+/// StoreBusSDKTesting's store in memory, selling the demo catalog's products the scenarios buy.
+struct MemoryStore: ScenarioStore {
+    let store = InMemoryStore(app: puzzle, products: [
+        .init(id: coins, kind: .consumable, title: "100 Coins", price: "0.99"),
+        .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99"),
+    ])
+
+    func queue(account: String, device: String) throws -> PaymentQueue { store.queue(account: account, device: device) }
+    func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws { store.setPolicy(policy, account: account) }
+    func approveAskToBuy(_ id: String) async throws { try store.approveAskToBuy(id) }
+    func refund(_ id: String) async throws { try store.refund(id) }
+}
+
+/// One list of scenarios, run against the real services and against the store in memory: what an
+/// app's tests see of the double is what it sees of StoreBus.
+@Suite(.serialized)
+struct SDKScenarioTests {
+    enum Scenario: String, CaseIterable, Sendable {
+        case purchase, askToBuy, failure, restore, refund
+    }
+
+    /// A launched device: observer attached, launch replay over.
+    static func launch(_ store: some ScenarioStore, account: String, device: String = "phone") async throws -> (PaymentQueue, Recorder) {
+        let queue = try store.queue(account: account, device: device)
+        let recorder = Recorder(queue)
+        guard await recorder.attached() else { throw ClusterFailure(description: "the launch replay did not end") }
+        return (queue, recorder)
+    }
+
+    static func run(_ scenario: Scenario, on store: some ScenarioStore) async throws {
+        let account = "scenario-\(scenario.rawValue)"
+        let (phone, recorder) = try await launch(store, account: account)
+        switch scenario {
+        case .purchase:
+            let bought = try await phone.addPayment(Payment(productIdentifier: coins, quantity: 2))
+            #expect(await recorder.purchased(bought.id))
+            #expect(recorder.states(of: bought.id) == [.purchasing, .purchased])
+            let settled = try #require(phone.transactions.first { $0.id == bought.id })
+            #expect(settled.payment.quantity == 2 && settled.error == nil)
+            #expect(try await phone.finish(settled) == false)
+            #expect(await recorder.wait { $0.removed(bought.id) })
+            #expect(try await phone.finish(settled) == true, "finishing twice says it was finished already")
+            let (again, _) = try await launch(store, account: account, device: "phone")
+            #expect(again.transactions.isEmpty, "nothing comes back at the next launch")
+            await again.close()
+
+        case .askToBuy:
+            let asked = try await phone.addPayment(Payment(productIdentifier: levelPack, simulatesAskToBuyInSandbox: true))
+            #expect(await recorder.wait { $0.states(of: asked.id).last == .deferred })
+            await #expect(throws: StoreError.self, "a deferred transaction cannot be finished") {
+                _ = try await phone.finish(try #require(phone.transactions.first { $0.id == asked.id }))
+            }
+            try await store.approveAskToBuy(asked.id)
+            #expect(await recorder.purchased(asked.id))
+            #expect(recorder.states(of: asked.id) == [.purchasing, .deferred, .purchased])
+
+        case .failure:
+            try await store.setPolicy(.fail(.paymentNotAllowed), account: account)
+            let result = try await phone.addPayment(Payment(productIdentifier: coins))
+            #expect(await recorder.wait { $0.states(of: result.id).last == .failed })
+            let failed = try #require(phone.transactions.first { $0.id == result.id })
+            #expect(failed.error?.code == .paymentNotAllowed)
+            try await phone.finish(failed)
+            #expect(await recorder.wait { $0.removed(result.id) })
+            try await store.setPolicy(.fail(.paymentCancelled), account: account)
+            guard case .userCancelled = try await phone.purchase(Payment(productIdentifier: coins)) else {
+                Issue.record("a cancelled payment is userCancelled")
+                return
+            }
+            try await store.setPolicy(.approve, account: account)
+            let unknown = try await phone.addPayment(Payment(productIdentifier: "com.storebus.demo.puzzle.nope"))
+            #expect(await recorder.wait { $0.states(of: unknown.id).last == .failed })
+            #expect(phone.transactions.first { $0.id == unknown.id }?.error?.code == .storeProductNotAvailable)
+
+        case .restore:
+            let bought = try await phone.addPayment(Payment(productIdentifier: levelPack))
+            #expect(await recorder.purchased(bought.id))
+            try await phone.finish(try #require(phone.transactions.first { $0.id == bought.id }))
+            let (tablet, tabletRecorder) = try await launch(store, account: account, device: "tablet")
+            let (restoreID, count) = try await tablet.restore()
+            #expect(count == 1)
+            #expect(await tabletRecorder.wait { $0.callbacks.contains { $0.event == .restoreCompletedTransactionsFinished(restoreID: restoreID, restoredCount: 1) } })
+            let copy = try #require(tablet.transactions.first { $0.transactionState == .restored })
+            #expect(copy.original?.transactionIdentifier == bought.id && copy.payment.productIdentifier == levelPack)
+            await tablet.close()
+
+        case .refund:
+            let bought = try await phone.addPayment(Payment(productIdentifier: levelPack))
+            #expect(await recorder.purchased(bought.id))
+            try await phone.finish(try #require(phone.transactions.first { $0.id == bought.id }))
+            try await store.refund(bought.id)
+            #expect(await recorder.wait { $0.callbacks.contains { $0.event == .didRevokeEntitlements(productIdentifiers: [levelPack]) } })
+        }
+        await phone.close()
+    }
+
+    @Test("the scenarios against the real services", arguments: Scenario.allCases)
+    func againstTheServices(scenario: Scenario) async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let admin = try cluster.admin()
+            try await Self.run(scenario, on: ServicesStore(cluster: cluster, admin: admin))
+            await admin.close()
+        }
+    }
+
+    @Test("the same scenarios against StoreBusSDKTesting's store in memory", arguments: Scenario.allCases)
+    func againstTheDouble(scenario: Scenario) async throws {
+        try await Self.run(scenario, on: MemoryStore())
+    }
+}
