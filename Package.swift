@@ -205,7 +205,7 @@ let package = Package(
         // A store in memory for an app's unit tests: the SDK's PaymentQueue over it needs no services.
         .target(
             name: "StoreBusSDKTesting",
-            dependencies: ["StoreBus", "StoreBusSDK", "StoreSchema"]
+            dependencies: ["ContentPackage", "StoreBus", "StoreBusSDK", "StoreSchema", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "storebus-gateway",

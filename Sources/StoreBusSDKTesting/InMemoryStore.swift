@@ -1,3 +1,5 @@
+import ContentPackage
+import Crypto
 import Foundation
 import StoreBus
 import StoreBusSDK
@@ -9,16 +11,17 @@ import Synchronization
 /// app's unit tests that need no running services. Hand it to ``StoreConnection`` as its transport:
 ///
 /// ```swift
-/// let store = InMemoryStore(products: [.init(id: "com.example.gems100", type: .consumable, price: "0.99")])
+/// let store = try InMemoryStore(products: [.init(id: "com.example.gems100", kind: .consumable, price: "0.99")])
 /// let queue = store.queue(account: "alice")
 /// queue.add(observer)
 /// store.setPolicy(.askToBuy, account: "alice")   // the sandbox's controls, as methods
 /// ```
 ///
-/// It answers the calls the SDK makes for the queue and products (Authenticate, Observe,
+/// It answers the calls the SDK makes for the queue, products and downloads (Authenticate, Observe,
 /// FetchProducts, CanMakePayments, AddPayment, FinishTransaction, ListTransactions,
-/// RestoreCompletedTransactions) with the same states, callbacks, positions and errors as the
-/// services; anything else is UNIMPLEMENTED. The SDK's own tests run one list of scenarios against it
+/// RestoreCompletedTransactions, and Download's start, pause, resume, cancel, complete, fail and
+/// chunk reads) with the same states, callbacks, positions and errors as the services; anything
+/// else (receipts among them) is UNIMPLEMENTED. The SDK's own tests run one list of scenarios against it
 /// and against the real processes, so the two cannot drift apart unnoticed.
 public final class InMemoryStore: StoreTransport {
     /// A product on sale.
@@ -29,12 +32,16 @@ public final class InMemoryStore: StoreTransport {
         public var title: String
         /// Decimal price in US dollars, such as "0.99".
         public var price: String
+        /// Hosted content (non-consumables): file paths and their bytes, packed as the download
+        /// service packs a product's folder; nil for none.
+        public var hostedContent: [(path: String, bytes: [UInt8])]?
 
-        public init(id: String, kind: Kind, title: String? = nil, price: String = "0.99") {
+        public init(id: String, kind: Kind, title: String? = nil, price: String = "0.99", hostedContent: [(path: String, bytes: [UInt8])]? = nil) {
             self.id = id
             self.kind = kind
             self.title = title ?? id
             self.price = price
+            self.hostedContent = hostedContent
         }
 
         var type: Storebus_Catalog_V1_ProductType {
@@ -61,8 +68,16 @@ public final class InMemoryStore: StoreTransport {
         var idempotencyKey: String?
     }
 
+    /// A product's hosted content, packed.
+    private struct Package {
+        var bytes: [UInt8]
+        var sha256: String
+        static let version = "1.0"
+    }
+
     private struct State {
         var products: [String: Product]
+        var packages: [String: Package] = [:]
         var app: String
         var transactions: [String: Stored] = [:]
         var order: [String] = []
@@ -80,15 +95,38 @@ public final class InMemoryStore: StoreTransport {
 
     private let state: Mutex<State>
 
-    /// A store selling `products` in the app `app`.
-    public init(app: String = "com.example.app", products: [Product]) {
-        state = Mutex(State(products: Dictionary(products.map { ($0.id, $0) }, uniquingKeysWith: { $1 }), app: app))
+    /// A store selling `products` in the app `app`. Throws when hosted content cannot be packed.
+    public init(app: String = "com.example.app", products: [Product]) throws {
+        var state = State(products: Dictionary(products.map { ($0.id, $0) }, uniquingKeysWith: { $1 }), app: app)
+        for product in products {
+            guard let files = product.hostedContent else { continue }
+            state.packages[product.id] = try Self.pack(files)
+        }
+        self.state = Mutex(state)
+    }
+
+    /// The files packed as ContentPackage packs them (through a temporary folder).
+    private static func pack(_ files: [(path: String, bytes: [UInt8])]) throws -> Package {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-memory-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var sources: [ContentPackage.File] = []
+        for file in files {
+            let source = folder.appendingPathComponent("files").appendingPathComponent(file.path)
+            try FileManager.default.createDirectory(at: source.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(file.bytes).write(to: source)
+            sources.append(ContentPackage.File(path: file.path, source: source, length: Int64(file.bytes.count)))
+        }
+        let package = folder.appendingPathComponent("package.tar")
+        let made = try ContentPackage.write(sources, to: package)
+        return Package(bytes: Array(try Data(contentsOf: package)), sha256: made.sha256)
     }
 
     /// A payment queue for a device of `account` in the store's app, over this store.
-    public func queue(account: String, device: String = "device") -> PaymentQueue {
+    /// Downloads go to `downloads` (default: a folder of the temporary directory).
+    public func queue(account: String, device: String = "device", downloads: URL? = nil) -> PaymentQueue {
         let app = state.withLock { $0.app }
         var configuration = StoreConfiguration(gatewayEndpoints: ["memory"], apiKey: "memory", appBundleID: app, accountID: account, deviceID: device)
+        if let downloads { configuration.downloadDirectory = downloads }
         configuration.observerHold = .seconds(5)
         return PaymentQueue(connection: StoreConnection(configuration: configuration, transport: self))
     }
@@ -103,7 +141,11 @@ public final class InMemoryStore: StoreTransport {
     /// Approves a deferred (Ask to Buy) transaction: it becomes PURCHASED. Throws `RPCError`
     /// (FAILED_PRECONDITION) when it is not deferred.
     public func approveAskToBuy(_ id: String) throws {
-        try settleDeferred(id) { $0.transactionState = .purchased }
+        let packages = state.withLock { $0.packages }
+        try settleDeferred(id) { transaction in
+            transaction.transactionState = .purchased
+            transaction.downloads = Self.offered(packages, transaction)
+        }
     }
 
     /// Declines a deferred (Ask to Buy) transaction: it becomes FAILED, paymentCancelled.
@@ -228,6 +270,34 @@ public final class InMemoryStore: StoreTransport {
         case Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.path:
             let request = try JSONCodec.decode(Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest.self, from: body)
             return try JSONCodec.encode(restore(request, queue: try Self.queue(of: options)))
+        case Storebus_Download_V1_Download.startDownloads.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_StartDownloadsRequest.self, from: body)
+            return try JSONCodec.encode(try changeDownloads(request, action: .start, queue: try Self.queue(of: options), as: Storebus_Download_V1_StartDownloadsResponse.self))
+        case Storebus_Download_V1_Download.resumeDownloads.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_ResumeDownloadsRequest.self, from: body)
+            return try JSONCodec.encode(try changeDownloads(request, action: .resume, queue: try Self.queue(of: options), as: Storebus_Download_V1_ResumeDownloadsResponse.self))
+        case Storebus_Download_V1_Download.pauseDownloads.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_PauseDownloadsRequest.self, from: body)
+            return try JSONCodec.encode(try changeDownloads(request, action: .pause, queue: try Self.queue(of: options), as: Storebus_Download_V1_PauseDownloadsResponse.self))
+        case Storebus_Download_V1_Download.cancelDownloads.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_CancelDownloadsRequest.self, from: body)
+            return try JSONCodec.encode(try changeDownloads(request, action: .cancel, queue: try Self.queue(of: options), as: Storebus_Download_V1_CancelDownloadsResponse.self))
+        case Storebus_Download_V1_Download.completeDownload.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_CompleteDownloadRequest.self, from: body)
+            let queue = try Self.queue(of: options)
+            let expected = try state.withLock { state in state.packages[try Self.product(of: request.download, in: state)]?.sha256 }
+            guard request.sha256 == expected else {
+                throw RPCError(.failedPrecondition, "the SHA-256 is not the package's").withReason("DIGEST_MISMATCH", domain: "storebus.download")
+            }
+            let status = try changeDownloads([request.download], action: .complete, queue: queue, contentURL: request.contentURL).first ?? .init()
+            return try JSONCodec.encode(Storebus_Download_V1_CompleteDownloadResponse.with { $0.download = status })
+        case Storebus_Download_V1_Download.failDownload.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_FailDownloadRequest.self, from: body)
+            let status = try changeDownloads([request.download], action: .fail, queue: try Self.queue(of: options), error: request.error).first ?? .init()
+            return try JSONCodec.encode(Storebus_Download_V1_FailDownloadResponse.with { $0.download = status })
+        case Storebus_Download_V1_Download.readChunk.path:
+            let request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
+            return try readChunk(request, queue: try Self.queue(of: options))
         default:
             throw RPCError(.unimplemented, "\(path) is not served by InMemoryStore").withReason("UNKNOWN_METHOD", domain: "storebus.rpc")
         }
@@ -316,6 +386,7 @@ public final class InMemoryStore: StoreTransport {
                     }
                 }
             }
+            if transaction.transactionState == .purchased { transaction.downloads = Self.offered(state, transaction) }
             state.transactions[id]?.transaction = transaction
             let decided = transaction
             Self.append(&state, queue.key) { $0.updatedTransactions.transactions = [decided] }
@@ -337,6 +408,14 @@ public final class InMemoryStore: StoreTransport {
             if stored.transaction.finished { return true }
             guard stored.transaction.transactionState != .purchasing, stored.transaction.transactionState != .deferred else {
                 throw RPCError.resource(.failedPrecondition, type: "transaction", name: id, "transaction \(id) is not settled yet: it cannot be finished")
+            }
+            var downloads = stored.transaction.downloads
+            let cancelled = downloads.indices.filter { ![.finished, .cancelled].contains(downloads[$0].state) }
+            for index in cancelled { downloads[index] = Self.moved(downloads[index], to: .cancelled) }
+            if !cancelled.isEmpty {
+                state.transactions[id]?.transaction.downloads = downloads
+                let announced = cancelled.map { downloads[$0] }
+                Self.append(&state, queue.key) { $0.updatedDownloads.downloads = announced }
             }
             state.transactions[id]?.transaction.finished = true
             let removed = state.transactions[id]!.transaction
@@ -366,6 +445,7 @@ public final class InMemoryStore: StoreTransport {
                 copy.queue = queue
                 copy.originalTransaction = original.transaction
                 copy.originalTransaction.clearOriginalTransaction()
+                copy.downloads = Self.offered(state, copy)
                 state.transactions[copy.transactionIdentifier] = Stored(transaction: copy, queueKey: queue.key, account: queue.accountID)
                 state.order.append(copy.transactionIdentifier)
                 restored.append(copy)
@@ -389,6 +469,150 @@ public final class InMemoryStore: StoreTransport {
         }
         wake()
         return response
+    }
+
+    // MARK: Downloads
+
+    /// The downloads a PURCHASED or RESTORED transaction offers: its product's content, WAITING.
+    private static func offered(_ state: State, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) -> [Storebus_PaymentQueue_V1_Download] {
+        offered(state.packages, transaction)
+    }
+
+    private static func offered(_ packages: [String: Package], _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) -> [Storebus_PaymentQueue_V1_Download] {
+        guard let package = packages[transaction.payment.productIdentifier] else { return [] }
+        return [.with {
+            $0.contentIdentifier = transaction.payment.productIdentifier
+            $0.contentVersion = Package.version
+            $0.contentLength = Int64(package.bytes.count)
+            $0.transactionIdentifier = transaction.transactionIdentifier
+            $0.state = .waiting
+        }]
+    }
+
+    /// The download moved to `target` (progress, time left, URL and error as the service sets them).
+    private static func moved(_ download: Storebus_PaymentQueue_V1_Download, to target: Storebus_PaymentQueue_V1_DownloadState) -> Storebus_PaymentQueue_V1_Download {
+        var moved = download
+        moved.state = target
+        moved.progress = target == .finished ? 1 : 0
+        moved.timeRemainingSeconds = target == .finished ? 0 : -1
+        moved.clearError()
+        moved.contentURL = ""
+        return moved
+    }
+
+    /// The product of a download: its content identifier (the double's content is the product's).
+    private static func product(of ref: Storebus_Download_V1_DownloadRef, in state: State) throws -> String {
+        guard let stored = state.transactions[ref.transactionIdentifier], stored.transaction.downloads.contains(where: { $0.contentIdentifier == ref.contentIdentifier }) else {
+            throw RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier, "no download \(ref.contentIdentifier) of transaction \(ref.transactionIdentifier)")
+        }
+        return ref.contentIdentifier
+    }
+
+    private func changeDownloads<Request: DownloadsRequest, Response: DownloadsResponse>(
+        _ request: Request, action: Storebus_PaymentQueue_V1_DownloadAction, queue: Storebus_PaymentQueue_V1_QueueRef, as: Response.Type
+    ) throws -> Response {
+        var response = Response()
+        response.downloads = try changeDownloads(request.downloads, action: action, queue: queue)
+        if var begun = response as? any BeginDownloadsResponse {
+            begun.keySeq = state.withLock { UInt64($0.logs[queue.key]?.count ?? 0) }
+            response = begun as! Response
+        }
+        return response
+    }
+
+    /// Applies `action` to each download, as the payment queue's state machine does, all or none.
+    private func changeDownloads(
+        _ refs: [Storebus_Download_V1_DownloadRef], action: Storebus_PaymentQueue_V1_DownloadAction, queue: Storebus_PaymentQueue_V1_QueueRef,
+        contentURL: String = "", error: Storebus_PaymentQueue_V1_StoreKitError? = nil
+    ) throws -> [Storebus_Download_V1_DownloadStatus] {
+        let statuses = try state.withLock { state -> [Storebus_Download_V1_DownloadStatus] in
+            var changed = state.transactions
+            var announced: [Storebus_PaymentQueue_V1_Download] = []
+            var statuses: [Storebus_Download_V1_DownloadStatus] = []
+            for ref in refs {
+                guard let stored = changed[ref.transactionIdentifier], stored.account == queue.accountID else {
+                    if changed[ref.transactionIdentifier] != nil {
+                        throw RPCError(.permissionDenied, "transaction \(ref.transactionIdentifier) belongs to another account").withReason("OTHER_ACCOUNT", domain: "storebus.payment_queue")
+                    }
+                    throw RPCError(.notFound, "no transaction \(ref.transactionIdentifier) in this queue")
+                }
+                guard stored.queueKey == queue.key else { throw RPCError(.notFound, "no transaction \(ref.transactionIdentifier) in this queue") }
+                guard !stored.transaction.finished else {
+                    throw RPCError(.failedPrecondition, "transaction \(ref.transactionIdentifier) is finished").withReason("TRANSACTION_FINISHED", domain: "storebus.payment_queue")
+                }
+                guard let index = stored.transaction.downloads.firstIndex(where: { $0.contentIdentifier == ref.contentIdentifier }) else {
+                    throw RPCError(.notFound, "transaction \(ref.transactionIdentifier) has no content \(ref.contentIdentifier)")
+                }
+                let download = stored.transaction.downloads[index]
+                guard let target = Self.target(download.state, action) else {
+                    throw RPCError(.failedPrecondition, "the download cannot be moved from \(download.state) by \(action)").withReason("DOWNLOAD_STATE", domain: "storebus.payment_queue")
+                }
+                var after = target == download.state ? download : Self.moved(download, to: target)
+                if target == .finished { after.contentURL = contentURL.isEmpty ? download.contentURL : contentURL }
+                if target == .failed, let error { after.error = error }
+                if after != download {
+                    changed[ref.transactionIdentifier]?.transaction.downloads[index] = after
+                    announced.append(after)
+                }
+                statuses.append(.with {
+                    $0.download = after
+                    $0.productIdentifier = stored.transaction.payment.productIdentifier
+                    $0.sha256 = state.packages[stored.transaction.payment.productIdentifier]?.sha256 ?? ""
+                })
+            }
+            state.transactions = changed
+            if !announced.isEmpty {
+                for download in announced {
+                    let key = state.transactions[download.transactionIdentifier]!.queueKey
+                    Self.append(&state, key) { $0.updatedDownloads.downloads = [download] }
+                }
+            }
+            return statuses
+        }
+        wake()
+        return statuses
+    }
+
+    /// The payment queue's download state machine (UpdateDownloads in the contract).
+    private static func target(_ state: Storebus_PaymentQueue_V1_DownloadState, _ action: Storebus_PaymentQueue_V1_DownloadAction) -> Storebus_PaymentQueue_V1_DownloadState? {
+        switch (action, state) {
+        case (.start, .waiting), (.start, .paused), (.start, .failed), (.start, .active): return .active
+        case (.resume, .paused), (.resume, .failed), (.resume, .active): return .active
+        case (.pause, .waiting), (.pause, .active), (.pause, .paused): return .paused
+        case (.cancel, let state) where state != .finished: return .cancelled
+        case (.complete, .active), (.complete, .finished): return .finished
+        case (.fail, .active), (.fail, .failed): return .failed
+        default: return nil
+        }
+    }
+
+    private func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> [UInt8] {
+        let (package, download) = try state.withLock { state -> (Package, Storebus_PaymentQueue_V1_Download) in
+            guard let stored = state.transactions[request.download.transactionIdentifier], stored.queueKey == queue.key,
+                  let download = stored.transaction.downloads.first(where: { $0.contentIdentifier == request.download.contentIdentifier }),
+                  let package = state.packages[stored.transaction.payment.productIdentifier]
+            else { throw RPCError(.notFound, "no such download in this queue") }
+            guard download.state == .active, !stored.transaction.finished else {
+                throw RPCError(.failedPrecondition, "the download is not active").withReason("DOWNLOAD_NOT_ACTIVE", domain: "storebus.download")
+            }
+            return (package, download)
+        }
+        guard request.ifVersion.isEmpty || request.ifVersion == download.contentVersion else {
+            throw RPCError(.failedPrecondition, "the content's version changed").withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
+        }
+        let length = Int64(package.bytes.count)
+        guard request.offset >= 0, request.offset <= length else { throw RPCError(.outOfRange, "offset \(request.offset) is past the package") }
+        let count = Int(min(Int64(request.maxBytes == 0 ? 262_144 : request.maxBytes), length - request.offset))
+        let data = Array(package.bytes[Int(request.offset)..<(Int(request.offset) + count)])
+        let response = Storebus_Download_V1_ReadChunkResponse.with {
+            $0.chunkSha256 = ContentPackage.hex(SHA256.hash(data: data))
+            $0.offset = request.offset
+            $0.version = download.contentVersion
+            $0.contentLength = length
+            $0.sha256 = package.sha256
+            $0.eof = request.offset + Int64(count) == length
+        }
+        return ReadChunkJSON.encode(response, data: data)
     }
 
     // MARK: The observer stream

@@ -4,23 +4,34 @@ import Foundation
 import Glibc
 #endif
 
-/// A TCP port on 127.0.0.1 that nothing listens on: the kernel picks it for a socket bound to port
-/// 0, which is then closed. Another process could take it before the caller binds it, but a
-/// process that starts a server on it at once practically never meets that.
+/// A TCP port on 127.0.0.1 that nothing listens on, for a server a test starts at once. It is picked
+/// at random below the kernel's ephemeral range (`ip_local_port_range`) and checked by binding it:
+/// a port the kernel picked for a socket bound to port 0 came from that range, where any other
+/// socket bound to port 0 (another test's `tcp://127.0.0.1:*` server) or any outgoing connection
+/// could take it before the caller bound it (seen: a benchmark's gateway port answered by another
+/// test's server).
 public func unusedLoopbackPort() throws -> Int {
+    let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+        .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+    let range = 10_000..<max(10_001, min(ephemeralStart, 65_536))
+    for _ in 0..<200 {
+        let port = Int.random(in: range)
+        if try isFree(port) { return port }
+    }
+    throw TestingError("no free TCP port on 127.0.0.1 from \(range.lowerBound) to \(range.upperBound - 1) after 200 tries")
+}
+
+/// Whether a socket can be bound to 127.0.0.1:`port` now.
+private func isFree(_ port: Int) throws -> Bool {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw TestingError("cannot make a socket: \(String(cString: strerror(errno)))") }
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
-        }
+    address.sin_port = UInt16(port).bigEndian
+    let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 }
     }
-    guard bound else { throw TestingError("cannot bind a socket on 127.0.0.1: \(String(cString: strerror(errno)))") }
-    return Int(UInt16(bigEndian: address.sin_port))
 }

@@ -8,7 +8,8 @@ import Testing
 
 /// What a scenario needs of a store: queues for devices, and the sandbox's controls.
 protocol ScenarioStore: Sendable {
-    func queue(account: String, device: String) throws -> PaymentQueue
+    /// A device's queue, its downloads going into `downloads`.
+    func queue(account: String, device: String, downloads: URL) throws -> PaymentQueue
     func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws
     func approveAskToBuy(_ id: String) async throws
     func refund(_ id: String) async throws
@@ -19,8 +20,10 @@ struct ServicesStore: ScenarioStore {
     let cluster: StoreCluster
     let admin: StoreConnection
 
-    func queue(account: String, device: String) throws -> PaymentQueue {
-        try PaymentQueue(configuration: cluster.configuration(account: account, device: device))
+    func queue(account: String, device: String, downloads: URL) throws -> PaymentQueue {
+        var configuration = cluster.configuration(account: account, device: device)
+        configuration.downloadDirectory = downloads
+        return try PaymentQueue(configuration: configuration)
     }
 
     func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws {
@@ -51,14 +54,21 @@ struct ServicesStore: ScenarioStore {
     }
 }
 
-/// StoreBusSDKTesting's store in memory, selling the demo catalog's products the scenarios buy.
+/// StoreBusSDKTesting's store in memory, selling the demo catalog's products the scenarios buy, the
+/// level pack with the demo content's files.
 struct MemoryStore: ScenarioStore {
-    let store = InMemoryStore(app: puzzle, products: [
-        .init(id: coins, kind: .consumable, title: "100 Coins", price: "0.99"),
-        .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99"),
-    ])
+    let store: InMemoryStore
 
-    func queue(account: String, device: String) throws -> PaymentQueue { store.queue(account: account, device: device) }
+    init() throws {
+        let folder = deployDirectory.appendingPathComponent("content/puzzle-levelpack1")
+        let files = try ["levels.json", "palette.txt"].map { name in (path: name, bytes: Array(try Data(contentsOf: folder.appendingPathComponent(name)))) }
+        store = try InMemoryStore(app: puzzle, products: [
+            .init(id: coins, kind: .consumable, title: "100 Coins", price: "0.99"),
+            .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99", hostedContent: files),
+        ])
+    }
+
+    func queue(account: String, device: String, downloads: URL) throws -> PaymentQueue { store.queue(account: account, device: device, downloads: downloads) }
     func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws { store.setPolicy(policy, account: account) }
     func approveAskToBuy(_ id: String) async throws { try store.approveAskToBuy(id) }
     func refund(_ id: String) async throws { try store.refund(id) }
@@ -69,12 +79,13 @@ struct MemoryStore: ScenarioStore {
 @Suite(.serialized)
 struct SDKScenarioTests {
     enum Scenario: String, CaseIterable, Sendable {
-        case purchase, askToBuy, failure, restore, refund
+        case purchase, askToBuy, failure, restore, refund, download
     }
 
     /// A launched device: observer attached, launch replay over.
     static func launch(_ store: some ScenarioStore, account: String, device: String = "phone") async throws -> (PaymentQueue, Recorder) {
-        let queue = try store.queue(account: account, device: device)
+        let downloads = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-scenario-\(UUID().uuidString)")
+        let queue = try store.queue(account: account, device: device, downloads: downloads)
         let recorder = Recorder(queue)
         guard await recorder.attached() else { throw ClusterFailure(description: "the launch replay did not end") }
         return (queue, recorder)
@@ -143,6 +154,26 @@ struct SDKScenarioTests {
             try await phone.finish(try #require(phone.transactions.first { $0.id == bought.id }))
             try await store.refund(bought.id)
             #expect(await recorder.wait { $0.callbacks.contains { $0.event == .didRevokeEntitlements(productIdentifiers: [levelPack]) } })
+
+        case .download:
+            let bought = try await phone.addPayment(Payment(productIdentifier: levelPack))
+            #expect(await recorder.purchased(bought.id))
+            let transaction = try #require(phone.transactions.first { $0.id == bought.id })
+            let download = try #require(transaction.downloads.first)
+            #expect(download.state == .waiting && download.contentLength == 86_528)
+            var states: [DownloadState] = []
+            let progress = phone.progress(of: download)
+            try await phone.startDownloads([download])
+            for await update in progress where states.last != update.state { states.append(update.state) }
+            #expect(states == [.active, .finished])
+            let folder = try #require(recorder.lastDownload(of: bought.id)?.contentURL)
+            let levels = try Data(contentsOf: folder.appendingPathComponent("Contents/levels.json"))
+            #expect(levels == (try Data(contentsOf: deployDirectory.appendingPathComponent("content/puzzle-levelpack1/levels.json"))))
+            try? FileManager.default.removeItem(at: folder.deletingLastPathComponent())
+            // Finishing after the download cancels nothing.
+            try await phone.finish(transaction)
+            #expect(await recorder.wait { $0.removed(bought.id) })
+            #expect(recorder.downloadStates(of: bought.id) == [.active, .finished])
         }
         await phone.close()
     }
@@ -158,6 +189,6 @@ struct SDKScenarioTests {
 
     @Test("the same scenarios against StoreBusSDKTesting's store in memory", arguments: Scenario.allCases)
     func againstTheDouble(scenario: Scenario) async throws {
-        try await Self.run(scenario, on: MemoryStore())
+        try await Self.run(scenario, on: try MemoryStore())
     }
 }
