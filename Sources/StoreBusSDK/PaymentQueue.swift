@@ -35,8 +35,9 @@ public final class PaymentQueue: Sendable {
         var observingError: StoreError?
         /// The sequences of ``observingStates``.
         var stateStreams: [UInt64: AsyncStream<StoreError?>.Continuation] = [:]
-        /// Fire-and-forget calls (`add`, `finishTransaction`) made and not ended yet.
-        var pendingCalls = 0
+        /// Fire-and-forget calls (`add`, `finishTransaction`) made and not ended yet, by number.
+        var pending: [UInt64: PendingWork] = [:]
+        var nextPending: UInt64 = 0
         var closed = false
         /// Callbacks of the SDK's own making (a payment or restore the store refused) that came while
         /// nobody listened, or before the launch replay: handed to the next listener after it.
@@ -493,7 +494,7 @@ public final class PaymentQueue: Sendable {
     /// arrives as well, like any transaction at any time. Use ``addPayment(_:storefront:idempotencyKey:)``
     /// to handle errors yourself.
     public func add(_ payment: Payment) {
-        inOrder { [self] in
+        inOrder(.payment(payment)) { [self] in
             do {
                 try await underOneKey { key in _ = try await addPayment(payment, idempotencyKey: key) }
             } catch {
@@ -558,14 +559,16 @@ public final class PaymentQueue: Sendable {
     }
 
     /// Runs `call` in a task of its own once the fire-and-forget calls made before it have ended.
-    private func inOrder(_ call: @escaping @Sendable () async -> Void) {
+    private func inOrder(_ work: PendingWork, _ call: @escaping @Sendable () async -> Void) {
         state.withLock { state in
             let previous = state.lastCall
-            state.pendingCalls += 1
+            state.nextPending += 1
+            let number = state.nextPending
+            state.pending[number] = work
             state.lastCall = Task { [weak self] in
                 await previous?.value
                 await call()
-                self?.state.withLock { $0.pendingCalls -= 1 }
+                _ = self?.state.withLock { $0.pending.removeValue(forKey: number) }
             }
         }
     }
@@ -605,7 +608,7 @@ public final class PaymentQueue: Sendable {
     /// only answered again. Errors that remain are logged, and the transaction, still unfinished in
     /// the store, comes back at the next launch; use ``finish(_:)`` to handle them.
     public func finishTransaction(_ transaction: PaymentTransaction) {
-        inOrder { [self] in
+        inOrder(.finish(transaction)) { [self] in
             do {
                 try await whileOutcomeUnknown { _ = try await finish(transaction) }
             } catch {
@@ -681,22 +684,30 @@ public final class PaymentQueue: Sendable {
 
     /// Lets the payments and finishes made with ``add(_:)`` and ``finishTransaction(_:)`` reach the
     /// store (each is tried up to three times, see ``add(_:)``), at most `limit` (default: three
-    /// times `callTimeout`), then closes the queue as ``close()`` does. Returns how many of them were
-    /// still being sent when it closed: 0 means every one reached the store or failed for good (and
-    /// its observers heard so).
+    /// times `callTimeout`), then closes the queue as ``close()`` does. Returns those still being
+    /// sent when it closed, in the order they were made: none means every one reached the store or
+    /// failed for good (and its observers heard so). A payment cut off may still have reached the
+    /// store; a finish cut off leaves its transaction to come back at the next launch.
     @discardableResult
-    public func shutdown(waitingAtMost limit: Duration? = nil) async -> Int {
+    public func shutdown(waitingAtMost limit: Duration? = nil) async -> [PendingWork] {
         let deadline = ContinuousClock.now + (limit ?? connection.configuration.callTimeout * 3)
-        while state.withLock({ $0.pendingCalls > 0 }), ContinuousClock.now < deadline {
+        while state.withLock({ !$0.pending.isEmpty }), ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
-        let cutOff = state.withLock { $0.pendingCalls }
-        if cutOff > 0 {
-            logger.warning("Closing with payments or finishes still being sent", metadata: ["count": "\(cutOff)"])
+        let cutOff = state.withLock { $0.pending.sorted { $0.key < $1.key }.map(\.value) }
+        if !cutOff.isEmpty {
+            logger.warning("Closing with payments or finishes still being sent", metadata: ["count": "\(cutOff.count)"])
         }
         await close()
         return cutOff
     }
+}
+
+/// A payment or finish made with ``PaymentQueue/add(_:)`` or ``PaymentQueue/finishTransaction(_:)``
+/// that ``PaymentQueue/shutdown(waitingAtMost:)`` cut off.
+public enum PendingWork: Sendable, Equatable {
+    case payment(Payment)
+    case finish(PaymentTransaction)
 }
 
 /// Waits between attempts: `first`, then twice as long each time, at most two seconds.

@@ -119,7 +119,7 @@ struct SDKConveniencesTests {
             let settled = try #require(queue.transactions.first { $0.id == bought.id })
             // A finish made fire-and-forget, then shutdown: it reaches the store before the queue closes.
             queue.finishTransaction(settled)
-            #expect(await queue.shutdown() == 0)
+            #expect(await queue.shutdown().isEmpty)
             let other = try PaymentQueue(configuration: cluster.configuration(account: "erin"))
             let otherRecorder = Recorder(other)
             #expect(await otherRecorder.attached(), "the launch replay is empty: the finish went through")
@@ -127,6 +127,21 @@ struct SDKConveniencesTests {
             stateWatch.cancel()
             await other.close()
         }
+    }
+
+    @Test("shutdown says which payments and finishes it cut off when the store cannot be reached in time")
+    func shutdownSaysWhatWasCutOff() async throws {
+        let nowhere = try TemporaryDirectory(prefix: "nowhere")
+        defer { nowhere.remove() }
+        var configuration = StoreConfiguration(gatewayEndpoints: [nowhere.ipcEndpoint("gateway")], apiKey: "k", appBundleID: puzzle, accountID: "gus", deviceID: "d")
+        configuration.callTimeout = .seconds(30)
+        let queue = try PaymentQueue(configuration: configuration)
+        let payment = Payment(productIdentifier: coins, quantity: 2)
+        queue.add(payment)
+        let started = ContinuousClock.now
+        let cutOff = await queue.shutdown(waitingAtMost: .milliseconds(300))
+        #expect(cutOff == [.payment(payment)])
+        #expect(started.duration(to: .now) < .seconds(20), "it waited as long as it was told, not the call's timeout")
     }
 
     @Test("a download's progress as an asynchronous sequence, ending with FINISHED")
