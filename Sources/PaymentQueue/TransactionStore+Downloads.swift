@@ -14,22 +14,6 @@ extension TransactionStore {
     /// Longest error description a device may report, in bytes.
     public static let maxDownloadErrorBytes = 1024
 
-    /// The state `action` moves a download in `state` to, or nil when the action is not allowed
-    /// there. The target state itself is always allowed (and changes nothing).
-    static func downloadTarget(
-        _ state: Storebus_PaymentQueue_V1_DownloadState, _ action: Storebus_PaymentQueue_V1_DownloadAction
-    ) -> Storebus_PaymentQueue_V1_DownloadState? {
-        switch (action, state) {
-        case (.start, .waiting), (.start, .paused), (.start, .failed), (.start, .active): return .active
-        case (.resume, .paused), (.resume, .failed), (.resume, .active): return .active
-        case (.pause, .waiting), (.pause, .active), (.pause, .paused): return .paused
-        case (.cancel, let state) where state != .finished: return .cancelled
-        case (.complete, .active), (.complete, .finished): return .finished
-        case (.fail, .active), (.fail, .failed): return .failed
-        default: return nil
-        }
-    }
-
     /// The outcome of UpdateDownloads.
     public struct DownloadsUpdate: Sendable {
         public var downloads: [Storebus_PaymentQueue_V1_Download]
@@ -72,7 +56,7 @@ extension TransactionStore {
                     throw RPCError.resource(.notFound, type: "download", name: update.contentIdentifier, "transaction \(RPCError.echo(id)) has no content \(RPCError.echo(update.contentIdentifier))")
                 }
                 var download = decoded[id]![index]
-                guard let target = Self.downloadTarget(download.state, update.action) else {
+                guard let target = download.state.after(update.action) else {
                     throw RPCError.resource(.failedPrecondition, type: "download", name: update.contentIdentifier, "the download of \(RPCError.echo(update.contentIdentifier)) is \(download.state.name): it cannot be \(Self.actionName(update.action))")
                         .withReason("DOWNLOAD_STATE", domain: "storebus.payment_queue")
                 }

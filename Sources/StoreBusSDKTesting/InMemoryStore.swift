@@ -544,7 +544,7 @@ public final class InMemoryStore: StoreTransport {
                     throw RPCError(.notFound, "transaction \(ref.transactionIdentifier) has no content \(ref.contentIdentifier)")
                 }
                 let download = stored.transaction.downloads[index]
-                guard let target = Self.target(download.state, action) else {
+                guard let target = download.state.after(action) else {
                     throw RPCError(.failedPrecondition, "the download cannot be moved from \(download.state) by \(action)").withReason("DOWNLOAD_STATE", domain: "storebus.payment_queue")
                 }
                 var after = target == download.state ? download : Self.moved(download, to: target)
@@ -571,19 +571,6 @@ public final class InMemoryStore: StoreTransport {
         }
         wake()
         return statuses
-    }
-
-    /// The payment queue's download state machine (UpdateDownloads in the contract).
-    private static func target(_ state: Storebus_PaymentQueue_V1_DownloadState, _ action: Storebus_PaymentQueue_V1_DownloadAction) -> Storebus_PaymentQueue_V1_DownloadState? {
-        switch (action, state) {
-        case (.start, .waiting), (.start, .paused), (.start, .failed), (.start, .active): return .active
-        case (.resume, .paused), (.resume, .failed), (.resume, .active): return .active
-        case (.pause, .waiting), (.pause, .active), (.pause, .paused): return .paused
-        case (.cancel, let state) where state != .finished: return .cancelled
-        case (.complete, .active), (.complete, .finished): return .finished
-        case (.fail, .active), (.fail, .failed): return .failed
-        default: return nil
-        }
     }
 
     private func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> [UInt8] {
