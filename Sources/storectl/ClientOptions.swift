@@ -135,7 +135,7 @@ func describe(_ callback: PaymentQueueCallback) -> String {
     case .restoreCompletedTransactionsFailed(let id, let error):
         "restoreCompletedTransactionsFailedWithError: restore \(id): \(error.localizedDescription) (\(error.code))"
     case .updatedDownloads(let downloads):
-        "updatedDownloads: " + downloads.map { "\($0.contentIdentifier) \(Int($0.progress * 100))%" }.joined(separator: "; ")
+        "updatedDownloads: " + downloads.map { "\($0.transactionIdentifier) \($0.contentIdentifier) \($0.state.rawValue) \(Int($0.progress * 100))%" }.joined(separator: "; ")
     case .didRevokeEntitlements(let products):
         "didRevokeEntitlementsForProductIdentifiers: \(products.joined(separator: ", "))"
     case .replayCompleted(let count):

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StoreBusSDK
+import StoreSchema
 import Synchronization
 
 /// `storectl products`: SKProductsRequest at a terminal.
@@ -235,15 +236,25 @@ final class StreamStatus: Sendable {
 
 /// `storectl demo`: one complete purchase flow, printing each callback.
 struct DemoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "demo", abstract: "Run one complete purchase flow and print each callback as it arrives.")
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run a complete purchase flow, check the receipt, and download a product's hosted content, printing each callback as it arrives."
+    )
 
     @OptionGroup var client: ClientOptions
     @OptionGroup var wait: WaitOptions
     @Option(help: "The product to buy.")
     var product: String = "com.storebus.demo.puzzle.coins100"
+    @Option(help: "A product with hosted content to buy and download (bought again without a second charge when owned); empty for none.")
+    var downloadProduct: String = "com.storebus.demo.puzzle.levelpack1"
+    @Option(help: "Where the downloaded content is put. Default: STOREBUS_DOWNLOAD_DIR or ./storebus-downloads.")
+    var directory: String?
 
     func run() async throws {
-        let queue = try await client.queue()
+        var configuration = client.configuration()
+        configuration.downloadDirectory = URL(fileURLWithPath: directory ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
+        let queue = try PaymentQueue(configuration: configuration)
+        try await sentence { try await queue.connection.authenticate() }
         let callbacks = queue.callbacks
         print("1. products")
         let response = try await sentence { try await ProductsRequest(productIdentifiers: [product], connection: queue.connection).start() }
@@ -277,11 +288,42 @@ struct DemoCommand: AsyncParsableCommand {
         }
         try await sentence { try await queue.finish(settled) }
         _ = await isRemoved(id, callbacks, within: wait.duration)
-        await queue.close()
         if settled.transactionState == .failed {
+            await queue.close()
             throw Failure(description: "The purchase failed, so the demo ends here (the account's payment policy may be set to fail: `storectl admin policy`).")
         }
+        print("5. the app receipt, refreshed and verified by the store")
+        let receipt = try await sentence { try await ReceiptRefreshRequest(connection: queue.connection).start() }
+        let verified = try await sentence {
+            try await queue.connection.call(Storebus_Receipt_V1_Receipt.verifyReceipt, .with { $0.receiptData = receipt.base64EncodedString() })
+        }
+        guard verified.status == 0 else {
+            await queue.close()
+            throw Failure(description: "The receipt did not verify: status \(verified.status).")
+        }
+        print("   status 0 (\(verified.environment)), \(verified.receipt.inApp.count) in-app purchase\(verified.receipt.inApp.count == 1 ? "" : "s") in it")
+        if !downloadProduct.isEmpty {
+            try await download(queue, callbacks)
+        }
+        await queue.close()
         print("done")
+    }
+
+    /// Step 6: buys `downloadProduct`, downloads its content, then finishes it.
+    private func download(_ queue: PaymentQueue, _ callbacks: PaymentQueueCallbacks) async throws {
+        print("6. buy \(downloadProduct) and download its hosted content")
+        let added = try await sentence { try await queue.addPayment(Payment(productIdentifier: downloadProduct)) }
+        guard await settles(added.transactionIdentifier, callbacks, within: wait.duration),
+              let bought = queue.transactions.first(where: { $0.transactionIdentifier == added.transactionIdentifier }),
+              bought.transactionState == .purchased, !bought.downloads.isEmpty
+        else {
+            await queue.close()
+            throw Failure(description: "\(downloadProduct) was not purchased with hosted content to download.")
+        }
+        // The downloads go where the queue's configuration says: the demo's own folder.
+        try await transfer(queue, bought.downloads, close: false) { try await queue.startDownloads($0) }
+        try await sentence { _ = try await queue.finish(bought) }
+        _ = await isRemoved(bought.transactionIdentifier, callbacks, within: wait.duration)
     }
 }
 

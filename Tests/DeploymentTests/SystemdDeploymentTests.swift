@@ -131,10 +131,17 @@ struct SystemdDeploymentTests {
         for upstream in ["catalog", "payment-queue", "receipt", "download"] {
             #expect(health.output.contains("\(upstream) behind it serving"), "\(health.output)")
         }
-        let demo = ServiceProcess(name: "storectl", arguments: ["demo", "--gateway", gateway, "--account", "systemd"], logFile: directory.url.appendingPathComponent("demo.log"))
+        let demo = ServiceProcess(
+            name: "storectl", arguments: ["demo", "--gateway", gateway, "--account", "systemd", "--directory", directory.path("downloads")],
+            logFile: directory.url.appendingPathComponent("demo.log")
+        )
         try demo.start(environment: credentials)
         #expect(await demo.waitForExit(timeout: .seconds(60)) == 0, "\(demo.output)")
         #expect(demo.output.contains(" purchased") && demo.output.contains("removedTransactions: "), "\(demo.output)")
+        // With a receipt the store verifies, and the sample pack downloaded and unpacked
+        #expect(demo.output.contains("   status 0 (Sandbox)"), "\(demo.output)")
+        let pack = try FileManager.default.contentsOfDirectory(atPath: directory.path("downloads")).first { $0.hasSuffix("-com.storebus.demo.puzzle.levelpack1") }
+        #expect(FileManager.default.fileExists(atPath: directory.path("downloads/\(pack ?? "")/Contents/levels.json")), "\(demo.output)")
         // And the payment queue keeps its data in the state directory systemd gives it
         #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/payment-queue/payment-queue.sqlite")))
         // And the receipt service its database and keys, the private ones readable by it alone
