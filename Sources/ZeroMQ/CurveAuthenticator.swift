@@ -9,21 +9,28 @@ import Synchronization
 /// server's application. Other mechanisms (NULL, PLAIN) are refused too, so a server whose context
 /// has an authenticator only ever talks to allowed CURVE clients.
 ///
+/// A server socket whose ZAP domain (``SocketOption/zapDomain(_:)``) is one of `openDomains` admits
+/// any CURVE client instead, whatever its key: an endpoint whose clients prove who they are another
+/// way (a gateway's API keys), still encrypted.
+///
 /// It runs a thread of its own until ``stop()`` (or until the context terminates).
 public final class CurveAuthenticator: Sendable {
     /// Where libzmq looks for the ZAP handler.
     public static let endpoint = "inproc://zeromq.zap.01"
 
     private let allowed: Mutex<Set<[UInt8]>>
+    private let openDomains: Set<[UInt8]>
     private let stopping = Atomic<Bool>(false)
     private let refusedCount = Atomic<Int>(0)
     private let finished = DispatchSemaphore(value: 0)
 
-    /// Starts answering for `context`'s CURVE servers, allowing the Z85 public keys `allowedPublicKeys`.
+    /// Starts answering for `context`'s CURVE servers, allowing the Z85 public keys `allowedPublicKeys`
+    /// (and any key in `openDomains`).
     /// Throws EINVAL for a key that is not 40 characters of Z85, and EADDRINUSE when the context has a
     /// handler already. Start it before the servers bind.
-    public init(context: Context, allowedPublicKeys: [String]) throws(ZMQError) {
+    public init(context: Context, allowedPublicKeys: [String], openDomains: Set<String> = []) throws(ZMQError) {
         allowed = Mutex(Set(try allowedPublicKeys.map(Self.decode)))
+        self.openDomains = Set(openDomains.map { Array($0.utf8) })
         // The socket is made, bound and used on the handler's thread, its one owner.
         let bound = DispatchSemaphore(value: 0)
         let failure = Mutex<ZMQError?>(nil)
@@ -106,7 +113,7 @@ public final class CurveAuthenticator: Sendable {
             refusedCount.wrappingAdd(1, ordering: .relaxed)
             return [version, requestID, Array("400".utf8), Array("only CURVE clients with an allowed key are served".utf8), [], []]
         }
-        guard allowed.withLock({ $0.contains(frames[6]) }) else {
+        guard openDomains.contains(frames[2]) || allowed.withLock({ $0.contains(frames[6]) }) else {
             refusedCount.wrappingAdd(1, ordering: .relaxed)
             return [version, requestID, Array("400".utf8), Array("the client's public key is not allowed".utf8), [], []]
         }

@@ -35,6 +35,9 @@ public enum SocketOption: Sendable {
     case curveServer(secretKey: String)
     /// CURVE client: the server's public key and this socket's own key pair (Z85, 40 characters each).
     case curveClient(serverKey: String, publicKey: String, secretKey: String)
+    /// The ZAP domain a server socket's handshakes are authenticated in (what a ZAP handler such as
+    /// ``CurveAuthenticator`` reads to choose its rule), at most 254 bytes.
+    case zapDomain(String)
 }
 
 extension Socket {
@@ -67,6 +70,7 @@ extension Socket {
             try setBytes(ZMQ_CURVE_SERVERKEY, Array(serverKey.utf8), "ZMQ_CURVE_SERVERKEY")
             try setBytes(ZMQ_CURVE_PUBLICKEY, Array(publicKey.utf8), "ZMQ_CURVE_PUBLICKEY")
             try setBytes(ZMQ_CURVE_SECRETKEY, Array(secretKey.utf8), "ZMQ_CURVE_SECRETKEY")
+        case .zapDomain(let domain): try setBytes(ZMQ_ZAP_DOMAIN, Array(domain.utf8), "ZMQ_ZAP_DOMAIN")
         }
     }
 

@@ -52,6 +52,47 @@ struct CurveAuthenticatorTests {
         #expect(refused >= 1, "the outsider's handshake was refused by the authenticator")
     }
 
+    @Test("a server socket in an open ZAP domain admits any CURVE client; beside it, one in another domain keeps to the allow-list")
+    func openDomain() async throws {
+        try #require(Context.has("curve"))
+        let server = try CurveKeyPair.generate()
+        let anyone = try CurveKeyPair.generate()
+        let (open, closed) = try await onThread("zap-domains") { () throws -> (Message?, Int) in
+            let context = try Context()
+            defer { context.terminate() }
+            let authenticator = try CurveAuthenticator(context: context, allowedPublicKeys: [], openDomains: ["clients"])
+            defer { authenticator.stop() }
+            let outside = try Socket(context: context, type: .router)
+            defer { outside.close() }
+            try outside.set(.zapDomain("clients"))
+            try outside.set(.curveServer(secretKey: server.secretKey))
+            try outside.bind("tcp://127.0.0.1:*")
+            let inside = try Socket(context: context, type: .router)
+            defer { inside.close() }
+            try inside.set(.zapDomain("internal"))
+            try inside.set(.curveServer(secretKey: server.secretKey))
+            try inside.bind("tcp://127.0.0.1:*")
+
+            let client = try Socket(context: context, type: .dealer)
+            defer { client.close() }
+            try client.set(.linger(0))
+            try client.set(.curveClient(serverKey: server.publicKey, publicKey: anyone.publicKey, secretKey: anyone.secretKey))
+            try client.connect(outside.lastEndpoint)
+            try client.connect(inside.lastEndpoint)
+            // Round-robin over both connections: the internal one never completes its handshake,
+            // so every message goes to the open one.
+            for index in 0..<4 { try client.send(Message(strings: ["hello \(index)"])) }
+            var poller = Poller()
+            poller.add(outside)
+            let heard = try poller.poll(timeoutMilliseconds: 5000) > 0 ? try outside.receive() : nil
+            var internalPoller = Poller()
+            internalPoller.add(inside)
+            return (heard, try internalPoller.poll(timeoutMilliseconds: 500))
+        }
+        #expect(open?.frames.last?.starts(with: Array("hello".utf8)) == true)
+        #expect(closed == 0, "nothing reaches the server in the other domain")
+    }
+
     @Test("keys that are not 40 characters of Z85 are refused when the allow-list is made")
     func badKeys() throws {
         let context = try Context()
