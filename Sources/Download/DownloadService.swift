@@ -81,7 +81,7 @@ public struct DownloadService: Sendable {
                 known = try request.downloads.map { ref in
                     let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
                     guard let entry = service.ledger.entry(key), entry.queueKey == request.queue.key else {
-                        throw RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier, "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
+                        throw Self.notStarted(ref)
                     }
                     return (key, entry)
                 }
@@ -128,6 +128,12 @@ public struct DownloadService: Sendable {
 
     // MARK: Checks
 
+    /// NOT_FOUND for a download this service was never asked to start in the queue.
+    static func notStarted(_ ref: Storebus_Download_V1_DownloadRef) -> RPCError {
+        RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier,
+                          "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
+    }
+
     /// Fills and checks the queue, and checks the downloads named.
     private func check(_ queue: inout Storebus_PaymentQueue_V1_QueueRef, _ downloads: [Storebus_Download_V1_DownloadRef], _ context: ServerContext) throws(RPCError) {
         try context.authorize(&queue)
@@ -172,7 +178,7 @@ public struct DownloadService: Sendable {
     private func begin(
         _ queue: Storebus_PaymentQueue_V1_QueueRef, _ refs: [Storebus_Download_V1_DownloadRef], action: Storebus_PaymentQueue_V1_DownloadAction, _ context: ServerContext
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
-        for ref in refs { _ = try package(queue, ref) }
+        // Each content is checked to be hosted here by the apply below, before anything is changed.
         let updates = refs.map { update($0, action) }
         let checked = try await paymentQueue.call(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, .with {
             $0.queue = queue
@@ -239,7 +245,7 @@ public struct DownloadService: Sendable {
         let ref = request.download
         let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
         guard let entry = ledger.entry(key), entry.queueKey == request.queue.key else {
-            throw RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier, "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
+            throw Self.notStarted(ref)
         }
         guard entry.state == .active, !entry.transactionFinished else {
             let state = entry.transactionFinished ? "the transaction is finished" : "the download is \(entry.state.name)"

@@ -386,7 +386,7 @@ public final class InMemoryStore: StoreTransport {
                     }
                 }
             }
-            if transaction.transactionState == .purchased { transaction.downloads = Self.offered(state, transaction) }
+            if transaction.transactionState == .purchased { transaction.downloads = Self.offered(state.packages, transaction) }
             state.transactions[id]?.transaction = transaction
             let decided = transaction
             Self.append(&state, queue.key) { $0.updatedTransactions.transactions = [decided] }
@@ -445,7 +445,7 @@ public final class InMemoryStore: StoreTransport {
                 copy.queue = queue
                 copy.originalTransaction = original.transaction
                 copy.originalTransaction.clearOriginalTransaction()
-                copy.downloads = Self.offered(state, copy)
+                copy.downloads = Self.offered(state.packages, copy)
                 state.transactions[copy.transactionIdentifier] = Stored(transaction: copy, queueKey: queue.key, account: queue.accountID)
                 state.order.append(copy.transactionIdentifier)
                 restored.append(copy)
@@ -474,10 +474,6 @@ public final class InMemoryStore: StoreTransport {
     // MARK: Downloads
 
     /// The downloads a PURCHASED or RESTORED transaction offers: its product's content, WAITING.
-    private static func offered(_ state: State, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) -> [Storebus_PaymentQueue_V1_Download] {
-        offered(state.packages, transaction)
-    }
-
     private static func offered(_ packages: [String: Package], _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) -> [Storebus_PaymentQueue_V1_Download] {
         guard let package = packages[transaction.payment.productIdentifier] else { return [] }
         return [.with {

@@ -59,17 +59,21 @@ struct ClientOptions: ParsableArguments {
         )
     }
 
-    /// A payment queue for the device, its session opened (so a wrong key fails here, clearly).
-    func queue() async throws -> PaymentQueue {
-        let queue = try PaymentQueue(configuration: configuration())
+    /// A payment queue for the device, its session opened (so a wrong key fails here, clearly); its
+    /// downloads go into `downloads` (the `--directory` given), else STOREBUS_DOWNLOAD_DIR, else
+    /// ./storebus-downloads.
+    func queue(downloads: String? = nil) async throws -> PaymentQueue {
+        var configuration = configuration()
+        configuration.downloadDirectory = URL(fileURLWithPath: downloads ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
+        let queue = try PaymentQueue(configuration: configuration)
         try await sentence { try await queue.connection.authenticate() }
         return queue
     }
 
     /// A payment queue whose launch replay has arrived (within `wait`), so that its `transactions`
-    /// are complete.
-    func launchedQueue(_ wait: WaitOptions) async throws -> PaymentQueue {
-        let queue = try await queue()
+    /// are complete; downloads as ``queue(downloads:)`` puts them.
+    func launchedQueue(_ wait: WaitOptions, downloads: String? = nil) async throws -> PaymentQueue {
+        let queue = try await queue(downloads: downloads)
         guard await follow(queue.callbacks, timeout: wait.duration, echo: false, until: { $0.event.isReplayEnd }) else {
             await queue.close()
             throw Failure(description: "The gateway did not send the queue's transactions within \(wait.text).")

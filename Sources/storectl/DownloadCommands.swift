@@ -21,20 +21,9 @@ struct DownloadOptions: ParsableArguments {
     @Argument(help: "Transaction identifiers whose content to act on.")
     var transactions: [String]
 
-    var folder: URL {
-        URL(fileURLWithPath: directory ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
-    }
-
     /// A launched queue writing into the folder, and the downloads of the transactions named.
     func open(_ client: ClientOptions, _ wait: WaitOptions) async throws -> (PaymentQueue, [Download]) {
-        var configuration = client.configuration()
-        configuration.downloadDirectory = folder
-        let queue = try PaymentQueue(configuration: configuration)
-        try await sentence { try await queue.connection.authenticate() }
-        guard await follow(queue.callbacks, timeout: wait.duration, echo: false, until: { $0.event.isReplayEnd }) else {
-            await queue.close()
-            throw Failure(description: "The gateway did not send the queue's transactions within \(wait.text).")
-        }
+        let queue = try await client.launchedQueue(wait, downloads: directory)
         var downloads: [Download] = []
         for id in transactions {
             guard let transaction = queue.transactions.first(where: { $0.transactionIdentifier == id }) else {

@@ -128,10 +128,7 @@ struct RestoreCommand: AsyncParsableCommand {
     var directory: String?
 
     func run() async throws {
-        var configuration = client.configuration()
-        configuration.downloadDirectory = URL(fileURLWithPath: directory ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
-        let queue = try PaymentQueue(configuration: configuration)
-        try await sentence { try await queue.connection.authenticate() }
+        let queue = try await client.queue(downloads: directory)
         let callbacks = queue.callbacks
         let (restoreID, count) = try await sentence { try await queue.restore(applicationUsername: applicationUsername) }
         print("restore \(restoreID): \(count) transaction\(count == 1 ? "" : "s") to restore")
@@ -251,10 +248,7 @@ struct DemoCommand: AsyncParsableCommand {
     var directory: String?
 
     func run() async throws {
-        var configuration = client.configuration()
-        configuration.downloadDirectory = URL(fileURLWithPath: directory ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
-        let queue = try PaymentQueue(configuration: configuration)
-        try await sentence { try await queue.connection.authenticate() }
+        let queue = try await client.queue(downloads: directory)
         let callbacks = queue.callbacks
         print("1. products")
         let response = try await sentence { try await ProductsRequest(productIdentifiers: [product], connection: queue.connection).start() }
