@@ -26,7 +26,7 @@ deps:
 # A bare `swift build` builds every product of every dependency, swift-protobuf's C++ protoc among
 # them (minutes of C++). These lists name what is needed.
 RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl
-TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-bench
+TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-bench
 
 build: deps
 	@for product in $(RUN_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
@@ -37,9 +37,10 @@ run: build
 
 ## test-deps: what the tests need besides: systemd-analyze (Debian's systemd) checks deploy/systemd's
 ## units; openssl and Apple's app-store-server-library (PyPI, in a virtual environment under .build/)
-## check receipts and signed transactions as other tools see them.
+## check receipts and signed transactions as other tools see them; iproute2 and tcpdump make and
+## watch the multi-host test's network namespaces.
 test-deps: deps
-	@missing=""; for p in systemd openssl python3-venv; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary" 2>/dev/null || { \

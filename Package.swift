@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
+        .executable(name: "storebus-testkit-probe", targets: ["storebus-testkit-probe"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
     ],
     dependencies: [
@@ -269,6 +270,7 @@ let package = Package(
         ),
         // C: installs a seccomp filter, then runs the command it is given (see its main.c).
         .executableTarget(name: "storebus-testkit-restrict-families"),
+        .executableTarget(name: "storebus-testkit-probe", dependencies: ["StoreBus", "StoreSchema", "ZeroMQ"]),
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
@@ -321,7 +323,7 @@ let package = Package(
         ),
         .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "Download", "StoreBus", "StoreBusTesting"]),
         .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]),
-        .testTarget(name: "DeploymentTests", dependencies: ["StoreBusTesting"]),
+        .testTarget(name: "DeploymentTests", dependencies: ["StoreBus", "StoreBusTesting", "ZeroMQ"]),
         .testTarget(
             name: "CatalogTests",
             dependencies: ["Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusTesting", "StoreSchema"]

@@ -9,6 +9,10 @@ public struct StoreConfiguration: Sendable {
     /// The gateways' RPC endpoints, such as `tcp://127.0.0.1:7300`. Calls go to a connected one; when
     /// one goes away the client continues on another, or on the same one once it is back.
     public var gatewayEndpoints: [String]
+    /// The gateways' CURVE public key (40 characters of Z85, from the `gateway.pub` file of the
+    /// deployment): the connection is then encrypted and the gateway proven to hold the matching
+    /// secret key. nil: plain TCP (a gateway that serves plain TCP, on a trusted network).
+    public var gatewayPublicKey: String?
     /// The app's API key, as configured in the gateways.
     public var apiKey: String
     /// The app's bundle identifier.
@@ -106,6 +110,16 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, Equatable {
     public var description: String { "\(message) (\(code))" }
 }
 
+extension StoreConfiguration {
+    /// The public key in a StoreBus key file (a deployment's `gateway.pub`; `make run` writes
+    /// `data/keys/gateway.pub`), for ``gatewayPublicKey``.
+    public static func publicKey(inFile path: String) throws -> String {
+        do { return try CurveKeyFile.readPublicKey(at: path) } catch {
+            throw StoreError(RPCError.invalidArgument(field: "gatewayPublicKey", "\(error)"))
+        }
+    }
+}
+
 /// Where a ``StoreConnection``'s calls go: the gateways, over ZeroMQ (an `RPCClient`, what
 /// ``StoreConnection/init(configuration:logger:)`` makes), or a store in memory (StoreBusSDKTesting's
 /// `InMemoryStore`, for an app's unit tests).
@@ -138,6 +152,12 @@ public final class StoreConnection: Sendable {
         }
         var clientConfiguration = ClientConfiguration(endpoints: configuration.gatewayEndpoints)
         clientConfiguration.defaultTimeout = configuration.callTimeout
+        if let key = configuration.gatewayPublicKey {
+            guard CurveKeyFile.isZ85Key(key) else {
+                throw StoreError(RPCError.invalidArgument(field: "gatewayPublicKey", "a CURVE public key is 40 characters of Z85"))
+            }
+            clientConfiguration.serverPublicKey = key
+        }
         do {
             client = try RPCClient(configuration: clientConfiguration, logger: logger)
         } catch let error as RPCError {

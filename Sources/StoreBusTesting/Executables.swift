@@ -14,7 +14,9 @@ public enum Executables {
     }
 
     /// The path of an executable product, such as `storebus-catalog`.
+    /// An absolute path names a program of the system (`/usr/sbin/ip`), taken as it is.
     public static func url(_ name: String) throws -> URL {
+        if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
         let candidate = directory.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: candidate.path) else {
             throw TestingError("\(name) is not built at \(candidate.path); run `swift build` (make test does)")

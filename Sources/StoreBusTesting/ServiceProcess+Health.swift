@@ -2,10 +2,13 @@ import StoreBus
 import StoreSchema
 
 extension ServiceProcess {
-    /// Waits until the process answers Health/Check with SERVING on `endpoint`; throws with the
-    /// process's output when it does not within `timeout`, or exits first.
-    public func waitUntilServing(endpoint: String, timeout: Duration = .seconds(20)) async throws {
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [endpoint]))
+    /// Waits until the process answers Health/Check with SERVING on `endpoint` (a CURVE endpoint
+    /// open to any client when `serverPublicKey` is given); throws with the process's output when it
+    /// does not within `timeout`, or exits first.
+    public func waitUntilServing(endpoint: String, serverPublicKey: String? = nil, timeout: Duration = .seconds(20)) async throws {
+        var configuration = ClientConfiguration(endpoints: [endpoint])
+        configuration.serverPublicKey = serverPublicKey
+        let client = try RPCClient(configuration: configuration)
         defer { Task { await client.shutdown() } }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -18,5 +21,19 @@ extension ServiceProcess {
             try await Task.sleep(for: .milliseconds(20))
         }
         throw TestingError("\(name) did not serve on \(endpoint) within \(timeout):\n\(output)")
+    }
+}
+
+extension ServiceProcess {
+    /// Waits until the process prints its ready line (`<name> ready rpc=...`): for a service that
+    /// only allowed CURVE keys may ask; throws with its output when it exits first or `timeout` passes.
+    public func waitUntilReady(timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if output.contains(" ready rpc=") { return }
+            guard isRunning else { throw TestingError("\(name) exited before it was ready:\n\(output)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestingError("\(name) did not print its ready line within \(timeout):\n\(output)")
     }
 }

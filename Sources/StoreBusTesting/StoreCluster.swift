@@ -40,6 +40,12 @@ public final class StoreCluster: Sendable {
     /// The gateways' endpoints, in the order of ``gateways``.
     public let gatewayEndpoints: [String]
 
+    /// The gateways' CURVE public key and its file, with `gatewayKeys` (gateways on TCP, their
+    /// client endpoint CURVE as a deployment's); nil otherwise.
+    public let gatewayPublicKey: String?
+    /// See ``gatewayPublicKey``.
+    public let gatewayPublicKeyFile: String?
+
     /// The environment the processes start with (`STOREBUS_FAST_PATHS=off` when asked for).
     let environment: [String: String]
 
@@ -50,9 +56,10 @@ public final class StoreCluster: Sendable {
     /// `catalogPath` (the demo catalog by default); ``appKey`` acts for `appKeyApps` (empty: any app);
     /// the receipt service signs for `storeEnvironment` (`sandbox` or `production`) and knows
     /// ``puzzleSharedSecret``; the download service serves the content under `contentRoot` (the
-    /// demo content by default).
+    /// demo content by default). With `gatewayKeys` (and `gatewaysOnTCP`), the gateways share a CURVE
+    /// key pair and encrypt their client endpoints with it, as in a deployment.
     public init(
-        logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false,
+        logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path
     ) throws {
@@ -98,7 +105,7 @@ public final class StoreCluster: Sendable {
             logFile: directory.url.appendingPathComponent("download.log")
         )
         let config = directory.url.appendingPathComponent("gateway.json")
-        let settings: [String: Any] = [
+        var settings: [String: Any] = [
             "service": [
                 "catalogEndpoints": [catalogEndpoint],
                 "paymentQueueEndpoints": [queueEndpoint],
@@ -112,11 +119,21 @@ public final class StoreCluster: Sendable {
                 ],
             ],
         ]
-        try JSONSerialization.data(withJSONObject: settings).write(to: config)
         let home = directory
         let endpoints = try (1...max(1, gatewayCount)).map { index in
             gatewaysOnTCP ? "tcp://127.0.0.1:\(try unusedLoopbackPort())" : home.ipcEndpoint("gw\(index)")
         }
+        if gatewayKeys {
+            let keys = directory.url.appendingPathComponent("keys")
+            let pair = try CurveKeyFile.make(name: "gateway", in: keys)
+            settings["curve"] = ["keyFile": keys.appendingPathComponent("gateway.key").path, "openEndpoints": endpoints]
+            gatewayPublicKey = pair.publicKey
+            gatewayPublicKeyFile = keys.appendingPathComponent("gateway.pub").path
+        } else {
+            gatewayPublicKey = nil
+            gatewayPublicKeyFile = nil
+        }
+        try JSONSerialization.data(withJSONObject: settings).write(to: config)
         let logs = directory.url
         gatewayEndpoints = endpoints
         gateways = endpoints.enumerated().map { index, endpoint in
@@ -158,7 +175,7 @@ public final class StoreCluster: Sendable {
     /// Starts gateway `index` (again) and waits until it serves.
     public func startGateway(_ index: Int) async throws {
         try gateways[index].start(environment: environment)
-        try await gateways[index].waitUntilServing(endpoint: gatewayEndpoints[index])
+        try await gateways[index].waitUntilServing(endpoint: gatewayEndpoints[index], serverPublicKey: gatewayPublicKey)
     }
 
     /// A configuration for a device of `account`, through the gateways at `indices` (nil: every one).
@@ -169,6 +186,7 @@ public final class StoreCluster: Sendable {
         )
         configuration.observerHold = .seconds(5)
         configuration.callTimeout = .seconds(5)
+        configuration.gatewayPublicKey = gatewayPublicKey
         return configuration
     }
 

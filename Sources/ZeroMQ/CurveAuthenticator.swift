@@ -23,14 +23,21 @@ public final class CurveAuthenticator: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let refusedCount = Atomic<Int>(0)
     private let finished = DispatchSemaphore(value: 0)
+    private let onRefusal: (@Sendable (_ address: String, _ reason: String) -> Void)?
 
     /// Starts answering for `context`'s CURVE servers, allowing the Z85 public keys `allowedPublicKeys`
     /// (and any key in `openDomains`).
     /// Throws EINVAL for a key that is not 40 characters of Z85, and EADDRINUSE when the context has a
     /// handler already. Start it before the servers bind.
-    public init(context: Context, allowedPublicKeys: [String], openDomains: Set<String> = []) throws(ZMQError) {
+    /// `onRefusal` hears each refused handshake, with the client's address and the reason, on the
+    /// handler's thread.
+    public init(
+        context: Context, allowedPublicKeys: [String], openDomains: Set<String> = [],
+        onRefusal: (@Sendable (_ address: String, _ reason: String) -> Void)? = nil
+    ) throws(ZMQError) {
         allowed = Mutex(Set(try allowedPublicKeys.map(Self.decode)))
         self.openDomains = Set(openDomains.map { Array($0.utf8) })
+        self.onRefusal = onRefusal
         // The socket is made, bound and used on the handler's thread, its one owner.
         let bound = DispatchSemaphore(value: 0)
         let failure = Mutex<ZMQError?>(nil)
@@ -103,24 +110,31 @@ public final class CurveAuthenticator: Sendable {
     /// The ZAP reply to a request: version, request id, status code and text, user id, metadata.
     func answer(_ frames: [[UInt8]]) -> [[UInt8]] {
         let version = Array("1.0".utf8)
-        guard frames.count >= 6, frames[0] == version else {
+        let address = frames.count > 3 ? String(decoding: frames[3], as: UTF8.self) : "unknown"
+        func refuse(_ requestID: [UInt8], _ reason: String) -> [[UInt8]] {
             refusedCount.wrappingAdd(1, ordering: .relaxed)
-            return [version, frames.count > 1 ? frames[1] : [], Array("400".utf8), Array("malformed ZAP request".utf8), [], []]
+            onRefusal?(address, reason)
+            return [version, requestID, Array("400".utf8), Array(reason.utf8), [], []]
+        }
+        guard frames.count >= 6, frames[0] == version else {
+            return refuse(frames.count > 1 ? frames[1] : [], "malformed ZAP request")
         }
         let requestID = frames[1]
         let mechanism = String(decoding: frames[5], as: UTF8.self)
         guard mechanism == "CURVE", frames.count >= 7, frames[6].count == 32 else {
-            refusedCount.wrappingAdd(1, ordering: .relaxed)
-            return [version, requestID, Array("400".utf8), Array("only CURVE clients with an allowed key are served".utf8), [], []]
+            return refuse(requestID, "only CURVE clients with an allowed key are served (\(mechanism) was offered)")
         }
         guard openDomains.contains(frames[2]) || allowed.withLock({ $0.contains(frames[6]) }) else {
-            refusedCount.wrappingAdd(1, ordering: .relaxed)
-            return [version, requestID, Array("400".utf8), Array("the client's public key is not allowed".utf8), [], []]
+            return refuse(requestID, "the client's public key \(Self.encode(frames[6])) is not allowed")
         }
         // The user id is the client's key, in Z85: what a server may read as the peer's identity.
+        return [version, requestID, Array("200".utf8), Array("OK".utf8), Array(Self.encode(frames[6]).utf8), []]
+    }
+
+    /// A 32-byte key in Z85.
+    static func encode(_ key: [UInt8]) -> String {
         var text = [CChar](repeating: 0, count: 41)
-        _ = frames[6].withUnsafeBufferPointer { zmq_z85_encode(&text, $0.baseAddress, 32) }
-        let user = text.withUnsafeBufferPointer { Array(String(cString: $0.baseAddress!).utf8) }
-        return [version, requestID, Array("200".utf8), Array("OK".utf8), user, []]
+        _ = key.withUnsafeBufferPointer { zmq_z85_encode(&text, $0.baseAddress, 32) }
+        return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 }

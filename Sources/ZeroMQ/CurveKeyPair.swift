@@ -8,6 +8,12 @@ public struct CurveKeyPair: Sendable, Equatable {
     /// The secret key; never log it.
     public let secretKey: String
 
+    /// A key pair from its two keys (Z85); see ``publicKey(forSecretKey:)`` to derive the first.
+    public init(publicKey: String, secretKey: String) {
+        self.publicKey = publicKey
+        self.secretKey = secretKey
+    }
+
     /// Generates a new key pair with libzmq (which uses libsodium). Throws `ENOTSUP` when libzmq was
     /// built without CURVE.
     public static func generate() throws(ZMQError) -> CurveKeyPair {
@@ -25,5 +31,12 @@ public struct CurveKeyPair: Sendable, Equatable {
         var publicKey = [CChar](repeating: 0, count: 41)
         if zmq_curve_public(&publicKey, secretKey) != 0 { throw ZMQError.last("zmq_curve_public") }
         return publicKey.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// Whether `key` is a CURVE key in Z85 text form: 40 characters that decode to 32 bytes.
+    public static func isValidKey(_ key: String) -> Bool {
+        guard key.utf8.count == 40 else { return false }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        return zmq_z85_decode(&bytes, key) != nil
     }
 }

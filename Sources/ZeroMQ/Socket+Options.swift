@@ -41,8 +41,18 @@ public enum SocketOption: Sendable {
 }
 
 extension Socket {
-    /// Applies an option.
+    /// Applies an option. CURVE options set here take the place of the context's
+    /// ``TCPSecurity`` for this socket.
     public func set(_ option: SocketOption) throws(ZMQError) {
+        switch option {
+        case .curveServer, .curveClient: hasOwnCurveOptions = true
+        default: break
+        }
+        try applyOption(option)
+    }
+
+    /// Applies an option without taking it as the socket's own choice.
+    func applyOption(_ option: SocketOption) throws(ZMQError) {
         switch option {
         case .linger(let value): try setInt(ZMQ_LINGER, value, "ZMQ_LINGER")
         case .sendHighWaterMark(let value): try setInt(ZMQ_SNDHWM, value, "ZMQ_SNDHWM")

@@ -10,6 +10,9 @@ struct GatewayOptions: ParsableArguments {
     @Option(name: .customLong("gateway"), help: "Gateway RPC endpoint (repeatable). Default: STOREBUS_GATEWAY or tcp://127.0.0.1:7300.")
     var gateways: [String] = []
 
+    @Option(name: .customLong("gateway-key"), help: "The gateway's CURVE public key: a .pub file or the 40-character key. Default: STOREBUS_GATEWAY_KEY, else data/keys/gateway.pub (what `make run` makes) when it exists and the gateway is the local default.")
+    var gatewayKey: String?
+
     @Option(help: "Seconds to wait for each call.")
     var timeout: Double = 10
 
@@ -23,9 +26,33 @@ struct GatewayOptions: ParsableArguments {
         HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: ["tcp://127.0.0.1:7300"])
     }
 
+    /// The local deployment's gateway, and the public key file `make run` makes for it.
+    static let localGateway = "tcp://127.0.0.1:7300"
+    static let localGatewayKeyFile = "data/keys/gateway.pub"
+
+    /// The gateway's CURVE public key: `--gateway-key`, else STOREBUS_GATEWAY_KEY, else `make
+    /// run`'s key file when talking to the local default gateway from the checkout; nil for plain TCP.
+    func gatewayPublicKey() throws -> String? {
+        try Self.gatewayPublicKey(flag: gatewayKey, endpoints: endpoints)
+    }
+
+    /// The key `--gateway-key` gives (`flag`), else STOREBUS_GATEWAY_KEY, else `make run`'s for
+    /// its gateway.
+    static func gatewayPublicKey(flag: String?, endpoints: [String]) throws -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        if let value = flag ?? environment["STOREBUS_GATEWAY_KEY"], !value.isEmpty {
+            do { return try CurveKeyFile.publicKey(fileOrKey: value) } catch { throw ValidationError("--gateway-key: \(error)") }
+        }
+        if endpoints == [localGateway], FileManager.default.fileExists(atPath: localGatewayKeyFile) {
+            return try CurveKeyFile.readPublicKey(at: Self.localGatewayKeyFile)
+        }
+        return nil
+    }
+
     /// A connection's configuration for a session with `key`, acting for the queue named.
-    func configuration(key: String, app: String, account: String, device: String) -> StoreConfiguration {
+    func configuration(key: String, app: String, account: String, device: String) throws -> StoreConfiguration {
         var configuration = StoreConfiguration(gatewayEndpoints: endpoints, apiKey: key, appBundleID: app, accountID: account, deviceID: device)
+        configuration.gatewayPublicKey = try gatewayPublicKey()
         configuration.callTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.observerHold = .seconds(5)
         return configuration
@@ -52,8 +79,8 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "The device.")
     var device: String = "storectl"
 
-    func configuration() -> StoreConfiguration {
-        gateway.configuration(
+    func configuration() throws -> StoreConfiguration {
+        try gateway.configuration(
             key: apiKey ?? ProcessInfo.processInfo.environment["STOREBUS_API_KEY"] ?? Self.localAppKey,
             app: app, account: account, device: device
         )
@@ -63,7 +90,7 @@ struct ClientOptions: ParsableArguments {
     /// downloads go into `downloads` (the `--directory` given), else STOREBUS_DOWNLOAD_DIR, else
     /// ./storebus-downloads.
     func queue(downloads: String? = nil) async throws -> PaymentQueue {
-        var configuration = configuration()
+        var configuration = try configuration()
         configuration.downloadDirectory = URL(fileURLWithPath: downloads ?? ProcessInfo.processInfo.environment["STOREBUS_DOWNLOAD_DIR"] ?? "storebus-downloads")
         let queue = try PaymentQueue(configuration: configuration)
         try await sentence { try await queue.connection.authenticate() }

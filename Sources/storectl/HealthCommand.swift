@@ -11,13 +11,18 @@ struct HealthCommand: AsyncParsableCommand {
     @Option(name: .customLong("service"), help: "name=endpoint of a service to check (repeatable).")
     var services: [String] = []
 
-    @Option(name: .customLong("gateway"), help: "A gateway to check, with the services behind it (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway, catalog and payment queue are checked.")
+    @Option(name: .customLong("gateway"), help: "A gateway to check, with the services behind it (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway and the services behind it are checked.")
     var gateways: [String] = []
+
+    @Option(name: .customLong("gateway-key"), help: "The gateways' CURVE public key (a .pub file or the key); default as for the other commands. Services behind a CURVE gateway are checked through it.")
+    var gatewayKey: String?
 
     @Option(help: "Seconds to wait for each service.")
     var timeout: Double = 3
 
-    static let localDefaults = ["gateway=tcp://127.0.0.1:7300", "catalog=tcp://127.0.0.1:7301", "payment-queue=tcp://127.0.0.1:7302"]
+    /// The local deployment's gateway: its services admit only each other's CURVE keys, and the
+    /// gateway's answer says how each of them is.
+    static let localDefaults = ["gateway=tcp://127.0.0.1:7300"]
     /// The process that answers for each StoreBus service name.
     static let processes = ["gateway": "storebus-gateway", "catalog": "storebus-catalog", "payment-queue": "storebus-payment-queue"]
 
@@ -37,7 +42,9 @@ struct HealthCommand: AsyncParsableCommand {
             let (name, endpoint) = (parts[0], parts[1])
             let client: RPCClient
             do {
-                client = try RPCClient(configuration: ClientConfiguration(endpoints: [endpoint]))
+                var configuration = ClientConfiguration(endpoints: [endpoint])
+                if name == "gateway" { configuration.serverPublicKey = try GatewayOptions.gatewayPublicKey(flag: gatewayKey, endpoints: [endpoint]) }
+                client = try RPCClient(configuration: configuration)
             } catch {
                 allServing = false
                 print("\(name) cannot be checked: \"\(endpoint)\" is not a usable endpoint (\(error))")

@@ -1,16 +1,17 @@
 import Foundation
+import StoreBus
 import StoreBusTesting
 import Testing
 
-/// The `[Service]` settings of a unit file that the test plays systemd's part for (the last value of
-/// each key, as systemd takes it for these).
-private func serviceSettings(_ unit: String) -> [String: String] {
-    var settings: [String: String] = [:]
+/// The `[Service]` settings of a unit file that the test plays systemd's part for: every value of
+/// each key, in order (systemd takes the last for most, all of them for LoadCredential).
+private func serviceSettings(_ unit: String) -> [String: [String]] {
+    var settings: [String: [String]] = [:]
     var inService = false
     for line in unit.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
         if line.hasPrefix("[") { inService = line == "[Service]"; continue }
         guard inService, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
-        settings[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        settings[String(line[..<equals]), default: []].append(String(line[line.index(after: equals)...]))
     }
     return settings
 }
@@ -47,16 +48,26 @@ struct SystemdDeploymentTests {
         let appKey = try #require(keys.first { $0["admin"] as? Bool != true }?["key"] as? String)
         let adminKey = try #require(keys.first { $0["admin"] as? Bool == true }?["key"] as? String)
         #expect(appKey.count == 48 && adminKey.count == 48 && appKey != adminKey && !secret.contains(appKey))
+        // And each service's CURVE key pair, the key pair root's alone, its public key for the others
+        for service in ["catalog", "payment-queue", "receipt", "download", "gateway"] {
+            let keyPair = "\(root)/etc/storebus/keys/\(service).key"
+            let mode = try FileManager.default.attributesOfItem(atPath: keyPair)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(service).key")
+            let pair = try CurveKeyFile.readKeyPair(at: keyPair)
+            #expect(try CurveKeyFile.readPublicKey(at: "\(root)/etc/storebus/keys/\(service).pub") == pair.publicKey)
+        }
 
         // When it runs again (an upgrade), from elsewhere with DESTDIR relative to there, the
         // configurations are the operator's and are kept
         let installed = try Data(contentsOf: URL(fileURLWithPath: gatewayConfig))
+        let catalogKey = try Data(contentsOf: URL(fileURLWithPath: "\(root)/etc/storebus/keys/catalog.key"))
         let again = try await runCommand(
             "/bin/bash", ["-c", #"cd "$0" && exec /bin/bash "$1""#, directory.url.path, install],
             environment: environment.merging(["DESTDIR": "root"]) { _, new in new }, log: directory.path("install-again.log")
         )
         #expect(again.status == 0 && again.output.contains("kept \(gatewayConfig)"), "\(again.output)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: gatewayConfig)) == installed)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: "\(root)/etc/storebus/keys/catalog.key")) == catalogKey)
 
         // systemd accepts the units as they are, their executables where they were staged
         let verifyDirectory = directory.url.appendingPathComponent("verify")
@@ -88,21 +99,26 @@ struct SystemdDeploymentTests {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
             for (from, to) in ports { text = text.replacingOccurrences(of: from, with: to) }
+            text = text.replacingOccurrences(of: "\"/etc/storebus/", with: "\"\(root)/etc/storebus/")
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         }
+        let gatewayKey = try CurveKeyFile.readPublicKey(at: "\(root)/etc/storebus/keys/gateway.pub")
         var processes: [ServiceProcess] = []
         for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-download", "7304"), ("storebus-gateway", "7300")] {
             let service = serviceSettings(units["\(unit).service"]!)
-            var commandLine = try #require(service["ExecStart"])
-            if let state = service["StateDirectory"] {
+            var commandLine = try #require(service["ExecStart"]?.last)
+            if let state = service["StateDirectory"]?.last {
                 let path = directory.path("var/lib/\(state)")
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
                 commandLine = commandLine.replacingOccurrences(of: "${STATE_DIRECTORY}", with: path)
             }
-            if let credential = service["LoadCredential"] {
+            // Every service has its key pair as a credential; the gateway its configuration too.
+            let loaded = service["LoadCredential"] ?? []
+            #expect(loaded.contains("\(unit.dropFirst("storebus-".count)).key:/etc/storebus/keys/\(unit.dropFirst("storebus-".count)).key"), "\(loaded)")
+            let credentials = directory.path("credentials/\(unit)")
+            try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+            for credential in loaded {
                 let parts = credential.split(separator: ":", maxSplits: 1).map(String.init)
-                let credentials = directory.path("credentials/\(unit)")
-                try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
                 try FileManager.default.copyItem(atPath: root + parts[1], toPath: "\(credentials)/\(parts[0])")
                 commandLine = commandLine.replacingOccurrences(of: "${CREDENTIALS_DIRECTORY}", with: credentials)
             }
@@ -111,20 +127,26 @@ struct SystemdDeploymentTests {
             #expect(words[0] == "/usr/local/bin/\(unit)")
             // The installed executable, with socket(2) limited to the unit's address families as
             // systemd limits it (a seccomp filter): libzmq aborts when one it needs is refused.
-            let families = try #require(service["RestrictAddressFamilies"])
+            let families = try #require(service["RestrictAddressFamilies"]?.last)
             let process = ServiceProcess(
                 name: "storebus-testkit-restrict-families", arguments: [families, root + words[0]] + words.dropFirst(),
                 logFile: directory.url.appendingPathComponent("\(unit).log")
             )
             processes.append(process)
             try process.start()
-            try await process.waitUntilServing(endpoint: "tcp://\(ports["127.0.0.1:\(port)"]!)")
+            // Only the other services' keys may ask the services behind the gateway: their ready
+            // line says they serve; the gateway's Health/Check asks them below.
+            if unit == "storebus-gateway" {
+                try await process.waitUntilServing(endpoint: "tcp://\(ports["127.0.0.1:\(port)"]!)", serverPublicKey: gatewayKey)
+            } else {
+                try await process.waitUntilReady()
+            }
         }
         let gateway = "tcp://\(ports["127.0.0.1:7300"]!)"
 
         // Then health through the gateway finds every service, and a purchase goes through with the
         // keys the install made
-        let credentials = ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey]
+        let credentials = ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey, "STOREBUS_GATEWAY_KEY": "\(root)/etc/storebus/keys/gateway.pub"]
         let health = ServiceProcess(name: "storectl", arguments: ["health", "--gateway", gateway], logFile: directory.url.appendingPathComponent("health.log"))
         try health.start(environment: credentials)
         #expect(await health.waitForExit(timeout: .seconds(60)) == 0, "\(health.output)")

@@ -50,11 +50,12 @@ struct SDKPackageTests {
             )
             """.write(to: package.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
 
-        try await StoreCluster(gatewayCount: 1, gatewaysOnTCP: true).running { cluster in
+        try await StoreCluster(gatewayCount: 1, gatewaysOnTCP: true, gatewayKeys: true).running { cluster in
             // The guide's example as it is, but for the deployment it is run against: this cluster's
-            // gateway and app key instead of `make run`'s.
+            // gateway, its key and the app key instead of `make run`'s.
             let source = example
                 .replacingOccurrences(of: "tcp://127.0.0.1:7300", with: cluster.gatewayEndpoints[0])
+                .replacingOccurrences(of: "../storebus/data/keys/gateway.pub", with: cluster.gatewayPublicKeyFile!)
                 .replacingOccurrences(of: "storebus-local-demo-app-key", with: appKey)
             try source.write(to: package.appendingPathComponent("Sources/Shop/Shop.swift"), atomically: true, encoding: .utf8)
             // Built in a scratch folder of StoreBus's own build directory, so a second run is quick.
@@ -66,6 +67,7 @@ struct SDKPackageTests {
             #expect(run.status == 0, "\(run.output)")
             #expect(run.output.contains("invalid: [\"com.storebus.demo.puzzle.gone\"]"), "\(run.output)")
             #expect(run.output.contains("buying ") && run.output.contains("granting 1 x com.storebus.demo.puzzle.coins100"), "\(run.output)")
+            #expect(source.contains(cluster.gatewayPublicKeyFile!), "the example reads the gateway's key")
         }
     }
 }

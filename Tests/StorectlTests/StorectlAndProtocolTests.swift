@@ -325,3 +325,50 @@ struct StorectlAndProtocolTests {
         await store.stop()
     }
 }
+
+@Suite("storectl and CURVE: key files, and a gateway whose client endpoint is encrypted")
+struct StorectlCurveTests {
+    @Test("keys make writes each service's key pair once (0600) and its public key, keys show prints and checks them; a CURVE gateway answers storectl with its public key, and nothing without it")
+    func keysAndCurveGateway() async throws {
+        let store = try StoreCluster(gatewayCount: 1, gatewaysOnTCP: true, gatewayKeys: true)
+        try await store.start()
+        let keys = store.directory.path("made-keys")
+        func storectl(_ arguments: [String], _ name: String) async throws -> (Int32?, String) {
+            let process = ServiceProcess(name: "storectl", arguments: arguments, logFile: store.directory.url.appendingPathComponent("\(name).log"))
+            try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey])
+            return (await process.waitForExit(timeout: .seconds(60)), process.output)
+        }
+
+        // Given the five services' key pairs made, and made again only where missing
+        let (madeStatus, made) = try await storectl(["keys", "make", "--dir", keys], "keys-make")
+        #expect(madeStatus == 0, "\(made)")
+        for service in ["catalog", "payment-queue", "receipt", "download", "gateway"] {
+            #expect(made.contains("\(service) made "), "\(made)")
+            #expect(try FileManager.default.attributesOfItem(atPath: "\(keys)/\(service).key")[.posixPermissions] as? Int == 0o600)
+        }
+        let (againStatus, again) = try await storectl(["keys", "make", "--dir", keys, "catalog"], "keys-make-again")
+        #expect(againStatus != 0 && again.contains("exists already"), "\(again)")
+        let (keptStatus, kept) = try await storectl(["keys", "make", "--dir", keys, "--if-missing", "catalog", "extra"], "keys-make-missing")
+        #expect(keptStatus == 0 && kept.contains("catalog kept ") && kept.contains("extra made "), "\(kept)")
+        // Then show prints every public key, and fails on a key pair others may read
+        let (showStatus, show) = try await storectl(["keys", "show", "--dir", keys], "keys-show")
+        #expect(showStatus == 0 && show.components(separatedBy: " key pair, public ").count == 7, "\(show)")
+        chmod("\(keys)/extra.key", 0o644)
+        let (looseStatus, loose) = try await storectl(["keys", "show", "--dir", keys, "extra"], "keys-show-loose")
+        #expect(looseStatus != 0 && loose.contains("chmod 600"), "\(loose)")
+
+        // When storectl talks to the CURVE gateway with its public key, a purchase goes through
+        let gateway = store.gatewayEndpoints[0]
+        let (demoStatus, demo) = try await storectl(["demo", "--gateway", gateway, "--gateway-key", store.gatewayPublicKeyFile!, "--account", "curve"], "demo-curve")
+        #expect(demoStatus == 0 && demo.contains(" purchased"), "\(demo)")
+        // And without the key, or with another, it gets no answer
+        let (plainStatus, plain) = try await storectl(["products", "com.storebus.demo.puzzle.coins100", "--gateway", gateway, "--timeout", "2"], "products-plain")
+        #expect(plainStatus != 0, "\(plain)")
+        let (wrongStatus, wrong) = try await storectl(["products", "com.storebus.demo.puzzle.coins100", "--gateway", gateway, "--gateway-key", "\(keys)/gateway.pub", "--timeout", "2"], "products-wrong-key")
+        #expect(wrongStatus != 0, "\(wrong)")
+        let (healthStatus, health) = try await storectl(["health", "--gateway", gateway, "--gateway-key", store.gatewayPublicKeyFile!], "health-curve")
+        #expect(healthStatus == 0 && health.contains("download behind it serving"), "\(health)")
+
+        await store.stop()
+    }
+}

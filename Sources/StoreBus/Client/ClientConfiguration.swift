@@ -28,6 +28,11 @@ public struct ClientConfiguration: Sendable {
     /// deadline. A forwarder (the gateway) sets it, so that its callers hear of an outage at once
     /// and retry, rather than at their deadlines.
     public var connectionWait: Duration?
+    /// The servers' CURVE public key (Z85), for a client that reaches a CURVE endpoint open to any
+    /// client (a gateway's): the connection is encrypted and the server authenticated, the client
+    /// holding a key pair made for the connection. nil, the default: the context's ``ZeroMQ/TCPSecurity``
+    /// decides (a service's own key pair, or plain TCP).
+    public var serverPublicKey: String?
 
     /// A configuration for `endpoints`.
     public init(endpoints: [String]) {

@@ -69,6 +69,10 @@ final class ClientLoop {
                 interval: configuration.reconnectInterval.socketMilliseconds,
                 max: configuration.reconnectIntervalMax.socketMilliseconds
             ))
+            if let serverKey = configuration.serverPublicKey {
+                let own = try CurveKeyPair.generate()
+                try socket.set(.curveClient(serverKey: serverKey, publicKey: own.publicKey, secretKey: own.secretKey))
+            }
             let monitor = try socket.openMonitor(context: context, events: [.handshakeSucceeded, .disconnected])
             do {
                 try socket.connect(address)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StoreBus
+import ZeroMQ
 
 /// What every StoreBus process needs to know, whatever its service: where to listen, where to keep
 /// its data, how much to log. Executables build it from defaults, a config file, the environment and
@@ -19,6 +20,12 @@ public struct HostConfiguration: Sendable, Equatable {
     /// Whether the process takes StoreBus's hand-written shortcuts (``FastPaths``); false runs the
     /// plain implementations everywhere. Default true; `STOREBUS_FAST_PATHS=off` sets it false.
     public var fastPaths = true
+    /// CURVE keys for the process's TCP links; nil: none (see ``plainTCP``).
+    public var curve: CurveConfiguration?
+    /// Whether plain TCP may be used off loopback without keys: true only when said explicitly
+    /// (`"plainTCP": true`, `--plain-tcp`, `STOREBUS_PLAIN_TCP=1`). Without keys and without it, a
+    /// process binds and connects TCP on loopback addresses only.
+    public var plainTCP = false
     /// The `service` section of the config file, for the service's own settings (JSON object).
     public var serviceSection: Data?
     /// The path of the config file, when there is one.
@@ -49,6 +56,16 @@ public struct HostConfiguration: Sendable, Equatable {
 
     /// The config file's `service` section decoded as `Settings`; nil when there is none. A setting of
     /// the wrong type is a ``StartupError`` naming the file and the key (`service.catalogFile`).
+    /// How the process's ZeroMQ context secures TCP: CURVE with ``curve``'s keys; plain TCP
+    /// when ``plainTCP`` says so; else plain TCP on loopback only.
+    public func tcpSecurity() throws -> (security: TCPSecurity, allowedKeys: [String]) {
+        if let curve {
+            let (links, allowed) = try curve.load()
+            return (.curve(links), allowed)
+        }
+        return (plainTCP ? .plain : .plainOnLoopback, [])
+    }
+
     public func serviceSettings<Settings: Decodable>(_ type: Settings.Type) throws -> Settings? {
         guard let serviceSection else { return nil }
         do {
@@ -80,6 +97,8 @@ struct ConfigFile: Decodable {
     var eventEndpoints: [String]?
     var dataDirectory: String?
     var logLevel: String?
+    var curve: CurveConfiguration?
+    var plainTCP: Bool?
 }
 
 extension CodingUserInfoKey {

@@ -13,6 +13,9 @@ import StoreBus
 /// | `--event-endpoint E` (repeatable) | `STOREBUS_EVENT_ENDPOINTS` | `eventEndpoints` |
 /// | `--data-dir DIR` | `STOREBUS_DATA_DIR` | `dataDirectory` |
 /// | `--log-level L` | `STOREBUS_LOG_LEVEL` | `logLevel` |
+/// | `--curve-key FILE` | `STOREBUS_CURVE_KEY` | `curve.keyFile` |
+/// | `--plain-tcp` | `STOREBUS_PLAIN_TCP` (`1`) | `plainTCP` |
+/// | | | `curve` (see ``CurveConfiguration``) |
 /// | | `STOREBUS_FAILPOINTS` | |
 /// | | `STOREBUS_FAST_PATHS` (`off`) | |
 public struct HostOptions: ParsableArguments, Sendable {
@@ -31,6 +34,12 @@ public struct HostOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     public var logLevel: String?
 
+    @Option(name: .customLong("curve-key"), help: "The process's CURVE key pair file, in place of the config file's curve.keyFile (systemd hands it over as a credential).")
+    public var curveKey: String?
+
+    @Flag(name: .customLong("plain-tcp"), help: "Allow plain TCP off loopback, without CURVE keys (only where the network is trusted).")
+    public var plainTCP = false
+
     public init() {}
 
     /// Resolves the configuration from flags, `environment`, the config file and `defaults`.
@@ -48,7 +57,9 @@ public struct HostOptions: ParsableArguments, Sendable {
             }
             let file: ConfigFile
             do {
-                file = try JSONDecoder().decode(ConfigFile.self, from: data)
+                let decoder = JSONDecoder()
+            decoder.userInfo[.storeBusConfigDirectory] = URL(fileURLWithPath: path).deletingLastPathComponent()
+            file = try decoder.decode(ConfigFile.self, from: data)
             } catch {
                 throw StartupError("the config file \(path) is not valid: \(Self.describe(error))")
             }
@@ -59,6 +70,8 @@ public struct HostOptions: ParsableArguments, Sendable {
                 configuration.dataDirectory = value.hasPrefix("/") ? value : URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(value).path
             }
             if let value = file.logLevel { level = (value, path) }
+            if let value = file.curve { configuration.curve = value }
+            if let value = file.plainTCP { configuration.plainTCP = value }
             configuration.configFile = path
             configuration.configDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
             if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let service = object["service"] {
@@ -74,12 +87,20 @@ public struct HostOptions: ParsableArguments, Sendable {
         if let value = Self.list(environment["STOREBUS_EVENT_ENDPOINTS"]) { configuration.eventEndpoints = value }
         if let value = environment["STOREBUS_DATA_DIR"], !value.isEmpty { configuration.dataDirectory = value }
         if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { level = (value, "STOREBUS_LOG_LEVEL") }
+        if environment["STOREBUS_PLAIN_TCP"] == "1" { configuration.plainTCP = true }
         if let value = environment["STOREBUS_FAILPOINTS"] { configuration.failPoints = value }
         configuration.fastPaths = FastPaths.enabled(environmentValue: environment["STOREBUS_FAST_PATHS"])
         if !rpcEndpoints.isEmpty { configuration.rpcEndpoints = rpcEndpoints }
         if !eventEndpoints.isEmpty { configuration.eventEndpoints = eventEndpoints }
         if let dataDirectory { configuration.dataDirectory = dataDirectory }
         if let logLevel { level = (logLevel, "--log-level") }
+        if plainTCP { configuration.plainTCP = true }
+        if let path = curveKey ?? environment["STOREBUS_CURVE_KEY"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            guard configuration.curve != nil else {
+                throw StartupError("a CURVE key file is given (\(curveKey != nil ? "--curve-key" : "STOREBUS_CURVE_KEY")) but the config file has no curve section naming the keys of the other services")
+            }
+            configuration.curve?.keyFile = path
+        }
         if let level { configuration.logLevel = try Self.level(level.text, source: level.source) }
         guard !configuration.rpcEndpoints.isEmpty else { throw StartupError("no RPC endpoint configured") }
         return configuration

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import StoreBus
 import StoreBusServer
 import StoreSchema
@@ -33,6 +34,8 @@ public final class ServiceHost: Sendable {
     /// server starts it in ``serve(router:services:background:publisher:diagnostics:maxInFlight:upstreams:onShutdown:)``
     /// and stops it at shutdown, closing every socket on it.
     public let reactor: Reactor
+    /// The ZAP handler admitting allowed CURVE keys, when the process has keys.
+    let authenticator: CurveAuthenticator?
 
     /// Creates the host: checks fail points, makes the ZeroMQ context.
     public init(process: String, configuration: HostConfiguration) throws {
@@ -45,7 +48,26 @@ public final class ServiceHost: Sendable {
         // Set before the process's first socket, database or message (one switch for the process:
         // services run together in one process share it).
         FastPaths.enabled = configuration.fastPaths
-        context = try ZeroMQ.Context()
+        let (security, allowedKeys) = try configuration.tcpSecurity()
+        context = try ZeroMQ.Context(tcpSecurity: security)
+        if case .curve(let links) = security {
+            do {
+                let refusals = RefusalLog(logger: logger)
+                authenticator = try CurveAuthenticator(
+                    context: context, allowedPublicKeys: allowedKeys, openDomains: [CurveLinks.clientDomain],
+                    onRefusal: { refusals.refused(address: $0, reason: $1) }
+                )
+            } catch {
+                throw StartupError("cannot start the CURVE authenticator: \(error)")
+            }
+            logger.info("TCP links use CURVE", metadata: [
+                "public.key": "\(links.keyPair.publicKey)", "allowed.keys": "\(allowedKeys.count)",
+                "open.endpoints": "\(links.openEndpoints.sorted().joined(separator: ","))",
+                "plain.endpoints": "\(links.plainEndpoints.sorted().joined(separator: ","))",
+            ])
+        } else {
+            authenticator = nil
+        }
         reactor = Reactor(name: "sb-rpc-server", context: context)
     }
 
@@ -147,6 +169,7 @@ public final class ServiceHost: Sendable {
         await publisher?.shutdown()
         await onShutdown()
         context.shutdown()
+        authenticator?.stop()
         context.terminate()
         // Rethrown after the clean-up: a supervisor must see that the process did not end by choice.
         if let failure { throw ServiceFailure(process: process, cause: failure) }
@@ -184,5 +207,32 @@ public struct ServiceFailure: Error, CustomStringConvertible, Sendable {
 
     public var description: String {
         "\(process) stopped because a service failed: \(cause)"
+    }
+}
+
+/// Says on the log that a handshake was refused: the first of each second in full, the others of
+/// that second counted, so that a client retrying without end cannot flood the log.
+final class RefusalLog: Sendable {
+    private let logger: Logger
+    private let state = Mutex<(windowStart: ContinuousClock.Instant, suppressed: Int)>((.now - .seconds(2), 0))
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    func refused(address: String, reason: String) {
+        let now = ContinuousClock.now
+        let suppressed: Int? = state.withLock { state in
+            guard now - state.windowStart >= .seconds(1) else {
+                state.suppressed += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.suppressed
+        }
+        guard let suppressed else { return }
+        logger.warning("Refused a connection at the CURVE handshake", metadata: [
+            "peer.address": "\(address)", "reason": "\(reason)", "refused.since.last": "\(suppressed)",
+        ])
     }
 }
