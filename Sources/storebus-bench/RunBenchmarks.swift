@@ -128,6 +128,24 @@ struct RunBenchmarks: AsyncParsableCommand {
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: server.boundEndpoints), context: context)
         let request = RunBenchmarks.echoRequest
 
+        // The same server and client over CURVE, as a deployment's services talk: each side in a
+        // context with a key pair of its own, a ZAP handler admitting the client's key; beside them
+        // the bare libzmq echo over CURVE, their floor.
+        let serverKeys = try CurveKeyPair.generate()
+        let clientKeys = try CurveKeyPair.generate()
+        let curveServerContext = try ZeroMQ.Context(ioThreads: 1, tcpSecurity: .curve(CurveLinks(keyPair: serverKeys)))
+        let authenticator = try CurveAuthenticator(context: curveServerContext, allowedPublicKeys: [clientKeys.publicKey])
+        let curveServer = try RPCServer(
+            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: router,
+            context: curveServerContext, statistics: ServerStatistics(), logger: Logger(label: "bench.curve-server")
+        )
+        curveServer.start()
+        let bareCurveEndpoint = try TransportBench.startEcho(context: curveServerContext) { $0 }
+        let curveClientContext = try ZeroMQ.Context(ioThreads: 1, tcpSecurity: .curve(CurveLinks(
+            keyPair: clientKeys, serverKeys: [curveServer.boundEndpoints[0]: serverKeys.publicKey, bareCurveEndpoint: serverKeys.publicKey]
+        )))
+        let curveClient = try RPCClient(configuration: ClientConfiguration(endpoints: curveServer.boundEndpoints), context: curveClientContext)
+
         // The catalog service on the sample catalog: FetchProducts with 20 identifiers in one storefront.
         let catalogStore = try CatalogStore(path: catalog, logger: Logger(label: "bench.catalog"))
         let catalogServer = try RPCServer(
@@ -140,26 +158,24 @@ struct RunBenchmarks: AsyncParsableCommand {
 
         var bareRTT: [Double] = [], bareRate: [Double] = [], jsonRate: [Double] = []
         var rpcP50: [Double] = [], rpcP99: [Double] = [], rpcRate: [Double] = [], rpcLoopRate: [Double] = [], catalogRate: [Double] = []
+        var bareCurveRate: [Double] = [], curveP50: [Double] = [], curveRate: [Double] = []
         for _ in 0..<rounds {
             let rtt = try await onThread("bench") { try latencyBench.roundTrips(endpoint: bareEndpoint, context: context) }
             bareRTT.append(Double(rtt.valueAtPercentile(50)) / 1000)
             bareRate.append(try await onThread("bench") {
                 try bench.pipelined(endpoint: bareEndpoint, context: context, encode: { body }, decode: { _ in })
             })
-            for _ in 0..<(roundTrips / 10) {
-                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
-            }
-            var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
-            for _ in 0..<roundTrips {
-                let start = DispatchTime.now().uptimeNanoseconds
-                _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
-                _ = histogram.record(DispatchTime.now().uptimeNanoseconds - start)
-            }
+            let histogram = try await RunBenchmarks.echoRoundTrips(client, request, count: roundTrips)
             rpcP50.append(Double(histogram.valueAtPercentile(50)) / 1000)
             rpcP99.append(Double(histogram.valueAtPercentile(99)) / 1000)
+            bareCurveRate.append(try await onThread("bench") {
+                try bench.pipelined(endpoint: bareCurveEndpoint, context: curveClientContext, encode: { body }, decode: { _ in })
+            })
+            let curveHistogram = try await RunBenchmarks.echoRoundTrips(curveClient, request, count: roundTrips)
+            curveP50.append(Double(curveHistogram.valueAtPercentile(50)) / 1000)
             // The JSON floor and the RPC throughput alternate in slices, so that a slow spell of a shared
             // machine (they last seconds) weighs on both sides of the ratio alike.
-            var jsonSeconds = 0.0, rpcSeconds = 0.0, loopSeconds = 0.0
+            var jsonSeconds = 0.0, rpcSeconds = 0.0, loopSeconds = 0.0, curveSeconds = 0.0
             let slice = messages / RunBenchmarks.slices
             for index in 0..<RunBenchmarks.slices {
                 jsonSeconds += try await onThread("bench") {
@@ -172,6 +188,9 @@ struct RunBenchmarks: AsyncParsableCommand {
                 rpcSeconds += try await RunBenchmarks.concurrentSeconds(total: slice, concurrency: window, warmUp: index == 0) {
                     _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
                 }
+                curveSeconds += try await RunBenchmarks.concurrentSeconds(total: slice, concurrency: window, warmUp: index == 0) {
+                    _ = try await curveClient.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+                }
                 loopSeconds += try await RunBenchmarks.concurrentSeconds(
                     total: slice, concurrency: window, executor: client.executor, warmUp: index == 0
                 ) {
@@ -182,6 +201,7 @@ struct RunBenchmarks: AsyncParsableCommand {
             jsonRate.append(sliced / jsonSeconds)
             rpcRate.append(sliced / rpcSeconds)
             rpcLoopRate.append(sliced / loopSeconds)
+            curveRate.append(sliced / curveSeconds)
             catalogRate.append(try await RunBenchmarks.concurrentRate(total: messages / 4, concurrency: window) {
                 _ = try await catalogClient.call(Storebus_Catalog_V1_Catalog.fetchProducts, fetch20)
             })
@@ -204,18 +224,47 @@ struct RunBenchmarks: AsyncParsableCommand {
         report("rpc_pipelined_client_loop_over_json_floor", median(zip(rpcLoopRate, jsonRate).map { $0 / $1 }), "ratio")
         report("rpc_rtt_p50_over_floor", median(zip(rpcP50, bareRTT).map { $0 / $1 }), "ratio")
         report("catalog_fetch20_per_s", median(catalogRate), "req/s")
+        // CURVE: the bare libzmq echo over CURVE is its floor; the ratios say what encryption costs.
+        report("bare_zmq_curve_pipelined_msgs_per_s", median(bareCurveRate), "msgs/s")
+        report("rpc_curve_rtt_p50_us", median(curveP50), "us")
+        report("rpc_curve_pipelined_msgs_per_s", median(curveRate), "msgs/s")
+        report("rpc_curve_pipelined_over_plain", median(zip(curveRate, rpcRate).map { $0 / $1 }), "ratio")
+        report("rpc_curve_pipelined_over_curve_floor", median(zip(curveRate, bareCurveRate).map { $0 / $1 }), "ratio")
+        report("rpc_curve_rtt_p50_over_plain", median(zip(curveP50, rpcP50).map { $0 / $1 }), "ratio")
 
         await catalogClient.shutdown()
         await catalogServer.shutdown()
 
         await client.shutdown()
         await server.shutdown()
+        await curveClient.shutdown()
+        await curveServer.shutdown()
+        curveClientContext.shutdown()
+        curveServerContext.shutdown()
+        authenticator.stop()
+        curveClientContext.terminate()
+        curveServerContext.terminate()
         context.shutdown()
         context.terminate()
     }
 
     /// FetchProducts for 20 identifiers of the catalog's first app (valid ones first, then made-up
     /// ones to reach 20), in the app's default storefront.
+    /// Round-trip times of `count` Echo calls one at a time (nanoseconds), after a tenth as many
+    /// not counted.
+    static func echoRoundTrips(_ client: RPCClient, _ request: Storebus_Diagnostics_V1_EchoRequest, count: Int) async throws -> Histogram<UInt64> {
+        for _ in 0..<(count / 10) {
+            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+        }
+        var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+        for _ in 0..<count {
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, request)
+            _ = histogram.record(DispatchTime.now().uptimeNanoseconds - start)
+        }
+        return histogram
+    }
+
     static func fetch20Request(_ catalog: Catalog) -> Storebus_Catalog_V1_FetchProductsRequest {
         let app = catalog.apps[catalog.appOrder[0]]!
         var identifiers = app.products.keys.sorted()
