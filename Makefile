@@ -40,7 +40,7 @@ run: build
 ## check receipts and signed transactions as other tools see them; iproute2 and tcpdump make and
 ## watch the multi-host test's network namespaces.
 test-deps: deps
-	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump curl; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary" 2>/dev/null || { \

@@ -47,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -86,6 +88,7 @@ let package = Package(
                 "StoreBus", "ZeroMQ", "StoreSchema",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -99,11 +102,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         .target(
             name: "StoreBusStorage",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
                 "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -144,6 +151,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
                 "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,6 +169,7 @@ let package = Package(
         .target(
             name: "Download",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
                 "ContentPackage", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -183,6 +192,7 @@ let package = Package(
         .target(
             name: "Receipt",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
                 "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -274,7 +284,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "Catalog", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -1,6 +1,7 @@
 import ContentPackage
 import Crypto
 import Foundation
+import Metrics
 import StoreBus
 import StoreBusServer
 import StoreSchema
@@ -93,6 +94,7 @@ public struct DownloadService: Sendable {
             var request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
             try context.authorize(&request.queue)
             let (response, data) = try service.read(request)
+            DownloadMetrics.bytesServed.increment(by: Int64(data.count))
             return ReadChunkJSON.encode(response, data: data)
         }
         return router
@@ -274,4 +276,10 @@ public struct DownloadService: Sendable {
             $0.eof = end == package.length
         }, data)
     }
+}
+
+/// The download service's own metrics (made at first use, after the process set up swift-metrics).
+enum DownloadMetrics {
+    /// `storebus_download_bytes_total`: bytes of hosted content served by ReadChunk.
+    static let bytesServed = Counter(label: "storebus_download_bytes_total")
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import ServiceLifecycle
 import StoreBus
 import StoreBusServer
@@ -41,6 +42,8 @@ public final class GatewayService: Sendable {
     /// Observe calls held open now, and the most allowed: each holds a slot of the RPC server until it
     /// answers, so beyond the cap Observe answers at once (the client simply calls again).
     private let parked = Atomic<Int>(0)
+    /// `storebus_gateway_observe_parked`: Observe calls held open right now.
+    private let parkedGauge = Gauge(label: "storebus_gateway_observe_parked")
     private let maxParked: Int
     /// Observe calls held open now per queue: one device (or one client looping on its session) may
     /// hold only a few, so it cannot take every slot from the others.
@@ -353,6 +356,7 @@ public final class GatewayService: Sendable {
             return true
         }
         if !taken { parked.wrappingSubtract(1, ordering: .relaxed) }
+        parkedGauge.record(parked.load(ordering: .relaxed))
         return taken
     }
 
@@ -362,7 +366,7 @@ public final class GatewayService: Sendable {
             let count = counts[key, default: 1] - 1
             counts[key] = count > 0 ? count : nil
         }
-        parked.wrappingSubtract(1, ordering: .relaxed)
+        parkedGauge.record(parked.wrappingSubtract(1, ordering: .relaxed).newValue)
     }
 
     /// An app launch: every unfinished transaction of the queue, then the end of the replay, both at

@@ -1,4 +1,5 @@
 import Foundation
+import Metrics
 import ReceiptFormat
 import StoreBus
 import StoreSchema
@@ -33,7 +34,9 @@ public struct ReceiptBook: Sendable {
             originalApplicationVersion: configuration.app(app).originalApplicationVersion,
             expirationDate: expiration.map(Self.seconds), inApp: purchases.map(Self.entry)
         )
-        return (try ReceiptSignature.sign(receipt, with: try authority.current(now: now), at: now), asOf)
+        let signed = try ReceiptSignature.sign(receipt, with: try authority.current(now: now), at: now)
+        ReceiptMetrics.signed.increment()
+        return (signed, asOf)
     }
 
     /// The receipt entry of a purchase.
@@ -54,6 +57,7 @@ public struct ReceiptBook: Sendable {
         message.cancellationReason = purchase.cancellationReason
         message.deviceID = purchase.device
         message.signedTransactionInfo = try SignedTransaction.sign(purchase, environment: configuration.environment, with: try authority.current(now: now), at: now)
+        ReceiptMetrics.signedTransactions.increment()
         return message
     }
 
@@ -122,4 +126,12 @@ public struct ReceiptBook: Sendable {
 
     /// `date` to the second below, as a receipt's dates are written.
     static func seconds(_ date: Date) -> Date { Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)) }
+}
+
+/// The receipt service's own metrics (made at first use, after the process set up swift-metrics).
+enum ReceiptMetrics {
+    /// `storebus_receipts_signed_total`: app receipts signed (CMS).
+    static let signed = Counter(label: "storebus_receipts_signed_total")
+    /// `storebus_signed_transactions_total`: transactions signed as JWS.
+    static let signedTransactions = Counter(label: "storebus_signed_transactions_total")
 }

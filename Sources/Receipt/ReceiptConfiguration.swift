@@ -96,20 +96,7 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
             guard !app.bundleID.isEmpty else { throw StartupError("service.apps[\(index)].bundleId must not be empty") }
             guard seen.insert(app.bundleID.lowercased()).inserted else { throw StartupError("service.apps[\(index)]: \(app.bundleID) is listed twice") }
         }
-        if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress) }
+        if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress, setting: "service.httpAddress") }
     }
 }
 
-/// `host:port` of the HTTP endpoint.
-public struct HTTPAddress: Sendable, Equatable {
-    public var host: String
-    public var port: Int
-
-    public init(_ text: String) throws {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-            throw StartupError("service.httpAddress must be host:port, such as 127.0.0.1:7383, not \(RPCError.echo(text))")
-        }
-        host = String(text[..<colon])
-        self.port = port
-    }
-}

@@ -47,7 +47,7 @@ public struct ReceiptServer: Service {
         ])
         var background: [any Service] = [ReceiptFollower(follower: follower, store: store, applied: applied, logger: host.logger)]
         if !configuration.httpAddress.isEmpty {
-            background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress), logger: host.logger))
+            background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
         }
         try await host.serve(
             router: ReceiptService.router(book: book, catalog: CatalogLookup(client: catalogClient)),

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Metrics
 import StoreBus
 import StoreBusHost
 import StoreBusServer
@@ -213,10 +214,28 @@ private struct GroupCommit: Sendable {
     let reactor: Reactor?
     /// The log's positions, kept between appends (see ``EventPositions``).
     let positions = EventPositions()
+    /// `storebus_group_commit_writes`, `storebus_group_commit_seconds` (from the group's start to its
+    /// commit made durable) and `storebus_event_log_head`, labelled with the log's name.
+    let groupSizes: Recorder
+    let commitTimes: Metrics.Timer
+    let head: Gauge
+
+    init(logName: String, database: StoreDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints, reactor: Reactor?) {
+        self.logName = logName
+        self.database = database
+        self.publisher = publisher
+        self.failPoints = failPoints
+        self.reactor = reactor
+        groupSizes = Recorder(label: "storebus_group_commit_writes", dimensions: [("log", logName)])
+        commitTimes = Metrics.Timer(label: "storebus_group_commit_seconds", dimensions: [("log", logName)])
+        head = Gauge(label: "storebus_event_log_head", dimensions: [("log", logName)])
+    }
 
     func commit(_ group: [CommitJob]) {
         // Between two transactions: the moment to let the WAL start over (see StoreDatabase).
         database.completeRequestedCheckpoint()
+        let started = ContinuousClock.now
+        groupSizes.record(group.count)
         let syncer = database.syncer
         let mark = syncer?.begin()
         let events: [StoredEvent]
@@ -247,10 +266,10 @@ private struct GroupCommit: Sendable {
             guard let syncer, let mark else { return fail(group, error) }
             return syncer.end(mark, lastSeq: nil) { [self] in onLoop { fail(group, error) } }
         }
-        guard let syncer, let mark else { return announce(group, events) }
+        guard let syncer, let mark else { return announce(group, events, started: started) }
         // The loop goes on to the next group while the sync thread makes this one durable; then the
         // announcements and answers go out on the loop, in commit order.
-        syncer.end(mark, lastSeq: events.last?.seq) { [self] in onLoop { announce(group, events) } }
+        syncer.end(mark, lastSeq: events.last?.seq) { [self] in onLoop { announce(group, events, started: started) } }
     }
 
     /// Runs `work` on the writes' loop, if they have one that still runs; here otherwise (the sync
@@ -265,7 +284,9 @@ private struct GroupCommit: Sendable {
     }
 
     /// Once the group's commit is durable: rings its doorbells and answers its writers.
-    private func announce(_ group: [CommitJob], _ events: [StoredEvent]) {
+    private func announce(_ group: [CommitJob], _ events: [StoredEvent], started: ContinuousClock.Instant) {
+        commitTimes.record(since: started)
+        if let last = events.last { head.record(last.seq) }
         for _ in group { failPoints.hit("eventlog.after-commit") }
         publisher?.ring(events.map { event in
             let json = event.json.utf8

@@ -19,7 +19,7 @@ struct CatalogCommand: AsyncParsableCommand {
 
     func run() async throws {
         let host = try self.host.resolve(defaults: CatalogConfiguration.defaultHost)
-        ServiceHost.bootstrapLogging(level: host.logLevel)
+        ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(CatalogConfiguration.self) ?? CatalogConfiguration()
         if let path = catalogFile ?? ProcessInfo.processInfo.environment["STOREBUS_CATALOG_FILE"] { configuration.catalogFile = path }
         try await CatalogServer(host: host, configuration: configuration).run()

@@ -32,7 +32,7 @@ struct DownloadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let host = try self.host.resolve(defaults: DownloadConfiguration.defaultHost)
-        ServiceHost.bootstrapLogging(level: host.logLevel)
+        ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(DownloadConfiguration.self) ?? DownloadConfiguration()
         // Given here, a relative content root is relative to the working directory.
         if let root = contentRoot ?? ProcessInfo.processInfo.environment["STOREBUS_CONTENT_ROOT"] {

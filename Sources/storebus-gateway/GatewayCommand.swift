@@ -32,7 +32,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let host = try self.host.resolve(defaults: GatewayConfiguration.defaultHost)
-        ServiceHost.bootstrapLogging(level: host.logLevel)
+        ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(GatewayConfiguration.self) ?? GatewayConfiguration()
         if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") {
             configuration.setEndpoints(endpoints, of: "catalog")

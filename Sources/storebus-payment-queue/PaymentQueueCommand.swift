@@ -27,7 +27,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
 
     func run() async throws {
         let host = try self.host.resolve(defaults: PaymentQueueConfiguration.defaultHost)
-        ServiceHost.bootstrapLogging(level: host.logLevel)
+        ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(PaymentQueueConfiguration.self) ?? PaymentQueueConfiguration()
         if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") { configuration.catalogEndpoints = endpoints }
         if let durability { configuration.durability = durability }

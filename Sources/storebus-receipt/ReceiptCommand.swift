@@ -37,7 +37,7 @@ struct ReceiptCommand: AsyncParsableCommand {
 
     func run() async throws {
         let host = try self.host.resolve(defaults: ReceiptConfiguration.defaultHost)
-        ServiceHost.bootstrapLogging(level: host.logLevel)
+        ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(ReceiptConfiguration.self) ?? ReceiptConfiguration()
         if let endpoints = HostOptions.list(flags: paymentQueueEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS") { configuration.paymentQueueEndpoints = endpoints }
         if let endpoints = HostOptions.list(flags: paymentQueueEventEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") { configuration.paymentQueueEventEndpoints = endpoints }

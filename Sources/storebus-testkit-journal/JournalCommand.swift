@@ -25,7 +25,7 @@ struct JournalCommand: AsyncParsableCommand {
         let configuration = try host.resolve(defaults: HostConfiguration(
             rpcEndpoints: ["tcp://127.0.0.1:7390"], eventEndpoints: ["tcp://127.0.0.1:7391"], dataDirectory: "data/journal"
         ))
-        ServiceHost.bootstrapLogging(level: configuration.logLevel)
+        ServiceHost.bootstrap(configuration)
         let host = try ServiceHost(process: "storebus-testkit-journal", configuration: configuration)
         var migrator = DatabaseMigrator()
         EventLog.registerMigrations(&migrator)

@@ -16,6 +16,15 @@ private func serviceSettings(_ unit: String) -> [String: [String]] {
     return settings
 }
 
+/// The value of the series `series` (its name and labels as Prometheus's text format writes them)
+/// in a metrics page; nil when the page has none.
+func metricValue(_ page: String, _ series: String) -> Double? {
+    for line in page.split(separator: "\n") where line.hasPrefix(series + " ") {
+        return Double(line.dropFirst(series.count + 1).trimmingCharacters(in: .whitespaces))
+    }
+    return nil
+}
+
 @Suite("deploy/systemd: a systemd deployment's install script, configurations and units")
 struct SystemdDeploymentTests {
     @Test("install stages the executables, configurations with keys of their own and units systemd accepts; started as the units say, the services sell a product")
@@ -93,8 +102,9 @@ struct SystemdDeploymentTests {
         // When the services start as their units say (systemd's part played here: the state
         // directory, the credential, the variables, the address families), on free ports
         var ports: [String: String] = [:]
-        for port in ["7300", "7301", "7302", "7303", "7304", "7312", "7383"] { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
-        try #require(Set(ports.values).count == 7, "seven different free ports: \(ports)")
+        let fixed = ["7300", "7301", "7302", "7303", "7304", "7312", "7383", "9300", "9301", "9302", "9303", "9304"]
+        for port in fixed { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
+        try #require(Set(ports.values).count == fixed.count, "different free ports: \(ports)")
         for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "gateway.json"] {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
@@ -144,6 +154,19 @@ struct SystemdDeploymentTests {
         }
         let gateway = "tcp://\(ports["127.0.0.1:7300"]!)"
 
+        // Each serves its metrics on the port its configuration names (curl, as Prometheus would scrape)
+        let metricsPorts = ["gateway": "9300", "catalog": "9301", "payment-queue": "9302", "receipt": "9303", "download": "9304"]
+        func scrape() async throws -> [String: String] {
+            var pages: [String: String] = [:]
+            for (service, port) in metricsPorts {
+                let page = try await runCommand("/usr/bin/curl", ["-sS", "--max-time", "10", "http://\(ports["127.0.0.1:\(port)"]!)/metrics"])
+                #expect(page.status == 0, "\(service): \(page.output)")
+                pages[service] = page.output
+            }
+            return pages
+        }
+        let before = try await scrape()
+
         // Then health through the gateway finds every service, and a purchase goes through with the
         // keys the install made
         let credentials = ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey, "STOREBUS_GATEWAY_KEY": "\(root)/etc/storebus/keys/gateway.pub"]
@@ -174,6 +197,28 @@ struct SystemdDeploymentTests {
         #expect(FileManager.default.fileExists(atPath: directory.path("var/lib/storebus/download/download.sqlite")))
         let packages = try FileManager.default.contentsOfDirectory(atPath: directory.path("var/lib/storebus/download/packages"))
         #expect(packages.contains { $0.hasPrefix("com.storebus.demo.puzzle.levelpack1-1.0-") && $0.hasSuffix(".tar") }, "\(packages)")
+
+        // And the metrics moved with the work: calls by method and code, the log's head and group
+        // commits, receipts signed, bytes downloaded, Observe calls parked
+        let after = try await scrape()
+        let moved: [(String, String)] = [
+            ("gateway", #"storebus_rpc_calls_total{method="/storebus.payment_queue.v1.PaymentQueue/AddPayment",code="OK"}"#),
+            ("gateway", "storebus_gateway_observe_parked"),
+            ("catalog", #"storebus_rpc_calls_total{method="/storebus.catalog.v1.Catalog/FetchProducts",code="OK"}"#),
+            ("payment-queue", #"storebus_rpc_calls_total{method="/storebus.payment_queue.v1.PaymentQueue/AddPayment",code="OK"}"#),
+            ("payment-queue", #"storebus_event_log_head{log="payment-queue"}"#),
+            ("payment-queue", #"storebus_group_commit_writes_count{log="payment-queue"}"#),
+            ("receipt", "storebus_receipts_signed_total"),
+            ("receipt", #"storebus_event_follower_lag{log="payment-queue",follower="storebus-receipt"}"#),
+            ("download", "storebus_download_bytes_total"),
+            ("download", #"storebus_rpc_call_duration_seconds_count{method="/storebus.download.v1.Download/ReadChunk"}"#),
+        ]
+        for (service, series) in moved {
+            let was = metricValue(before[service] ?? "", series) ?? 0
+            let now = metricValue(after[service] ?? "", series)
+            #expect(now != nil, "\(service) has no \(series):\n\(after[service] ?? "")")
+            if !series.contains("parked") && !series.contains("lag") { #expect((now ?? 0) > was, "\(service): \(series) \(was) → \(now ?? -1)") }
+        }
 
         for process in processes.reversed() { _ = await process.stop() }
     }

@@ -15,6 +15,10 @@ public struct HostConfiguration: Sendable, Equatable {
     public var dataDirectory: String?
     /// Log level: trace, debug, info, notice, warning, error or critical.
     public var logLevel: Logger.Level
+    /// How log lines are written: text (swift-log's standard lines) or json (one object a line).
+    public var logFormat: LogFormat = .text
+    /// `host:port` where the process serves its Prometheus metrics (`GET /metrics`); nil: none.
+    public var metricsAddress: String?
     /// Fail points for crash tests (see ``FailPoints``); empty in normal runs.
     public var failPoints: String
     /// Whether the process takes StoreBus's hand-written shortcuts (``FastPaths``); false runs the
@@ -99,6 +103,16 @@ struct ConfigFile: Decodable {
     var logLevel: String?
     var curve: CurveConfiguration?
     var plainTCP: Bool?
+    var logFormat: String?
+    var metricsAddress: String?
+}
+
+/// How a process writes its log lines.
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// swift-log's standard lines on standard error.
+    case text
+    /// One JSON object a line on standard error, for log shippers.
+    case json
 }
 
 extension CodingUserInfoKey {

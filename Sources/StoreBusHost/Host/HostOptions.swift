@@ -13,6 +13,8 @@ import StoreBus
 /// | `--event-endpoint E` (repeatable) | `STOREBUS_EVENT_ENDPOINTS` | `eventEndpoints` |
 /// | `--data-dir DIR` | `STOREBUS_DATA_DIR` | `dataDirectory` |
 /// | `--log-level L` | `STOREBUS_LOG_LEVEL` | `logLevel` |
+/// | `--log-format F` | `STOREBUS_LOG_FORMAT` | `logFormat` (`text` or `json`) |
+/// | `--metrics-address H:P` | `STOREBUS_METRICS_ADDRESS` | `metricsAddress` |
 /// | `--curve-key FILE` | `STOREBUS_CURVE_KEY` | `curve.keyFile` |
 /// | `--plain-tcp` | `STOREBUS_PLAIN_TCP` (`1`) | `plainTCP` |
 /// | | | `curve` (see ``CurveConfiguration``) |
@@ -34,6 +36,12 @@ public struct HostOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     public var logLevel: String?
 
+    @Option(name: .customLong("log-format"), help: "text (default) or json: one JSON object a line, for log shippers.")
+    public var logFormat: String?
+
+    @Option(name: .customLong("metrics-address"), help: "host:port to serve Prometheus metrics on (GET /metrics), e.g. 127.0.0.1:9301.")
+    public var metricsAddress: String?
+
     @Option(name: .customLong("curve-key"), help: "The process's CURVE key pair file, in place of the config file's curve.keyFile (systemd hands it over as a credential).")
     public var curveKey: String?
 
@@ -48,6 +56,7 @@ public struct HostOptions: ParsableArguments, Sendable {
         // The log level is checked only once the source that wins is known: an invalid value that a
         // higher-priority source overrides does no harm and must not stop the process.
         var level: (text: String, source: String)?
+        var format: (text: String, source: String)?
         if let path = configFile ?? environment["STOREBUS_CONFIG"], !path.isEmpty {
             let data: Data
             do {
@@ -71,6 +80,8 @@ public struct HostOptions: ParsableArguments, Sendable {
             }
             if let value = file.logLevel { level = (value, path) }
             if let value = file.curve { configuration.curve = value }
+            if let value = file.logFormat { format = (value, path) }
+            if let value = file.metricsAddress { configuration.metricsAddress = value.isEmpty ? nil : value }
             if let value = file.plainTCP { configuration.plainTCP = value }
             configuration.configFile = path
             configuration.configDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
@@ -88,6 +99,8 @@ public struct HostOptions: ParsableArguments, Sendable {
         if let value = environment["STOREBUS_DATA_DIR"], !value.isEmpty { configuration.dataDirectory = value }
         if let value = environment["STOREBUS_LOG_LEVEL"], !value.isEmpty { level = (value, "STOREBUS_LOG_LEVEL") }
         if environment["STOREBUS_PLAIN_TCP"] == "1" { configuration.plainTCP = true }
+        if let value = environment["STOREBUS_LOG_FORMAT"], !value.isEmpty { format = (value, "STOREBUS_LOG_FORMAT") }
+        if let value = environment["STOREBUS_METRICS_ADDRESS"], !value.isEmpty { configuration.metricsAddress = value }
         if let value = environment["STOREBUS_FAILPOINTS"] { configuration.failPoints = value }
         configuration.fastPaths = FastPaths.enabled(environmentValue: environment["STOREBUS_FAST_PATHS"])
         if !rpcEndpoints.isEmpty { configuration.rpcEndpoints = rpcEndpoints }
@@ -102,6 +115,15 @@ public struct HostOptions: ParsableArguments, Sendable {
             configuration.curve?.keyFile = path
         }
         if let level { configuration.logLevel = try Self.level(level.text, source: level.source) }
+        if let logFormat { format = (logFormat, "--log-format") }
+        if let format {
+            guard let value = LogFormat(rawValue: format.text.lowercased()) else {
+                throw StartupError("\(format.source): unknown log format \"\(format.text)\" (use text or json)")
+            }
+            configuration.logFormat = value
+        }
+        if let metricsAddress { configuration.metricsAddress = metricsAddress }
+        if let address = configuration.metricsAddress { _ = try HTTPAddress(address, setting: "the metrics address") }
         guard !configuration.rpcEndpoints.isEmpty else { throw StartupError("no RPC endpoint configured") }
         return configuration
     }

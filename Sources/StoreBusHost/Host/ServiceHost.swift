@@ -71,13 +71,27 @@ public final class ServiceHost: Sendable {
         reactor = Reactor(name: "sb-rpc-server", context: context)
     }
 
-    /// Sets up swift-log once per process: lines on standard error at `level`.
-    public static func bootstrapLogging(level: Logger.Level) {
+    /// Sets up swift-log once per process: lines on standard error at `level`, as text or JSON.
+    public static func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) {
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            switch format {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            case .json:
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
+    }
+
+    /// What an executable sets up once, before it makes its host: logging as `configuration` says,
+    /// and swift-metrics into the Prometheus registry when it serves metrics.
+    public static func bootstrap(_ configuration: HostConfiguration) {
+        bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
+        if configuration.metricsAddress != nil { MetricsEndpoint.bootstrap() }
     }
 
     /// The data directory, created if missing; throws ``StartupError`` when it is not configured or
@@ -147,6 +161,10 @@ public final class ServiceHost: Sendable {
         // A line tests and launchers can wait for, with the resolved endpoints.
         let ready = ReadyLine(text: "\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
         let signals = configuration.handlesSignals
+        var background = background
+        if let address = configuration.metricsAddress {
+            background.append(MetricsEndpoint.server(address: try HTTPAddress(address, setting: "the metrics address"), process: process, logger: logger))
+        }
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server)] + background.map { .init(service: $0) }
                 + (signals ? [.init(service: ready, successTerminationBehavior: .ignore)] : []),

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import StoreBus
 import StoreSchema
 import SwiftProtobuf
@@ -64,12 +65,16 @@ public final class EventFollower: Sendable {
     private let client: RPCClient
     private let logger: Logger
     private let bell: DoorbellListener?
+    /// `storebus_event_follower_lag`: events of the log not yet applied, as of the last page read,
+    /// labelled with the log and the following process (its logger's label).
+    private let lag: Gauge
 
     /// A follower reading through `client` (connected to the service's RPC endpoints).
     public init(configuration: Configuration, client: RPCClient, context: ZeroMQ.Context, logger: Logger) throws {
         self.configuration = configuration
         self.client = client
         self.logger = logger
+        lag = Gauge(label: "storebus_event_follower_lag", dimensions: [("log", configuration.log), ("follower", logger.label)])
         if configuration.doorbellEndpoints.isEmpty {
             bell = nil
         } else {
@@ -136,6 +141,7 @@ public final class EventFollower: Sendable {
                 try await apply(run)
                 position = next
             }
+            lag.record(page.headSeq > position ? page.headSeq - position : 0)
             if gap {
                 try? await Task.sleep(for: configuration.retryDelay)
                 continue

@@ -120,6 +120,8 @@ final class ServerLoop {
 
     struct Entry {
         let token: UInt64
+        let method: String
+        let started: ContinuousClock.Instant
         var task: Task<Void, Never>?
         var timer: TimerID?
     }
@@ -135,12 +137,14 @@ final class ServerLoop {
     let executor: ReactorExecutor
 
     private var inFlight: [Key: Entry] = [:]
+    private let callMetrics: RPCCallMetrics
     private var nextToken: UInt64 = 1
     private var draining = false
 
     init(socket: Socket, router: RPCRouter, reactor: Reactor, statistics: ServerStatistics, configuration: ServerConfiguration, logger: Logger) {
         self.socket = socket
         self.router = router
+        callMetrics = RPCCallMetrics(router: router)
         self.reactor = reactor
         self.statistics = statistics
         self.configuration = configuration
@@ -191,6 +195,7 @@ final class ServerLoop {
             entry.task?.cancel()
             if let timer = entry.timer { reactor.cancel(timer) }
             ServerStatistics.bump(statistics.cancelled)
+            callMetrics.record(method: entry.method, code: .cancelled, since: entry.started)
             finishIfDrained()
         case .request(let request):
             start(request)
@@ -198,6 +203,7 @@ final class ServerLoop {
     }
 
     private func start(_ request: InboundRequest) {
+        let started = ContinuousClock.now
         ServerStatistics.bump(statistics.requestsReceived)
         let key = Key(envelope: request.envelope, requestID: request.requestID)
         // Checked first, so that no refusal below (shutting down, unknown method) carries the id.
@@ -220,6 +226,7 @@ final class ServerLoop {
         if let timeout = request.timeoutMilliseconds {
             guard timeout > 0 else {
                 ServerStatistics.bump(statistics.deadlineExceeded)
+                callMetrics.record(method: request.method, code: .deadlineExceeded, since: started)
                 return send(envelope: request.envelope, requestID: request.requestID, error: RPCError(.deadlineExceeded, "the deadline had passed when the request arrived"))
             }
             deadline = .now + .milliseconds(Int64(timeout))
@@ -242,17 +249,18 @@ final class ServerLoop {
                 switch try handler(body, context) {
                 case .now(let answer):
                     ServerStatistics.bump(statistics.requestsSucceeded)
+                    callMetrics.record(method: request.method, code: .ok, since: started)
                     return send(envelope: request.envelope, requestID: request.requestID, code: .ok, body: answer)
                 case .later(let rest):
                     work = rest
                 }
             } catch {
-                return complete(request.envelope, request.requestID, failure: error)
+                return complete(request.envelope, request.requestID, method: request.method, started: started, failure: error)
             }
         }
         let token = nextToken
         nextToken += 1
-        var inFlightEntry = Entry(token: token)
+        var inFlightEntry = Entry(token: token, method: request.method, started: started)
         if let deadline {
             inFlightEntry.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
         }
@@ -279,6 +287,7 @@ final class ServerLoop {
 
     private func reject(_ request: InboundRequest, _ error: RPCError) {
         ServerStatistics.bump(statistics.requestsFailed)
+        callMetrics.record(method: request.method, code: error.code, since: .now)
         send(envelope: request.envelope, requestID: request.requestID, error: error)
     }
 
@@ -289,23 +298,27 @@ final class ServerLoop {
         switch outcome {
         case .success(let body):
             ServerStatistics.bump(statistics.requestsSucceeded)
+            callMetrics.record(method: entry.method, code: .ok, since: entry.started)
             send(envelope: key.envelope, requestID: key.requestID, code: .ok, body: body)
         case .failure(let error):
-            complete(key.envelope, key.requestID, failure: error)
+            complete(key.envelope, key.requestID, method: entry.method, started: entry.started, failure: error)
         }
         finishIfDrained()
     }
 
     /// Answers a request whose handler threw: its RPCError as is, anything else as INTERNAL (logged,
     /// never shown to the caller).
-    private func complete(_ envelope: Envelope, _ requestID: [UInt8], failure error: any Error) {
+    private func complete(_ envelope: Envelope, _ requestID: [UInt8], method: String, started: ContinuousClock.Instant, failure error: any Error) {
         ServerStatistics.bump(statistics.requestsFailed)
         switch error {
         case let error as RPCError:
+            callMetrics.record(method: method, code: error.code, since: started)
             send(envelope: envelope, requestID: requestID, error: error)
         case let error as CancellationError:
+            callMetrics.record(method: method, code: .cancelled, since: started)
             send(envelope: envelope, requestID: requestID, error: RPCError(.cancelled, "the request was cancelled", cause: error))
         default:
+            callMetrics.record(method: method, code: .internalError, since: started)
             logger.error("Handler failed", metadata: [
                 "request.id": "\(String(decoding: requestID, as: UTF8.self))", "error": "\(String(reflecting: error))",
             ])
@@ -318,6 +331,7 @@ final class ServerLoop {
         inFlight[key] = nil
         entry.task?.cancel()
         ServerStatistics.bump(statistics.deadlineExceeded)
+        callMetrics.record(method: entry.method, code: .deadlineExceeded, since: entry.started)
         send(envelope: key.envelope, requestID: key.requestID, error: RPCError(.deadlineExceeded, "the deadline passed before the request completed"))
         finishIfDrained()
     }
