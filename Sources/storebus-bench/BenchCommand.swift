@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "storebus-bench",
         abstract: "Measure StoreBus against the bare libzmq and SQLite floors.",
-        subcommands: [RunBenchmarks.self, Soak.self, FlowFloorPart.self],
+        subcommands: [RunBenchmarks.self, LoadCommand.self, Soak.self, FlowFloorPart.self],
         defaultSubcommand: RunBenchmarks.self
     )
 }
