@@ -175,8 +175,8 @@ struct LoadCommand: AsyncParsableCommand {
         await admin.close()
 
         let results = LoadResults(
-            recorder: recorder.snapshot, elapsed: elapsed, devices: devices, offeredRate: rate, mix: mix,
-            gateways: endpoints, sampler: sampler, soakWarmUp: soak ? warmUp : nil
+            recorder: recorder.snapshot, run: .init(elapsedSeconds: elapsed, devices: devices, offeredRate: rate, mix: mix, gateways: endpoints),
+            sampler: sampler, soakWarmUp: soak ? warmUp : nil
         )
         print(results.table())
         let encoded = try results.json()

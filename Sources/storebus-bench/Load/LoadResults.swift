@@ -3,12 +3,17 @@ import Histogram
 
 /// A load run's results: the final table, the JSON, the HTML report.
 struct LoadResults {
+    /// How the run was made.
+    struct Run: Codable {
+        var elapsedSeconds: Double
+        var devices: Int
+        var offeredRate: Double
+        var mix: String
+        var gateways: [String]
+    }
+
     let recorder: LoadRecorder.State
-    let elapsed: Double
-    let devices: Int
-    let offeredRate: Double
-    let mix: String
-    let gateways: [String]
+    let run: Run
     let sampler: ProcessSampler
     /// The soak's warm-up, when the run is a soak.
     let soakWarmUp: Double?
@@ -16,6 +21,12 @@ struct LoadResults {
     static let percentiles: [(String, Double)] = [("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9)]
 
     /// One row of latencies (milliseconds) for a histogram.
+    var elapsed: Double { run.elapsedSeconds }
+    var devices: Int { run.devices }
+    var offeredRate: Double { run.offeredRate }
+    var mix: String { run.mix }
+    var gateways: [String] { run.gateways }
+
     struct Row: Codable {
         var name: String
         var count: UInt64
@@ -152,11 +163,7 @@ struct LoadResults {
     }
 
     struct Document: Codable {
-        var elapsedSeconds: Double
-        var devices: Int
-        var offeredRate: Double
-        var mix: String
-        var gateways: [String]
+        var run: Run
         var completed: Int
         var failed: Int
         var flowsPerSecond: Double
@@ -171,8 +178,7 @@ struct LoadResults {
 
     var document: Document {
         Document(
-            elapsedSeconds: elapsed, devices: devices, offeredRate: offeredRate, mix: mix, gateways: gateways,
-            completed: recorder.completed, failed: recorder.failed, flowsPerSecond: Double(recorder.completed) / max(elapsed, 0.001),
+            run: run, completed: recorder.completed, failed: recorder.failed, flowsPerSecond: Double(recorder.completed) / max(elapsed, 0.001),
             flows: flowRows, steps: stepRows, errors: recorder.errors, processes: processFigures, seconds: secondFigures,
             distribution: distribution, soak: soakVerdict
         )
