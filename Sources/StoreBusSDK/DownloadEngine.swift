@@ -366,9 +366,6 @@ final class DownloadEngine: Sendable {
             }
             func end(_ outcome: Outcome) -> Outcome {
                 group.cancelAll()
-                // Chunks that came ahead of the bytes in order are on disk but not kept: the
-                // partial file holds exactly the bytes kept, as a resume expects.
-                if contiguous < sidecar.length, ftruncate(descriptor, off_t(contiguous)) != 0 { return .failed(Self.writeError(errno)) }
                 if let error = keep() { return .failed(error) }
                 return outcome
             }

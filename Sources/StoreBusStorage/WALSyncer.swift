@@ -1,5 +1,7 @@
 import Foundation
+import Metrics
 import StoreBus
+import StoreBusServer
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -240,7 +242,9 @@ final class WALSyncer: @unchecked Sendable {
             // A new file's name is durable only once its directory is.
             Self.syncPath(directoryPath)
         }
+        let started = ContinuousClock.now
         Self.sync(walFile, walPath)
+        WALSyncMetrics.syncs.record(since: started)
     }
 
     /// Opens `path` and syncs it (a file or a directory).
@@ -264,4 +268,11 @@ final class WALSyncer: @unchecked Sendable {
         let reason = String(cString: strerror(errno))
         fatalError("\(what): \(reason). Commits not yet synced cannot be made durable; ending the process (SQLite recovers what reached the disk at the next start)")
     }
+}
+
+/// The sync thread's metrics (made at first use, after the process set up swift-metrics).
+enum WALSyncMetrics {
+    /// `storebus_wal_sync_seconds`: each `fdatasync` of the write-ahead log (one per group commit
+    /// or several groups together).
+    static let syncs = Metrics.Timer(label: "storebus_wal_sync_seconds")
 }

@@ -208,6 +208,7 @@ struct SystemdDeploymentTests {
             ("payment-queue", #"storebus_rpc_calls_total{method="/storebus.payment_queue.v1.PaymentQueue/AddPayment",code="OK"}"#),
             ("payment-queue", #"storebus_event_log_head{log="payment-queue"}"#),
             ("payment-queue", #"storebus_group_commit_writes_count{log="payment-queue"}"#),
+            ("payment-queue", "storebus_wal_sync_seconds_count"),
             ("receipt", "storebus_receipts_signed_total"),
             ("receipt", #"storebus_event_follower_lag{log="payment-queue",follower="storebus-receipt"}"#),
             ("download", "storebus_download_bytes_total"),
