@@ -16,7 +16,9 @@ struct StorectlAndProtocolTests {
             arguments: arguments + ["--gateway", store.gatewayEndpoints[gateway]],
             logFile: store.directory.url.appendingPathComponent("\(name).log")
         )
-        try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey])
+        // Downloads into the cluster's folder: the tests of this target run at once, and every
+        // cluster numbers its transactions alike, so a shared ./storebus-downloads would mix them.
+        try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey, "STOREBUS_DOWNLOAD_DIR": store.directory.path("downloads")])
         let status = await process.waitForExit(timeout: .seconds(60))
         return (status, process.output)
     }
@@ -335,7 +337,7 @@ struct StorectlCurveTests {
         let keys = store.directory.path("made-keys")
         func storectl(_ arguments: [String], _ name: String) async throws -> (Int32?, String) {
             let process = ServiceProcess(name: "storectl", arguments: arguments, logFile: store.directory.url.appendingPathComponent("\(name).log"))
-            try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey])
+            try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey, "STOREBUS_DOWNLOAD_DIR": store.directory.path("downloads")])
             return (await process.waitForExit(timeout: .seconds(60)), process.output)
         }
 
