@@ -32,11 +32,11 @@ struct KeysCommands: ParsableCommand {
             for name in names.isEmpty ? KeysCommands.services : names {
                 let existing = directory.appendingPathComponent(CurveKeyFile.keyPairFileName(name)).path
                 if ifMissing, FileManager.default.fileExists(atPath: existing) {
-                    let pair = try sentence { try CurveKeyFile.readKeyPair(at: existing) }
+                    let pair = try CurveKeyFile.readKeyPair(at: existing)
                     print("\(name) kept \(pair.publicKey) \(existing)")
                     continue
                 }
-                let pair = try sentence { try CurveKeyFile.make(name: name, in: directory) }
+                let pair = try CurveKeyFile.make(name: name, in: directory)
                 print("\(name) made \(pair.publicKey) \(existing)")
             }
         }
@@ -77,9 +77,4 @@ struct KeysCommands: ParsableCommand {
             if failed { throw ExitCode.failure }
         }
     }
-}
-
-/// Runs `body`, turning its error into a storectl failure with the error's sentence.
-private func sentence<Value>(_ body: () throws -> Value) throws -> Value {
-    do { return try body() } catch { throw Failure(description: "\(error)") }
 }

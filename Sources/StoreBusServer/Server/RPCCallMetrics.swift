@@ -5,10 +5,22 @@ import StoreBus
 /// `storebus_rpc_call_duration_seconds` by method (from the request's arrival to its answer).
 /// Methods the router does not know count under `unknown`, so that no caller can make the label set
 /// grow. Used on the server's loop thread only; the metric handles are made once per label set
-/// (a no-op until the process bootstraps a metrics backend).
+/// (a no-op until the process bootstraps a metrics backend), and a method seen before is found with
+/// one lookup.
 final class RPCCallMetrics {
-    private var calls: [String: [StatusCode: Counter]] = [:]
-    private var durations: [String: Metrics.Timer] = [:]
+    /// The handles of one method label.
+    private final class MethodMetrics {
+        let label: String
+        let duration: Metrics.Timer
+        var calls: [StatusCode: Counter] = [:]
+
+        init(label: String) {
+            self.label = label
+            duration = Metrics.Timer(label: "storebus_rpc_call_duration_seconds", dimensions: [("method", label)])
+        }
+    }
+
+    private var methods: [String: MethodMetrics] = [:]
     private let router: RPCRouter
 
     init(router: RPCRouter) {
@@ -17,23 +29,26 @@ final class RPCCallMetrics {
 
     func record(method: String, code: StatusCode, since started: ContinuousClock.Instant) {
         let elapsed = ContinuousClock.now - started
-        let label = router.entry(for: method) == nil ? "unknown" : method
+        let metrics = methods[method] ?? first(method)
         let counter: Counter
-        if let known = calls[label]?[code] {
+        if let known = metrics.calls[code] {
             counter = known
         } else {
-            counter = Counter(label: "storebus_rpc_calls_total", dimensions: [("method", label), ("code", code.description)])
-            calls[label, default: [:]][code] = counter
+            counter = Counter(label: "storebus_rpc_calls_total", dimensions: [("method", metrics.label), ("code", code.description)])
+            metrics.calls[code] = counter
         }
         counter.increment()
-        let timer: Metrics.Timer
-        if let known = durations[label] {
-            timer = known
-        } else {
-            timer = Metrics.Timer(label: "storebus_rpc_call_duration_seconds", dimensions: [("method", label)])
-            durations[label] = timer
-        }
-        timer.record(elapsed)
+        metrics.duration.record(elapsed)
+    }
+
+    /// The handles for a method not seen before: its own when the router knows it (kept under its
+    /// name), else those of `unknown` (kept under that name only).
+    private func first(_ method: String) -> MethodMetrics {
+        let label = router.entry(for: method) == nil ? "unknown" : method
+        if let known = methods[label] { return known }
+        let made = MethodMetrics(label: label)
+        methods[label] = made
+        return made
     }
 }
 
