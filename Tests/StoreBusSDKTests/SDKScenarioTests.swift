@@ -166,6 +166,8 @@ struct SDKScenarioTests {
             try await phone.startDownloads([download])
             for await update in progress where states.last != update.state { states.append(update.state) }
             #expect(states == [.active, .finished])
+            // The recorder is another observer: it may hear FINISHED a moment after this stream.
+            #expect(await recorder.download(bought.id, reaches: .finished))
             let folder = try #require(recorder.lastDownload(of: bought.id)?.contentURL)
             let levels = try Data(contentsOf: folder.appendingPathComponent("Contents/levels.json"))
             #expect(levels == (try Data(contentsOf: deployDirectory.appendingPathComponent("content/puzzle-levelpack1/levels.json"))))
