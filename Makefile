@@ -3,7 +3,7 @@
 
 SWIFT       ?= swift
 PROTO_DIR   := proto-schemas
-GEN_DIR     := Sources/StoreSchema/Generated
+GEN_DIRS    := StoreSchema/Generated StoreBus/Generated StoreBusServer/Generated
 APT_PACKAGES := libzmq3-dev libsqlite3-dev protobuf-compiler pkg-config
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN         := .build/debug
@@ -61,16 +61,18 @@ generators: deps
 	@$(SWIFT) build --product protoc-gen-storebus >/dev/null
 
 
-## protos: regenerate Sources/StoreSchema/Generated from proto-schemas/ (commit the result).
+## protos: regenerate the Generated folders of StoreSchema, StoreBus and StoreBusServer from
+## proto-schemas/ (commit the result).
 protos: generators
-	scripts/generate-protos $(GEN_DIR)
+	scripts/generate-protos Sources
 
 ## check-protos: fail when the committed generated code differs from what proto-schemas/ generates.
 check-protos: generators
 	@tmp=$$(mktemp -d); \
 	scripts/generate-protos $$tmp/gen; \
-	if diff -r $$tmp/gen $(GEN_DIR) >$$tmp/diff; then echo "generated code matches proto-schemas/"; rm -rf $$tmp; \
-	else cat $$tmp/diff | head -40; echo "error: $(GEN_DIR) is out of date; run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
+	drift=""; for dir in $(GEN_DIRS); do diff -r $$tmp/gen/$$dir Sources/$$dir >>$$tmp/diff || drift="$$drift Sources/$$dir"; done; \
+	if [ -z "$$drift" ]; then echo "generated code matches proto-schemas/"; rm -rf $$tmp; \
+	else head -40 $$tmp/diff; echo "error:$$drift out of date; run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
 
 ## bench: release build, then every benchmark as `<metric> <value> <unit>` lines.
 bench: deps

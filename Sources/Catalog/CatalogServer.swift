@@ -53,7 +53,7 @@ public struct CatalogServer: Service {
             throw StartupError("the catalog file was rejected:\n\(error.description)")
         }
         try await host.serve(
-            router: CatalogService.router(store: store),
+            router: CatalogHandlers(store: store).router,
             services: [Storebus_Catalog_V1_Catalog.serviceName],
             background: host.configuration.handlesSignals ? [await CatalogReloadOnHangup(store: store, logger: host.logger)] : []
         )

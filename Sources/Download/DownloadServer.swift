@@ -62,7 +62,7 @@ public struct DownloadServer: Service {
             configuration: .init(log: "payment-queue", doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
         )
-        let service = DownloadService(content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient))
+        let service = DownloadHandlers(content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient))
         try await host.serve(
             router: service.router,
             services: [Storebus_Download_V1_Download.serviceName],

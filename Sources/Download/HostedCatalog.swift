@@ -26,15 +26,16 @@ enum HostedCatalog {
         }
     }
 
-    static func read(_ catalog: RPCClient) async throws -> (specs: [ContentStore.Spec], version: UInt64) {
+    static func read(_ rpc: RPCClient) async throws -> (specs: [ContentStore.Spec], version: UInt64) {
+        let catalog = Storebus_Catalog_V1_Catalog.Client(rpc)
         let options = CallOptions(timeout: .seconds(10))
-        let info = try await catalog.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init(), options: options)
+        let info = try await catalog.getCatalogInfo(.init(), options: options)
         var specs: [ContentStore.Spec] = []
         for app in info.apps {
             var identifiers: [String] = []
             var token = ""
             repeat {
-                let page = try await catalog.call(Storebus_Catalog_V1_Catalog.listProducts, .with {
+                let page = try await catalog.listProducts(.with {
                     $0.appBundleID = app.bundleID
                     $0.pageToken = token
                 }, options: options)
@@ -42,13 +43,13 @@ enum HostedCatalog {
                 token = page.nextPageToken
             } while !token.isEmpty
             for start in stride(from: 0, to: identifiers.count, by: 1000) {
-                let records = try await catalog.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
+                let records = try await catalog.lookupProducts(.with {
                     $0.appBundleID = app.bundleID
                     $0.productIdentifiers = Array(identifiers[start..<min(start + 1000, identifiers.count)])
                 }, options: options)
                 for product in records.products where !product.hostedContent.isEmpty {
                     // Files product by product: a package can list thousands.
-                    let detailed = try await catalog.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
+                    let detailed = try await catalog.lookupProducts(.with {
                         $0.appBundleID = app.bundleID
                         $0.productIdentifiers = [product.productIdentifier]
                         $0.includeFiles = true

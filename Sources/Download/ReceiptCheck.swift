@@ -8,20 +8,20 @@ import Synchronization
 /// the receipt service, verified against StoreBus's root certificate (CMS signature, chain, the
 /// device's hash), and read for the products asked about.
 final class ReceiptCheck: Sendable {
-    private let receipts: RPCClient
+    private let receipts: Storebus_Receipt_V1_Receipt.Client
     /// The verifier over the receipt service's root, fetched once (again after a failed check, in
     /// case the service's keys were made anew).
     private let verifier = Mutex<ReceiptVerifier?>(nil)
 
     init(receipts: RPCClient) {
-        self.receipts = receipts
+        self.receipts = .init(receipts)
     }
 
     /// Throws FAILED_PRECONDITION (reason NOT_IN_RECEIPT) naming the first of `products` that the
     /// queue's account's receipt does not list as owned, or that it lists as refunded; the receipt
     /// reflects the payment queue's log up to `minSeq` at least.
     func check(queue: Storebus_PaymentQueue_V1_QueueRef, products: [String], minSeq: UInt64, timeout: Duration?) async throws {
-        let refreshed = try await receipts.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with {
+        let refreshed = try await receipts.refreshReceipt(.with {
             $0.appBundleID = queue.appBundleID
             $0.accountID = queue.accountID
             $0.deviceID = queue.deviceID
@@ -61,7 +61,7 @@ final class ReceiptCheck: Sendable {
 
     private func verifier(fresh: Bool) async throws -> ReceiptVerifier {
         if !fresh, let known = verifier.withLock({ $0 }) { return known }
-        let certificates = try await receipts.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init(), options: CallOptions(timeout: .seconds(10)))
+        let certificates = try await receipts.getSigningCertificates(.init(), options: CallOptions(timeout: .seconds(10)))
         let made = try ReceiptVerifier(rootCertificatePEM: certificates.rootCertificatePem)
         verifier.withLock { $0 = made }
         return made

@@ -51,7 +51,10 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
         for (index, entry) in policies.enumerated() {
             guard !entry.app.isEmpty else { throw StartupError("service.policies[\(index)].app must not be empty") }
             do {
-                try PaymentQueueService.checkDelay(entry.policy)
+                // Held to the rules SetPaymentPolicy's requests are; a mode left out is APPROVE.
+                var policy = entry.policy
+                if policy.mode == .unspecified { policy.mode = .approve }
+                try policy.checkFields(prefix: "policy.")
             } catch {
                 throw StartupError("service.policies[\(index)].policy: \(error.message)")
             }
@@ -158,7 +161,8 @@ public struct PaymentQueueServer: Service {
         let authority = PaymentAuthority(store: store, logger: host.logger)
         var router = try EventLogService.router(database: database)
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
-        router.merge(PaymentQueueService(store: store, catalog: catalog, authority: authority).router)
+        router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
+        router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority))
         try await host.serve(
             router: router,
             services: [Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],

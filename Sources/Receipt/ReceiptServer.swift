@@ -50,7 +50,7 @@ public struct ReceiptServer: Service {
             background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
         }
         try await host.serve(
-            router: ReceiptService.router(book: book, catalog: CatalogLookup(client: catalogClient)),
+            router: ReceiptHandlers(book: book, catalog: CatalogLookup(client: catalogClient)).router,
             services: [Storebus_Receipt_V1_Receipt.serviceName],
             background: background,
             onShutdown: {

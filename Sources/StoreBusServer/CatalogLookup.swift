@@ -10,7 +10,7 @@ import Synchronization
 /// after the reload. An answer from another catalog version (a reload seen by
 /// another lookup) drops every answer kept before it. Errors (an unknown app or storefront) are never kept.
 public struct CatalogLookup: Sendable {
-    let client: RPCClient
+    let catalog: Storebus_Catalog_V1_Catalog.Client
     let maxAge: Duration
     private let cache = CacheBox()
 
@@ -43,7 +43,7 @@ public struct CatalogLookup: Sendable {
     /// A lookup through `client`, connected to the catalog's RPC endpoints, keeping answers for
     /// `maxAge` (zero: ask every time).
     public init(client: RPCClient, maxAge: Duration = .seconds(1)) {
-        self.client = client
+        catalog = .init(client)
         self.maxAge = maxAge
     }
 
@@ -55,7 +55,7 @@ public struct CatalogLookup: Sendable {
         if maxAge > .zero, let kept = cache.state.withLock({ $0.entries[key] }), kept.expires > now {
             return (kept.record, kept.storefront)
         }
-        let response = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
+        let response = try await catalog.lookupProducts(.with {
             $0.appBundleID = app
             $0.productIdentifiers = [identifier]
             $0.storefront = storefront
@@ -77,6 +77,6 @@ public struct CatalogLookup: Sendable {
 
     /// Throws NOT_FOUND when the catalog does not know the app.
     public func checkApp(_ app: String) async throws(RPCError) {
-        _ = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with { $0.appBundleID = app }, options: CallOptions(timeout: .seconds(5)))
+        _ = try await catalog.lookupProducts(.with { $0.appBundleID = app }, options: CallOptions(timeout: .seconds(5)))
     }
 }

@@ -1,12 +1,19 @@
 import SwiftProtobuf
 import SwiftProtobufPluginLibrary
 
-/// protoc plugin that writes, for every `service` in a .proto file, a Swift namespace of typed
-/// method descriptors (path, request and response types, idempotency, streaming, and the contract's
-/// own options: who may call it through the gateway, whether its answers may be kept) for StoreBus's
-/// RPC layer, and one file listing every service (`StoreBusContract.services`). protoc-gen-swift
-/// writes the messages; this writes what gRPC's generators would write for the services, minus any
-/// transport.
+/// protoc plugin writing what gRPC's generators would write for StoreBus's services, minus any
+/// transport, in three parts chosen by its parameter (`--storebus_opt=part=…`), each for the module
+/// that holds the types it needs:
+/// - `schema` (module StoreSchema): for every `service`, a namespace of typed method descriptors
+///   (path, request and response types, idempotency, streaming, and the contract's own options: who
+///   may call it through the gateway, whether its answers may be kept), and one file listing every
+///   service (`StoreBusContract.services`);
+/// - `client` (module StoreBus): a typed client per service, and for every request message the
+///   checks its fields' `storebus.options.v1.rules` ask for (``ContractChecked``);
+/// - `server` (module StoreBusServer): a handler protocol per service, one async method per RPC, and
+///   the router registration that serves it, so that a method declared and not implemented does not
+///   compile.
+/// protoc-gen-swift writes the messages.
 @main
 struct StoreBusGenerator: CodeGenerator {
     var version: String? { "1.0.0" }
@@ -20,6 +27,17 @@ struct StoreBusGenerator: CodeGenerator {
         generatorOutputs: any GeneratorOutputs
     ) throws {
         let namer = SwiftProtobufNamer()
+        switch try Part(parameter) {
+        case .schema: try generateSchema(files: files, namer: namer, outputs: generatorOutputs)
+        case .client:
+            var part = try ClientPart(files: files, namer: namer)
+            try part.generate(into: generatorOutputs)
+        case .server: try ServerPart(files: files, namer: namer).generate(into: generatorOutputs)
+        }
+    }
+
+    /// The method descriptors (module StoreSchema): one namespace per service and the contract's list.
+    func generateSchema(files: [FileDescriptor], namer: SwiftProtobufNamer, outputs generatorOutputs: any GeneratorOutputs) throws {
         var allServices: [String] = []
         for file in files where !file.services.isEmpty {
             var printer = CodePrinter(indent: "    ".unicodeScalars)
@@ -157,6 +175,20 @@ struct ContractOptions {
         cacheable = options.getExtensionValue(ext: Self.methodCacheable) ?? false
         if cacheable && access != "client" {
             throw GenerationError("\(place): only client methods may be cacheable (the gateway keeps answers for client sessions)")
+        }
+    }
+}
+
+/// Which part of the generated code one run writes.
+enum Part {
+    case schema, client, server
+
+    init(_ parameter: any CodeGeneratorParameter) throws {
+        switch parameter.parsedPairs.first(where: { $0.key == "part" })?.value ?? "schema" {
+        case "schema": self = .schema
+        case "client": self = .client
+        case "server": self = .server
+        case let other: throw GenerationError("unknown part \(other): say part=schema, part=client or part=server")
         }
     }
 }

@@ -28,15 +28,16 @@ struct DurableBench {
 
         // The catalog and the payment queue in this process, each behind its own RPC server.
         let catalogStore = try CatalogStore(path: catalogPath, logger: logger)
-        let catalogServer = try RPCServer(configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: CatalogService.router(store: catalogStore), context: context, logger: logger)
+        let catalogServer = try RPCServer(configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: CatalogHandlers(store: catalogStore).router, context: context, logger: logger)
         catalogServer.start()
         let database = try StoreDatabase(directory: directory, name: "payment-queue", durability: .full, migrator: PaymentQueueSchema.migrator)
         let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: nil))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: catalogServer.boundEndpoints), context: context)
         let authority = PaymentAuthority(store: store, logger: logger)
         let deciding = Task { try await authority.run() }
-        let service = PaymentQueueService(store: store, catalog: CatalogLookup(client: catalogClient), authority: authority)
-        let queueServer = try RPCServer(configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: service.router, context: context, logger: logger)
+        var queueRouter = RPCRouter()
+        queueRouter.register(PaymentQueueHandlers(store: store, catalog: CatalogLookup(client: catalogClient), authority: authority))
+        let queueServer = try RPCServer(configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: queueRouter, context: context, logger: logger)
         queueServer.start()
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: queueServer.boundEndpoints), context: context)
 

@@ -149,7 +149,7 @@ struct RunBenchmarks: AsyncParsableCommand {
         // The catalog service on the sample catalog: FetchProducts with 20 identifiers in one storefront.
         let catalogStore = try CatalogStore(path: catalog, logger: Logger(label: "bench.catalog"))
         let catalogServer = try RPCServer(
-            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: CatalogService.router(store: catalogStore),
+            configuration: ServerConfiguration(endpoints: ["tcp://127.0.0.1:*"]), router: CatalogHandlers(store: catalogStore).router,
             context: context, logger: Logger(label: "bench.catalog")
         )
         catalogServer.start()

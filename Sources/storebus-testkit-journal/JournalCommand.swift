@@ -3,6 +3,7 @@ import GRDB
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
+import StoreBusServer
 import StoreBusStorage
 import StoreSchema
 
@@ -39,35 +40,7 @@ struct JournalCommand: AsyncParsableCommand {
         let writer = EventLogWriter(logName: "journal", database: database, publisher: publisher, failPoints: host.failPoints, reactor: host.reactor)
 
         var router = try EventLogService.router(database: database)
-        router.register(Storebus_Testkit_V1_Journal.append) { request, _ in
-            guard !request.key.isEmpty, request.key.utf8.count <= 200, !request.key.contains("\n") else {
-                throw RPCError.invalidArgument(field: "key", "must be 1 to 200 bytes without a newline")
-            }
-            guard request.text.utf8.count <= 4096 else {
-                throw RPCError.invalidArgument(field: "text", "must be at most 4096 bytes")
-            }
-            return try await writer.write { db, batch in
-                try db.execute(sql: "INSERT INTO journal_entry (key, text) VALUES (?, ?)", arguments: [request.key, request.text])
-                let entry = Storebus_Testkit_V1_JournalEntryAppended.with {
-                    $0.key = request.key
-                    $0.text = request.text
-                    $0.entryID = UInt64(db.lastInsertedRowID)
-                }
-                let event = try batch.append(key: request.key, entry)
-                return Storebus_Testkit_V1_AppendResponse.with {
-                    $0.seq = event.seq
-                    $0.keySeq = event.keySeq
-                }
-            }
-        }
-        router.register(Storebus_Testkit_V1_Journal.countEntries) { request, _ in
-            let count = try await database.pool.read { db in
-                request.key.isEmpty
-                    ? try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_entry")!
-                    : try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_entry WHERE key = ?", arguments: [request.key])!
-            }
-            return .with { $0.count = UInt64(count) }
-        }
+        router.register(JournalHandlers(database: database, writer: writer))
         try await host.serve(
             router: router,
             services: [Storebus_Testkit_V1_Journal.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],
@@ -91,5 +64,40 @@ struct FailingService: Service {
         // A graceful shutdown before the delay ends the service without a failure.
         guard (try? await cancelWhenGracefulShutdown { [delay] in try await Task.sleep(for: delay) }) != nil else { return }
         throw Failure()
+    }
+}
+
+/// The handlers of `storebus.testkit.v1.Journal`: entries appended with their event in one commit.
+struct JournalHandlers: Storebus_Testkit_V1_Journal.Handlers {
+    let database: StoreDatabase
+    let writer: EventLogWriter
+
+    func append(_ request: Storebus_Testkit_V1_AppendRequest, context: ServerContext) async throws -> Storebus_Testkit_V1_AppendResponse {
+        // The contract bounds the key (1 to 200 bytes) and the text; a key is one line of the log.
+        guard !request.key.contains("\n") else {
+            throw RPCError.invalidArgument(field: "key", "must not contain a newline")
+        }
+        return try await writer.write { db, batch in
+            try db.execute(sql: "INSERT INTO journal_entry (key, text) VALUES (?, ?)", arguments: [request.key, request.text])
+            let entry = Storebus_Testkit_V1_JournalEntryAppended.with {
+                $0.key = request.key
+                $0.text = request.text
+                $0.entryID = UInt64(db.lastInsertedRowID)
+            }
+            let event = try batch.append(key: request.key, entry)
+            return Storebus_Testkit_V1_AppendResponse.with {
+                $0.seq = event.seq
+                $0.keySeq = event.keySeq
+            }
+        }
+    }
+
+    func countEntries(_ request: Storebus_Testkit_V1_CountEntriesRequest, context: ServerContext) async throws -> Storebus_Testkit_V1_CountEntriesResponse {
+        let count = try await database.pool.read { db in
+            request.key.isEmpty
+                ? try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_entry")!
+                : try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_entry WHERE key = ?", arguments: [request.key])!
+        }
+        return .with { $0.count = UInt64(count) }
     }
 }

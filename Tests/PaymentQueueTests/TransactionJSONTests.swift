@@ -187,7 +187,7 @@ struct TransactionJSONTests {
     func coversEveryField() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let proto = try String(contentsOf: root.appendingPathComponent("proto-schemas/storebus/payment_queue/v1/payment_queue.proto"), encoding: .utf8)
-        let field = try Regex(#"^\s*(?:repeated\s+|optional\s+)?[\w.]+\s+\w+\s*=\s*(\d+)\s*;"#)
+        let field = try Regex(#"^\s*(?:repeated\s+|optional\s+)?[\w.]+\s+\w+\s*=\s*(\d+)\s*(?:\[.*\])?\s*;"#)
         for (message, written) in TransactionJSON.fieldsWritten {
             let lines = proto.components(separatedBy: "\n")
             let start = try #require(lines.firstIndex { $0.hasPrefix("message \(message) {") }, "message \(message)")

@@ -359,10 +359,10 @@ struct TransactionStoreTests {
         func add(_ index: Int) async throws {
             let new = TransactionStore.NewTransaction(
                 queue: queue, payment: .with {
-                    $0.productIdentifier = String(repeating: control, count: PaymentQueueService.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
+                    $0.productIdentifier = String(repeating: control, count: PaymentQueueHandlers.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
                     $0.quantity = 1
-                    $0.applicationUsername = String(repeating: control, count: PaymentQueueService.maxApplicationUsernameBytes)
-                    $0.requestData = Data(count: PaymentQueueService.maxRequestDataBytes)
+                    $0.applicationUsername = String(repeating: control, count: PaymentQueueHandlers.maxApplicationUsernameBytes)
+                    $0.requestData = Data(count: PaymentQueueHandlers.maxRequestDataBytes)
                 },
                 productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
                 start: .failed(.make(.storeProductNotAvailable)), idempotency: nil
@@ -463,7 +463,7 @@ struct TransactionStoreTests {
         }
         let tablet = queue("t"), phone = queue("p")
         func buy(_ index: Int) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
-            let product = String(repeating: "\u{1}", count: PaymentQueueService.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
+            let product = String(repeating: "\u{1}", count: PaymentQueueHandlers.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
             let new = TransactionStore.NewTransaction(
                 queue: tablet, payment: .with { $0.productIdentifier = product; $0.quantity = 1 },
                 productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",

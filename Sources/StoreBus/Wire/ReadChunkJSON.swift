@@ -5,13 +5,22 @@ import StoreSchema
 /// those swift-protobuf would accept (field names, int64 as strings); a body of any other shape is
 /// read by swift-protobuf.
 public enum ReadChunkJSON {
+    /// The answer's JSON, its `data` included.
+    public static func encode(_ response: Storebus_Download_V1_ReadChunkResponse) -> [UInt8] {
+        response.data.withUnsafeBytes { encode(response, bytes: $0) }
+    }
+
     /// The answer's JSON: `data` and the other fields of `response` (whose own `data` is ignored).
     /// Strings are written as they are: the digests are hex and versions dot-separated digits.
     public static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) -> [UInt8] {
+        data.withUnsafeBytes { encode(response, bytes: $0) }
+    }
+
+    private static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, bytes data: UnsafeRawBufferPointer) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity((data.count + 2) / 3 * 4 + 256 + response.version.utf8.count)
         out += #"{"data":""#.utf8
-        data.withUnsafeBytes { Base64.encode($0, into: &out) }
+        Base64.encode(data, into: &out)
         out += #"","chunkSha256":""#.utf8
         out += response.chunkSha256.utf8
         out += #"","offset":""#.utf8

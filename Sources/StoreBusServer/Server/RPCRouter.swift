@@ -4,7 +4,9 @@ import SwiftProtobuf
 
 /// The table of methods a server answers, from method path to handler.
 ///
-/// Typed handlers receive a decoded request and return a response message; raw handlers receive
+/// Services register the generated handler protocols (`register(_:)`, written by
+/// protoc-gen-storebus for each service of the contract). Typed handlers receive a decoded request
+/// that has passed the router's ``interceptors`` and return a response message; raw handlers receive
 /// the JSON body and return JSON bytes, for forwarders and for handlers that assemble JSON from
 /// stored fragments without decoding them.
 public struct RPCRouter: Sendable {
@@ -22,20 +24,29 @@ public struct RPCRouter: Sendable {
     }
 
     private(set) var handlers: [String: Entry] = [:]
+    /// What runs on every typed request before its handler, in order (``StandardInterceptors/all``
+    /// unless said otherwise). Methods registered later see a change; earlier ones keep the chain
+    /// they were registered with.
+    public var interceptors: [any ServerInterceptor]
 
-    /// An empty router.
-    public init() {}
+    /// An empty router whose typed methods run `interceptors`.
+    public init(interceptors: [any ServerInterceptor] = StandardInterceptors.all) {
+        self.interceptors = interceptors
+    }
 
     /// Answers `method` with `handler`, its messages read and written by `codec` (swift-protobuf's
     /// JSON unless a service gives a faster one). A later registration of the same method replaces
     /// the earlier.
-    public mutating func register<Request, Response>(
+    public mutating func register<Request: ContractChecked, Response>(
         _ method: MethodDescriptor<Request, Response>,
         codec: MessageCodec<Request, Response> = .plain,
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
+        let interceptors = interceptors
+        let erased = method.erased
         handlers[method.path] = .async { body, context in
-            let request = try codec.decode(body)
+            var request = try codec.decode(body)
+            for interceptor in interceptors { try interceptor.intercept(&request, method: erased, context: context) }
             let response = try await handler(request, context)
             return try codec.encode(response)
         }
@@ -45,12 +56,15 @@ public struct RPCRouter: Sendable {
     /// at once (`.now`), with no task and no timer, or returns the part that has to wait (`.later`),
     /// which then runs in a task with the request's deadline, like any handler. For work that is
     /// usually in memory (health, counters, catalog queries); the immediate part must not block.
-    public mutating func registerStaged<Request, Response>(
+    public mutating func registerStaged<Request: ContractChecked, Response>(
         _ method: MethodDescriptor<Request, Response>,
         _ handler: @escaping @Sendable (Request, ServerContext) throws -> Staged<Response>
     ) {
+        let interceptors = interceptors
+        let erased = method.erased
         handlers[method.path] = .staged { body, context in
-            let request = try JSONCodec.decode(Request.self, from: body)
+            var request = try JSONCodec.decode(Request.self, from: body)
+            for interceptor in interceptors { try interceptor.intercept(&request, method: erased, context: context) }
             switch try handler(request, context) {
             case .now(let response):
                 return .now(try JSONCodec.encode(response))

@@ -75,6 +75,103 @@ public nonisolated enum Storebus_Options_V1_Access: SwiftProtobuf.Enum, Swift.Ca
 
 }
 
+/// Which part of a call's principal (the session a call through the gateway acts for) a request field
+/// names.
+public nonisolated enum Storebus_Options_V1_PrincipalPart: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// The app's bundle id.
+  case app // = 1
+
+  /// The account.
+  case account // = 2
+
+  /// The device.
+  case device // = 3
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .app
+    case 2: self = .account
+    case 3: self = .device
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .app: return 1
+    case .account: return 2
+    case .device: return 3
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Storebus_Options_V1_PrincipalPart] = [
+    .unspecified,
+    .app,
+    .account,
+    .device,
+  ]
+
+}
+
+/// What a service requires of a request field before any handler sees the request. protoc-gen-storebus
+/// writes the checks; every server runs them, in its interceptor chain, on every request whose message
+/// has such fields, also inside nested messages (`queue.accountId`) and repeated messages
+/// (`updates[2].contentIdentifier`). A request that breaks one is refused with INVALID_ARGUMENT naming
+/// the field, before it reaches the handler. Options that do not apply to a field's type are refused by
+/// the generator.
+public nonisolated struct Storebus_Options_V1_FieldRules: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Strings and bytes: at least this many bytes (UTF-8 for strings). 1 means "required".
+  public var minBytes: UInt32 = 0
+
+  /// Strings and bytes: at most this many bytes. 0: no limit of its own.
+  public var maxBytes: UInt32 = 0
+
+  /// Repeated fields: at least this many items.
+  public var minItems: UInt32 = 0
+
+  /// Repeated fields: at most this many items. 0: no limit of its own.
+  public var maxItems: UInt32 = 0
+
+  /// Unsigned integers: at most this value. 0: no limit of its own.
+  public var maxValue: UInt64 = 0
+
+  /// Enums: one of the values the contract declares, other than the zero value.
+  public var defined: Bool = false
+
+  /// Strings: a name of an app, account or device (present, at most 255 bytes, in Unicode normalization
+  /// form C, with no `|` and no line break), as proto-schemas/README.md describes.
+  public var name: Bool = false
+
+  /// Strings: the principal's part this field names. In a call with a principal, the field is filled with
+  /// the principal's when empty, and any other value is refused with PERMISSION_DENIED (reason OTHER_APP,
+  /// OTHER_ACCOUNT or OTHER_DEVICE); that check comes before the others.
+  public var principal: Storebus_Options_V1_PrincipalPart = .unspecified
+
+  /// Strings: the request's idempotency key. The call's `idempotency-key` metadata fills it when it is
+  /// empty; both given and different, or longer than 128 bytes, is INVALID_ARGUMENT.
+  public var idempotencyKey: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Extension support defined in options.proto.
 
 // MARK: - Extension Properties
@@ -83,6 +180,25 @@ public nonisolated enum Storebus_Options_V1_Access: SwiftProtobuf.Enum, Swift.Ca
 // extension fields. The names are based on the extension field name from the proto
 // declaration. To avoid naming collisions, the names are prefixed with the name of
 // the scope where the extend directive occurs.
+
+nonisolated extension SwiftProtobuf.Google_Protobuf_FieldOptions {
+
+  /// What a server requires of the field of a request.
+  public var Storebus_Options_V1_rules: Storebus_Options_V1_FieldRules {
+    get {return getExtensionValue(ext: Storebus_Options_V1_Extensions_rules) ?? Storebus_Options_V1_FieldRules()}
+    set {setExtensionValue(ext: Storebus_Options_V1_Extensions_rules, value: newValue)}
+  }
+  /// Returns true if extension `Storebus_Options_V1_Extensions_rules`
+  /// has been explicitly set.
+  public var hasStorebus_Options_V1_rules: Bool {
+    return hasExtensionValue(ext: Storebus_Options_V1_Extensions_rules)
+  }
+  /// Clears the value of extension `Storebus_Options_V1_Extensions_rules`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearStorebus_Options_V1_rules() {
+    clearExtensionValue(ext: Storebus_Options_V1_Extensions_rules)
+  }
+}
 
 nonisolated extension SwiftProtobuf.Google_Protobuf_MethodOptions {
 
@@ -151,7 +267,8 @@ nonisolated extension SwiftProtobuf.Google_Protobuf_ServiceOptions {
 public nonisolated let Storebus_Options_V1_Options_Extensions: SwiftProtobuf.SimpleExtensionMap = [
   Storebus_Options_V1_Extensions_access,
   Storebus_Options_V1_Extensions_cacheable,
-  Storebus_Options_V1_Extensions_default_access
+  Storebus_Options_V1_Extensions_default_access,
+  Storebus_Options_V1_Extensions_rules
 ]
 
 // Extension Objects - The only reason these might be needed is when manually
@@ -179,8 +296,90 @@ public nonisolated let Storebus_Options_V1_Extensions_default_access = SwiftProt
   fieldName: "storebus.options.v1.default_access"
 )
 
+/// What a server requires of the field of a request.
+public nonisolated let Storebus_Options_V1_Extensions_rules = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalMessageExtensionField<Storebus_Options_V1_FieldRules>, SwiftProtobuf.Google_Protobuf_FieldOptions>(
+  _protobuf_fieldNumber: 50102,
+  fieldName: "storebus.options.v1.rules"
+)
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
+
+fileprivate nonisolated let _protobuf_package = "storebus.options.v1"
 
 nonisolated extension Storebus_Options_V1_Access: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCESS_UNSPECIFIED\0\u{1}ACCESS_CLIENT\0\u{1}ACCESS_ADMIN\0\u{1}ACCESS_INTERNAL\0")
+}
+
+nonisolated extension Storebus_Options_V1_PrincipalPart: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRINCIPAL_PART_UNSPECIFIED\0\u{1}PRINCIPAL_PART_APP\0\u{1}PRINCIPAL_PART_ACCOUNT\0\u{1}PRINCIPAL_PART_DEVICE\0")
+}
+
+nonisolated extension Storebus_Options_V1_FieldRules: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FieldRules"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}min_bytes\0\u{3}max_bytes\0\u{3}min_items\0\u{3}max_items\0\u{3}max_value\0\u{1}defined\0\u{1}name\0\u{1}principal\0\u{3}idempotency_key\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.minBytes) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.maxBytes) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.minItems) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxItems) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.maxValue) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.defined) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.name) }()
+      case 8: try { try decoder.decodeSingularEnumField(value: &self.principal) }()
+      case 9: try { try decoder.decodeSingularBoolField(value: &self.idempotencyKey) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.minBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.minBytes, fieldNumber: 1)
+    }
+    if self.maxBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxBytes, fieldNumber: 2)
+    }
+    if self.minItems != 0 {
+      try visitor.visitSingularUInt32Field(value: self.minItems, fieldNumber: 3)
+    }
+    if self.maxItems != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxItems, fieldNumber: 4)
+    }
+    if self.maxValue != 0 {
+      try visitor.visitSingularUInt64Field(value: self.maxValue, fieldNumber: 5)
+    }
+    if self.defined != false {
+      try visitor.visitSingularBoolField(value: self.defined, fieldNumber: 6)
+    }
+    if self.name != false {
+      try visitor.visitSingularBoolField(value: self.name, fieldNumber: 7)
+    }
+    if self.principal != .unspecified {
+      try visitor.visitSingularEnumField(value: self.principal, fieldNumber: 8)
+    }
+    if self.idempotencyKey != false {
+      try visitor.visitSingularBoolField(value: self.idempotencyKey, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Options_V1_FieldRules, rhs: Storebus_Options_V1_FieldRules) -> Bool {
+    if lhs.minBytes != rhs.minBytes {return false}
+    if lhs.maxBytes != rhs.maxBytes {return false}
+    if lhs.minItems != rhs.minItems {return false}
+    if lhs.maxItems != rhs.maxItems {return false}
+    if lhs.maxValue != rhs.maxValue {return false}
+    if lhs.defined != rhs.defined {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.principal != rhs.principal {return false}
+    if lhs.idempotencyKey != rhs.idempotencyKey {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }

@@ -2,31 +2,41 @@ import StoreBus
 import StoreBusServer
 import StoreSchema
 
-/// The handlers of `storebus.catalog.v1.Catalog`.
-public enum CatalogService {
-    /// A router answering every Catalog method from `store`.
-    public static func router(store: CatalogStore) -> RPCRouter {
+/// The handlers of `storebus.catalog.v1.Catalog`, answered from a ``CatalogStore``.
+public struct CatalogHandlers: Storebus_Catalog_V1_Catalog.Handlers {
+    let store: CatalogStore
+
+    /// Handlers answering from `store`.
+    public init(store: CatalogStore) {
+        self.store = store
+    }
+
+    /// A router answering every Catalog method.
+    public var router: RPCRouter {
         var router = RPCRouter()
-        router.register(Storebus_Catalog_V1_Catalog.fetchProducts) { request, context in
-            var request = request
-            request.appBundleID = context.ownWhenLeftOut(app: request.appBundleID)
-            try context.authorize(app: request.appBundleID)
-            return try store.catalog.fetchProducts(request)
-        }
-        router.register(Storebus_Catalog_V1_Catalog.lookupProducts) { request, _ in
-            try store.catalog.lookupProducts(request)
-        }
-        router.register(Storebus_Catalog_V1_Catalog.listProducts) { request, _ in
-            try store.catalog.listProducts(request)
-        }
-        router.register(Storebus_Catalog_V1_Catalog.getCatalogInfo) { _, _ in
-            store.catalog.info
-        }
-        router.register(Storebus_Catalog_V1_Catalog.reloadCatalog) { request, _ in
-            // Reading and validating a file is slow next to a query: do it off the RPC reactor.
-            try await Task.detached { try reload(store: store, request: request) }.value
-        }
+        router.register(self)
         return router
+    }
+
+    public func fetchProducts(_ request: Storebus_Catalog_V1_FetchProductsRequest, context: ServerContext) async throws -> Storebus_Catalog_V1_FetchProductsResponse {
+        try store.catalog.fetchProducts(request)
+    }
+
+    public func lookupProducts(_ request: Storebus_Catalog_V1_LookupProductsRequest, context: ServerContext) async throws -> Storebus_Catalog_V1_LookupProductsResponse {
+        try store.catalog.lookupProducts(request)
+    }
+
+    public func listProducts(_ request: Storebus_Catalog_V1_ListProductsRequest, context: ServerContext) async throws -> Storebus_Catalog_V1_ListProductsResponse {
+        try store.catalog.listProducts(request)
+    }
+
+    public func getCatalogInfo(_ request: Storebus_Catalog_V1_GetCatalogInfoRequest, context: ServerContext) async throws -> Storebus_Catalog_V1_GetCatalogInfoResponse {
+        store.catalog.info
+    }
+
+    public func reloadCatalog(_ request: Storebus_Catalog_V1_ReloadCatalogRequest, context: ServerContext) async throws -> Storebus_Catalog_V1_ReloadCatalogResponse {
+        // Reading and validating a file is slow next to a query: do it off the RPC reactor.
+        try await Task.detached { [store] in try Self.reload(store: store, request: request) }.value
     }
 
     /// ReloadCatalog: a changed valid file replaces the catalog; a dry run reports problems as its

@@ -11,121 +11,105 @@ import StoreSchema
 /// The payment queue keeps the download states (its UpdateDownloads checks the transaction and the
 /// state machine, and announces each change to the device); this service checks the receipt before
 /// it lets a download become active, and serves the packages' bytes to active downloads only.
-public struct DownloadService: Sendable {
-    /// Most downloads named in one call.
-    public static let maxDownloadsPerCall = 100
-    /// Largest chunk ReadChunk gives, and the size it gives when asked for none.
+/// Requests arrive with their queue filled and checked and their downloads named within the
+/// contract's rules (1 to 100 per call; the router's interceptors).
+public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
+    /// Largest chunk ReadChunk gives (download.proto's rule), and the size it gives when asked for none.
     public static let maxChunkBytes = 1 << 20
     public static let defaultChunkBytes = 256 * 1024
 
     let content: ContentStore
     let ledger: DownloadLedger
-    let paymentQueue: RPCClient
+    let paymentQueue: Storebus_PaymentQueue_V1_PaymentQueue.Client
     let receipts: ReceiptCheck
 
     init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck) {
         self.content = content
         self.ledger = ledger
-        self.paymentQueue = paymentQueue
+        self.paymentQueue = .init(paymentQueue)
         self.receipts = receipts
     }
 
+    /// A router answering every Download method.
     var router: RPCRouter {
         var router = RPCRouter()
-        let service = self
-        registerBegin(Storebus_Download_V1_Download.startDownloads, action: .start, in: &router)
-        registerBegin(Storebus_Download_V1_Download.resumeDownloads, action: .resume, in: &router)
-        registerChange(Storebus_Download_V1_Download.pauseDownloads, action: .pause, in: &router)
-        registerChange(Storebus_Download_V1_Download.cancelDownloads, action: .cancel, in: &router)
-        router.register(Storebus_Download_V1_Download.completeDownload) { request, context in
-            var request = request
-            try service.check(&request.queue, [request.download], context)
-            guard request.contentURL.utf8.count <= 2048 else { throw RPCError.invalidArgument(field: "contentUrl", "must be at most 2048 bytes") }
-            let package = try service.package(request.queue, request.download)
-            guard request.sha256.lowercased() == package.sha256 else {
-                throw RPCError.resource(.failedPrecondition, type: "download", name: request.download.contentIdentifier,
-                                        "SHA-256 \(RPCError.echo(request.sha256)) is not the package's \(package.sha256): read it again")
-                    .withReason("DIGEST_MISMATCH", domain: "storebus.download")
-            }
-            var update = service.update(request.download, .complete)
-            update.contentURL = request.contentURL
-            let downloads = try await service.apply([update], queue: request.queue, context)
-            return .with { $0.download = downloads.first ?? .init() }
-        }
-        router.register(Storebus_Download_V1_Download.failDownload) { request, context in
-            var request = request
-            try service.check(&request.queue, [request.download], context)
-            guard request.error.localizedDescription.utf8.count <= 1024 else {
-                throw RPCError.invalidArgument(field: "error.localizedDescription", "must be at most 1024 bytes")
-            }
-            let package = try service.package(request.queue, request.download)
-            guard (0...package.length).contains(request.bytesKept) else {
-                throw RPCError.invalidArgument(field: "bytesKept", "must be from 0 to the package's \(package.length) bytes")
-            }
-            var update = service.update(request.download, .fail)
-            update.error = request.error
-            update.progress = package.length > 0 ? Double(request.bytesKept) / Double(package.length) : 0
-            let downloads = try await service.apply([update], queue: request.queue, context)
-            return .with { $0.download = downloads.first ?? .init() }
-        }
-        router.register(Storebus_Download_V1_Download.getDownloads) { request, context in
-            var request = request
-            try context.authorize(&request.queue)
-            try request.queue.validate()
-            guard request.downloads.count <= Self.maxDownloadsPerCall else {
-                throw RPCError.invalidArgument(field: "downloads", "must name at most \(Self.maxDownloadsPerCall) downloads")
-            }
-            let known: [(DownloadKey, LedgerEntry)]
-            if request.downloads.isEmpty {
-                known = service.ledger.entries(queueKey: request.queue.key)
-            } else {
-                known = try request.downloads.map { ref in
-                    let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
-                    guard let entry = service.ledger.entry(key), entry.queueKey == request.queue.key else {
-                        throw Self.notStarted(ref)
-                    }
-                    return (key, entry)
-                }
-            }
-            return .with { $0.downloads = known.map { service.status($0.0, $0.1) } }
-        }
-        // Raw: the answer's JSON is written directly (``ReadChunkJSON``), its megabyte of base64 included.
-        router.registerRaw(path: Storebus_Download_V1_Download.readChunk.path) { body, context in
-            var request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
-            try context.authorize(&request.queue)
-            let (response, data) = try service.read(request)
-            DownloadMetrics.bytesServed.increment(by: Int64(data.count))
-            return ReadChunkJSON.encode(response, data: data)
-        }
+        router.register(self)
         return router
     }
 
-    /// Start or resume: checked, then made active (``begin(_:_:action:_:)``).
-    private func registerBegin<Request: DownloadsRequest, Response: BeginDownloadsResponse>(
-        _ method: MethodDescriptor<Request, Response>, action: Storebus_PaymentQueue_V1_DownloadAction, in router: inout RPCRouter
-    ) {
-        router.register(method) { [self] request, context in
-            var request = request
-            try check(&request.queue, request.downloads, context)
-            let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: action, context)
-            var response = Response()
-            response.downloads = downloads
-            response.keySeq = keySeq
-            return response
-        }
+    public var codecs: MessageCodecs {
+        var codecs = MessageCodecs()
+        codecs.use(.readChunk, for: Storebus_Download_V1_Download.readChunk)
+        return codecs
     }
 
-    /// Pause or cancel: the payment queue's state machine says whether it may.
-    private func registerChange<Request: DownloadsRequest, Response: DownloadsResponse>(
-        _ method: MethodDescriptor<Request, Response>, action: Storebus_PaymentQueue_V1_DownloadAction, in router: inout RPCRouter
-    ) {
-        router.register(method) { [self] request, context in
-            var request = request
-            try check(&request.queue, request.downloads, context)
-            var response = Response()
-            response.downloads = try await apply(request.downloads.map { update($0, action) }, queue: request.queue, context)
-            return response
+    public func startDownloads(_ request: Storebus_Download_V1_StartDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_StartDownloadsResponse {
+        let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: .start, context)
+        return .with { $0.downloads = downloads; $0.keySeq = keySeq }
+    }
+
+    public func resumeDownloads(_ request: Storebus_Download_V1_ResumeDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_ResumeDownloadsResponse {
+        let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: .resume, context)
+        return .with { $0.downloads = downloads; $0.keySeq = keySeq }
+    }
+
+    public func pauseDownloads(_ request: Storebus_Download_V1_PauseDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_PauseDownloadsResponse {
+        let downloads = try await apply(request.downloads.map { update($0, .pause) }, queue: request.queue, context)
+        return .with { $0.downloads = downloads }
+    }
+
+    public func cancelDownloads(_ request: Storebus_Download_V1_CancelDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_CancelDownloadsResponse {
+        let downloads = try await apply(request.downloads.map { update($0, .cancel) }, queue: request.queue, context)
+        return .with { $0.downloads = downloads }
+    }
+
+    public func completeDownload(_ request: Storebus_Download_V1_CompleteDownloadRequest, context: ServerContext) async throws -> Storebus_Download_V1_CompleteDownloadResponse {
+        let package = try package(request.queue, request.download)
+        guard request.sha256.lowercased() == package.sha256 else {
+            throw RPCError.resource(.failedPrecondition, type: "download", name: request.download.contentIdentifier,
+                                    "SHA-256 \(RPCError.echo(request.sha256)) is not the package's \(package.sha256): read it again")
+                .withReason("DIGEST_MISMATCH", domain: "storebus.download")
         }
+        var update = update(request.download, .complete)
+        update.contentURL = request.contentURL
+        let downloads = try await apply([update], queue: request.queue, context)
+        return .with { $0.download = downloads.first ?? .init() }
+    }
+
+    public func failDownload(_ request: Storebus_Download_V1_FailDownloadRequest, context: ServerContext) async throws -> Storebus_Download_V1_FailDownloadResponse {
+        let package = try package(request.queue, request.download)
+        guard (0...package.length).contains(request.bytesKept) else {
+            throw RPCError.invalidArgument(field: "bytesKept", "must be from 0 to the package's \(package.length) bytes")
+        }
+        var update = update(request.download, .fail)
+        update.error = request.error
+        update.progress = package.length > 0 ? Double(request.bytesKept) / Double(package.length) : 0
+        let downloads = try await apply([update], queue: request.queue, context)
+        return .with { $0.download = downloads.first ?? .init() }
+    }
+
+    public func getDownloads(_ request: Storebus_Download_V1_GetDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_GetDownloadsResponse {
+        let known: [(DownloadKey, LedgerEntry)]
+        if request.downloads.isEmpty {
+            known = ledger.entries(queueKey: request.queue.key)
+        } else {
+            known = try request.downloads.map { ref in
+                let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
+                guard let entry = ledger.entry(key), entry.queueKey == request.queue.key else {
+                    throw Self.notStarted(ref)
+                }
+                return (key, entry)
+            }
+        }
+        return .with { $0.downloads = known.map { status($0.0, $0.1) } }
+    }
+
+    public func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, context: ServerContext) async throws -> Storebus_Download_V1_ReadChunkResponse {
+        let (response, data) = try read(request)
+        DownloadMetrics.bytesServed.increment(by: Int64(data.count))
+        var answer = response
+        answer.data = Data(data)
+        return answer
     }
 
     // MARK: Checks
@@ -134,23 +118,6 @@ public struct DownloadService: Sendable {
     static func notStarted(_ ref: Storebus_Download_V1_DownloadRef) -> RPCError {
         RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier,
                           "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
-    }
-
-    /// Fills and checks the queue, and checks the downloads named.
-    private func check(_ queue: inout Storebus_PaymentQueue_V1_QueueRef, _ downloads: [Storebus_Download_V1_DownloadRef], _ context: ServerContext) throws(RPCError) {
-        try context.authorize(&queue)
-        try queue.validate()
-        guard (1...Self.maxDownloadsPerCall).contains(downloads.count) else {
-            throw RPCError.invalidArgument(field: "downloads", "must name 1 to \(Self.maxDownloadsPerCall) downloads")
-        }
-        for (index, ref) in downloads.enumerated() {
-            guard !ref.transactionIdentifier.isEmpty, ref.transactionIdentifier.utf8.count <= 64 else {
-                throw RPCError.invalidArgument(field: "downloads[\(index)].transactionIdentifier", "must be 1 to 64 bytes")
-            }
-            guard !ref.contentIdentifier.isEmpty, ref.contentIdentifier.utf8.count <= 255 else {
-                throw RPCError.invalidArgument(field: "downloads[\(index)].contentIdentifier", "must be 1 to 255 bytes")
-            }
-        }
     }
 
     /// The package a download of `queue`'s app is of: NOT_FOUND when this service hosts none.
@@ -182,7 +149,7 @@ public struct DownloadService: Sendable {
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         // Each content is checked to be hosted here by the apply below, before anything is changed.
         let updates = refs.map { update($0, action) }
-        let checked = try await paymentQueue.call(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, .with {
+        let checked = try await paymentQueue.updateDownloads(.with {
             $0.queue = queue
             $0.updates = updates
             $0.checkOnly = true
@@ -203,7 +170,7 @@ public struct DownloadService: Sendable {
         _ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         for update in updates { _ = try package(queue, .with { $0.contentIdentifier = update.contentIdentifier }) }
-        let answer = try await paymentQueue.call(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, .with {
+        let answer = try await paymentQueue.updateDownloads(.with {
             $0.queue = queue
             $0.updates = updates
         }, options: CallOptions(timeout: context.timeRemaining))
@@ -243,7 +210,6 @@ public struct DownloadService: Sendable {
 
     /// A chunk of an active download: the answer but its data, and the data.
     func read(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
-        try request.queue.validate()
         let ref = request.download
         let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
         guard let entry = ledger.entry(key), entry.queueKey == request.queue.key else {
@@ -259,9 +225,6 @@ public struct DownloadService: Sendable {
             throw RPCError.resource(.failedPrecondition, type: "content", name: ref.contentIdentifier,
                                     "the content is now version \(package.version), not \(RPCError.echo(request.ifVersion)): start again from offset 0")
                 .withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
-        }
-        guard request.maxBytes <= Self.maxChunkBytes else {
-            throw RPCError.invalidArgument(field: "maxBytes", "must be at most \(Self.maxChunkBytes)")
         }
         guard request.offset >= 0 else { throw RPCError.invalidArgument(field: "offset", "must not be negative") }
         let data = try content.read(package, offset: request.offset, maxBytes: request.maxBytes == 0 ? Self.defaultChunkBytes : Int(request.maxBytes))
@@ -282,4 +245,13 @@ public struct DownloadService: Sendable {
 enum DownloadMetrics {
     /// `storebus_download_bytes_total`: bytes of hosted content served by ReadChunk.
     static let bytesServed = Counter(label: "storebus_download_bytes_total")
+}
+
+extension MessageCodec where Request == Storebus_Download_V1_ReadChunkRequest, Response == Storebus_Download_V1_ReadChunkResponse {
+    /// ReadChunk's codec: the request by swift-protobuf, the answer's JSON written directly
+    /// (``ReadChunkJSON``), its megabyte of base64 included.
+    static let readChunk = MessageCodec(
+        decode: { body in try JSONCodec.decode(Request.self, from: body) },
+        encode: { response in ReadChunkJSON.encode(response) }
+    )
 }

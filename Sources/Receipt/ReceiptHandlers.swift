@@ -1,0 +1,115 @@
+import Foundation
+import ReceiptFormat
+import StoreBus
+import StoreBusServer
+import StoreSchema
+import X509
+
+/// The handlers of `storebus.receipt.v1.Receipt`: receipts, verification and entitlements from a
+/// ``ReceiptBook``; apps are looked up in the catalog.
+public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
+    /// Longest wait for `min_seq` when the caller gives no deadline.
+    static let longestWait = Duration.seconds(30)
+
+    let book: ReceiptBook
+    let catalog: CatalogLookup
+
+    /// Handlers over `book`, asking `catalog` whether apps exist.
+    public init(book: ReceiptBook, catalog: CatalogLookup) {
+        self.book = book
+        self.catalog = catalog
+    }
+
+    /// A router answering every Receipt method.
+    public var router: RPCRouter {
+        var router = RPCRouter()
+        router.register(self)
+        return router
+    }
+
+    public func refreshReceipt(_ request: Storebus_Receipt_V1_RefreshReceiptRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RefreshReceiptResponse {
+        if request.hasProperties, book.configuration.environment == .production {
+            throw RPCError(.failedPrecondition, "receipt properties are for sandbox testing; this deployment is production")
+        }
+        try await catalog.checkApp(request.appBundleID)
+        _ = try await Self.reach(request.minSeq, book: book, context)
+        let (receipt, asOf) = try await book.refresh(
+            app: request.appBundleID, account: request.accountID, device: request.deviceID, applicationVersion: request.applicationVersion,
+            properties: request.hasProperties ? request.properties : nil
+        )
+        return .with {
+            $0.receiptData = Data(receipt).base64EncodedString()
+            $0.asOfSeq = asOf
+        }
+    }
+
+    public func verifyReceipt(_ request: Storebus_Receipt_V1_VerifyReceiptRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_VerifyReceiptResponse {
+        let verification = await book.verify(
+            receiptData: request.receiptData, password: request.hasPassword ? request.password : nil,
+            excludeOldTransactions: request.excludeOldTransactions
+        )
+        return verification.response(book: book)
+    }
+
+    public func getEntitlements(_ request: Storebus_Receipt_V1_GetEntitlementsRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetEntitlementsResponse {
+        try await catalog.checkApp(request.appBundleID)
+        let asOf = try await Self.reach(request.minSeq, book: book, context)
+        let entitlements = try await book.entitlements(app: request.appBundleID, account: request.accountID)
+        return .with {
+            $0.entitlements = entitlements
+            $0.asOfSeq = asOf
+        }
+    }
+
+    public func getTransaction(_ request: Storebus_Receipt_V1_GetTransactionRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionResponse {
+        let (app, account) = (request.appBundleID, request.accountID)
+        let asOf = try await Self.reach(request.minSeq, book: book, context)
+        guard let purchase = try await book.store.purchase(app: app, account: account, id: request.transactionID) else {
+            throw RPCError.resource(.notFound, type: "transaction", name: request.transactionID,
+                                    "account \(RPCError.echo(account)) has no purchased or restored transaction \(RPCError.echo(request.transactionID)) in \(RPCError.echo(app))")
+        }
+        let transaction: Storebus_Receipt_V1_InAppPurchase
+        do {
+            transaction = try book.inAppPurchase(purchase)
+        } catch {
+            // Never an unsigned transaction in place of a signed one.
+            throw RPCError(.internalError, "the transaction could not be signed", cause: error)
+        }
+        return .with {
+            $0.transaction = transaction
+            $0.asOfSeq = asOf
+        }
+    }
+
+    public func getSigningCertificates(_ request: Storebus_Receipt_V1_GetSigningCertificatesRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetSigningCertificatesResponse {
+        let authority = book.authority
+        return try .with {
+            $0.rootCertificatePem = try authority.rootPEM
+            $0.intermediateCertificatePem = try authority.intermediate.serializeAsPEM().pemString
+            $0.leafCertificatesPem = try authority.leaves.map { try $0.certificate.serializeAsPEM().pemString }
+            $0.jwksJson = try authority.jwks()
+            $0.environment = book.configuration.environment.rawValue
+        }
+    }
+
+    public func rotateSigningKey(_ request: Storebus_Receipt_V1_RotateSigningKeyRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RotateSigningKeyResponse {
+        let leaf = try book.authority.rotate()
+        context.logger.notice("Signing key rotated", metadata: ["leaf": "\(SigningAuthority.keyID(of: leaf.certificate))"])
+        return try .with {
+            $0.leafCertificatePem = try leaf.certificate.serializeAsPEM().pemString
+            $0.keyID = SigningAuthority.keyID(of: leaf.certificate)
+            $0.leafCount = UInt32(book.authority.leaves.count)
+        }
+    }
+
+    /// Waits until the payment queue's log is applied up to `minSeq` (0: not at all); returns the
+    /// position applied. DEADLINE_EXCEEDED when it is not reached in the call's time.
+    static func reach(_ minSeq: UInt64, book: ReceiptBook, _ context: ServerContext) async throws(RPCError) -> UInt64 {
+        guard minSeq > 0 else { return book.applied.seq }
+        let wait = min(context.timeRemaining ?? longestWait, longestWait)
+        guard await book.applied.wait(for: minSeq, timeout: wait) else {
+            throw RPCError(.deadlineExceeded, "the payment queue's event log is applied up to \(book.applied.seq), not yet \(minSeq)")
+        }
+        return book.applied.seq
+    }
+}
