@@ -107,7 +107,7 @@ final class DownloadLedger: Sendable {
 
     /// Takes in the payment queue's answer to UpdateDownloads: each download's state as of `keySeq`.
     func record(queue: Storebus_PaymentQueue_V1_QueueRef, app: String, downloads: [Storebus_PaymentQueue_V1_Download], productIDs: [String], keySeq: UInt64) async throws {
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = EpochMilliseconds.now
         let changed = entries.withLock { entries -> [(DownloadKey, LedgerEntry)] in
             var changed: [(DownloadKey, LedgerEntry)] = []
             for (download, productID) in zip(downloads, productIDs) {

@@ -266,7 +266,7 @@ public final class TransactionStore: Sendable {
     public func nextDecision() async throws -> Date? {
         try await database.read { db in
             try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
-                .map { Date(timeIntervalSince1970: Double($0) / 1000) }
+                .map(EpochMilliseconds.date)
         }
     }
 
@@ -279,7 +279,7 @@ public final class TransactionStore: Sendable {
             let ids = try String.fetchAll(db.cachedStatement(sql: Self.dueSQL), arguments: [nowMS, limit])
             let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
             let next = try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
-            return (decided, next.map { $0 <= nowMS } ?? false, next.map { Date(timeIntervalSince1970: Double($0) / 1000) })
+            return (decided, next.map { $0 <= nowMS } ?? false, next.map(EpochMilliseconds.date))
         }
     }
 
@@ -539,7 +539,7 @@ public final class TransactionStore: Sendable {
     }
 
     static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        EpochMilliseconds.of(date)
     }
 
     /// Charges a PURCHASED transaction, unless the account already holds this non-consumable or

@@ -68,10 +68,10 @@ public struct ReceiptBook: Sendable {
             $0.productID = entry.productID
             $0.transactionID = entry.transactionID
             $0.originalTransactionID = entry.originalTransactionID
-            $0.purchaseDate = Google_Protobuf_Timestamp(date: entry.purchaseDate)
-            $0.originalPurchaseDate = Google_Protobuf_Timestamp(date: entry.originalPurchaseDate)
-            if let expires = entry.expiresDate { $0.expiresDate = Google_Protobuf_Timestamp(date: expires) }
-            if let cancelled = entry.cancellationDate { $0.cancellationDate = Google_Protobuf_Timestamp(date: cancelled) }
+            $0.purchaseDate = Google_Protobuf_Timestamp(millisecondsOf: entry.purchaseDate)
+            $0.originalPurchaseDate = Google_Protobuf_Timestamp(millisecondsOf: entry.originalPurchaseDate)
+            if let expires = entry.expiresDate { $0.expiresDate = Google_Protobuf_Timestamp(millisecondsOf: expires) }
+            if let cancelled = entry.cancellationDate { $0.cancellationDate = Google_Protobuf_Timestamp(millisecondsOf: cancelled) }
             $0.isTrialPeriod = entry.isTrialPeriod
             $0.isInIntroOfferPeriod = entry.isInIntroOfferPeriod
             if let id = entry.webOrderLineItemID { $0.webOrderLineItemID = String(id) }
@@ -100,8 +100,8 @@ public struct ReceiptBook: Sendable {
                 $0.productIdentifier = product
                 $0.productType = chosen.productType
                 $0.originalTransactionIdentifier = chosen.originalID
-                $0.purchaseDate = Google_Protobuf_Timestamp(date: Self.date(chosen.originalPurchaseMS))
-                if let expires = chosen.expiresMS { $0.expiresDate = Google_Protobuf_Timestamp(date: Self.date(expires)) }
+                $0.purchaseDate = Google_Protobuf_Timestamp(milliseconds: chosen.originalPurchaseMS)
+                if let expires = chosen.expiresMS { $0.expiresDate = Google_Protobuf_Timestamp(milliseconds: expires) }
                 $0.revoked = chosen.cancellationMS != nil
                 $0.active = active(chosen)
                 $0.reason = Self.reason(chosen, nowMS: nowMS)
@@ -122,7 +122,7 @@ public struct ReceiptBook: Sendable {
         return "\(how) on \(UTCDate.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
     }
 
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+    static func date(_ ms: Int64) -> Date { EpochMilliseconds.date(ms) }
 
     /// `date` to the second below, as a receipt's dates are written.
     static func seconds(_ date: Date) -> Date { Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)) }

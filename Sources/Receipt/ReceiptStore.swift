@@ -225,6 +225,6 @@ public final class ReceiptStore: Sendable {
     }
 
     static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        EpochMilliseconds.of(date)
     }
 }

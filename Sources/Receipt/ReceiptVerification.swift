@@ -147,10 +147,10 @@ extension ReceiptVerification {
         response.receipt = .with {
             $0.bundleID = receipt.bundleID
             $0.applicationVersion = receipt.applicationVersion
-            $0.receiptCreationDate = Google_Protobuf_Timestamp(date: receipt.creationDate)
+            $0.receiptCreationDate = Google_Protobuf_Timestamp(millisecondsOf: receipt.creationDate)
             $0.originalApplicationVersion = receipt.originalApplicationVersion
             $0.receiptType = receipt.receiptType
-            if let expiration = receipt.expirationDate { $0.expirationDate = Google_Protobuf_Timestamp(date: expiration) }
+            if let expiration = receipt.expirationDate { $0.expirationDate = Google_Protobuf_Timestamp(millisecondsOf: expiration) }
             $0.inApp = receipt.inApp.map { entry in
                 var message = ReceiptBook.inAppPurchase(entry)
                 if let purchase = known[entry.transactionID] {
@@ -161,7 +161,17 @@ extension ReceiptVerification {
             }
         }
         if let latest {
-            response.latestReceiptInfo = latest.map { (try? book.inAppPurchase($0, now: requestDate)) ?? ReceiptBook.inAppPurchase(ReceiptBook.entry($0)) }
+            do {
+                response.latestReceiptInfo = try latest.map { try book.inAppPurchase($0, now: requestDate) }
+            } catch {
+                // Never an unsigned transaction in place of a signed one: the service's own failure,
+                // which the caller may retry.
+                var failed = Storebus_Receipt_V1_VerifyReceiptResponse()
+                failed.status = Int32(Status.internalError.rawValue)
+                failed.environment = environment.rawValue
+                failed.isRetryable = true
+                return failed
+            }
         }
         if let latestReceipt { response.latestReceipt = Data(latestReceipt).base64EncodedString() }
         return response

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreSchema
 import SwiftProtobuf
 
 /// One committed event as stored: its positions and its complete `storebus.eventlog.v1.Event` JSON.
@@ -70,7 +71,7 @@ public enum EventLog {
     ) throws -> StoredEvent {
         let (seq, keySeq) = try positions?.take(db, key: key) ?? readPositions(db, key: key)
         do {
-            let timeMS = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            let timeMS = EpochMilliseconds.now
             var record: [UInt8] = []
             record.reserveCapacity(1024)
             record += #"{"seq":""#.utf8
