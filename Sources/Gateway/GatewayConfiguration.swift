@@ -136,8 +136,8 @@ public struct GatewayConfiguration: Sendable, Decodable {
         guard !paymentQueueEventEndpoints.isEmpty else {
             throw StartupError("service.paymentQueueEventEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
         }
-        guard (1...GatewayService.maxSessionLifetimeSeconds).contains(sessionLifetimeSeconds) else {
-            throw StartupError("service.sessionLifetimeSeconds must be from 1 to \(GatewayService.maxSessionLifetimeSeconds) (a year)")
+        guard (1...GatewayHandlers.maxSessionLifetimeSeconds).contains(sessionLifetimeSeconds) else {
+            throw StartupError("service.sessionLifetimeSeconds must be from 1 to \(GatewayHandlers.maxSessionLifetimeSeconds) (a year)")
         }
         guard maxParkedObservers >= 0 else { throw StartupError("service.maxParkedObservers must be 0 or more") }
         guard answerCacheMilliseconds >= 0 else { throw StartupError("service.answerCacheMilliseconds must be 0 or more") }

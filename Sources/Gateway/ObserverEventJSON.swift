@@ -20,7 +20,7 @@ enum ObserverEventJSON {
         guard let record = try? JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: json),
               record.seq == seq, record.key == key, record.keySeq == keySeq
         else { return nil }
-        return try? JSONCodec.encode(GatewayService.callback(record))
+        return try? JSONCodec.encode(GatewayHandlers.callback(record))
     }
 
     /// The members an event record may have, the positions checked against the doorbell first.

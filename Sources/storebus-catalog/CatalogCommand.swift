@@ -8,7 +8,7 @@ import StoreBusHost
 @main
 struct CatalogCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: CatalogServer.process,
+        commandName: CatalogService.process,
         abstract: "Serve products, storefronts and localized prices from a catalog file (SIGHUP reloads it)."
     )
 
@@ -22,6 +22,6 @@ struct CatalogCommand: AsyncParsableCommand {
         ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(CatalogConfiguration.self) ?? CatalogConfiguration()
         if let path = catalogFile ?? ProcessInfo.processInfo.environment["STOREBUS_CATALOG_FILE"] { configuration.catalogFile = path }
-        try await CatalogServer(host: host, configuration: configuration).run()
+        try await CatalogService(host: host, configuration: configuration).run()
     }
 }

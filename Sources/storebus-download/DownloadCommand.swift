@@ -9,7 +9,7 @@ import StoreBusHost
 @main
 struct DownloadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: DownloadServer.process,
+        commandName: DownloadService.process,
         abstract: "Serve hosted content in chunks to the devices whose receipts prove they bought it."
     )
 
@@ -42,6 +42,6 @@ struct DownloadCommand: AsyncParsableCommand {
         if let endpoints = HostOptions.list(flags: paymentQueueEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS") { configuration.paymentQueueEndpoints = endpoints }
         if let endpoints = HostOptions.list(flags: paymentQueueEventEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") { configuration.paymentQueueEventEndpoints = endpoints }
         if let endpoints = HostOptions.list(flags: receiptEndpoints, environment: "STOREBUS_RECEIPT_ENDPOINTS") { configuration.receiptEndpoints = endpoints }
-        try await DownloadServer(host: host, configuration: configuration).run()
+        try await DownloadService(host: host, configuration: configuration).run()
     }
 }

@@ -9,7 +9,7 @@ import StoreBusServer
 @main
 struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: GatewayServer.process,
+        commandName: GatewayService.process,
         abstract: "Authenticate clients, forward their calls to the services, and serve each device's observer callbacks."
     )
 
@@ -50,6 +50,6 @@ struct GatewayCommand: AsyncParsableCommand {
             configuration.paymentQueueEventEndpoints = endpoints
         }
         if let secret = ProcessInfo.processInfo.environment["STOREBUS_SESSION_SECRET"], !secret.isEmpty { configuration.sessionSecret = secret }
-        try await GatewayServer(host: host, configuration: configuration).run()
+        try await GatewayService(host: host, configuration: configuration).run()
     }
 }

@@ -10,7 +10,7 @@ import StoreBusStorage
 @main
 struct PaymentQueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: PaymentQueueServer.process,
+        commandName: PaymentQueueService.process,
         abstract: "Serve payment queues: transactions, the sandbox payment authority, the charge ledger."
     )
 
@@ -33,7 +33,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         if let durability { configuration.durability = durability }
         if let catalogCacheMilliseconds { configuration.catalogCacheMilliseconds = catalogCacheMilliseconds }
         try configuration.validate()
-        try await PaymentQueueServer(host: host, configuration: configuration).run()
+        try await PaymentQueueService(host: host, configuration: configuration).run()
     }
 }
 

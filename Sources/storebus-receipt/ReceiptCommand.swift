@@ -11,7 +11,7 @@ import StoreBusStorage
 @main
 struct ReceiptCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: ReceiptServer.process,
+        commandName: ReceiptService.process,
         abstract: "Serve app receipts, their verification and entitlements, from the payment queue's event log."
     )
 
@@ -51,7 +51,7 @@ struct ReceiptCommand: AsyncParsableCommand {
         if let httpAddress { configuration.httpAddress = httpAddress }
         if let durability { configuration.durability = durability }
         try configuration.validate()
-        try await ReceiptServer(host: host, configuration: configuration).run()
+        try await ReceiptService(host: host, configuration: configuration).run()
     }
 }
 

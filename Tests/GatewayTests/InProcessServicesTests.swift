@@ -36,9 +36,9 @@ struct InProcessServicesTests {
         gateway.apiKeys = [APIKey(name: "puzzle", key: appKey, apps: [puzzle])]
         let group = ServiceGroup(configuration: .init(
             services: [
-                .init(service: CatalogServer(host: host("catalog"), configuration: catalog)),
-                .init(service: PaymentQueueServer(host: host("pq", events: [directory.ipcEndpoint("pq-events")], data: directory.path("data")), configuration: queue)),
-                .init(service: GatewayServer(host: host("gw"), configuration: gateway)),
+                .init(service: CatalogService(host: host("catalog"), configuration: catalog)),
+                .init(service: PaymentQueueService(host: host("pq", events: [directory.ipcEndpoint("pq-events")], data: directory.path("data")), configuration: queue)),
+                .init(service: GatewayService(host: host("gw"), configuration: gateway)),
             ],
             logger: Logger(label: "in-process")
         ))

@@ -69,8 +69,8 @@ struct ObserverEventJSONTests {
             for json in [try JSONCodec.encode(record), try handWritten(record)] {
                 let copied = ObserverEventJSON.splice(json, seq: 77, key: record.key, keySeq: 5)
                 #expect(copied != nil, "copied, not decoded: \(String(decoding: json, as: UTF8.self))")
-                #expect(decoded(copied) == GatewayService.callback(record))
-                #expect(decoded(ObserverEventJSON.callback(record: json, seq: 77, key: record.key, keySeq: 5)) == GatewayService.callback(record))
+                #expect(decoded(copied) == GatewayHandlers.callback(record))
+                #expect(decoded(ObserverEventJSON.callback(record: json, seq: 77, key: record.key, keySeq: 5)) == GatewayHandlers.callback(record))
             }
         }
     }
@@ -91,7 +91,7 @@ struct ObserverEventJSONTests {
         for (record, json) in variants {
             #expect(ObserverEventJSON.splice(json, seq: record.seq, key: record.key, keySeq: record.keySeq) == nil)
             let callback = ObserverEventJSON.callback(record: json, seq: record.seq, key: record.key, keySeq: record.keySeq)
-            #expect(decoded(callback) == GatewayService.callback(record), "\(String(decoding: json, as: UTF8.self))")
+            #expect(decoded(callback) == GatewayHandlers.callback(record), "\(String(decoding: json, as: UTF8.self))")
         }
     }
 
@@ -135,8 +135,8 @@ struct ObserverEventJSONTests {
     @Test("an answer put together from kept callbacks decodes as the ObserveResponse holding them")
     func response() throws {
         let events = [
-            GatewayService.callback(record(1, 1, .updatedTransactions(.with { $0.transactions = [richTransaction] }))),
-            GatewayService.callback(record(2, 2, .removedTransactions(.with { $0.transactions = [richTransaction] }))),
+            GatewayHandlers.callback(record(1, 1, .updatedTransactions(.with { $0.transactions = [richTransaction] }))),
+            GatewayHandlers.callback(record(2, 2, .removedTransactions(.with { $0.transactions = [richTransaction] }))),
         ]
         let json = ObserverEventJSON.response(events: try events.map { try JSONCodec.encode($0) }, headSeq: 9)
         let response = try JSONCodec.decode(Storebus_Gateway_V1_ObserveResponse.self, from: json)

@@ -40,8 +40,8 @@ struct RecentEventsTests {
         #expect(seqs(recent.lookup(key: "a", after: 0, limit: 64)) == [1, 2, 3])
         #expect(seqs(recent.lookup(key: "a", after: 1, limit: 1)) == [2])
         #expect(callbacks(recent.lookup(key: "a", after: 1, limit: 64)) == [
-            GatewayService.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(3, key: "a", 2).event!)),
-            GatewayService.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(4, key: "a", 3).event!)),
+            GatewayHandlers.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(3, key: "a", 2).event!)),
+            GatewayHandlers.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(4, key: "a", 3).event!)),
         ], "the callbacks the log's events make")
         guard case .events(_, let newest) = recent.lookup(key: "a", after: 1, limit: 64) else { return }
         #expect(newest == 3)

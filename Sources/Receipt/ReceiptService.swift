@@ -10,7 +10,7 @@ import StoreSchema
 /// `storebus-receipt` as a service: receipts, signed transactions, verification and entitlements,
 /// kept in its own database from the payment queue's event log. Its executable, a test or any
 /// program runs it the same way.
-public struct ReceiptServer: Service {
+public struct ReceiptService: Service {
     /// The executable's name, in logs and Health answers.
     public static let process = "storebus-receipt"
 

@@ -29,7 +29,7 @@ public struct CatalogConfiguration: Sendable, Equatable, Decodable {
 
 /// `storebus-catalog` as a service: the Catalog methods over the catalog file, reloaded on SIGHUP (in
 /// its own process) and by ReloadCatalog. Its executable, a test or any program runs it the same way.
-public struct CatalogServer: Service {
+public struct CatalogService: Service {
     /// The executable's name, in logs and Health answers.
     public static let process = "storebus-catalog"
 

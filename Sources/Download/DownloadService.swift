@@ -10,7 +10,7 @@ import StoreSchema
 /// `storebus-download` as a service: hosted content packed from the content root as the catalog
 /// names it, served in chunks to active downloads once the receipt proves the purchase. Its
 /// executable, a test or any program runs it the same way.
-public struct DownloadServer: Service {
+public struct DownloadService: Service {
     /// The executable's name, in logs and Health answers.
     public static let process = "storebus-download"
 

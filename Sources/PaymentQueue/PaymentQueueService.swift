@@ -126,7 +126,7 @@ enum JSONValue: Codable, Equatable {
 /// `storebus-payment-queue` as a service: the payment queues, their event log and the sandbox
 /// payment authority, over its database in the host's data directory. Its executable, a test or any
 /// program runs it the same way.
-public struct PaymentQueueServer: Service {
+public struct PaymentQueueService: Service {
     /// The executable's name, in logs and Health answers.
     public static let process = "storebus-payment-queue"
 
