@@ -11,8 +11,9 @@ public struct CatalogConfiguration: Sendable, Equatable, Decodable {
     /// else to the working directory. Default `deploy/catalog/catalog.json`.
     public var catalogFile = "deploy/catalog/catalog.json"
 
-    /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7301`, no event log.
-    public static let defaultHost = HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7301"])
+    /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7301`, no event log
+    /// (``ServiceRegistry/catalog``).
+    public static let defaultHost = ServiceRegistry.catalog.defaultHost
 
     /// The defaults.
     public init() {}

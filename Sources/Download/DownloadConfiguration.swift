@@ -12,15 +12,15 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
     /// Relative to the config file when given in one. Default `deploy/content`.
     public var contentRoot = "deploy/content"
     /// RPC endpoints of storebus-catalog, which names the hosted content. Default `tcp://127.0.0.1:7301`.
-    public var catalogEndpoints = ["tcp://127.0.0.1:7301"]
+    public var catalogEndpoints = [ServiceRegistry.catalog.rpcEndpoint]
     /// RPC endpoints of storebus-payment-queue, which keeps the download states. Default
     /// `tcp://127.0.0.1:7302`.
-    public var paymentQueueEndpoints = ["tcp://127.0.0.1:7302"]
+    public var paymentQueueEndpoints = [ServiceRegistry.paymentQueue.rpcEndpoint]
     /// Doorbell endpoints of storebus-payment-queue (none: poll). Default `tcp://127.0.0.1:7312`.
-    public var paymentQueueEventEndpoints = ["tcp://127.0.0.1:7312"]
+    public var paymentQueueEventEndpoints = ServiceRegistry.paymentQueue.eventEndpoint.map { [$0] } ?? []
     /// RPC endpoints of storebus-receipt, whose receipts prove what an account owns. Default
     /// `tcp://127.0.0.1:7303`.
-    public var receiptEndpoints = ["tcp://127.0.0.1:7303"]
+    public var receiptEndpoints = [ServiceRegistry.receipt.rpcEndpoint]
     /// SQLite durability: `full` or `normal`. Default `full`.
     public var durability = Durability.full
     /// How long the service waits at start for the catalog to answer, in seconds (1 to 3600).
@@ -29,7 +29,7 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7304`, data in
     /// `data/download`.
-    public static let defaultHost = HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7304"], dataDirectory: "data/download")
+    public static let defaultHost = ServiceRegistry.download.defaultHost
 
     /// The defaults.
     public init() {}

@@ -5,8 +5,9 @@ import StoreBusHost
 /// An upstream of the gateway as configured: a process, the services of the contract it serves,
 /// and where its instances listen.
 public struct RouteConfiguration: Decodable, Sendable, Equatable {
-    /// A short name for logs and health answers; `catalog` and `payment-queue` name the built-in
-    /// routes (a configured route of one of these names replaces that route).
+    /// A short name for logs and health answers; the names of ``ServiceRegistry``'s entries
+    /// (`catalog`, `payment-queue`, ...) name the built-in routes (a configured route of one of these
+    /// names replaces that route).
     public var name: String
     /// The executable that serves it (a health check counts only its answers).
     public var process: String
@@ -29,14 +30,13 @@ public struct RouteConfiguration: Decodable, Sendable, Equatable {
 /// setting has its default here; a config file names only what it changes.
 public struct GatewayConfiguration: Sendable, Decodable {
     /// The upstreams calls are forwarded to. Default: ``defaultRoutes``. In the config file,
-    /// `routes` lists routes to add, or to put in place of a built-in one of the same name, and
-    /// `catalogEndpoints`, `paymentQueueEndpoints`, `receiptEndpoints` and `downloadEndpoints` set the
-    /// built-in routes'
-    /// endpoints.
+    /// `routes` lists routes to add, or to put in place of a built-in one of the same name, and each
+    /// built-in route's `<name>Endpoints` key (`catalogEndpoints`, `paymentQueueEndpoints`, ...;
+    /// ``ServiceEntry/endpointsKey``) sets its endpoints.
     public var routes = Self.defaultRoutes
     /// Doorbell (PUB) endpoints of storebus-payment-queue, whose log the observer stream follows.
     /// Default `tcp://127.0.0.1:7312`.
-    public var paymentQueueEventEndpoints = ["tcp://127.0.0.1:7312"]
+    public var paymentQueueEventEndpoints = ServiceRegistry.paymentQueue.eventEndpoint.map { [$0] } ?? []
     /// The secret every gateway of a deployment shares to sign sessions. Default none: a random one,
     /// so that sessions work on this process only (it says so in a warning).
     public var sessionSecret: String?
@@ -55,30 +55,32 @@ public struct GatewayConfiguration: Sendable, Decodable {
     /// NOT_SENT, with retry advice, instead of waiting for its deadline. Default 1000.
     public var upstreamConnectionWaitMilliseconds = 1000
 
-    /// The built-in routes: the catalog, the payment queue, the receipt and the download service on
-    /// their default local endpoints.
-    public static let defaultRoutes: [RouteConfiguration] = [
-        RouteConfiguration(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], endpoints: ["tcp://127.0.0.1:7301"]),
-        RouteConfiguration(
-            name: paymentQueueRoute, process: "storebus-payment-queue",
-            services: ["storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin"],
-            endpoints: ["tcp://127.0.0.1:7302"]
-        ),
-        RouteConfiguration(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], endpoints: ["tcp://127.0.0.1:7303"]),
-        RouteConfiguration(name: "download", process: "storebus-download", services: ["storebus.download.v1.Download"], endpoints: ["tcp://127.0.0.1:7304"]),
-    ]
-    /// The route the observer stream follows (its upstream serves the payment queue's event log).
-    public static let paymentQueueRoute = "payment-queue"
+    /// The built-in routes: every upstream of the gateway's row in ``ServiceRegistry`` (the catalog,
+    /// the payment queue, the receipt and the download service) on its default local endpoint.
+    public static let defaultRoutes: [RouteConfiguration] = ServiceRegistry.upstreamsOfGateway.map { entry in
+        RouteConfiguration(name: entry.name, process: entry.process, services: entry.services, endpoints: [entry.rpcEndpoint])
+    }
+    /// The route the observer stream follows (its upstream serves the event log the gateway's row
+    /// follows).
+    public static let paymentQueueRoute = ServiceRegistry.gateway.follows ?? ServiceRegistry.paymentQueue.name
 
     /// Where the gateway serves by default: `tcp://127.0.0.1:7300`.
-    public static let defaultHost = HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7300"])
+    public static let defaultHost = ServiceRegistry.gateway.defaultHost
 
     /// The defaults.
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case routes, catalogEndpoints, paymentQueueEndpoints, receiptEndpoints, downloadEndpoints, paymentQueueEventEndpoints, sessionSecret, sessionLifetimeSeconds
+        case routes, paymentQueueEventEndpoints, sessionSecret, sessionLifetimeSeconds
         case apiKeys, maxParkedObservers, answerCacheMilliseconds, catalogCacheMilliseconds, upstreamConnectionWaitMilliseconds
+    }
+
+    /// A built-in route's `<name>Endpoints` key.
+    struct EndpointsKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -94,10 +96,12 @@ public struct GatewayConfiguration: Sendable, Decodable {
                 routes.append(route)
             }
         }
-        if let endpoints = try container.decodeIfPresent([String].self, forKey: .catalogEndpoints) { setEndpoints(endpoints, of: "catalog") }
-        if let endpoints = try container.decodeIfPresent([String].self, forKey: .paymentQueueEndpoints) { setEndpoints(endpoints, of: Self.paymentQueueRoute) }
-        if let endpoints = try container.decodeIfPresent([String].self, forKey: .receiptEndpoints) { setEndpoints(endpoints, of: "receipt") }
-        if let endpoints = try container.decodeIfPresent([String].self, forKey: .downloadEndpoints) { setEndpoints(endpoints, of: "download") }
+        let endpointKeys = try decoder.container(keyedBy: EndpointsKey.self)
+        for entry in ServiceRegistry.upstreamsOfGateway {
+            if let endpoints = try endpointKeys.decodeIfPresent([String].self, forKey: EndpointsKey(stringValue: entry.endpointsKey)) {
+                setEndpoints(endpoints, of: entry.name)
+            }
+        }
         paymentQueueEventEndpoints = try container.value(.paymentQueueEventEndpoints, default: defaults.paymentQueueEventEndpoints)
         sessionSecret = try container.decodeIfPresent(String.self, forKey: .sessionSecret)
         sessionLifetimeSeconds = try container.value(.sessionLifetimeSeconds, default: defaults.sessionLifetimeSeconds)
@@ -120,13 +124,7 @@ public struct GatewayConfiguration: Sendable, Decodable {
         for route in routes {
             guard names.insert(route.name).inserted else { throw StartupError("service.routes: the name \(route.name) is used twice") }
             guard !route.endpoints.isEmpty else {
-                let key = switch route.name {
-                case "catalog": "catalogEndpoints"
-                case Self.paymentQueueRoute: "paymentQueueEndpoints"
-                case "receipt": "receiptEndpoints"
-                case "download": "downloadEndpoints"
-                default: "routes (\(route.name)).endpoints"
-                }
+                let key = ServiceRegistry.upstreamsOfGateway.first { $0.name == route.name }?.endpointsKey ?? "routes (\(route.name)).endpoints"
                 throw StartupError("service.\(key) is an empty list: name at least one endpoint, or leave the key out for the default")
             }
         }

@@ -12,7 +12,7 @@ import StoreSchema
 public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     /// RPC endpoints of storebus-catalog, asked for each payment's product. Default
     /// `tcp://127.0.0.1:7301`; never empty.
-    public var catalogEndpoints = ["tcp://127.0.0.1:7301"]
+    public var catalogEndpoints = [ServiceRegistry.catalog.rpcEndpoint]
     /// SQLite durability: `full` (every commit synced before it is answered) or `normal` (no syncs:
     /// survives a crash of the process, not a power loss). Default `full`.
     public var durability = Durability.full
@@ -22,10 +22,9 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     public var policies: [ConfiguredPolicy] = []
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7302`, doorbells on
-    /// `tcp://127.0.0.1:7312`, data in `data/payment-queue`.
-    public static let defaultHost = HostConfiguration(
-        rpcEndpoints: ["tcp://127.0.0.1:7302"], eventEndpoints: ["tcp://127.0.0.1:7312"], dataDirectory: "data/payment-queue"
-    )
+    /// `tcp://127.0.0.1:7312`, data in `data/payment-queue`
+    /// (``ServiceRegistry/paymentQueue``).
+    public static let defaultHost = ServiceRegistry.paymentQueue.defaultHost
 
     /// The defaults.
     public init() {}

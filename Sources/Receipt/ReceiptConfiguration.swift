@@ -38,11 +38,11 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
     public var environment = ReceiptEnvironment.sandbox
     /// RPC endpoints of storebus-payment-queue, whose event log the receipts are built from.
     /// Default `tcp://127.0.0.1:7302`.
-    public var paymentQueueEndpoints = ["tcp://127.0.0.1:7302"]
+    public var paymentQueueEndpoints = [ServiceRegistry.paymentQueue.rpcEndpoint]
     /// Doorbell endpoints of storebus-payment-queue (none: poll). Default `tcp://127.0.0.1:7312`.
-    public var paymentQueueEventEndpoints = ["tcp://127.0.0.1:7312"]
+    public var paymentQueueEventEndpoints = ServiceRegistry.paymentQueue.eventEndpoint.map { [$0] } ?? []
     /// RPC endpoints of storebus-catalog, asked whether an app exists. Default `tcp://127.0.0.1:7301`.
-    public var catalogEndpoints = ["tcp://127.0.0.1:7301"]
+    public var catalogEndpoints = [ServiceRegistry.catalog.rpcEndpoint]
     /// Shared secrets and original versions of apps; an app not listed has neither.
     public var apps: [ReceiptApp] = []
     /// Where `POST /verifyReceipt` is served over HTTP, `host:port`; empty serves none. Default
@@ -55,7 +55,7 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7303`, data in
     /// `data/receipt`.
-    public static let defaultHost = HostConfiguration(rpcEndpoints: ["tcp://127.0.0.1:7303"], dataDirectory: "data/receipt")
+    public static let defaultHost = ServiceRegistry.receipt.defaultHost
 
     /// The defaults.
     public init() {}

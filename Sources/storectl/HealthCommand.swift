@@ -22,9 +22,9 @@ struct HealthCommand: AsyncParsableCommand {
 
     /// The local deployment's gateway: its services admit only each other's CURVE keys, and the
     /// gateway's answer says how each of them is.
-    static let localDefaults = ["gateway=tcp://127.0.0.1:7300"]
+    static let localDefaults = ["\(ServiceRegistry.gateway.name)=\(ServiceRegistry.gateway.rpcEndpoint)"]
     /// The process that answers for each StoreBus service name.
-    static let processes = ["gateway": "storebus-gateway", "catalog": "storebus-catalog", "payment-queue": "storebus-payment-queue"]
+    static let processes = Dictionary(uniqueKeysWithValues: ServiceRegistry.all.map { ($0.name, $0.process) })
 
     func validate() throws {
         guard timeout.isFinite, timeout > 0, timeout <= 3600 else {

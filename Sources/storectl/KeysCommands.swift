@@ -12,8 +12,8 @@ struct KeysCommands: ParsableCommand {
         subcommands: [Make.self, Show.self]
     )
 
-    /// The five services' names, the default set.
-    static let services = ["catalog", "payment-queue", "receipt", "download", "gateway"]
+    /// Every service's name (``ServiceRegistry``), the default set.
+    static let services = ServiceRegistry.all.map(\.name)
 
     struct Make: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Make a key pair for each name (default: the five services): NAME.key (mode 0600) and NAME.pub.")
