@@ -26,7 +26,7 @@ deps:
 # A bare `swift build` builds every product of every dependency, swift-protobuf's C++ protoc among
 # them (minutes of C++). These lists name what is needed.
 RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl
-TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-bench
+TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-testkit-echo storebus-bench
 
 build: deps
 	@for product in $(RUN_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done

@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
         .executable(name: "storebus-testkit-probe", targets: ["storebus-testkit-probe"]),
+        .executable(name: "storebus-testkit-echo", targets: ["storebus-testkit-echo"]),
         .executable(name: "storebus-bench", targets: ["storebus-bench"]),
     ],
     dependencies: [
@@ -281,6 +282,11 @@ let package = Package(
         // C: installs a seccomp filter, then runs the command it is given (see its main.c).
         .executableTarget(name: "storebus-testkit-restrict-families"),
         .executableTarget(name: "storebus-testkit-probe", dependencies: ["StoreBus", "StoreSchema", "ZeroMQ"]),
+        // A client service in the test tree, made as a new service is made (echo.proto's comment).
+        .executableTarget(
+            name: "storebus-testkit-echo",
+            dependencies: ["StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "storebus-bench",
             dependencies: [

@@ -21,6 +21,21 @@ public struct ClusterFailure: Error, CustomStringConvertible {
 /// The shared secret a ``StoreCluster``'s receipt service knows for the demo puzzle app.
 public let puzzleSharedSecret = "puzzle-shared-secret-0123456789"
 
+/// A route the gateways of a ``StoreCluster`` add to the built-in ones: a service started by the test.
+public struct ExtraRoute: Sendable {
+    public var name: String
+    public var process: String
+    public var services: [String]
+    public var endpoint: String
+
+    public init(name: String, process: String, services: [String], endpoint: String) {
+        self.name = name
+        self.process = process
+        self.services = services
+        self.endpoint = endpoint
+    }
+}
+
 /// The whole system as separate OS processes on ipc endpoints in a temporary directory:
 /// storebus-catalog, storebus-payment-queue, storebus-receipt, storebus-download and two
 /// storebus-gateway copies sharing a session secret.
@@ -57,11 +72,13 @@ public final class StoreCluster: Sendable {
     /// the receipt service signs for `storeEnvironment` (`sandbox` or `production`) and knows
     /// ``puzzleSharedSecret``; the download service serves the content under `contentRoot` (the
     /// demo content by default). With `gatewayKeys` (and `gatewaysOnTCP`), the gateways share a CURVE
-    /// key pair and encrypt their client endpoints with it, as in a deployment.
+    /// key pair and encrypt their client endpoints with it, as in a deployment. `extraRoutes` are
+    /// added to the gateways' routes.
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
-        storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path
+        storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
+        extraRoutes: [ExtraRoute] = []
     ) throws {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
@@ -107,12 +124,13 @@ public final class StoreCluster: Sendable {
         let config = directory.url.appendingPathComponent("gateway.json")
         var settings: [String: Any] = [
             "service": [
-                "catalogEndpoints": [catalogEndpoint],
-                "paymentQueueEndpoints": [queueEndpoint],
-                "receiptEndpoints": [receiptEndpoint],
-                "downloadEndpoints": [directory.ipcEndpoint("download")],
-                "paymentQueueEventEndpoints": [queueEvents],
+                ServiceRegistry.catalog.endpointsKey: [catalogEndpoint],
+                ServiceRegistry.paymentQueue.endpointsKey: [queueEndpoint],
+                ServiceRegistry.receipt.endpointsKey: [receiptEndpoint],
+                ServiceRegistry.download.endpointsKey: [directory.ipcEndpoint("download")],
+                ServiceRegistry.paymentQueue.eventEndpointsKey: [queueEvents],
                 "sessionSecret": "test-secret-shared-by-both-gateways",
+                "routes": extraRoutes.map { ["name": $0.name, "process": $0.process, "services": $0.services, "endpoints": [$0.endpoint]] },
                 "apiKeys": [
                     ["name": "puzzle", "key": appKey, "apps": appKeyApps],
                     ["name": "operator", "key": adminKey, "admin": true],
