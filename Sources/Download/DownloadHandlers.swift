@@ -4,6 +4,7 @@ import Foundation
 import Metrics
 import StoreBus
 import StoreBusServer
+import StoreBusStorage
 import StoreSchema
 
 /// The handlers of `storebus.download.v1.Download`.
@@ -22,12 +23,17 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     let ledger: DownloadLedger
     let paymentQueue: Storebus_PaymentQueue_V1_PaymentQueue.Client
     let receipts: ReceiptCheck
+    /// Where the payment queue's log stands, and the positions this service's follower has reached.
+    let head: LogHead
+    let applied: PositionWaiter<String>
 
-    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck) {
+    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck, applied: PositionWaiter<String>) {
         self.content = content
         self.ledger = ledger
         self.paymentQueue = .init(paymentQueue)
+        head = LogHead(client: paymentQueue)
         self.receipts = receipts
+        self.applied = applied
     }
 
     /// A router answering every Download method.
@@ -105,6 +111,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     }
 
     public func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, context: ServerContext) async throws -> Storebus_Download_V1_ReadChunkResponse {
+        try await catchUp(with: request.queue, context)
         let (response, data) = try read(request)
         DownloadMetrics.bytesServed.increment(by: Int64(data.count))
         var answer = response
@@ -113,6 +120,18 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     }
 
     // MARK: Checks
+
+    /// Waits until this service has applied everything the payment queue had committed when this
+    /// call began (its log's head, asked now): a finish, a cancel or a pause answered before is known
+    /// before a byte is served. One small read of the payment queue's log per chunk; UNAVAILABLE
+    /// (retryable) when the follower does not catch up in the call's time.
+    private func catchUp(with queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext) async throws {
+        let newest = try await head.newest(timeout: context.timeRemaining)
+        let wait = min(context.timeRemaining ?? .seconds(5), .seconds(5))
+        guard await applied.wait(DownloadLedger.log, reaching: newest, timeout: wait) else {
+            throw RPCError(.unavailable, "the download service has not yet applied the payment queue's log up to \(newest); try again")
+        }
+    }
 
     /// NOT_FOUND for a download this service was never asked to start in the queue.
     static func notStarted(_ ref: Storebus_Download_V1_DownloadRef) -> RPCError {

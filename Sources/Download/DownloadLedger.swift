@@ -10,7 +10,8 @@ enum DownloadSchema {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("download_v1") { db in
-            // The position of the payment queue's log applied, committed with its effects.
+            // The position of the payment queue's log applied, committed with its effects (moved to
+            // the follower kit's sb_follow by the migration below).
             try db.execute(sql: "CREATE TABLE dl_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
             // Every download this service was asked about, with its state as the payment queue last
             // said (key_seq: the queue position that said it) and what was sent for it. A finished
@@ -33,6 +34,7 @@ enum DownloadSchema {
                 """)
             try db.execute(sql: "CREATE INDEX dl_download_queue ON dl_download (queue_key, created_ms)")
         }
+        FollowedLog.registerMigration(&migrator, replacing: "dl_follow")
         return migrator
     }
 }
@@ -64,7 +66,8 @@ struct DownloadKey: Hashable, Sendable {
 /// its answers and its log) and what was sent, in memory for ReadChunk and in the database for a
 /// restart. Byte counts reach the database with each state change; a crash loses the counts since.
 final class DownloadLedger: Sendable {
-    static let log = "payment-queue"
+    /// The log followed: the payment queue's.
+    static let log = ServiceRegistry.paymentQueue.log ?? ServiceRegistry.paymentQueue.name
 
     let database: StoreDatabase
     private let entries: Mutex<[DownloadKey: LedgerEntry]>
@@ -128,10 +131,10 @@ final class DownloadLedger: Sendable {
         }
     }
 
-    /// Applies a page of the payment queue's log: download states, and the end of finished
-    /// transactions' downloads. Events of downloads never asked about here are passed over.
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord]) async throws {
-        guard let last = records.last?.seq else { return }
+    /// Applies a page of the payment queue's log in the follower's write transaction `db`: download
+    /// states, and the end of finished transactions' downloads. Events of downloads never asked about
+    /// here are passed over.
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {
         let saved = entries.withLock { entries -> [(DownloadKey, LedgerEntry)] in
             var saved: [DownloadKey: LedgerEntry] = [:]
             for record in records {
@@ -163,20 +166,7 @@ final class DownloadLedger: Sendable {
             }
             return saved.map { ($0.key, $0.value) }
         }
-        try await database.write { db in
-            for (key, entry) in saved { try Self.save(db, key, entry) }
-            try db.execute(sql: "INSERT INTO dl_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq", arguments: [Self.log, last])
-        }
-    }
-
-    /// The position of the payment queue's log applied so far.
-    func position() async throws -> UInt64 {
-        try await database.read { db in try UInt64.fetchOne(db, sql: "SELECT seq FROM dl_follow WHERE log = ?", arguments: [Self.log]) ?? 0 }
-    }
-
-    /// The payment queue's log was replaced: follow the new one from its start.
-    func forgetLog() async throws {
-        _ = try await database.write { db in try db.execute(sql: "DELETE FROM dl_follow WHERE log = ?", arguments: [Self.log]) }
+        for (key, entry) in saved { try Self.save(db, key, entry) }
     }
 
     private static func save(_ db: Database, _ key: DownloadKey, _ entry: LedgerEntry) throws {
@@ -190,5 +180,17 @@ final class DownloadLedger: Sendable {
                 key.transaction, key.content, entry.queueKey, entry.app, entry.productID, entry.state.rawValue, entry.keySeq,
                 entry.bytesSent, entry.servedEnd, entry.createdMS, entry.transactionFinished,
             ])
+    }
+}
+
+/// The download service's reducer of the payment queue's log (``DownloadLedger/apply(_:in:)``). A
+/// replaced log forgets nothing: the downloads asked about stay, and the log applied again only
+/// brings their states up to date.
+struct DownloadReducer: LogReducer {
+    typealias Page = Storebus_PaymentQueue_V1_QueueEventPage
+    let ledger: DownloadLedger
+
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {
+        try ledger.apply(records, in: db)
     }
 }

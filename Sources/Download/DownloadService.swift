@@ -59,37 +59,24 @@ public struct DownloadService: Service {
         }
         let ledger = try await DownloadLedger(database: database)
         let follower = try EventFollower(
-            configuration: .init(log: "payment-queue", doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            configuration: .init(log: DownloadLedger.log, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
         )
-        let service = DownloadHandlers(content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient))
+        let followed = FollowedLog(name: DownloadLedger.log, database: database)
+        let applied = PositionWaiter<String>()
+        let service = DownloadHandlers(
+            content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient), applied: applied
+        )
         try await host.serve(
             router: service.router,
             services: [Storebus_Download_V1_Download.serviceName],
-            background: [DownloadFollower(follower: follower, ledger: ledger, logger: host.logger)],
+            background: [LogFollowerService(
+                follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, logger: host.logger
+            )],
             onShutdown: {
                 await shutdownClients()
                 try? database.close()
             }
         )
-    }
-}
-
-/// Applies the payment queue's log to the ledger (download states; finished transactions), from the
-/// ledger's own position, until the process stops. A log that ends before the position (the payment
-/// queue's database was replaced) is applied again from its start.
-struct DownloadFollower: Service {
-    let follower: EventFollower
-    let ledger: DownloadLedger
-    let logger: Logger
-
-    func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await follower.followAlways(as: Storebus_PaymentQueue_V1_QueueEventPage.self, start: ledger.position, ledger.apply, replaced: { error in
-                logger.warning("The payment queue's event log was replaced; following it from its start", metadata: ["error": "\(error.message)"])
-                try await ledger.forgetLog()
-            })
-        }
-        await follower.shutdown()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import StoreBus
 import ServiceLifecycle
 import Synchronization
 
@@ -9,14 +10,11 @@ import Synchronization
 public final class PaymentAuthority: Service, Sendable {
     let store: TransactionStore
     let logger: Logger
-    private struct Bell {
-        /// A poke came while nobody waited: the next wait returns at once.
-        var pending = false
-        /// The waiting run loop's continuation.
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    private let bell = Mutex(Bell())
+    /// The pokes so far, counted; the run loop waits for one beyond those it has seen.
+    private let pokes = PositionWaiter<PokeCount>()
+    private enum PokeCount: Hashable { case pokes }
+    /// The pokes the run loop has seen (touched by the run loop only).
+    private let seen = Atomic<UInt64>(0)
     private let stopping = Atomic<Bool>(false)
 
     /// An authority deciding the transactions of `store`.
@@ -27,15 +25,7 @@ public final class PaymentAuthority: Service, Sendable {
 
     /// Tells the authority that a transaction was added (or that it should look again).
     public func poke() {
-        let waiter = bell.withLock { state -> CheckedContinuation<Void, Never>? in
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
-            }
-            state.pending = true
-            return nil
-        }
-        waiter?.resume()
+        pokes.bump(.pokes)
     }
 
     public func run() async throws {
@@ -64,32 +54,11 @@ public final class PaymentAuthority: Service, Sendable {
         while try await store.decideDue().moreDue {}
     }
 
-    /// Returns at a poke (or at once for one that came meanwhile), after `timeout`, which a timer
-    /// task turns into a poke, or when the calling task is cancelled, which pokes too (`run` then
-    /// ends: the wait can be an hour long when nothing is due). The wait is in place before this call
-    /// suspends, so no ordering can leave it waiting past its timeout or cancellation (a timer that
-    /// fires just after a real poke only makes the next wait return at once: one more look at the due
-    /// transactions).
+    /// Returns at a poke (or at once for one that came since the last wait), after `timeout`, or when
+    /// the calling task is cancelled (`run` then ends: the wait can be an hour long when nothing is due).
     func waitForPoke(timeout: Duration) async {
-        let timer = Task { [self] in
-            try? await Task.sleep(for: timeout)
-            if !Task.isCancelled { poke() }
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = bell.withLock { state -> Bool in
-                    if state.pending {
-                        state.pending = false
-                        return true
-                    }
-                    state.waiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            poke()
-        }
-        timer.cancel()
+        let last = seen.load(ordering: .relaxed)
+        _ = await pokes.wait(.pokes, beyond: last, timeout: timeout)
+        seen.store(pokes.position(.pokes), ordering: .relaxed)
     }
 }

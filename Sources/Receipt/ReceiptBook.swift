@@ -2,6 +2,7 @@ import Foundation
 import Metrics
 import ReceiptFormat
 import StoreBus
+import StoreBusStorage
 import StoreSchema
 import SwiftProtobuf
 
@@ -11,7 +12,13 @@ public struct ReceiptBook: Sendable {
     let store: ReceiptStore
     let authority: SigningAuthority
     let configuration: ReceiptConfiguration
-    let applied: AppliedPosition
+    /// How far the payment queue's log (``ReceiptStore/log``) is applied, and the calls waiting for it.
+    let applied: PositionWaiter<String>
+
+    /// The position of the payment queue's log applied so far.
+    var appliedSeq: UInt64 { applied.position(ReceiptStore.log) }
+    /// Where the payment queue's log stands (for waits as of a device's queue position).
+    let head: LogHead
 
     /// A new receipt for the device: every purchase of the account the receipt holds, signed now.
     /// `held`: the account's purchases in the receipt when the caller has read them already.
@@ -19,7 +26,7 @@ public struct ReceiptBook: Sendable {
         app: String, account: String, device: String, applicationVersion: String,
         properties: Storebus_Receipt_V1_ReceiptProperties?, held: [StoredPurchase]? = nil, now: Date = Date()
     ) async throws -> (receipt: [UInt8], asOf: UInt64) {
-        let asOf = applied.seq
+        let asOf = appliedSeq
         let (opaque, firstMS) = try await store.device(app: app, account: account, device: device, revoked: properties?.isRevoked == true, now: now)
         let purchases: [StoredPurchase]
         if let held { purchases = held } else { purchases = try await store.purchases(app: app, account: account).filter(\.inReceipt) }

@@ -2,6 +2,7 @@ import Foundation
 import ReceiptFormat
 import StoreBus
 import StoreBusServer
+import StoreBusStorage
 import StoreSchema
 import X509
 
@@ -33,6 +34,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         }
         try await catalog.checkApp(request.appBundleID)
         _ = try await Self.reach(request.minSeq, book: book, context)
+        try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
         let (receipt, asOf) = try await book.refresh(
             app: request.appBundleID, account: request.accountID, device: request.deviceID, applicationVersion: request.applicationVersion,
             properties: request.hasProperties ? request.properties : nil
@@ -53,6 +55,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
 
     public func getEntitlements(_ request: Storebus_Receipt_V1_GetEntitlementsRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetEntitlementsResponse {
         try await catalog.checkApp(request.appBundleID)
+        try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
         let asOf = try await Self.reach(request.minSeq, book: book, context)
         let entitlements = try await book.entitlements(app: request.appBundleID, account: request.accountID)
         return .with {
@@ -63,6 +66,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
 
     public func getTransaction(_ request: Storebus_Receipt_V1_GetTransactionRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionResponse {
         let (app, account) = (request.appBundleID, request.accountID)
+        try await Self.reach(queue: app, account, request.deviceID, request.minQueueSeq, book: book, context)
         let asOf = try await Self.reach(request.minSeq, book: book, context)
         guard let purchase = try await book.store.purchase(app: app, account: account, id: request.transactionID) else {
             throw RPCError.resource(.notFound, type: "transaction", name: request.transactionID,
@@ -102,14 +106,28 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         }
     }
 
+    /// Waits until the device's queue is applied up to `minQueueSeq` (0: not at all), the position of
+    /// an observer callback it has seen. DEADLINE_EXCEEDED when it is not reached in the call's time;
+    /// INVALID_ARGUMENT without a device.
+    static func reach(queue app: String, _ account: String, _ device: String, _ minQueueSeq: UInt64, book: ReceiptBook, _ context: ServerContext) async throws {
+        guard minQueueSeq > 0 else { return }
+        try QueueNames.check(device, field: "deviceId")
+        let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = device }
+        // The queue's position, as a position of the whole log: the payment queue says.
+        guard let seq = try await book.head.position(ofKey: queue.key, keySeq: minQueueSeq, timeout: context.timeRemaining) else {
+            throw RPCError(.outOfRange, "the queue has no position \(minQueueSeq) yet: give the seq of a callback it delivered")
+        }
+        _ = try await reach(seq, book: book, context)
+    }
+
     /// Waits until the payment queue's log is applied up to `minSeq` (0: not at all); returns the
     /// position applied. DEADLINE_EXCEEDED when it is not reached in the call's time.
     static func reach(_ minSeq: UInt64, book: ReceiptBook, _ context: ServerContext) async throws(RPCError) -> UInt64 {
-        guard minSeq > 0 else { return book.applied.seq }
+        guard minSeq > 0 else { return book.appliedSeq }
         let wait = min(context.timeRemaining ?? longestWait, longestWait)
-        guard await book.applied.wait(for: minSeq, timeout: wait) else {
-            throw RPCError(.deadlineExceeded, "the payment queue's event log is applied up to \(book.applied.seq), not yet \(minSeq)")
+        guard await book.applied.wait(ReceiptStore.log, reaching: minSeq, timeout: wait) else {
+            throw RPCError(.deadlineExceeded, "the payment queue's event log is applied up to \(book.appliedSeq), not yet \(minSeq)")
         }
-        return book.applied.seq
+        return book.appliedSeq
     }
 }

@@ -7,7 +7,8 @@ enum ReceiptSchema {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("receipt_v1") { db in
-            // The position of the last event of each followed log applied, committed with its effects.
+            // The position of the last event of each followed log applied, committed with its effects
+            // (moved to the follower kit's sb_follow by the migration below).
             try db.execute(sql: "CREATE TABLE rc_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
             // Every purchased or restored transaction, as its latest event left it. Failed and pending
             // payments never reach a receipt and are not kept.
@@ -56,6 +57,7 @@ enum ReceiptSchema {
                 """)
             try db.execute(sql: "CREATE UNIQUE INDEX rc_device_queue ON rc_device (app, account, device) WHERE revoked = 0")
         }
+        FollowedLog.registerMigration(&migrator, replacing: "rc_follow")
         return migrator
     }
 }

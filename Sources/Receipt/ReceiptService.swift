@@ -31,12 +31,12 @@ public struct ReceiptService: Service {
         let database = try StoreDatabase(directory: directory, name: "receipt", durability: configuration.durability, migrator: ReceiptSchema.migrator)
         let authority = try SigningAuthority(directory: directory.appendingPathComponent("keys"), leafValidityDays: configuration.leafValidityDays)
         let store = ReceiptStore(database: database)
-        let applied = AppliedPosition()
-        let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied)
+        let applied = PositionWaiter<String>()
         let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
+        let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied, head: LogHead(client: queueClient))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
         let follower = try EventFollower(
-            configuration: .init(log: "payment-queue", doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            configuration: .init(log: ReceiptStore.log, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
         )
         let leaf = try authority.current()
@@ -45,7 +45,9 @@ public struct ReceiptService: Service {
             "root": "\(authority.root.subject)",
             "leaf": "\(SigningAuthority.keyID(of: leaf.certificate))",
         ])
-        var background: [any Service] = [ReceiptFollower(follower: follower, store: store, applied: applied, logger: host.logger)]
+        var background: [any Service] = [LogFollowerService(
+            follower: follower, log: FollowedLog(name: ReceiptStore.log, database: database), reducer: ReceiptReducer(), applied: applied, logger: host.logger
+        )]
         if !configuration.httpAddress.isEmpty {
             background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
         }

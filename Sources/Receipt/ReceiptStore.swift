@@ -69,39 +69,17 @@ public struct StoredPurchase: Sendable, Equatable {
     }
 }
 
-/// The receipt service's state: what the payment queue's log said of each purchase, and the
-/// position up to which it was applied, always committed together (so a restart, at any moment,
-/// applies each event exactly once).
+/// The receipt service's state: what the payment queue's log said of each purchase (applied by
+/// ``ReceiptReducer``, its position committed with it by the follower kit, so that a restart at any
+/// moment applies each event exactly once).
 public final class ReceiptStore: Sendable {
-    /// The log followed, as the position table names it.
-    static let log = "payment-queue"
+    /// The log followed: the payment queue's.
+    static let log = ServiceRegistry.paymentQueue.log ?? ServiceRegistry.paymentQueue.name
 
     let database: StoreDatabase
 
     init(database: StoreDatabase) {
         self.database = database
-    }
-
-    /// The position of the last event applied.
-    public func position() async throws -> UInt64 {
-        try await database.read { db in
-            UInt64(try Int64.fetchOne(db, sql: "SELECT seq FROM rc_follow WHERE log = ?", arguments: [Self.log]) ?? 0)
-        }
-    }
-
-    /// Applies consecutive events of the payment queue's log and moves the position to the last, in
-    /// one transaction.
-    /// The events come decoded as the payment queue's typed log page (QueueEventRecord): reading
-    /// them through google.protobuf.Struct took half of this process's CPU under the flow benchmark.
-    func apply(_ events: [Storebus_PaymentQueue_V1_QueueEventRecord]) async throws {
-        guard let last = events.last else { return }
-        try await database.write { db in
-            for event in events where event.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {
-                try Self.apply(db, event.payload, seq: event.seq)
-            }
-            try db.cachedStatement(sql: "INSERT INTO rc_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq")
-                .execute(arguments: [Self.log, Int64(last.seq)])
-        }
     }
 
     static func apply(_ db: Database, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64) throws {
@@ -154,15 +132,6 @@ public final class ReceiptStore: Sendable {
             INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
             ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
             """).execute(arguments: [queue.appBundleID, queue.accountID, originalMS])
-    }
-
-    /// Forgets everything the log gave, to apply it again from its start (the payment queue's log was
-    /// replaced). Devices keep their opaque values, so receipts issued before still name their account.
-    func forgetLog() async throws {
-        try await database.write { db in
-            try db.execute(sql: "DELETE FROM rc_transaction")
-            try db.execute(sql: "DELETE FROM rc_follow")
-        }
     }
 
     /// The account's purchases in the app that its history still holds, oldest first.

@@ -94,11 +94,15 @@ extension StoreConnection {
     }
 
     /// What the account has unlocked in the app now, product by product: the persistent record
-    /// "Unlocking Purchased Content" tells apps to consult.
-    public func entitlements() async throws -> [Entitlement] {
+    /// "Unlocking Purchased Content" tells apps to consult. With `queuePosition`, the `seq` of a
+    /// callback this device's queue has delivered (``PaymentQueue/acknowledgedPosition``), the answer
+    /// reflects the queue up to there at least: right after `purchased`, the purchase is listed.
+    public func entitlements(asOfQueuePosition queuePosition: UInt64 = 0) async throws -> [Entitlement] {
         try await call(Storebus_Receipt_V1_Receipt.getEntitlements, .with {
             $0.appBundleID = configuration.appBundleID
             $0.accountID = configuration.accountID
+            $0.deviceID = configuration.deviceID
+            $0.minQueueSeq = queuePosition
         }).entitlements.map(Entitlement.init)
     }
 
@@ -150,5 +154,14 @@ public struct Entitlement: Sendable, Equatable, Identifiable {
         isRevoked = entitlement.revoked
         reason = entitlement.reason
         rawRecord = entitlement
+    }
+}
+
+extension PaymentQueue {
+    /// What the account has unlocked, as of every callback this queue has handed over: right after
+    /// an observer hears `purchased` (or `restored`, or a refund), the answer says so, without polling
+    /// (``StoreConnection/entitlements(asOfQueuePosition:)``).
+    public func entitlements() async throws -> [Entitlement] {
+        try await connection.entitlements(asOfQueuePosition: acknowledgedPosition)
     }
 }

@@ -86,14 +86,15 @@ public final class InMemoryStore: StoreTransport {
         var queues: [String: Storebus_PaymentQueue_V1_QueueRef] = [:]
         var policies: [String: Policy] = [:]
         var nextID: UInt64 = 1_000_000_000_000_001
-        var waiters: [(key: String, continuation: CheckedContinuation<Void, Never>)] = []
-        /// How many times each queue's log grew: a wait registers only if it has not grown since
-        /// the caller looked.
+        /// How many times each queue's log grew (``grown`` hears of it after the lock): a wait
+        /// returns at once if it has grown since the caller looked.
         var generations: [String: Int] = [:]
         var closed = false
     }
 
     private let state: Mutex<State>
+    /// Each queue's log growth, as Observe calls wait for it.
+    private let grown = PositionWaiter<String>()
 
     /// A store selling `products` in the app `app`. Throws when hosted content cannot be packed.
     public init(app: String = "com.example.app", products: [Product]) throws {
@@ -206,12 +207,8 @@ public final class InMemoryStore: StoreTransport {
     }
 
     public func shutdown() async {
-        let waiters = state.withLock { state in
-            state.closed = true
-            defer { state.waiters.removeAll() }
-            return state.waiters.map(\.continuation)
-        }
-        for waiter in waiters { waiter.resume() }
+        state.withLock { $0.closed = true }
+        grown.close()
     }
 
     /// The session token names the queue: a device's calls act on its own queue, as through a gateway.
@@ -646,33 +643,14 @@ public final class InMemoryStore: StoreTransport {
 
     /// Waits until the queue `key`'s log grows past `generation`, or `deadline` passes.
     private func waitForEvent(_ key: String, after generation: Int, until deadline: ContinuousClock.Instant) async {
-        let timer = Task { [weak self] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            self?.wake(key)
-        }
-        defer { timer.cancel() }
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.closed || state.generations[key, default: 0] != generation { return true }
-                state.waiters.append((key, continuation))
-                return false
-            }
-            if now { continuation.resume() }
-        }
+        _ = await grown.wait(key, beyond: UInt64(generation), timeout: ContinuousClock.now.duration(to: deadline))
     }
 
-    /// Wakes the Observe calls waiting on `key` (all of them when nil).
-    private func wake(_ key: String? = nil) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            var ready: [CheckedContinuation<Void, Never>] = []
-            state.waiters.removeAll { waiter in
-                guard key == nil || waiter.key == key else { return false }
-                ready.append(waiter.continuation)
-                return true
-            }
-            return ready
+    /// Tells the Observe calls waiting how far each queue's log has grown.
+    private func wake() {
+        for (key, generation) in state.withLock({ $0.generations }) {
+            grown.advance(key, to: UInt64(generation))
         }
-        for continuation in ready { continuation.resume() }
     }
 
     private static func append(_ state: inout State, _ key: String, _ fill: (inout Storebus_Gateway_V1_ObserverEvent) -> Void) {

@@ -97,6 +97,12 @@ struct DownloadRefusalTests {
             #expect(await DownloadTransferTests.progress(recorder, bought.id, atLeast: 0.05))
 
             try await phone.finish(bought)
+            // Once FinishTransaction has answered, not one more chunk is served, at once: the download
+            // service catches up with the payment queue before it reads.
+            let atOnce = await Self.refusal {
+                _ = try await phone.connection.call(Storebus_Download_V1_Download.readChunk, .with { $0.download = Self.ref(download) })
+            }
+            #expect(atOnce?.status == .failedPrecondition && atOnce?.reason == "DOWNLOAD_NOT_ACTIVE", "\(String(describing: atOnce))")
             #expect(await recorder.wait { $0.removed(bought.id) })
             // Cancelled, then removed: in that order on the observer stream.
             let order = recorder.callbacks.filter { $0.seq != 0 }.compactMap { callback -> String? in

@@ -159,3 +159,33 @@ struct SDKConveniencesTests {
         }
     }
 }
+
+@Suite("Entitlements as of the queue, against the real services")
+struct EntitlementsAsOfQueueTests {
+    @Test("right after the queue shows purchased, entitlements asked as of its position list the purchase, with no polling; a position never reached is OUT_OF_RANGE")
+    func readYourPurchase() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            // Given devices of five accounts, each buying the level pack
+            for index in 1...5 {
+                let queue = try PaymentQueue(configuration: cluster.configuration(account: "reader-\(index)"))
+                let result = try await queue.purchase(Payment(productIdentifier: levelPack))
+                guard case .success(let bought) = result else { Issue.record("\(result)"); await queue.close(); return }
+                // When the app asks at once, as of what its queue showed
+                let entitlements = try await queue.entitlements()
+                // Then the purchase is there
+                #expect(entitlements.contains { $0.productIdentifier == levelPack && $0.isActive }, "account reader-\(index): \(entitlements)")
+                try await queue.finish(bought)
+                await queue.close()
+            }
+            // A queue position the queue never reached: the receipt service says so at once.
+            let connection = try StoreConnection(configuration: cluster.configuration(account: "reader-1"))
+            do {
+                _ = try await connection.call(Storebus_Receipt_V1_Receipt.getEntitlements, .with { $0.minQueueSeq = 1_000_000 })
+                Issue.record("a queue position never reached was answered")
+            } catch let error as StoreError {
+                #expect(error.status == .outOfRange, "\(error)")
+            }
+            await connection.close()
+        }
+    }
+}

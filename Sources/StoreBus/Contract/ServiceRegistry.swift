@@ -41,6 +41,9 @@ public struct ServiceEntry: Sendable, Hashable {
     public var rpcEndpoint: String { "tcp://127.0.0.1:\(rpcPort)" }
     /// Its default doorbell endpoint, when it keeps a log.
     public var eventEndpoint: String? { eventPort.map { "tcp://127.0.0.1:\($0)" } }
+    /// The name of its event log (its own name), when it keeps one: what doorbells and followers
+    /// call it.
+    public var log: String? { eventPort == nil ? nil : name }
     /// Its default data directory, `data/<name>`, when it keeps data.
     public var dataDirectory: String? { keepsData ? "data/\(name)" : nil }
 

@@ -21,6 +21,8 @@ public protocol EventLogPage: SwiftProtobuf.Message {
 /// One event of an ``EventLogPage``: its positions in the whole log and in its key.
 public protocol EventLogRecord: Sendable {
     var seq: UInt64 { get }
+    /// The key the event belongs to (the payment queue's: its queue, `app|account|device`).
+    var key: String { get }
     var keySeq: UInt64 { get }
 }
 
@@ -205,90 +207,31 @@ public final class EventFollower: Sendable {
 
 /// A SUB socket on a reactor that remembers the highest position announced and wakes waiters.
 final class DoorbellListener: Sendable {
-    private struct State {
-        var highestSeq: UInt64 = 0
-        var highestKeySeq: UInt64 = 0
-        var waiters: [(id: UInt64, beyond: UInt64, keyed: Bool, continuation: CheckedContinuation<Bool, Never>)] = []
-        var nextWaiter: UInt64 = 0
-        var timers: [UInt64: Task<Void, Never>] = [:]
+    /// The two positions a doorbell announces: the log's and its key's.
+    enum Position: Hashable, Sendable {
+        case seq, keySeq
     }
 
     private let reactor: Reactor
-    private let state = Mutex(State())
+    private let announced = PositionWaiter<Position>()
 
     init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context) throws {
         reactor = Reactor(name: "sb-doorbell-sub", context: context)
         try DoorbellSubscription.start(endpoints: endpoints, prefix: prefix, context: context, reactor: reactor) { [weak self] doorbell in
-            self?.announced(doorbell)
+            self?.announced.advance(.seq, to: doorbell.seq)
+            self?.announced.advance(.keySeq, to: doorbell.keySeq)
         }
-    }
-
-    private func announced(_ doorbell: Doorbell) {
-        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-            state.highestSeq = max(state.highestSeq, doorbell.seq)
-            state.highestKeySeq = max(state.highestKeySeq, doorbell.keySeq)
-            var ready: [CheckedContinuation<Bool, Never>] = []
-            state.waiters.removeAll { waiter in
-                let highest = waiter.keyed ? state.highestKeySeq : state.highestSeq
-                if highest > waiter.beyond { ready.append(waiter.continuation); return true }
-                return false
-            }
-            return ready
-        }
-        for continuation in ready { continuation.resume(returning: true) }
     }
 
     /// Returns when a doorbell beyond `position` has rung (maybe already): true; or after `timeout`,
     /// on cancellation or at shutdown: false.
-    ///
-    /// The waiter is registered before its timer starts, so a timer that fires at once still finds it.
     @discardableResult
     func wait(beyond position: UInt64, keyed: Bool, timeout: Duration) async -> Bool {
-        let id = state.withLock { state -> UInt64 in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        let rang = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let now = state.withLock { state -> Bool in
-                    let highest = keyed ? state.highestKeySeq : state.highestSeq
-                    if highest > position { return true }
-                    state.waiters.append((id, position, keyed, continuation))
-                    return false
-                }
-                if now {
-                    continuation.resume(returning: true)
-                    return
-                }
-                let timer = Task { [weak self] in
-                    try? await Task.sleep(for: timeout)
-                    self?.release(id)
-                }
-                state.withLock { $0.timers[id] = timer }
-            }
-        } onCancel: { [weak self] in
-            self?.release(id)
-        }
-        state.withLock { $0.timers.removeValue(forKey: id) }?.cancel()
-        return rang
-    }
-
-    /// Ends a wait without a doorbell (its timer fired, or its task was cancelled).
-    private func release(_ id: UInt64) {
-        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.waiters.remove(at: index).continuation
-        }
-        continuation?.resume(returning: false)
+        await announced.wait(keyed ? .keySeq : .seq, beyond: position, timeout: timeout)
     }
 
     func shutdown() async {
-        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-            let all = state.waiters.map(\.continuation)
-            state.waiters.removeAll()
-            return all
-        }
-        for waiter in waiters { waiter.resume(returning: false) }
+        announced.close()
         reactor.stop()
         await reactor.join()
     }

@@ -72,6 +72,12 @@ public nonisolated struct Storebus_Receipt_V1_RefreshReceiptRequest: Sendable {
   /// wait); DEADLINE_EXCEEDED when it does not before the deadline.
   public var minSeq: UInt64 = 0
 
+  /// When > 0, answer only once the receipt service has applied the device's own queue up to this
+  /// position: the `seq` of an observer callback the device has seen (read your writes, as of what the
+  /// queue showed). Needs the device. OUT_OF_RANGE when the queue has no such position;
+  /// DEADLINE_EXCEEDED when it is not applied before the deadline.
+  public var minQueueSeq: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -403,6 +409,15 @@ public nonisolated struct Storebus_Receipt_V1_GetEntitlementsRequest: Sendable {
   /// When > 0, answer only once the payment queue's log is applied up to this seq (read your writes).
   public var minSeq: UInt64 = 0
 
+  /// The device whose queue `min_queue_seq` is a position of; through the gateway, the session's.
+  public var deviceID: String = String()
+
+  /// When > 0, answer only once the receipt service has applied the device's own queue up to this
+  /// position: the `seq` of an observer callback the device has seen (read your writes, as of what the
+  /// queue showed). Needs the device. OUT_OF_RANGE when the queue has no such position;
+  /// DEADLINE_EXCEEDED when it is not applied before the deadline.
+  public var minQueueSeq: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -442,6 +457,15 @@ public nonisolated struct Storebus_Receipt_V1_GetTransactionRequest: Sendable {
 
   /// When > 0, answer only once the payment queue's log is applied up to this seq (read your writes).
   public var minSeq: UInt64 = 0
+
+  /// The device whose queue `min_queue_seq` is a position of; through the gateway, the session's.
+  public var deviceID: String = String()
+
+  /// When > 0, answer only once the receipt service has applied the device's own queue up to this
+  /// position: the `seq` of an observer callback the device has seen (read your writes, as of what the
+  /// queue showed). Needs the device. OUT_OF_RANGE when the queue has no such position;
+  /// DEADLINE_EXCEEDED when it is not applied before the deadline.
+  public var minQueueSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -588,7 +612,7 @@ nonisolated extension Storebus_Receipt_V1_ReceiptProperties: SwiftProtobuf.Messa
 
 nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RefreshReceiptRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}device_id\0\u{1}properties\0\u{3}application_version\0\u{3}min_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}device_id\0\u{1}properties\0\u{3}application_version\0\u{3}min_seq\0\u{3}min_queue_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -602,6 +626,7 @@ nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.M
       case 4: try { try decoder.decodeSingularMessageField(value: &self._properties) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.applicationVersion) }()
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.minQueueSeq) }()
       default: break
       }
     }
@@ -630,6 +655,9 @@ nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.M
     if self.minSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 6)
     }
+    if self.minQueueSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minQueueSeq, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -640,6 +668,7 @@ nonisolated extension Storebus_Receipt_V1_RefreshReceiptRequest: SwiftProtobuf.M
     if lhs._properties != rhs._properties {return false}
     if lhs.applicationVersion != rhs.applicationVersion {return false}
     if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.minQueueSeq != rhs.minQueueSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1086,7 +1115,7 @@ nonisolated extension Storebus_Receipt_V1_Entitlement: SwiftProtobuf.Message, Sw
 
 nonisolated extension Storebus_Receipt_V1_GetEntitlementsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetEntitlementsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}min_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}min_seq\0\u{3}device_id\0\u{3}min_queue_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1097,6 +1126,8 @@ nonisolated extension Storebus_Receipt_V1_GetEntitlementsRequest: SwiftProtobuf.
       case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.minQueueSeq) }()
       default: break
       }
     }
@@ -1112,6 +1143,12 @@ nonisolated extension Storebus_Receipt_V1_GetEntitlementsRequest: SwiftProtobuf.
     if self.minSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 3)
     }
+    if !self.deviceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 4)
+    }
+    if self.minQueueSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minQueueSeq, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1119,6 +1156,8 @@ nonisolated extension Storebus_Receipt_V1_GetEntitlementsRequest: SwiftProtobuf.
     if lhs.appBundleID != rhs.appBundleID {return false}
     if lhs.accountID != rhs.accountID {return false}
     if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.minQueueSeq != rhs.minQueueSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1161,7 +1200,7 @@ nonisolated extension Storebus_Receipt_V1_GetEntitlementsResponse: SwiftProtobuf
 
 nonisolated extension Storebus_Receipt_V1_GetTransactionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetTransactionRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}transaction_id\0\u{3}min_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}transaction_id\0\u{3}min_seq\0\u{3}device_id\0\u{3}min_queue_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1173,6 +1212,8 @@ nonisolated extension Storebus_Receipt_V1_GetTransactionRequest: SwiftProtobuf.M
       case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.minQueueSeq) }()
       default: break
       }
     }
@@ -1191,6 +1232,12 @@ nonisolated extension Storebus_Receipt_V1_GetTransactionRequest: SwiftProtobuf.M
     if self.minSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 4)
     }
+    if !self.deviceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 5)
+    }
+    if self.minQueueSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minQueueSeq, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1199,6 +1246,8 @@ nonisolated extension Storebus_Receipt_V1_GetTransactionRequest: SwiftProtobuf.M
     if lhs.accountID != rhs.accountID {return false}
     if lhs.transactionID != rhs.transactionID {return false}
     if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.minQueueSeq != rhs.minQueueSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

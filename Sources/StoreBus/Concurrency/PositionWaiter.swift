@@ -1,0 +1,150 @@
+import Synchronization
+
+/// Positions that only grow, one per key (a log, a queue, a counter of pokes), and the tasks waiting
+/// for one to reach a point: StoreBus's one "wait until position ≥ n" (read-your-writes on a
+/// follower, a doorbell beyond a position, a poke since the last look).
+///
+/// A wait ends with true once its key's position reaches the target (at once when it already has),
+/// and with false at its timeout, when its task is cancelled, or when the waiter is closed; it ends
+/// exactly once, whichever comes first, however they interleave: a cancellation or a timeout that
+/// comes before the wait is registered ends it as soon as it registers. Nothing polls.
+public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
+    private struct Waiter {
+        let target: UInt64
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var positions: [Key: UInt64] = [:]
+        var waiters: [Key: [UInt64: Waiter]] = [:]
+        /// Waits issued and not yet registered, with their key.
+        var pending: [UInt64: Key] = [:]
+        /// Registered waits' keys.
+        var registered: [UInt64: Key] = [:]
+        /// Waits ended (timeout, cancellation) before they registered.
+        var ended: Set<UInt64> = []
+        var nextID: UInt64 = 0
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    /// A waiter with every position at 0.
+    public init() {}
+
+    /// The position of `key` (0 until advanced).
+    public func position(_ key: Key) -> UInt64 {
+        state.withLock { $0.positions[key] ?? 0 }
+    }
+
+    /// Moves `key` to `position` unless it is already there or beyond, and ends the waits it reaches.
+    public func advance(_ key: Key, to position: UInt64) {
+        let ready = state.withLock { Self.move(&$0, key, to: position) }
+        for continuation in ready { continuation.resume(returning: true) }
+    }
+
+    /// Moves `key` one step on and returns its new position.
+    @discardableResult
+    public func bump(_ key: Key) -> UInt64 {
+        let (next, ready) = state.withLock { state in
+            let next = (state.positions[key] ?? 0) + 1
+            return (next, Self.move(&state, key, to: next))
+        }
+        for continuation in ready { continuation.resume(returning: true) }
+        return next
+    }
+
+    /// Moves `key` to `position` at least; the continuations of the waits it reaches.
+    private static func move(_ state: inout State, _ key: Key, to position: UInt64) -> [CheckedContinuation<Bool, Never>] {
+        let current = max(state.positions[key] ?? 0, position)
+        state.positions[key] = current
+        guard var waiting = state.waiters[key] else { return [] }
+        var ready: [CheckedContinuation<Bool, Never>] = []
+        for (id, waiter) in waiting where waiter.target <= current {
+            ready.append(waiter.continuation)
+            waiting.removeValue(forKey: id)
+            state.registered.removeValue(forKey: id)
+        }
+        state.waiters[key] = waiting.isEmpty ? nil : waiting
+        return ready
+    }
+
+    /// Puts `key` back to 0 (its log is followed again from the start). Waits stay waiting.
+    public func reset(_ key: Key) {
+        state.withLock { $0.positions[key] = 0 }
+    }
+
+    /// Waits until `key` reaches `target`: true, or false after `timeout` (nil: none), on
+    /// cancellation, or when closed.
+    public func wait(_ key: Key, reaching target: UInt64, timeout: Duration?) async -> Bool {
+        let id: UInt64
+        switch state.withLock({ state -> UInt64? in
+            if (state.positions[key] ?? 0) >= target { return nil }
+            state.nextID += 1
+            state.pending[state.nextID] = key
+            return state.nextID
+        }) {
+        case nil: return true
+        case let issued?: id = issued
+        }
+        let timer = timeout.map { timeout in
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled { self?.end(id) }
+            }
+        }
+        defer { timer?.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let outcome = state.withLock { state -> Bool? in
+                    state.pending.removeValue(forKey: id)
+                    if state.ended.remove(id) != nil || state.closed { return false }
+                    if (state.positions[key] ?? 0) >= target { return true }
+                    state.waiters[key, default: [:]][id] = Waiter(target: target, continuation: continuation)
+                    state.registered[id] = key
+                    return nil
+                }
+                if let outcome { continuation.resume(returning: outcome) }
+            }
+        } onCancel: { [weak self] in
+            self?.end(id)
+        }
+    }
+
+    /// Waits until `key` is beyond `position` (reaches `position + 1`).
+    public func wait(_ key: Key, beyond position: UInt64, timeout: Duration?) async -> Bool {
+        await wait(key, reaching: position + 1, timeout: timeout)
+    }
+
+    /// Ends every wait with false, and every later one at once (shutdown).
+    public func close() {
+        let all = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            state.closed = true
+            let all = state.waiters.values.flatMap { $0.values.map(\.continuation) }
+            state.waiters.removeAll()
+            state.registered.removeAll()
+            return all
+        }
+        for continuation in all { continuation.resume(returning: false) }
+    }
+
+    /// Ends wait `id` with false: now if it waits, when it registers if it has not yet.
+    private func end(_ id: UInt64) {
+        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            if state.pending[id] != nil {
+                state.ended.insert(id)
+                return nil
+            }
+            guard let key = state.registered.removeValue(forKey: id), var waiting = state.waiters[key],
+                  let waiter = waiting.removeValue(forKey: id) else { return nil }
+            state.waiters[key] = waiting.isEmpty ? nil : waiting
+            return waiter.continuation
+        }
+        continuation?.resume(returning: false)
+    }
+
+    /// How many waits are registered (for tests).
+    public var waitingCount: Int {
+        state.withLock { $0.waiters.values.reduce(0) { $0 + $1.count } }
+    }
+}

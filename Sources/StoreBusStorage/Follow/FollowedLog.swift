@@ -1,0 +1,60 @@
+import GRDB
+import StoreBus
+
+/// Another service's event log as its follower keeps track of it: the position applied, in the
+/// follower's own database (table `sb_follow`), written in the same transaction as the page's effects,
+/// so that a restart at any moment applies each event exactly once. A follower's database is derived
+/// state: when the log is replaced, its effects are forgotten and it is applied again from the start.
+public struct FollowedLog: Sendable {
+    /// The log's name (``ServiceEntry/log``).
+    public let name: String
+    let database: StoreDatabase
+
+    /// The log `name`, its position kept in `database` (which registered ``registerMigration(_:replacing:)``).
+    public init(name: String, database: StoreDatabase) {
+        self.name = name
+        self.database = database
+    }
+
+    /// Registers the position table with a follower's migrations. `legacyTable`, a follower's own
+    /// position table of the same shape from before this one, has its rows moved here and is dropped.
+    public static func registerMigration(_ migrator: inout DatabaseMigrator, replacing legacyTable: String? = nil) {
+        migrator.registerMigration("sb_follow_v1") { db in
+            try db.execute(sql: "CREATE TABLE sb_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
+            if let legacyTable {
+                try db.execute(sql: "INSERT INTO sb_follow (log, seq) SELECT log, seq FROM \(legacyTable)")
+                try db.execute(sql: "DROP TABLE \(legacyTable)")
+            }
+        }
+    }
+
+    /// The position of the last event applied (0: none).
+    public func position() async throws -> UInt64 {
+        try await database.read { db in try Self.position(db, name) }
+    }
+
+    /// The position in an open transaction.
+    static func position(_ db: Database, _ name: String) throws -> UInt64 {
+        UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sb_follow WHERE log = ?"), arguments: [name]) ?? 0)
+    }
+
+    /// Runs `effects` and moves the position to `seq`, in one write transaction.
+    public func apply(through seq: UInt64, _ effects: @Sendable @escaping (Database) throws -> Void) async throws {
+        let name = name
+        try await database.write { db in
+            try effects(db)
+            try db.cachedStatement(sql: "INSERT INTO sb_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq")
+                .execute(arguments: [name, Int64(seq)])
+        }
+    }
+
+    /// Runs `effects` (removing what the log gave) and puts the position back to 0, in one write
+    /// transaction: the log was replaced, and is applied again from its start.
+    public func forget(_ effects: @Sendable @escaping (Database) throws -> Void) async throws {
+        let name = name
+        try await database.write { db in
+            try effects(db)
+            try db.execute(sql: "DELETE FROM sb_follow WHERE log = ?", arguments: [name])
+        }
+    }
+}
