@@ -133,7 +133,7 @@ extension TransactionStore {
     ) async throws -> (transaction: Storebus_PaymentQueue_V1_PaymentTransaction, charge: Storebus_PaymentQueue_V1_Charge?, revoked: [String]) {
         try await writer.write { db, batch in
             guard let record = try TransactionRecord.fetch(db, id: id) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
+                throw TransactionStateMachine.unknown(id)
             }
             if case .refused(let predicate) = TransactionStateMachine.step(record.state, .refund, record.machineFacts) {
                 throw TransactionStateMachine.refusal(id, predicate)

@@ -325,7 +325,7 @@ public final class TransactionStore: Sendable {
     public func answerAskToBuy(_ id: String, approve: Bool, now: Date = Date()) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         try await writer.write { db, batch in
             guard var record = try TransactionRecord.fetch(db, id: id) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
+                throw TransactionStateMachine.unknown(id)
             }
             let nowMS = Self.milliseconds(now)
             let step = TransactionStateMachine.step(record.state, approve ? .approve : .decline, record.machineFacts)
@@ -351,7 +351,7 @@ public final class TransactionStore: Sendable {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
             guard let interrupted = try TransactionRecord.fetch(db, id: id) else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
+                throw TransactionStateMachine.unknown(id)
             }
             guard interrupted.interrupted else {
                 throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")

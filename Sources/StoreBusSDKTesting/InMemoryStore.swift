@@ -66,6 +66,14 @@ public final class InMemoryStore: StoreTransport {
         var queueKey: String
         var account: String
         var idempotencyKey: String?
+        /// What the payment queue's state machine, shared with the service, knows of it.
+        var facts: TransactionStateMachine.Facts
+
+        var machineFacts: TransactionStateMachine.Facts {
+            var facts = facts
+            facts.finished = transaction.finished
+            return facts
+        }
     }
 
     /// A product's hosted content, packed.
@@ -139,33 +147,26 @@ public final class InMemoryStore: StoreTransport {
         state.withLock { $0.policies[account] = policy }
     }
 
-    /// Approves a deferred (Ask to Buy) transaction: it becomes PURCHASED. Throws `RPCError`
-    /// (FAILED_PRECONDITION) when it is not deferred.
+    /// Approves a deferred (Ask to Buy) transaction: it becomes PURCHASED; approving it again is OK.
+    /// Throws `RPCError` as the payment queue does: NOT_FOUND for an unknown transaction,
+    /// FAILED_PRECONDITION when it is not waiting for Ask to Buy.
     public func approveAskToBuy(_ id: String) throws {
-        let packages = state.withLock { $0.packages }
-        try settleDeferred(id) { transaction in
-            transaction.transactionState = .purchased
-            transaction.downloads = Self.offered(packages, transaction)
-        }
+        try answerAskToBuy(id, .approve)
     }
 
-    /// Declines a deferred (Ask to Buy) transaction: it becomes FAILED, paymentCancelled.
+    /// Declines a deferred (Ask to Buy) transaction: it becomes FAILED, paymentCancelled; declining it
+    /// again is OK.
     public func declineAskToBuy(_ id: String) throws {
-        try settleDeferred(id) { transaction in
-            transaction.transactionState = .failed
-            transaction.error = .with {
-                $0.code = .paymentCancelled
-                $0.localizedDescription = "The request to buy was declined."
-            }
-        }
+        try answerAskToBuy(id, .decline)
     }
 
     /// Refunds a purchase: it and its restored copies carry a cancellation date, and every queue of
     /// the account hears `didRevokeEntitlements` for the product.
     public func refund(_ id: String) throws {
         try state.withLock { state in
-            guard let stored = state.transactions[id], stored.transaction.transactionState == .purchased else {
-                throw RPCError.resource(.notFound, type: "transaction", name: id, "no purchased transaction \(id)")
+            guard let stored = state.transactions[id] else { throw TransactionStateMachine.unknown(id) }
+            if case .refused(let predicate) = TransactionStateMachine.step(stored.transaction.transactionState, .refund, stored.machineFacts) {
+                throw TransactionStateMachine.refusal(id, predicate)
             }
             let now = Date()
             for key in state.order where state.transactions[key]?.transaction.transactionIdentifier == id
@@ -179,18 +180,33 @@ public final class InMemoryStore: StoreTransport {
         wake()
     }
 
-    private func settleDeferred(_ id: String, _ change: (inout Storebus_PaymentQueue_V1_PaymentTransaction) -> Void) throws {
+    private func answerAskToBuy(_ id: String, _ event: TransactionStateMachine.Event) throws {
         try state.withLock { state in
-            guard var stored = state.transactions[id], stored.transaction.transactionState == .deferred else {
-                throw RPCError.resource(.failedPrecondition, type: "transaction", name: id, "transaction \(id) is not waiting for approval")
+            guard var stored = state.transactions[id] else { throw TransactionStateMachine.unknown(id) }
+            switch TransactionStateMachine.step(stored.transaction.transactionState, event, stored.machineFacts) {
+            case .refused(let predicate):
+                throw TransactionStateMachine.refusal(id, predicate)
+            case .move(let target, let failure, _):
+                Self.move(&stored.transaction, to: target, failure: failure, packages: state.packages)
+                state.transactions[id] = stored
+                let transaction = stored.transaction
+                Self.append(&state, stored.queueKey) { $0.updatedTransactions.transactions = [transaction] }
+            case .unchanged, .leaveQueue, .revoke:
+                return
             }
-            change(&stored.transaction)
-            stored.transaction.transactionDate = .init(date: Date())
-            state.transactions[id] = stored
-            let transaction = stored.transaction
-            Self.append(&state, stored.queueKey) { $0.updatedTransactions.transactions = [transaction] }
         }
         wake()
+    }
+
+    /// A move the state machine says, with the time, the error and, once purchased, the content.
+    private static func move(
+        _ transaction: inout Storebus_PaymentQueue_V1_PaymentTransaction, to target: TransactionStateMachine.State,
+        failure: Storebus_PaymentQueue_V1_StoreKitError?, packages: [String: Package]
+    ) {
+        transaction.transactionState = target
+        transaction.transactionDate = .init(date: Date())
+        if let failure { transaction.error = failure }
+        if target == .purchased { transaction.downloads = offered(packages, transaction) }
     }
 
     // MARK: StoreTransport
@@ -355,35 +371,24 @@ public final class InMemoryStore: StoreTransport {
             }
             state.nextID += 1
             let id = transaction.transactionIdentifier
-            state.transactions[id] = Stored(transaction: transaction, queueKey: queue.key, account: queue.accountID, idempotencyKey: key)
+            var facts = TransactionStateMachine.Facts(asksToBuy: payment.simulatesAskToBuyInSandbox)
+            switch state.policies[queue.accountID] ?? .approve {
+            case .approve: facts.policy = .approve
+            case .askToBuy: facts.policy = .askToBuy
+            case .fail(let code):
+                facts.policy = .fail
+                facts.policyError = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
+            }
+            state.transactions[id] = Stored(transaction: transaction, queueKey: queue.key, account: queue.accountID, idempotencyKey: key, facts: facts)
             state.order.append(id)
             let purchasing = transaction
             Self.append(&state, queue.key) { $0.updatedTransactions.transactions = [purchasing] }
-            // The sandbox answers at once.
-            transaction.transactionDate = .init(date: Date())
+            // The sandbox decides at once, as the payment queue's machine says.
             if product == nil {
-                transaction.transactionState = .failed
-                transaction.error = .with {
-                    $0.code = .storeProductNotAvailable
-                    $0.localizedDescription = "The product is not available in this storefront."
-                }
-            } else if payment.simulatesAskToBuyInSandbox {
-                transaction.transactionState = .deferred
-            } else {
-                switch state.policies[queue.accountID] ?? .approve {
-                case .approve:
-                    transaction.transactionState = .purchased
-                case .askToBuy:
-                    transaction.transactionState = .deferred
-                case .fail(let code):
-                    transaction.transactionState = .failed
-                    transaction.error = .with {
-                        $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
-                        $0.localizedDescription = code == .paymentCancelled ? "The payment was cancelled." : "The payment failed."
-                    }
-                }
+                Self.move(&transaction, to: .failed, failure: .make(.storeProductNotAvailable), packages: state.packages)
+            } else if case .move(let target, let failure, _) = TransactionStateMachine.step(.purchasing, .decide, facts) {
+                Self.move(&transaction, to: target, failure: failure, packages: state.packages)
             }
-            if transaction.transactionState == .purchased { transaction.downloads = Self.offered(state.packages, transaction) }
             state.transactions[id]?.transaction = transaction
             let decided = transaction
             Self.append(&state, queue.key) { $0.updatedTransactions.transactions = [decided] }
@@ -402,9 +407,10 @@ public final class InMemoryStore: StoreTransport {
                 }
                 throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(id) in this queue")
             }
-            if stored.transaction.finished { return true }
-            guard stored.transaction.transactionState != .purchasing, stored.transaction.transactionState != .deferred else {
-                throw RPCError.resource(.failedPrecondition, type: "transaction", name: id, "transaction \(id) is not settled yet: it cannot be finished")
+            switch TransactionStateMachine.step(stored.transaction.transactionState, .finish, stored.machineFacts) {
+            case .unchanged: return true
+            case .refused(let predicate): throw TransactionStateMachine.refusal(id, predicate)
+            case .leaveQueue, .move, .revoke: break
             }
             var downloads = stored.transaction.downloads
             let cancelled = downloads.indices.filter { ![.finished, .cancelled].contains(downloads[$0].state) }
@@ -443,7 +449,7 @@ public final class InMemoryStore: StoreTransport {
                 copy.originalTransaction = original.transaction
                 copy.originalTransaction.clearOriginalTransaction()
                 copy.downloads = Self.offered(state.packages, copy)
-                state.transactions[copy.transactionIdentifier] = Stored(transaction: copy, queueKey: queue.key, account: queue.accountID)
+                state.transactions[copy.transactionIdentifier] = Stored(transaction: copy, queueKey: queue.key, account: queue.accountID, facts: .init())
                 state.order.append(copy.transactionIdentifier)
                 restored.append(copy)
             }

@@ -1,5 +1,6 @@
 import Testing
 @testable import PaymentQueue
+import StoreBus
 import StoreSchema
 
 /// The transaction state machine as a table: every (state, event) pair, with the facts that change

@@ -91,6 +91,20 @@ struct SDKScenarioTests {
         return (queue, recorder)
     }
 
+    /// The status a control answered with, whichever store: nil when it succeeded.
+    static func code(_ call: () async throws -> Void) async -> StatusCode? {
+        do {
+            try await call()
+            return nil
+        } catch let error as StoreError {
+            return error.status
+        } catch let error as RPCError {
+            return error.code
+        } catch {
+            return .unknown
+        }
+    }
+
     static func run(_ scenario: Scenario, on store: some ScenarioStore) async throws {
         let account = "scenario-\(scenario.rawValue)"
         let (phone, recorder) = try await launch(store, account: account)
@@ -116,6 +130,15 @@ struct SDKScenarioTests {
             }
             try await store.approveAskToBuy(asked.id)
             #expect(await recorder.purchased(asked.id))
+            #expect(recorder.states(of: asked.id) == [.purchasing, .deferred, .purchased])
+            // The same rules in both stores (one state machine): approving again is OK and changes
+            // nothing; an unknown transaction is NOT_FOUND; one that never asked is FAILED_PRECONDITION.
+            try await store.approveAskToBuy(asked.id)
+            #expect(await Self.code { try await store.approveAskToBuy("999999999999999") } == .notFound)
+            let plain = try await phone.addPayment(Payment(productIdentifier: coins))
+            #expect(await recorder.purchased(plain.id))
+            #expect(await Self.code { try await store.approveAskToBuy(plain.id) } == .failedPrecondition)
+            #expect(await Self.code { try await store.refund("999999999999999") } == .notFound)
             #expect(recorder.states(of: asked.id) == [.purchasing, .deferred, .purchased])
 
         case .failure:

@@ -1,29 +1,30 @@
-import StoreBus
 import StoreSchema
 
 /// The transaction state machine, every (state, event) pair in one place, with no storage: the
-/// store fetches a transaction, asks ``step(_:_:)`` what an event does to it, and writes that.
+/// payment queue's store fetches a transaction, asks ``step(_:_:_:)`` what an event does to it, and
+/// writes that; StoreBusSDKTesting's store in memory asks the same, so the double answers as the
+/// service does.
 ///
 /// A transaction is born PURCHASING (a payment the sandbox authority decides later), FAILED (a
 /// payment refused at once), RESTORED (a copy made by a restore) or PURCHASED (an interrupted
 /// purchase resolved); being born is not an event here. Finishing takes it out of its queue without
 /// changing its state, and a refund revokes it without changing its state either.
-enum TransactionStateMachine {
-    typealias State = Storebus_PaymentQueue_V1_TransactionState
+public enum TransactionStateMachine {
+    public typealias State = Storebus_PaymentQueue_V1_TransactionState
 
     /// What the machine needs to know of a transaction besides its state.
-    struct Facts: Equatable, Sendable {
+    public struct Facts: Equatable, Sendable {
         /// Whether the buyer must ask (Ask to Buy): asked for by the payment, or by the sandbox
         /// policy copied onto it. The only way into DEFERRED.
-        var asksToBuy: Bool
+        public var asksToBuy: Bool
         /// The sandbox policy copied onto the transaction when it was added.
-        var policy: Storebus_PaymentQueue_V1_PolicyMode
+        public var policy: Storebus_PaymentQueue_V1_PolicyMode
         /// The error a FAIL policy gives.
-        var policyError: Storebus_PaymentQueue_V1_SKError
+        public var policyError: Storebus_PaymentQueue_V1_SKError
         /// Whether it left its queue (finishTransaction).
-        var finished: Bool
+        public var finished: Bool
 
-        init(asksToBuy: Bool = false, policy: Storebus_PaymentQueue_V1_PolicyMode = .approve, policyError: Storebus_PaymentQueue_V1_SKError = .unknown, finished: Bool = false) {
+        public init(asksToBuy: Bool = false, policy: Storebus_PaymentQueue_V1_PolicyMode = .approve, policyError: Storebus_PaymentQueue_V1_SKError = .unknown, finished: Bool = false) {
             self.asksToBuy = asksToBuy
             self.policy = policy
             self.policyError = policyError
@@ -32,7 +33,7 @@ enum TransactionStateMachine {
     }
 
     /// Something that happens to a transaction.
-    enum Event: CaseIterable, Sendable {
+    public enum Event: CaseIterable, Sendable {
         /// The sandbox authority decides a payment by the policy copied onto it (its delay over).
         case decide
         /// A parent approves an Ask to Buy request.
@@ -48,7 +49,7 @@ enum TransactionStateMachine {
     }
 
     /// What an event does.
-    enum Step: Equatable, Sendable {
+    public enum Step: Equatable, Sendable {
         /// The transaction moves to `state`; `failure` is its error when that is FAILED, and
         /// `interrupted` marks a purchase that needs an action outside the app.
         case move(to: State, failure: Storebus_PaymentQueue_V1_StoreKitError? = nil, interrupted: Bool = false)
@@ -65,14 +66,14 @@ enum TransactionStateMachine {
     }
 
     /// The error of a declined Ask to Buy request.
-    static let declined = Storebus_PaymentQueue_V1_StoreKitError.make(.paymentCancelled, "The request to buy was declined.")
+    public static let declined = Storebus_PaymentQueue_V1_StoreKitError.make(.paymentCancelled, "The request to buy was declined.")
     /// The error of an interrupted purchase.
-    static let interruption = Storebus_PaymentQueue_V1_StoreKitError.make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed.")
+    public static let interruption = Storebus_PaymentQueue_V1_StoreKitError.make(.paymentCancelled, "The purchase was interrupted: an action outside the app is needed.")
     /// The error of a payment still waiting when its account's history is cleared.
-    static let cleared = Storebus_PaymentQueue_V1_StoreKitError.make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided.")
+    public static let cleared = Storebus_PaymentQueue_V1_StoreKitError.make(.paymentCancelled, "The account's purchase history was cleared before the payment was decided.")
 
     /// What `event` does to a transaction in `state`.
-    static func step(_ state: State, _ event: Event, _ facts: Facts = Facts()) -> Step {
+    public static func step(_ state: State, _ event: Event, _ facts: Facts = Facts()) -> Step {
         switch (state, event) {
         // The authority's decision: only a payment still PURCHASING is decided.
         case (.purchasing, .decide):
@@ -120,26 +121,14 @@ enum TransactionStateMachine {
 }
 
 extension TransactionStateMachine {
+    /// NOT_FOUND for a transaction id nobody knows.
+    public static func unknown(_ id: String) -> RPCError {
+        RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id))")
+    }
+
     /// The error of a refused step of transaction `id`.
-    static func refusal(_ id: String, _ predicate: String) -> RPCError {
+    public static func refusal(_ id: String, _ predicate: String) -> RPCError {
         RPCError(.failedPrecondition, "transaction \(RPCError.echo(id)) \(predicate)")
     }
 }
 
-extension TransactionRecord {
-    /// What the state machine needs to know of the transaction.
-    var machineFacts: TransactionStateMachine.Facts {
-        .init(asksToBuy: askToBuy, policy: policyMode, policyError: policyError, finished: finished)
-    }
-
-    /// Applies a step that moves the transaction (in memory; see ``saveDecision(_:)``). Other steps
-    /// change nothing here.
-    mutating func apply(_ step: TransactionStateMachine.Step, at ms: Int64) {
-        guard case .move(let state, let failure, let interrupted) = step else { return }
-        if let failure {
-            setFailed(failure, at: ms, interrupted: interrupted)
-        } else {
-            setState(state, at: ms)
-        }
-    }
-}
