@@ -49,11 +49,12 @@ public struct ReceiptVerification: Sendable {
 }
 
 extension ReceiptBook {
-    /// Checks `receiptData` (base64) as verifyReceipt does, in this order: the encoding (not base64,
-    /// or not a PKCS#7 signed message: 21002), the message's structure (21003: a changed byte),
-    /// the payload (21002 when authentically signed yet not a receipt, else 21003), the environment
-    /// (21007, 21008), the signature against this deployment's root (21003), the account (21010),
-    /// the shared secret (21004).
+    /// Checks `receiptData` (base64) as verifyReceipt does, in this order: the encoding (not base64:
+    /// 21002), then ``ReceiptVerifier``'s checks, shared with offline verifiers (not a PKCS#7 signed
+    /// message: 21002; the message's structure: 21003, a changed byte; the payload: 21002 when
+    /// authentically signed yet not a receipt, else 21003; the environment: 21007, 21008; the
+    /// signature against this deployment's root: 21003), then the account (21010) and the shared
+    /// secret (21004).
     public func verify(receiptData: String, password: String?, excludeOldTransactions: Bool, now: Date = Date()) async -> ReceiptVerification {
         let environment = configuration.environment
         func refuse(_ status: ReceiptVerification.Status, _ problem: String) -> ReceiptVerification {
@@ -66,31 +67,19 @@ extension ReceiptBook {
         guard !utf8.isEmpty, let bytes = Data(base64Encoded: Data(utf8)) else {
             return refuse(.malformed, "receipt-data is not base64")
         }
-        let der = Array(bytes)
-        guard ReceiptSignature.looksSigned(der) else { return refuse(.malformed, "receipt-data is not a PKCS#7 signed message") }
-        let payload: [UInt8]
-        do {
-            payload = try ReceiptSignature.attachedPayload(of: der)
-        } catch {
-            return refuse(.notAuthenticated, "the signed message is damaged: \(error)")
-        }
         let receipt: AppReceipt
         do {
-            receipt = try AppReceipt(der: payload)
+            // The checks every verifier makes, in one order (ReceiptVerifier), against this
+            // deployment's root and environment.
+            receipt = try await ReceiptVerifier(rootCertificates: [authority.root]).verify(Array(bytes), environment: environment, now: now)
         } catch {
-            if let problem = await ReceiptSignature.check(der, payload: payload, roots: [authority.root], at: now) {
-                return refuse(.notAuthenticated, "the payload is not a receipt and the signature does not verify: \(problem)")
+            switch error {
+            case .malformed(let why): return refuse(.malformed, why)
+            case .otherEnvironment(.sandbox): return refuse(.sandboxReceiptInProduction, "a sandbox receipt sent to a production deployment")
+            case .otherEnvironment(.production): return refuse(.productionReceiptInSandbox, "a production receipt sent to a sandbox deployment")
+            case .notAuthenticated(let why): return refuse(.notAuthenticated, why)
+            case .otherApp, .otherDevice: return refuse(.notAuthenticated, error.description)
             }
-            return refuse(.malformed, "\(error)")
-        }
-        switch (receipt.environment, environment) {
-        case (nil, _): return refuse(.malformed, "the receipt type \(RPCError.echo(receipt.receiptType)) is not one of Production, ProductionSandbox")
-        case (.sandbox, .production): return refuse(.sandboxReceiptInProduction, "a sandbox receipt sent to a production deployment")
-        case (.production, .sandbox): return refuse(.productionReceiptInSandbox, "a production receipt sent to a sandbox deployment")
-        default: break
-        }
-        if let problem = await ReceiptSignature.check(der, payload: payload, roots: [authority.root], at: receipt.creationDate) {
-            return refuse(.notAuthenticated, "the signature does not verify against this deployment's root: \(problem)")
         }
         do {
             guard let owner = try await store.owner(opaque: receipt.opaqueValue), QueueNames.same(owner.app, receipt.bundleID) else {

@@ -22,6 +22,9 @@ public struct ReceiptVerifier: Sendable {
         case otherApp(String)
         /// A receipt issued for another device (its hash does not match).
         case otherDevice
+        /// A receipt of the other environment (verifyReceipt's 21007 for a sandbox receipt sent to
+        /// production, 21008 for the reverse).
+        case otherEnvironment(ReceiptEnvironment)
 
         public var description: String {
             switch self {
@@ -29,6 +32,7 @@ public struct ReceiptVerifier: Sendable {
             case .notAuthenticated(let why): "not authentic: \(why)"
             case .otherApp(let app): "a receipt of \(app)"
             case .otherDevice: "a receipt of another device"
+            case .otherEnvironment(let environment): "a \(environment.rawValue.lowercased()) receipt"
             }
         }
     }
@@ -48,17 +52,36 @@ public struct ReceiptVerifier: Sendable {
 
     /// The receipt in `der` (an app receipt's bytes) once its signature is checked against the
     /// roots, at its creation date; with `bundleID`, it must be that app's, and with `deviceID`,
-    /// issued for that device.
-    public func verify(_ der: [UInt8], bundleID: String? = nil, deviceID: String? = nil) async throws(Failure) -> AppReceipt {
+    /// issued for that device; with `environment`, of that environment.
+    ///
+    /// The one order of checks, the receipt service's verifyReceipt's too: not a signed message
+    /// (malformed); a message whose structure is damaged (not authenticated: a changed byte); a
+    /// payload that is not a receipt (malformed when the signature holds, else not authenticated);
+    /// a receipt type of neither environment (malformed); the other environment; the signature at
+    /// the receipt's creation date (not authenticated); then the app and the device.
+    public func verify(
+        _ der: [UInt8], bundleID: String? = nil, deviceID: String? = nil, environment: ReceiptEnvironment? = nil, now: Date = Date()
+    ) async throws(Failure) -> AppReceipt {
         guard ReceiptSignature.looksSigned(der) else { throw .malformed("not a PKCS#7 signed message") }
-        let receipt: AppReceipt
         let payload: [UInt8]
         do {
             payload = try ReceiptSignature.attachedPayload(of: der)
+        } catch {
+            throw .notAuthenticated("the signed message is damaged: \(error)")
+        }
+        let receipt: AppReceipt
+        do {
             receipt = try AppReceipt(der: payload)
         } catch {
-            throw .notAuthenticated("\(error)")
+            if let problem = await ReceiptSignature.check(der, payload: payload, roots: roots, at: now) {
+                throw .notAuthenticated("the payload is not a receipt and the signature does not verify: \(problem)")
+            }
+            throw .malformed("\(error)")
         }
+        guard let own = receipt.environment else {
+            throw .malformed("the receipt type \(receipt.receiptType.prefix(64)) is not one of Production, ProductionSandbox")
+        }
+        if let environment, own != environment { throw .otherEnvironment(own) }
         if let problem = await ReceiptSignature.check(der, payload: payload, roots: roots, at: receipt.creationDate) {
             throw .notAuthenticated(problem)
         }

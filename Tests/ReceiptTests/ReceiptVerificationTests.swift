@@ -92,6 +92,51 @@ struct ReceiptVerificationTests {
         }
     }
 
+    @Test("the service and the SDK's offline verifier classify every input alike: one verification path")
+    func oneVerificationPath() async throws {
+        try await Self.withBought() { bought in
+            let root = try await bought.alice.rootCertificatePEM()
+            let verifier = try ReceiptVerifier(rootCertificatePEM: root)
+            let own = try SigningAuthority(directory: URL(fileURLWithPath: bought.cluster.directory.path("receipt-data")).appendingPathComponent("keys"))
+            let elsewhere = try TemporaryDirectory(prefix: "ca")
+            defer { elsewhere.remove() }
+            let stranger = try SigningAuthority(directory: elsewhere.url)
+            let payload = try ReceiptSignature.attachedPayload(of: bought.receipt)
+            var random = SeededRandom(seed: 7)
+            var flipped = bought.receipt
+            flipped[bought.receipt.count / 2] ^= 0x10
+            var otherType = bought.receipt
+            otherType[otherType.count > 200 ? 14 : 0] ^= 0x01
+            let inputs: [(String, [UInt8])] = [
+                ("the receipt", bought.receipt),
+                ("a byte changed", flipped),
+                ("truncated", Array(bought.receipt.prefix(bought.receipt.count / 2))),
+                ("random bytes", (0..<600).map { _ in UInt8.random(in: 0...255, using: &random) }),
+                ("another content type", otherType),
+                ("signed by another authority", try ReceiptSignature.sign(payload: payload, with: stranger.current(), at: Date())),
+                ("not a receipt, signed by the deployment", try ReceiptSignature.sign(payload: [0x05, 0x00], with: own.current(), at: Date())),
+                ("not a receipt, signed elsewhere", try ReceiptSignature.sign(payload: [0x05, 0x00], with: stranger.current(), at: Date())),
+            ]
+            for (name, input) in inputs {
+                let status = try await bought.verify(input).status
+                let offline: Int32
+                do {
+                    _ = try await verifier.verify(input, environment: .sandbox)
+                    offline = 0
+                } catch let error as ReceiptVerifier.Failure {
+                    switch error {
+                    case .malformed: offline = 21002
+                    case .notAuthenticated, .otherApp, .otherDevice: offline = 21003
+                    case .otherEnvironment(let environment): offline = environment == .sandbox ? 21007 : 21008
+                    }
+                } catch {
+                    offline = -1
+                }
+                #expect(status == offline, "\(name): the service says \(status), the verifier \(offline)")
+            }
+        }
+    }
+
     @Test("a CMS signed by another authority is 21003; one with attributes missing or doubled, signed by the deployment's key, is 21002")
     func foreignSignersAndBadPayloads() async throws {
         try await Self.withBought() { bought in
