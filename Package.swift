@@ -82,7 +82,7 @@ let package = Package(
             ]
         ),
         // What a server needs besides: the RPC server and router, Health and Diagnostics, doorbells
-        // and event followers.
+        // and event followers, fail points.
         .target(
             name: "StoreBusServer",
             dependencies: [
@@ -112,10 +112,11 @@ let package = Package(
             name: "StoreBusStorage",
             dependencies: [
                 .product(name: "Metrics", package: "swift-metrics"),
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema", "CSQLiteSettings",
+                "StoreBus", "StoreBusServer", "StoreSchema", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),

@@ -2,7 +2,6 @@ import Foundation
 import GRDB
 import Metrics
 import StoreBus
-import StoreBusHost
 import StoreBusServer
 import SwiftProtobuf
 
