@@ -15,8 +15,8 @@ import StoreSchema
 /// Requests arrive with their queue filled and checked and their downloads named within the
 /// contract's rules (1 to 100 per call; the router's interceptors).
 public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
-    /// Largest chunk ReadChunk gives (download.proto's rule), and the size it gives when asked for none.
-    public static let maxChunkBytes = 1 << 20
+    /// The size of chunk ReadChunk gives when asked for none (download.proto's rule bounds a request's
+    /// `max_bytes` at 1 MiB).
     public static let defaultChunkBytes = 256 * 1024
 
     let content: ContentStore

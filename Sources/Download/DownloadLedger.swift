@@ -67,7 +67,7 @@ struct DownloadKey: Hashable, Sendable {
 /// restart. Byte counts reach the database with each state change; a crash loses the counts since.
 final class DownloadLedger: Sendable {
     /// The log followed: the payment queue's.
-    static let log = ServiceRegistry.paymentQueue.log ?? ServiceRegistry.paymentQueue.name
+    static let log = ServiceRegistry.paymentQueueLog
 
     let database: StoreDatabase
     private let entries: Mutex<[DownloadKey: LedgerEntry]>

@@ -54,7 +54,7 @@ public struct GatewayService: Service {
         // fast path: with them off, every Observe reads the payment queue's log).
         let recent: RecentEvents? = FastPaths.enabled ? RecentEvents() : nil
         let board = try DoorbellBoard(
-            endpoints: configuration.paymentQueueEventEndpoints, log: GatewayConfiguration.paymentQueueRoute, context: host.context, reactor: host.reactor,
+            endpoints: configuration.paymentQueueEventEndpoints, log: ServiceRegistry.paymentQueueLog, context: host.context, reactor: host.reactor,
             heard: { recent?.heard($0) }, disconnected: { recent?.forget() }
         )
         let gateway = try GatewayHandlers(

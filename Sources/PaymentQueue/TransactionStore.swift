@@ -10,7 +10,7 @@ import SwiftProtobuf
 /// (see docs/payment-queue.md).
 public final class TransactionStore: Sendable {
     /// The event log's name.
-    public static let logName = "payment-queue"
+    public static let logName = ServiceRegistry.paymentQueueLog
     /// First transaction identifier; identifiers are this plus a counter, as numeric strings.
     public static let identifierBase: Int64 = 1_000_000_000_000_000
 

@@ -74,7 +74,7 @@ public struct StoredPurchase: Sendable, Equatable {
 /// moment applies each event exactly once).
 public final class ReceiptStore: Sendable {
     /// The log followed: the payment queue's.
-    static let log = ServiceRegistry.paymentQueue.log ?? ServiceRegistry.paymentQueue.name
+    static let log = ServiceRegistry.paymentQueueLog
 
     let database: StoreDatabase
 

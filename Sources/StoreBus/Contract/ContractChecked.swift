@@ -25,7 +25,4 @@ extension ContractChecked {
     public func checkFields(prefix: String) throws(RPCError) {}
     public static var idempotencyKeyField: WritableKeyPath<Self, String>? { nil }
     public static var idempotencyKeyName: String { "idempotencyKey" }
-
-    /// ``checkFields(prefix:)`` from the top of the message.
-    public func checkFields() throws(RPCError) { try checkFields(prefix: "") }
 }

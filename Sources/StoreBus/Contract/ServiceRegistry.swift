@@ -41,9 +41,6 @@ public struct ServiceEntry: Sendable, Hashable {
     public var rpcEndpoint: String { "tcp://127.0.0.1:\(rpcPort)" }
     /// Its default doorbell endpoint, when it keeps a log.
     public var eventEndpoint: String? { eventPort.map { "tcp://127.0.0.1:\($0)" } }
-    /// The name of its event log (its own name), when it keeps one: what doorbells and followers
-    /// call it.
-    public var log: String? { eventPort == nil ? nil : name }
     /// Its default data directory, `data/<name>`, when it keeps data.
     public var dataDirectory: String? { keepsData ? "data/\(name)" : nil }
 
@@ -88,6 +85,10 @@ public enum ServiceRegistry {
         name: "gateway", process: "storebus-gateway", services: [Storebus_Gateway_V1_Gateway.serviceName], rpcPort: 7300,
         upstreams: ["catalog", "payment-queue", "receipt", "download"], follows: "payment-queue"
     )
+
+    /// The payment queue's event log, named after it: what its writer, its followers (receipt,
+    /// download) and the gateway's observer stream all call it.
+    public static var paymentQueueLog: String { paymentQueue.name }
 
     /// Every entry, in start order.
     public static let all: [ServiceEntry] = [catalog, paymentQueue, receipt, download, gateway]

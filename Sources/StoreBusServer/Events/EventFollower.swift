@@ -21,8 +21,6 @@ public protocol EventLogPage: SwiftProtobuf.Message {
 /// One event of an ``EventLogPage``: its positions in the whole log and in its key.
 public protocol EventLogRecord: Sendable {
     var seq: UInt64 { get }
-    /// The key the event belongs to (the payment queue's: its queue, `app|account|device`).
-    var key: String { get }
     var keySeq: UInt64 { get }
 }
 

@@ -34,7 +34,6 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
             }, { records in
                 guard let last = records.last?.seq else { return }
                 try await log.apply(through: last) { db in try reducer.apply(records, in: db) }
-                reducer.committed(records)
                 applied?.advance(log.name, to: last)
             }, replaced: { error in
                 logger.warning("A followed event log was replaced; applying it again from its start", metadata: [

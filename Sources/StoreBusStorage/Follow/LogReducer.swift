@@ -13,12 +13,8 @@ public protocol LogReducer: Sendable {
     /// Removes what the log gave, in the write transaction `db`: the log was replaced and is applied
     /// again from its start. Default: nothing (state the log cannot give again stays).
     func forget(in db: Database) throws
-    /// Hears that `records` were committed (for state kept in memory beside the database). Default:
-    /// nothing.
-    func committed(_ records: [Page.Record])
 }
 
 extension LogReducer {
     public func forget(in db: Database) throws {}
-    public func committed(_ records: [Page.Record]) {}
 }
