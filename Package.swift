@@ -10,8 +10,10 @@ let package = Package(
         .library(name: "StoreBus", targets: ["StoreBus"]),
         .library(name: "StoreBusServer", targets: ["StoreBusServer"]),
         .library(name: "StoreBusHost", targets: ["StoreBusHost"]),
+        .library(name: "StoreBusCommandLine", targets: ["StoreBusCommandLine"]),
         .library(name: "StoreBusStorage", targets: ["StoreBusStorage"]),
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
+        .library(name: "CatalogFormat", targets: ["CatalogFormat"]),
         .library(name: "Catalog", targets: ["Catalog"]),
         .library(name: "PaymentQueue", targets: ["PaymentQueue"]),
         .library(name: "Gateway", targets: ["Gateway"]),
@@ -50,6 +52,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // NIOThreadPool: the download service's file reads (blocking I/O) run on its threads.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -93,8 +97,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // Process hosting: ServiceHost (a service's process and its graceful shutdown), host
-        // configuration and the command-line options every executable shares.
+        // Process hosting: ServiceHost (a service's process and its graceful shutdown) and host
+        // configuration, resolved from settings, the environment and a config file.
         .target(
             name: "StoreBusHost",
             dependencies: [
@@ -102,10 +106,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        // The command-line half of the host: the options every executable shares (HostOptions) and
+        // those naming the services it calls, written once from the service registry. Only
+        // executables link it (and ArgumentParser).
+        .target(
+            name: "StoreBusCommandLine",
+            dependencies: [
+                "StoreBus", "StoreBusHost",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
@@ -131,10 +144,16 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // The catalog's format: the file model, its validator, the answers it gives, the .storekit
+        // importer. storectl uses it without the service.
+        .target(
+            name: "CatalogFormat",
+            dependencies: ["ContentPackage", "StoreBus", "StoreSchema"]
+        ),
         .target(
             name: "Catalog",
             dependencies: [
-                "ContentPackage", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
+                "CatalogFormat", "ContentPackage", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -176,6 +195,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -223,42 +243,42 @@ let package = Package(
         .executableTarget(
             name: "storebus-gateway",
             dependencies: [
-                "Gateway", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
+                "Gateway", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storebus-receipt",
             dependencies: [
-                "Receipt", "ReceiptFormat", "StoreBus", "StoreBusHost", "StoreBusStorage",
+                "Receipt", "ReceiptFormat", "StoreBus", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storebus-download",
             dependencies: [
-                "Download", "StoreBus", "StoreBusHost",
+                "Download", "StoreBus", "StoreBusHost", "StoreBusCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storebus-catalog",
             dependencies: [
-                "Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema",
+                "Catalog", "CatalogFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storebus-payment-queue",
             dependencies: [
-                "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "storectl",
             dependencies: [
-                "Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreSchema",
+                "CatalogFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -273,7 +293,7 @@ let package = Package(
         .executableTarget(
             name: "storebus-testkit-journal",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -286,12 +306,12 @@ let package = Package(
         // A client service in the test tree, made as a new service is made (echo.proto's comment).
         .executableTarget(
             name: "storebus-testkit-echo",
-            dependencies: ["StoreBus", "StoreBusServer", "StoreBusHost", "StoreSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "Catalog", "CatalogFormat", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -310,7 +330,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Catalog", "Gateway", "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                "Catalog", "CatalogFormat", "Gateway", "PaymentQueue", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -343,12 +363,12 @@ let package = Package(
         .testTarget(name: "DeploymentTests", dependencies: ["StoreBus", "StoreBusTesting", "ZeroMQ"]),
         .testTarget(
             name: "CatalogTests",
-            dependencies: ["Catalog", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusTesting", "StoreSchema"]
+            dependencies: ["Catalog", "CatalogFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusTesting", "StoreSchema"]
         ),
         .testTarget(
             name: "StoreBusTests",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -1,3 +1,4 @@
+import CatalogFormat
 import StoreBus
 import StoreBusServer
 import StoreSchema
@@ -16,6 +17,11 @@ public struct CatalogHandlers: Storebus_Catalog_V1_Catalog.Handlers {
         var router = RPCRouter()
         router.register(self)
         return router
+    }
+
+    /// Answers from the catalog in memory; a reload reads a file, off the loop.
+    public var loopSafe: LoopSafeMethods {
+        .all(of: Storebus_Catalog_V1_Catalog.self, except: [Storebus_Catalog_V1_Catalog.reloadCatalog.erased])
     }
 
     public func fetchProducts(_ request: Storebus_Catalog_V1_FetchProductsRequest, context: ServerContext) async throws -> Storebus_Catalog_V1_FetchProductsResponse {

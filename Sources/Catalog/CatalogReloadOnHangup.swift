@@ -1,3 +1,4 @@
+import CatalogFormat
 import Logging
 import ServiceLifecycle
 import UnixSignals

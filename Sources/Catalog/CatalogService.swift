@@ -1,3 +1,4 @@
+import CatalogFormat
 import Foundation
 import ServiceLifecycle
 import StoreBus

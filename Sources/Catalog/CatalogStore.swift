@@ -1,3 +1,4 @@
+import CatalogFormat
 import Foundation
 import Logging
 import Synchronization

@@ -1,6 +1,7 @@
 import ContentPackage
 import Crypto
 import Foundation
+import NIOPosix
 import StoreBus
 
 /// The hosted content a download service serves: every downloadable product's package, made at
@@ -121,6 +122,16 @@ public final class ContentStore: Sendable {
             done += got
         }
         return bytes
+    }
+
+    /// ``read(_:offset:maxBytes:)`` and the chunk's SHA-256 (lowercase hex), on a thread of
+    /// NIO's blocking-I/O pool: a read from a cold disk never holds up a thread of Swift's
+    /// cooperative pool, nor the RPC server's reactor.
+    public func readChunk(_ package: Package, offset: Int64, maxBytes: Int) async throws -> (bytes: [UInt8], sha256: String) {
+        try await NIOThreadPool.singleton.runIfActive { [self] in
+            let bytes = try read(package, offset: offset, maxBytes: maxBytes)
+            return (bytes, ContentPackage.hex(SHA256.hash(data: bytes)))
+        }
     }
 
     /// A name for the package that changes with anything that makes it.

@@ -49,6 +49,12 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         return codecs
     }
 
+    /// Every method but ReadChunk awaits other services and the ledger's thread; ReadChunk reads,
+    /// hashes and encodes up to a megabyte, off the loop.
+    public var loopSafe: LoopSafeMethods {
+        .all(of: Storebus_Download_V1_Download.self, except: [Storebus_Download_V1_Download.readChunk.erased])
+    }
+
     public func startDownloads(_ request: Storebus_Download_V1_StartDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_StartDownloadsResponse {
         let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: .start, context)
         return .with { $0.downloads = downloads; $0.keySeq = keySeq }
@@ -112,11 +118,25 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     public func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, context: ServerContext) async throws -> Storebus_Download_V1_ReadChunkResponse {
         try await catchUp(with: request.queue, context)
-        let (response, data) = try read(request)
-        DownloadMetrics.bytesServed.increment(by: Int64(data.count))
-        var answer = response
-        answer.data = Data(data)
-        return answer
+        let (key, package) = try readable(request)
+        let chunk = try await content.readChunk(package, offset: request.offset, maxBytes: request.maxBytes == 0 ? Self.defaultChunkBytes : Int(request.maxBytes))
+        // Looked at again after the read (it ran on another thread), with the count in one step: a
+        // pause, cancel or finish applied meanwhile stops this chunk too.
+        let end = request.offset + Int64(chunk.bytes.count)
+        guard ledger.sentIfActive(key, queueKey: request.queue.key, count: chunk.bytes.count, end: end) else {
+            _ = try active(request)
+            throw RPCError(.unavailable, "the download changed state while its chunk was read; read it again")
+        }
+        DownloadMetrics.bytesServed.increment(by: Int64(chunk.bytes.count))
+        return .with {
+            $0.data = Data(chunk.bytes)
+            $0.chunkSha256 = chunk.sha256
+            $0.offset = request.offset
+            $0.version = package.version
+            $0.contentLength = package.length
+            $0.sha256 = package.sha256
+            $0.eof = end == package.length
+        }
     }
 
     // MARK: Checks
@@ -227,8 +247,25 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     // MARK: Transfer
 
-    /// A chunk of an active download: the answer but its data, and the data.
-    func read(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
+    /// The download a chunk is asked of and its package, when the download is active and the
+    /// package is the version asked for.
+    func readable(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> (key: DownloadKey, package: ContentStore.Package) {
+        let ref = request.download
+        let key = try active(request)
+        let package = try package(request.queue, ref)
+        guard request.ifVersion.isEmpty || request.ifVersion == package.version else {
+            throw RPCError.resource(.failedPrecondition, type: "content", name: ref.contentIdentifier,
+                                    "the content is now version \(package.version), not \(RPCError.echo(request.ifVersion)): start again from offset 0")
+                .withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
+        }
+        guard request.offset >= 0 else { throw RPCError.invalidArgument(field: "offset", "must not be negative") }
+        return (key, package)
+    }
+
+    /// The download a chunk is asked of, when it is active in the request's queue: NOT_FOUND when
+    /// it was never started there, FAILED_PRECONDITION (DOWNLOAD_NOT_ACTIVE) when it is not active
+    /// or its transaction is finished.
+    func active(_ request: Storebus_Download_V1_ReadChunkRequest) throws -> DownloadKey {
         let ref = request.download
         let key = DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)
         guard let entry = ledger.entry(key), entry.queueKey == request.queue.key else {
@@ -239,24 +276,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
             throw RPCError.resource(.failedPrecondition, type: "download", name: ref.contentIdentifier, "\(state): start or resume it before reading")
                 .withReason("DOWNLOAD_NOT_ACTIVE", domain: "storebus.download")
         }
-        let package = try package(request.queue, ref)
-        guard request.ifVersion.isEmpty || request.ifVersion == package.version else {
-            throw RPCError.resource(.failedPrecondition, type: "content", name: ref.contentIdentifier,
-                                    "the content is now version \(package.version), not \(RPCError.echo(request.ifVersion)): start again from offset 0")
-                .withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
-        }
-        guard request.offset >= 0 else { throw RPCError.invalidArgument(field: "offset", "must not be negative") }
-        let data = try content.read(package, offset: request.offset, maxBytes: request.maxBytes == 0 ? Self.defaultChunkBytes : Int(request.maxBytes))
-        let end = request.offset + Int64(data.count)
-        ledger.sent(key, count: data.count, end: end)
-        return (.with {
-            $0.chunkSha256 = ContentPackage.hex(SHA256.hash(data: data))
-            $0.offset = request.offset
-            $0.version = package.version
-            $0.contentLength = package.length
-            $0.sha256 = package.sha256
-            $0.eof = end == package.length
-        }, data)
+        return key
     }
 }
 

@@ -100,11 +100,15 @@ final class DownloadLedger: Sendable {
         }
     }
 
-    /// Counts `count` bytes sent for `key`, ending at `end`.
-    func sent(_ key: DownloadKey, count: Int, end: Int64) {
+    /// Counts a chunk as sent when its download is still active in `queueKey` and its transaction
+    /// unfinished, in one step under the ledger's lock (the chunk is then answered); false, counting
+    /// nothing, otherwise.
+    func sentIfActive(_ key: DownloadKey, queueKey: String, count: Int, end: Int64) -> Bool {
         entries.withLock { entries in
+            guard let entry = entries[key], entry.queueKey == queueKey, entry.state == .active, !entry.transactionFinished else { return false }
             entries[key]?.bytesSent += Int64(count)
-            if let served = entries[key]?.servedEnd, served < end { entries[key]?.servedEnd = end }
+            if entry.servedEnd < end { entries[key]?.servedEnd = end }
+            return true
         }
     }
 

@@ -13,7 +13,7 @@ import Synchronization
 /// It holds no state of its own: sessions are signed tokens (``SessionSigner``), the observer stream
 /// is read from the payment queue's event log at the position each call acknowledges, and forwarded
 /// calls carry their bodies through undecoded.
-public final class GatewayHandlers: Sendable {
+public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
     /// The metadata entry that carries the session token.
     public static let sessionMetadataKey = "session"
     /// Longest Observe hold.
@@ -92,19 +92,13 @@ public final class GatewayHandlers: Sendable {
         self.logger = logger
     }
 
-    /// Every method the gateway answers besides the built-in Health and Diagnostics.
+    /// Every method the gateway answers besides the built-in Health and Diagnostics: its own, and a
+    /// forwarder for each method of the contract it routes.
     public var router: RPCRouter {
-        var router = RPCRouter()
-        router.register(Storebus_Gateway_V1_Gateway.authenticate) { [self] request, _ in
-            try authenticate(request)
-        }
-        // Raw, so that the session is checked before the body is read: a caller without one hears
+        // Observe's session is checked before its body is read: a caller without one hears
         // UNAUTHENTICATED, never a description of its body.
-        router.registerRaw(path: Storebus_Gateway_V1_Gateway.observe.path) { [self] body, context in
-            let session = try session(context)
-            let request = try JSONCodec.decode(Storebus_Gateway_V1_ObserveRequest.self, from: body)
-            return try await observe(request, session: session, context: context).encoded()
-        }
+        var router = RPCRouter(interceptors: StandardInterceptors.all + [SessionAdmission(gateway: self)])
+        router.register(self)
         for route in table.routes {
             router.registerRaw(path: route.method.path) { [self] body, context in
                 try await forward(route, body: body, context: context)
@@ -123,6 +117,27 @@ public final class GatewayHandlers: Sendable {
     public func beginClosing() async {
         guard !closing.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await board.shutdown()
+    }
+
+    /// Sessions are checked in memory and the observer stream awaits the payment queue: on the loop.
+    public var loopSafe: LoopSafeMethods { .all(of: Storebus_Gateway_V1_Gateway.self) }
+
+    public func authenticate(_ request: Storebus_Gateway_V1_AuthenticateRequest, context: ServerContext) async throws -> Storebus_Gateway_V1_AuthenticateResponse {
+        try authenticate(request)
+    }
+
+    public func observe(_ request: Storebus_Gateway_V1_ObserveRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Gateway_V1_ObserveResponse> {
+        PrewrittenResponse(json: try await observe(request, session: try session(context), context: context).encoded())
+    }
+
+    /// Admits an Observe call only with a valid session, before its body is read.
+    struct SessionAdmission: ServerInterceptor {
+        let gateway: GatewayHandlers
+
+        func admit(method: AnyMethodDescriptor, context: ServerContext) throws(RPCError) {
+            guard method.path == Storebus_Gateway_V1_Gateway.observe.path else { return }
+            _ = try gateway.session(context)
+        }
     }
 
     // MARK: Sessions
@@ -267,12 +282,7 @@ public final class GatewayHandlers: Sendable {
 
     func observe(_ request: Storebus_Gateway_V1_ObserveRequest, session: Session, context: ServerContext) async throws -> ObserveAnswer {
         let claims = session.claims
-        guard request.credit <= Self.maxCredit else {
-            throw RPCError.invalidArgument(field: "credit", "must be at most \(Self.maxCredit)")
-        }
-        guard request.waitMs <= Self.maxWaitMilliseconds else {
-            throw RPCError.invalidArgument(field: "waitMs", "must be at most \(Self.maxWaitMilliseconds)")
-        }
+        // The contract bounds credit (500) and waitMs (30,000).
         let credit = request.credit == 0 ? Self.defaultCredit : request.credit
         guard !request.replay || credit >= 2 else {
             throw RPCError.invalidArgument(field: "credit", "a replay answer holds two callbacks (the replayed transactions, then the end of the replay): grant at least 2")
@@ -427,37 +437,14 @@ public final class GatewayHandlers: Sendable {
         return events
     }
 
-    /// The observer callback of one queue event.
+    /// The observer callback of one queue event: the callback the contract delivers it as
+    /// (`delivered_as` in payment_queue.proto), or none: an event for followers only, or of a kind
+    /// newer than this gateway, is still delivered (without a callback), so that the client's
+    /// positions stay consecutive.
     static func callback(_ record: Storebus_PaymentQueue_V1_QueueEventRecord) -> Storebus_Gateway_V1_ObserverEvent {
         var event = Storebus_Gateway_V1_ObserverEvent()
         event.seq = record.keySeq
-        switch record.payload.event {
-        case .updatedTransactions(let updated):
-            event.updatedTransactions.transactions = updated.transactions
-        case .removedTransactions(let removed):
-            event.removedTransactions.transactions = removed.transactions
-        case .restoreCompletedTransactionsFinished(let finished):
-            event.restoreCompletedTransactionsFinished = .with {
-                $0.restoreID = finished.restoreID
-                $0.restoredCount = finished.restoredCount
-            }
-        case .restoreCompletedTransactionsFailed(let failed):
-            event.restoreCompletedTransactionsFailedWithError = .with {
-                $0.restoreID = failed.restoreID
-                $0.error = failed.error
-            }
-        case .revokedEntitlements(let revoked):
-            event.didRevokeEntitlementsForProductIdentifiers.productIdentifiers = revoked.productIdentifiers
-        case .updatedDownloads(let updated):
-            event.updatedDownloads.downloads = updated.downloads
-        case .refundedTransactions, .historyCleared:
-            // For followers that keep receipts; observers learn of them through revokedEntitlements.
-            break
-        case nil:
-            // An event kind newer than this gateway: still delivered (without a callback), so the
-            // client's positions stay consecutive.
-            break
-        }
+        event.callback = record.payload.deliveredAsObserverEvent
         return event
     }
 }

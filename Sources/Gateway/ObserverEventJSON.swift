@@ -3,10 +3,11 @@ import StoreSchema
 
 /// Observer callbacks in proto3 JSON, made from the payment queue's event JSON.
 ///
-/// The common events, transactions updated and removed, become callbacks by moving bytes: the
-/// callback's `updatedTransactions` (or `removedTransactions`) is the event payload's member of the
-/// same name, field for field the same message (`{"transactions": [PaymentTransaction...]}`), so it is
-/// copied as it is instead of being decoded into messages and encoded again. The record's positions
+/// Events the contract delivers as a callback of the very same fields (transactions updated and
+/// removed, restores, downloads: `deliveredVerbatimAsObserverEvent`, generated from payment_queue.proto)
+/// become callbacks by moving bytes: the callback's member is the event payload's member, field for
+/// field the same message, so it is copied as it is instead of being decoded into messages and
+/// encoded again. The record's positions
 /// and key are read and checked against the doorbell, and the record has been checked to be
 /// well-formed JSON in valid UTF-8, so a copy can never break an answer's syntax. A field of
 /// PaymentTransaction newer than this gateway passes through; clients ignore unknown fields, as
@@ -22,6 +23,10 @@ enum ObserverEventJSON {
         else { return nil }
         return try? JSONCodec.encode(GatewayHandlers.callback(record))
     }
+
+    /// The events copied as callbacks: the contract delivers each as a callback of the very same
+    /// fields (`delivered_as`), so its JSON is the callback's.
+    private static let verbatim = Storebus_PaymentQueue_V1_QueueEvent.deliveredVerbatimAsObserverEvent
 
     /// The members an event record may have, the positions checked against the doorbell first.
     private static let recordMembers = ["seq", "key", "keySeq", "payload", "type", "time"]
@@ -56,15 +61,11 @@ enum ObserverEventJSON {
         guard seen & 0b111 == 0b111, let members = payloadMembers else { return nil }
         var callback: (name: String, value: Range<Int>)?
         for member in members {
-            switch member.name {
-            case "updatedTransactions", "removedTransactions":
-                guard callback == nil, json[member.value.lowerBound] == UInt8(ascii: "{") else { return nil }
-                callback = (member.name, member.value)
-            case "queue":
-                continue
-            default:
-                return nil
-            }
+            if member.name == "queue" { continue }
+            // An event the contract delivers as a callback of the very same fields; any other is
+            // left to the decoder.
+            guard let name = verbatim[member.name], callback == nil, json[member.value.lowerBound] == UInt8(ascii: "{") else { return nil }
+            callback = (name, member.value)
         }
         guard let callback else { return nil }
         var out: [UInt8] = []

@@ -17,6 +17,9 @@ public struct PaymentQueueAdminHandlers: Storebus_PaymentQueue_V1_PaymentQueueAd
         self.authority = authority
     }
 
+    /// Every method awaits the store's threads for its reads and writes.
+    public var loopSafe: LoopSafeMethods { .all(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.self) }
+
     public func setPaymentPolicy(_ request: Storebus_PaymentQueue_V1_SetPaymentPolicyRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_SetPaymentPolicyResponse {
         try await catalog.checkApp(request.appBundleID)
         try await store.setPolicy(request.policy, app: request.appBundleID, account: request.accountID)

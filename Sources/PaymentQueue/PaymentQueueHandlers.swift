@@ -38,6 +38,10 @@ public struct PaymentQueueHandlers: Storebus_PaymentQueue_V1_PaymentQueue.Handle
         return codecs
     }
 
+    /// Every method awaits the store's threads for its reads and writes: on the loop, a purchase's
+    /// calls cost no thread hop of their own.
+    public var loopSafe: LoopSafeMethods { .all(of: Storebus_PaymentQueue_V1_PaymentQueue.self) }
+
     public func finishTransaction(_ request: Storebus_PaymentQueue_V1_FinishTransactionRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_FinishTransactionResponse {
         let already = try await store.finish(request.transactionIdentifier, queue: request.queue)
         return .with { $0.alreadyFinished = already }

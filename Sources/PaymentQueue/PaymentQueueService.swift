@@ -158,7 +158,7 @@ public struct PaymentQueueService: Service {
             try await store.setPolicy(policy, app: entry.app, account: entry.account)
         }
         let authority = PaymentAuthority(store: store, logger: host.logger)
-        var router = try EventLogService.router(database: database)
+        var router = try EventLogHandlers(database: database).router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
         router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority))

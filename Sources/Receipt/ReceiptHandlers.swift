@@ -28,6 +28,9 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         return router
     }
 
+    /// Every method may sign or verify (receipts, transactions) or decode a receipt: none runs on
+    /// the loop (the protocol's default).
+
     public func refreshReceipt(_ request: Storebus_Receipt_V1_RefreshReceiptRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RefreshReceiptResponse {
         if request.hasProperties, book.configuration.environment == .production {
             throw RPCError(.failedPrecondition, "receipt properties are for sandbox testing; this deployment is production")

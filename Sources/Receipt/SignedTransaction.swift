@@ -11,40 +11,39 @@ import X509
 /// Apple's, accept them unchanged.
 public enum SignedTransaction {
     /// The JWSTransactionDecodedPayload of `purchase`, signed at `signedDate`.
-    public static func payload(_ purchase: StoredPurchase, environment: ReceiptEnvironment, signedDate: Date) -> [String: Any] {
-        var payload: [String: Any] = [
-            "transactionId": purchase.id,
-            "originalTransactionId": purchase.originalID,
-            "bundleId": purchase.app,
-            "productId": purchase.productID,
-            "purchaseDate": purchase.purchaseMS,
-            "originalPurchaseDate": purchase.originalPurchaseMS,
-            "quantity": purchase.quantity,
-            "type": type(purchase.productType),
-            "inAppOwnershipType": "PURCHASED",
-            "signedDate": ReceiptStore.milliseconds(signedDate),
-            "environment": environment.rawValue,
-            "transactionReason": "PURCHASE",
-            "storefront": purchase.storefront,
-        ]
-        if let id = storefrontIDs[purchase.storefront] { payload["storefrontId"] = id }
+    public static func payload(_ purchase: StoredPurchase, environment: ReceiptEnvironment, signedDate: Date) -> JWSTransactionDecodedPayload {
+        var payload = JWSTransactionDecodedPayload()
+        payload.transactionId = purchase.id
+        payload.originalTransactionId = purchase.originalID
+        payload.bundleId = purchase.app
+        payload.productId = purchase.productID
+        payload.purchaseDate = purchase.purchaseMS
+        payload.originalPurchaseDate = purchase.originalPurchaseMS
+        payload.quantity = purchase.quantity
+        payload.type = type(purchase.productType)
+        payload.inAppOwnershipType = "PURCHASED"
+        payload.signedDate = ReceiptStore.milliseconds(signedDate)
+        payload.environment = environment.rawValue
+        payload.transactionReason = "PURCHASE"
+        payload.storefront = purchase.storefront
+        payload.storefrontId = storefrontIDs[purchase.storefront]
         if let price = milliunits(purchase.price), !purchase.currency.isEmpty {
-            payload["price"] = price
-            payload["currency"] = purchase.currency
+            payload.price = price
+            payload.currency = purchase.currency
         }
-        if let expiresMS = purchase.expiresMS { payload["expiresDate"] = expiresMS }
-        if purchase.productType == .autoRenewableSubscription { payload["webOrderLineItemId"] = String(webOrderLineItemID(purchase)) }
+        payload.expiresDate = purchase.expiresMS
+        if purchase.productType == .autoRenewableSubscription { payload.webOrderLineItemId = String(webOrderLineItemID(purchase)) }
         if let cancellationMS = purchase.cancellationMS {
-            payload["revocationDate"] = cancellationMS
-            payload["revocationReason"] = appleReason(purchase.cancellationReason)
+            payload.revocationDate = cancellationMS
+            payload.revocationReason = appleReason(purchase.cancellationReason)
         }
-        if let token = UUID(uuidString: purchase.applicationUsername) { payload["appAccountToken"] = token.uuidString.lowercased() }
+        if let token = UUID(uuidString: purchase.applicationUsername) { payload.appAccountToken = token.uuidString.lowercased() }
         return payload
     }
 
     /// The JWS of `purchase`, signed with `key` at `signedDate`.
     public static func sign(_ purchase: StoredPurchase, environment: ReceiptEnvironment, with key: SigningKey, at signedDate: Date) throws -> String {
-        try JWS.sign(payload: payload(purchase, environment: environment, signedDate: signedDate), with: key)
+        try JWS.sign(payload(purchase, environment: environment, signedDate: signedDate), with: key)
     }
 
     /// App Store Server API names of product types.

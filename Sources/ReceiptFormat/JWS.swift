@@ -6,11 +6,25 @@ import X509
 /// JSON Web Signatures as the App Store signs its data (signed transactions, renewal information):
 /// compact serialization, ES256, the `x5c` chain (leaf, intermediate, root) in the header.
 public enum JWS {
-    /// Any JSON object as a JWS signed with `key`, the chain in its header.
-    public static func sign(payload: [String: Any], with key: SigningKey) throws -> String {
-        let header: [String: Any] = ["alg": "ES256", "x5c": try key.chain.map { Data(try SigningKey.der($0)).base64EncodedString() }]
-        let input = Base64URL.encode(try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys]))
-            + "." + Base64URL.encode(try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]))
+    /// A JWS header: ES256, and the chain (leaf, intermediate, root) as base64 DER.
+    struct Header: Codable {
+        var alg: String
+        var x5c: [String]
+    }
+
+    /// When a payload says it was signed (the chain is judged then).
+    private struct SigningTime: Decodable {
+        var signedDate: Int64?
+        var receiptCreationDate: Int64?
+    }
+
+    /// `payload`'s JSON, keys sorted, as a JWS signed with `key`, the chain in its header. Throws
+    /// when the payload cannot be encoded or the key cannot sign: never an unsigned answer.
+    public static func sign(_ payload: some Encodable, with key: SigningKey) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let header = Header(alg: "ES256", x5c: try key.chain.map { Data(try SigningKey.der($0)).base64EncodedString() })
+        let input = Base64URL.encode(try encoder.encode(header)) + "." + Base64URL.encode(try encoder.encode(payload))
         let signature = try key.privateKey.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
     }
@@ -20,18 +34,22 @@ public enum JWS {
         public let description: String
     }
 
-    /// The payload of `jws` once its signature and chain are checked against `roots`, the chain
-    /// judged at the payload's signedDate as Apple's libraries do with online checks off.
-    public static func verify(_ jws: String, roots: [Certificate]) async throws(Failure) -> [String: Any] {
+    /// The payload of `jws`, decoded as `type`, once its signature and chain are checked against
+    /// `roots`, the chain judged at the payload's signedDate as Apple's libraries do with online
+    /// checks off.
+    public static func verify<Payload: Decodable>(_ jws: String, as type: Payload.Type, roots: [Certificate]) async throws(Failure) -> Payload {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
               let signatureBytes = Base64URL.decode(parts[2])
         else { throw Failure(description: "not a JWS in compact serialization") }
-        guard let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any],
-              let payload = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]
-        else { throw Failure(description: "the header or payload is not a JSON object") }
-        guard header["alg"] as? String == "ES256" else { throw Failure(description: "the algorithm is not ES256") }
-        guard let x5c = header["x5c"] as? [String], x5c.count == 3 else { throw Failure(description: "the header has no x5c chain of three certificates") }
+        let decoder = JSONDecoder()
+        guard let header = try? decoder.decode(Header.self, from: Data(headerBytes)),
+              let payload = try? decoder.decode(Payload.self, from: Data(payloadBytes)),
+              let signing = try? decoder.decode(SigningTime.self, from: Data(payloadBytes))
+        else { throw Failure(description: "the header or payload is not the JSON object expected") }
+        guard header.alg == "ES256" else { throw Failure(description: "the algorithm is not ES256") }
+        let x5c = header.x5c
+        guard x5c.count == 3 else { throw Failure(description: "the header has no x5c chain of three certificates") }
         let chain: [Certificate]
         do {
             chain = try x5c.map { text in
@@ -44,7 +62,7 @@ public enum JWS {
         guard chain[0].extensions[oid: SigningKey.signingMarker] != nil, chain[1].extensions[oid: SigningKey.intermediateMarker] != nil else {
             throw Failure(description: "the chain's certificates lack the signing extensions")
         }
-        let signedMS = (payload["signedDate"] as? NSNumber)?.int64Value ?? (payload["receiptCreationDate"] as? NSNumber)?.int64Value
+        let signedMS = signing.signedDate ?? signing.receiptCreationDate
         let time = signedMS.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
         var verifier = Verifier(rootCertificates: CertificateStore(roots)) { RFC5280Policy(validationTime: time) }
         let result = await verifier.validate(leaf: chain[0], intermediates: CertificateStore([chain[1]]))

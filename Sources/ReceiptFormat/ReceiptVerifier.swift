@@ -94,9 +94,9 @@ public struct ReceiptVerifier: Sendable {
     }
 
     /// The payload of a signed transaction (JWS) once its chain and signature are checked.
-    public func verifyTransaction(_ jws: String) async throws(Failure) -> [String: Any] {
+    public func verifyTransaction(_ jws: String) async throws(Failure) -> JWSTransactionDecodedPayload {
         do {
-            return try await JWS.verify(jws, roots: roots)
+            return try await JWS.verify(jws, as: JWSTransactionDecodedPayload.self, roots: roots)
         } catch {
             throw .notAuthenticated(error.description)
         }

@@ -88,10 +88,6 @@ final class DownloadEngine: Sendable {
         return try? JSONDecoder().decode(Sidecar.self, from: data)
     }
 
-    func saveSidecar(_ key: Key, _ sidecar: Sidecar) throws {
-        try JSONEncoder().encode(sidecar).write(to: self.sidecar(key), options: .atomic)
-    }
-
     /// Removes a download's partial data (a cancel).
     func discard(_ key: Key) {
         try? FileManager.default.removeItem(at: partial(key))
@@ -283,54 +279,29 @@ final class DownloadEngine: Sendable {
         }
     }
 
-    /// One pass of chunk reads from the bytes kept to the end of the package.
+    /// One pass of chunk reads from the bytes kept to the end of the package: a window of reads in
+    /// flight (``ChunkWindow``), each chunk checked and written into the partial file
+    /// (``PartialFile``), synced every 8 MiB and at the end.
     private func pull(_ download: Download, key: Key, meter: Meter) async -> Outcome {
         let configuration = self.configuration
+        let file: PartialFile
         do {
             try FileManager.default.createDirectory(at: configuration.downloadDirectory, withIntermediateDirectories: true)
+            file = try PartialFile.opening(self, key: key, length: download.contentLength)
+        } catch let error as StoreKitError {
+            return .failed(error)
         } catch {
             return .failed(Self.writeError(error))
         }
-        var sidecar = loadSidecar(key) ?? Sidecar(version: "", sha256: "", length: download.contentLength, kept: 0)
-        let descriptor = open(partial(key).path, O_RDWR | O_CREAT, 0o644)
-        guard descriptor >= 0 else { return .failed(Self.writeError(errno)) }
-        defer { close(descriptor) }
-        if ftruncate(descriptor, off_t(sidecar.kept)) != 0 { return .failed(Self.writeError(errno)) }
-        // The package's digest, over the bytes kept first (read back once), then each chunk in order.
-        var hash = SHA256()
-        if sidecar.kept > 0 {
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            var read: Int64 = 0
-            while read < sidecar.kept {
-                let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, Int(min(Int64(1 << 20), sidecar.kept - read)), off_t(read)) }
-                guard count > 0 else { return .failed(Self.writeError(count < 0 ? errno : EIO)) }
-                hash.update(data: buffer[0..<count])
-                read += Int64(count)
-            }
-        }
         let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
-        let window = max(1, configuration.downloadWindow)
-        var contiguous = sidecar.kept
-        var synced = contiguous
-        var next = contiguous
-        // Chunks written past the bytes in order, kept until those before them come (a window at most).
-        var received: [Int64: [UInt8]] = [:]
+        var window = ChunkWindow(chunk: chunk, window: configuration.downloadWindow, from: file.contiguous)
         var lastProgress = ContinuousClock.now
         var mismatches = 0
         meter.reading.withLock {
-            $0.done = contiguous
-            $0.length = sidecar.length
+            $0.done = file.contiguous
+            $0.length = file.sidecar.length
             $0.started = .now
-            $0.startDone = contiguous
-        }
-        /// Syncs the file and records the bytes kept.
-        func keep() -> StoreKitError? {
-            guard contiguous != synced || sidecar.kept != contiguous else { return nil }
-            if fsync(descriptor) != 0 { return Self.writeError(errno) }
-            sidecar.kept = contiguous
-            do { try saveSidecar(key, sidecar) } catch { return Self.writeError(error) }
-            synced = contiguous
-            return nil
+            $0.startDone = file.contiguous
         }
         let request = { (offset: Int64, version: String) -> Storebus_Download_V1_ReadChunkRequest in
             .with {
@@ -348,10 +319,8 @@ final class DownloadEngine: Sendable {
         let path = Storebus_Download_V1_Download.readChunk.path
         typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8])
         return await withTaskGroup(of: (Int64, Result<Chunk, StoreError>).self) { group -> Outcome in
-            var inFlight = 0
-            func launch(_ offset: Int64, after delay: Duration = .zero) {
-                let call = request(offset, sidecar.version)
-                inFlight += 1
+            func read(_ offset: Int64, after delay: Duration = .zero) {
+                let call = request(offset, file.sidecar.version)
                 group.addTask {
                     if delay > .zero { try? await Task.sleep(for: delay) }
                     do {
@@ -366,69 +335,52 @@ final class DownloadEngine: Sendable {
             }
             func end(_ outcome: Outcome) -> Outcome {
                 group.cancelAll()
-                if let error = keep() { return .failed(error) }
+                do throws(StoreKitError) { try file.keep() } catch { return .failed(error) }
                 return outcome
             }
             var retryDelay = Duration.milliseconds(100)
             while true {
                 // A first read learns the version and the length; then the window fills.
-                let credit = sidecar.version.isEmpty ? 1 : window
-                while inFlight < credit && next < max(sidecar.length, sidecar.version.isEmpty ? next + 1 : 0) {
-                    launch(next)
-                    next += chunk
-                }
-                if inFlight == 0 {
-                    if contiguous >= sidecar.length, !sidecar.version.isEmpty {
-                        return end(ContentPackage.hex(hash.finalize()) == sidecar.sha256 ? .complete : .damaged)
+                for offset in window.offsetsToRead(identified: file.identified, length: file.sidecar.length) { read(offset) }
+                if window.inFlight == 0 {
+                    if file.identified && file.contiguous >= file.sidecar.length {
+                        return end(file.isWholeAndIntact() ? .complete : .damaged)
                     }
                     return end(.stopped)
                 }
                 guard let (offset, result) = await group.next() else { return end(.stopped) }
-                inFlight -= 1
+                window.answered()
                 if Task.isCancelled { return end(.stopped) }
                 switch result {
                 case .success(let (answer, data)):
-                    if sidecar.version.isEmpty {
-                        sidecar = Sidecar(version: answer.version, sha256: answer.sha256, length: answer.contentLength, kept: contiguous)
+                    if !file.identified {
+                        file.identify(version: answer.version, sha256: answer.sha256, length: answer.contentLength)
                         meter.reading.withLock { $0.length = answer.contentLength }
-                    } else if answer.version != sidecar.version || answer.sha256 != sidecar.sha256 {
+                    } else if !file.holds(version: answer.version, sha256: answer.sha256) {
                         return end(.versionChanged)
                     }
-                    let expected = min(chunk, sidecar.length - offset)
+                    let expected = min(chunk, file.sidecar.length - offset)
                     guard Int64(data.count) == expected, ContentPackage.hex(SHA256.hash(data: data)) == answer.chunkSha256 else {
                         mismatches += 1
                         if mismatches > 5 { return end(.failed(StoreKitError(code: .unknown, localizedDescription: "chunks of the content keep arriving damaged"))) }
-                        launch(offset)
+                        window.retrying()
+                        read(offset)
                         continue
                     }
-                    let written = data.withUnsafeBytes { buffer -> Int in
-                        var done = 0
-                        while done < buffer.count {
-                            let count = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-                            if count < 0 {
-                                if errno == EINTR { continue }
-                                return -Int(errno)
-                            }
-                            done += count
-                        }
-                        return done
-                    }
-                    if written < 0 {
+                    do throws(StoreKitError) {
+                        try file.write(data, at: offset)
+                    } catch {
                         // A full disk, among others: keep what is written and whole, and say why.
-                        let failure = Self.writeError(Int32(-written))
                         group.cancelAll()
-                        _ = keep()
-                        return .failed(failure)
+                        try? file.keep()
+                        return .failed(error)
                     }
-                    received[offset] = data
-                    while let next = received.removeValue(forKey: contiguous) {
-                        hash.update(data: next)
-                        contiguous += Int64(next.count)
-                    }
-                    meter.reading.withLock { $0.done = contiguous }
+                    meter.reading.withLock { $0.done = file.contiguous }
                     lastProgress = .now
                     retryDelay = .milliseconds(100)
-                    if contiguous - synced >= 8 << 20, let error = keep() { return end(.failed(error)) }
+                    if file.unsynced >= 8 << 20 {
+                        do throws(StoreKitError) { try file.keep() } catch { return end(.failed(error)) }
+                    }
                 case .failure(let error):
                     switch error.reason {
                     case "CONTENT_VERSION_CHANGED": return end(.versionChanged)
@@ -441,7 +393,8 @@ final class DownloadEngine: Sendable {
                     guard lastProgress.duration(to: .now) < configuration.downloadStallTimeout else {
                         return end(.failed(StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "the download made no progress for \(configuration.downloadStallTimeout): \(error.message)")))
                     }
-                    launch(offset, after: retryDelay)
+                    window.retrying()
+                    read(offset, after: retryDelay)
                     retryDelay = min(retryDelay * 2, .seconds(2))
                 }
             }

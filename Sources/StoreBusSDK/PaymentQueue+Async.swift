@@ -138,14 +138,11 @@ extension StoreConnection {
 
     private static func verified(_ jws: String, _ verifier: ReceiptVerifier) async throws -> VerifiedTransaction {
         let payload = try await verifier.verifyTransaction(jws)
-        func date(_ key: String) -> Date? {
-            (payload[key] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue / 1000) }
-        }
         return VerifiedTransaction(
-            transactionIdentifier: payload["transactionId"] as? String ?? "",
-            originalTransactionIdentifier: payload["originalTransactionId"] as? String ?? "",
-            productIdentifier: payload["productId"] as? String ?? "",
-            purchaseDate: date("purchaseDate"), revocationDate: date("revocationDate"), jws: jws
+            transactionIdentifier: payload.transactionId ?? "",
+            originalTransactionIdentifier: payload.originalTransactionId ?? "",
+            productIdentifier: payload.productId ?? "",
+            purchaseDate: payload.purchaseDate.map(EpochMilliseconds.date), revocationDate: payload.revocationDate.map(EpochMilliseconds.date), jws: jws
         )
     }
 }

@@ -120,6 +120,7 @@ extension PaymentQueue {
                 await previous?.value
                 await call()
                 _ = self?.state.withLock { $0.pending.removeValue(forKey: number) }
+                self?.wake(.pendingCalls)
             }
         }
     }

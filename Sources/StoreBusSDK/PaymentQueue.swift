@@ -29,8 +29,8 @@ public final class PaymentQueue: Sendable {
         var nextStream: UInt64 = 0
         var transactions: [String: PaymentTransaction] = [:]
         var order: [String] = []
-        var position: UInt64 = 0
-        var replayed = false
+        /// Where the observer stream stands (``Observation``).
+        var observation = Observation()
         var observing: Task<Void, Never>?
         var observingError: StoreError?
         /// The sequences of ``observingStates``.
@@ -38,7 +38,10 @@ public final class PaymentQueue: Sendable {
         /// Fire-and-forget calls (`add`, `finishTransaction`) made and not ended yet, by number.
         var pending: [UInt64: PendingWork] = [:]
         var nextPending: UInt64 = 0
-        var closed = false
+        /// Calls waiting for the launch replay, for the pending calls to end, for slow sequences.
+        var replayWaiters = Waiters()
+        var pendingWaiters = Waiters()
+        var creditWaiters = Waiters()
         /// Callbacks of the SDK's own making (a payment or restore the store refused) that came while
         /// nobody listened, or before the launch replay: handed to the next listener after it.
         var held: [PaymentQueueCallback] = []
@@ -47,6 +50,7 @@ public final class PaymentQueue: Sendable {
         var lastCall: Task<Void, Never>?
 
         var listening: Bool { !observers.isEmpty || !streams.isEmpty }
+        var closed: Bool { observation.phase == .closed }
     }
 
     let state = Mutex(State())
@@ -91,6 +95,8 @@ public final class PaymentQueue: Sendable {
         delivering.lock()
         defer { delivering.unlock() }
         _ = state.withLock { $0.observers.removeValue(forKey: ObjectIdentifier(observer)) }
+        // With nobody listening any more, no call waits for a launch replay.
+        wake(.replay)
     }
 
     /// Every callback from now on, as an asynchronous sequence (starts observing). Each call returns a
@@ -101,7 +107,8 @@ public final class PaymentQueue: Sendable {
     /// worth (`observerCredit`), so a slow consumer slows the stream instead of growing the buffer.
     public var callbacks: PaymentQueueCallbacks {
         let (stream, continuation) = AsyncStream.makeStream(of: PaymentQueueCallback.self)
-        let backlog = CallbackBacklog()
+        let reference = WeakReference(self)
+        let backlog = CallbackBacklog { reference.value?.wake(.sequenceCredit) }
         let id = state.withLock { state -> UInt64? in
             guard !state.closed else { return nil }
             state.nextStream += 1
@@ -114,6 +121,8 @@ public final class PaymentQueue: Sendable {
         }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
+            self?.wake(.sequenceCredit)
+            self?.wake(.replay)
         }
         startObserving()
         handOverHeldLater()
@@ -127,7 +136,7 @@ public final class PaymentQueue: Sendable {
 
     /// The position of the last callback handed over (acknowledged to the gateway with the next call).
     public var acknowledgedPosition: UInt64 {
-        state.withLock { $0.position }
+        state.withLock { $0.observation.position }
     }
 
     /// Why the observer stream is interrupted: the error of the observing loop's last call while it
@@ -161,7 +170,7 @@ public final class PaymentQueue: Sendable {
 
     private func startObserving() {
         state.withLock { state in
-            guard state.observing == nil, !state.closed, state.listening else { return }
+            guard state.listening, state.observation.listenerAdded().contains(.startLoop) else { return }
             // The loop holds the queue only while it runs a call: a queue dropped without close()
             // ends its loop at the next pass (see deinit).
             let reference = WeakReference(self)
@@ -217,11 +226,12 @@ public final class PaymentQueue: Sendable {
                     // `for await` loop would otherwise wait forever).
                     let streams = current.state.withLock { state in
                         state.observing = nil
-                        state.closed = true
+                        _ = state.observation.closed()
                         defer { state.streams.removeAll() }
                         return state.streams.values.map(\.continuation)
                     }
                     for stream in streams { stream.finish() }
+                    current.wakeEveryWait()
                     return
                 }
                 let level: Logger.Level = error.isTransient ? .debug : .error
@@ -236,21 +246,29 @@ public final class PaymentQueue: Sendable {
     /// half of it does (the gateway could not hold the call).
     static let shortestHold = Duration.milliseconds(100)
 
-    /// Whether the loop should go on; when nobody listens, marks it ended and returns false.
+    /// Whether the loop should go on; when nobody listens, pauses the stream and returns false.
     private func continueObserving() -> Bool {
-        state.withLock { state in
-            if state.listening { return true }
-            state.observing = nil
-            return false
+        let actions = state.withLock { state in
+            let actions = state.observation.loopPass(listening: state.listening)
+            if actions.contains(.endLoop) { state.observing = nil }
+            return actions
         }
+        if actions.contains(.resumeReplayWaiters) { wake(.replay) }
+        return !actions.contains(.endLoop)
     }
 
     /// Returns when every sequence still listening holds fewer than `credit` callbacks not yet taken
-    /// (a sequence that ends meanwhile, its buffer dropped, no longer counts).
+    /// (a sequence that ends meanwhile, its buffer dropped, no longer counts): woken as consumers
+    /// take callbacks.
     private func waitForSlowSequences(credit: Int) async {
-        while !Task.isCancelled, state.withLock({ $0.streams.values.contains { $0.backlog.count >= credit } }) {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        await wait(.sequenceCredit) { state in state.streams.values.contains { $0.backlog.count >= credit } }
+    }
+
+    /// Resumes every wait (the queue closed: none has anything left to wait for).
+    func wakeEveryWait() {
+        wake(.replay)
+        wake(.pendingCalls)
+        wake(.sequenceCredit)
     }
 
     private enum ObserveOutcome {
@@ -261,7 +279,7 @@ public final class PaymentQueue: Sendable {
 
     /// One Observe call and the delivery of what it brought.
     private func observeOnce(_ configuration: StoreConfiguration) async -> ObserveOutcome {
-        let (position, replayed) = state.withLock { ($0.position, $0.replayed) }
+        let (position, replayed) = state.withLock { ($0.observation.position, !$0.observation.asksForReplay) }
         let response: Storebus_Gateway_V1_ObserveResponse
         do {
             response = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
@@ -275,10 +293,7 @@ public final class PaymentQueue: Sendable {
             if error.status == .outOfRange {
                 // The queue's log is behind our position (its database was replaced): start over as
                 // at a launch, so the app hears the queue's present state.
-                state.withLock {
-                    $0.position = 0
-                    $0.replayed = false
-                }
+                state.withLock { $0.observation.logReplaced() }
             }
             return .failed(error)
         } catch {
@@ -322,7 +337,7 @@ public final class PaymentQueue: Sendable {
     /// Called with `delivering` held.
     private func handOverHeld() {
         while let next = state.withLock({ state -> PaymentQueueCallback? in
-            guard state.listening, state.replayed, !state.closed, !state.held.isEmpty else { return nil }
+            guard state.observation.mayHandOverHeld(listening: state.listening), !state.held.isEmpty else { return nil }
             return state.held.removeFirst()
         }) {
             if !deliverSerially(next, advances: false) {
@@ -336,7 +351,7 @@ public final class PaymentQueue: Sendable {
     /// calls an observer from inside `add`), if the replay is already over; otherwise the observing
     /// loop does after it.
     private func handOverHeldLater() {
-        guard state.withLock({ !$0.held.isEmpty && $0.replayed }) else { return }
+        guard state.withLock({ !$0.held.isEmpty && !$0.observation.asksForReplay }) else { return }
         Task { handOverHeldNow() }
     }
 
@@ -347,6 +362,7 @@ public final class PaymentQueue: Sendable {
     }
 
     private func deliverSerially(_ callback: PaymentQueueCallback, advances: Bool) -> Bool {
+        var actions: Observation.Actions = []
         let listeners = state.withLock { state -> ([any PaymentTransactionObserver], [(continuation: AsyncStream<PaymentQueueCallback>.Continuation, backlog: CallbackBacklog)])? in
             // After close() nobody hears anything more (a restore failing as the connection closes).
             guard state.listening, !state.closed else { return nil }
@@ -375,7 +391,6 @@ public final class PaymentQueue: Sendable {
                     state.transactions[download.transactionIdentifier] = transaction
                 }
             case .replayCompleted(let count):
-                state.replayed = true
                 // A replay with transactions opened with them (and cleared the list); an empty one
                 // says the queue has none, whatever the list held before (a replay after OUT_OF_RANGE).
                 if count == 0 {
@@ -385,10 +400,15 @@ public final class PaymentQueue: Sendable {
             default:
                 break
             }
-            if advances { state.position = callback.seq }
+            if advances {
+                var replayCompleted = false
+                if case .replayCompleted = callback.event { replayCompleted = true }
+                actions = state.observation.handedOver(seq: callback.seq, replayCompleted: replayCompleted)
+            }
             return (Array(state.observers.values), Array(state.streams.values))
         }
         guard let (observers, streams) = listeners else { return false }
+        if actions.contains(.resumeReplayWaiters) { wake(.replay) }
         if advances, case .updatedDownloads(let changed) = callback.event {
             for download in changed { downloads.announced(download, seq: callback.seq) }
         }
@@ -448,21 +468,21 @@ public final class PaymentQueue: Sendable {
     /// wait for, and after the limit the call goes ahead (it fails on its own if the store is out
     /// of reach).
     func afterLaunchReplay() async {
-        let limit = ContinuousClock.now + connection.configuration.callTimeout
-        while state.withLock({ !$0.replayed && $0.listening && !$0.closed }), ContinuousClock.now < limit, !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(5))
+        await wait(.replay, until: .now + connection.configuration.callTimeout) { state in
+            state.observation.replayAwaited(listening: state.listening)
         }
     }
 
     public func close() async {
         let (task, streams, stateStreams) = state.withLock { state in
-            state.closed = true
+            _ = state.observation.closed()
             let streams = state.streams.values.map(\.continuation)
             let stateStreams = Array(state.stateStreams.values)
             state.streams.removeAll()
             state.stateStreams.removeAll()
             return (state.observing, streams, stateStreams)
         }
+        wakeEveryWait()
         task?.cancel()
         await task?.value
         await downloads.stopAll()
@@ -479,10 +499,7 @@ public final class PaymentQueue: Sendable {
     /// store; a finish cut off leaves its transaction to come back at the next launch.
     @discardableResult
     public func shutdown(waitingAtMost limit: Duration? = nil) async -> [PendingWork] {
-        let deadline = ContinuousClock.now + (limit ?? connection.configuration.callTimeout * 3)
-        while state.withLock({ !$0.pending.isEmpty }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        await wait(.pendingCalls, until: .now + (limit ?? connection.configuration.callTimeout * 3)) { state in !state.pending.isEmpty }
         let cutOff = state.withLock { $0.pending.sorted { $0.key < $1.key }.map(\.value) }
         if !cutOff.isEmpty {
             logger.warning("Closing with payments or finishes still being sent", metadata: ["count": "\(cutOff.count)"])
@@ -493,7 +510,7 @@ public final class PaymentQueue: Sendable {
 }
 
 /// A weak reference to a queue that a task can hold without keeping the queue alive.
-private final class WeakReference: Sendable {
+final class WeakReference: Sendable {
     weak let value: PaymentQueue?
 
     init(_ value: PaymentQueue) { self.value = value }

@@ -30,8 +30,17 @@ public struct PaymentQueueCallbacks: AsyncSequence, Sendable {
 /// Callbacks handed to one sequence and not yet taken by its consumer.
 final class CallbackBacklog: Sendable {
     private let pending = Atomic<Int>(0)
+    /// Called after each take (the queue wakes its loop if it waits for this sequence).
+    private let taken: @Sendable () -> Void
+
+    init(taken: @escaping @Sendable () -> Void = {}) {
+        self.taken = taken
+    }
 
     var count: Int { pending.load(ordering: .relaxed) }
     func add() { pending.wrappingAdd(1, ordering: .relaxed) }
-    func take() { pending.wrappingSubtract(1, ordering: .relaxed) }
+    func take() {
+        pending.wrappingSubtract(1, ordering: .relaxed)
+        taken()
+    }
 }

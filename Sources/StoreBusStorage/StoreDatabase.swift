@@ -99,7 +99,7 @@ public final class StoreDatabase: Sendable {
     let syncer: WALSyncer?
 
     /// The last event position of the log that is durable: readers that cannot wait for a sync
-    /// (``EventLogService``'s pages) leave out the events after it. Every event committed, when the
+    /// (``EventLogHandlers``'s pages) leave out the events after it. Every event committed, when the
     /// writer syncs its own commits.
     public var durableEventSeq: UInt64 {
         syncer?.durableSeq ?? UInt64.max

@@ -12,8 +12,8 @@ public final class Context: @unchecked Sendable {
     // contexts as thread-safe; `terminated` is only read and written under libzmq's own locking
     // order (terminate is called once, by the owner, after all sockets are closed).
     let handle: UnsafeMutableRawPointer
-    /// How the context's sockets secure their TCP links (see ``TCPSecurity``).
-    public let tcpSecurity: TCPSecurity
+    /// What the context's sockets do before binding or connecting (none: libzmq's defaults).
+    public let endpointPolicy: (any EndpointPolicy)?
 
     /// Creates a context with `ioThreads` I/O threads and room for `maxSockets` sockets.
     ///
@@ -24,12 +24,12 @@ public final class Context: @unchecked Sendable {
     /// benchmark (two runs side by side, one with and one without, at 600 flows a second each):
     /// about 7% less CPU per flow over all the processes, a tenth less in the gateway's.
     ///
-    /// `tcpSecurity` is applied by every socket of the context when it binds or connects a TCP
-    /// endpoint. A context with CURVE links needs a ``CurveAuthenticator`` before its first bind.
-    public init(ioThreads: Int32 = 1, maxSockets: Int32 = 16384, batchScheduledIO: Bool = true, tcpSecurity: TCPSecurity = .plain) throws(ZMQError) {
+    /// `endpointPolicy` is applied by every socket of the context when it binds or connects. A
+    /// context whose policy makes CURVE servers needs a ``CurveAuthenticator`` before its first bind.
+    public init(ioThreads: Int32 = 1, maxSockets: Int32 = 16384, batchScheduledIO: Bool = true, endpointPolicy: (any EndpointPolicy)? = nil) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new") }
         self.handle = handle
-        self.tcpSecurity = tcpSecurity
+        self.endpointPolicy = endpointPolicy
         if zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) != 0 { throw ZMQError.last("zmq_ctx_set(ZMQ_IO_THREADS)") }
         if zmq_ctx_set(handle, ZMQ_MAX_SOCKETS, maxSockets) != 0 { throw ZMQError.last("zmq_ctx_set(ZMQ_MAX_SOCKETS)") }
         #if os(Linux)

@@ -41,8 +41,8 @@ public enum SocketOption: Sendable {
 }
 
 extension Socket {
-    /// Applies an option. CURVE options set here take the place of the context's
-    /// ``TCPSecurity`` for this socket.
+    /// Applies an option. CURVE options set here are the socket's own (``hasOwnCurveOptions``): a
+    /// context's ``EndpointPolicy`` should leave them alone.
     public func set(_ option: SocketOption) throws(ZMQError) {
         switch option {
         case .curveServer, .curveClient: hasOwnCurveOptions = true
@@ -51,7 +51,13 @@ extension Socket {
         try applyOption(option)
     }
 
-    /// Applies an option without taking it as the socket's own choice.
+    /// Applies an option on behalf of the context's ``EndpointPolicy``, not as the socket's own
+    /// choice.
+    public func applyPolicyOption(_ option: SocketOption) throws(ZMQError) {
+        try applyOption(option)
+    }
+
+    /// Applies an option.
     func applyOption(_ option: SocketOption) throws(ZMQError) {
         switch option {
         case .linger(let value): try setInt(ZMQ_LINGER, value, "ZMQ_LINGER")

@@ -36,10 +36,11 @@ public final class Socket {
     private let scratch: UnsafeMutablePointer<zmq_msg_t>
     /// Whether ``close()`` has run.
     public private(set) var isClosed = false
-    /// The context's policy for TCP links, applied at bind and connect.
-    let tcpSecurity: TCPSecurity
-    /// Whether CURVE options were set on this socket itself (the policy then leaves it alone).
-    var hasOwnCurveOptions = false
+    /// The context's policy, applied at bind and connect.
+    let endpointPolicy: (any EndpointPolicy)?
+    /// Whether CURVE options were set on this socket itself with ``set(_:)`` (a policy should then
+    /// leave its security alone).
+    public internal(set) var hasOwnCurveOptions = false
 
     /// Creates a socket of `type` in `context`.
     ///
@@ -49,7 +50,7 @@ public final class Socket {
         guard let handle = zmq_socket(context.handle, type.raw) else { throw ZMQError.last("zmq_socket(\(type))") }
         self.rawHandle = handle
         self.type = type
-        self.tcpSecurity = context.tcpSecurity
+        self.endpointPolicy = context.endpointPolicy
         self.scratch = .allocate(capacity: 1)
         var zero: Int32 = 0
         _ = zmq_setsockopt(handle, ZMQ_LINGER, &zero, MemoryLayout<Int32>.size)
@@ -69,16 +70,16 @@ public final class Socket {
     }
 
     /// Binds to an endpoint such as `tcp://127.0.0.1:*`, `ipc:///tmp/x.sock` or `inproc://name`.
-    /// A `tcp://` endpoint is secured as the context's ``TCPSecurity`` says.
+    /// The context's ``EndpointPolicy`` prepares the socket first.
     public func bind(_ endpoint: String) throws(ZMQError) {
-        try tcpSecurity.prepare(self, endpoint: endpoint, binding: true)
+        try endpointPolicy?.prepare(self, endpoint: endpoint, binding: true)
         if zmq_bind(handle, endpoint) != 0 { throw ZMQError.last("zmq_bind(\(endpoint))") }
     }
 
     /// Connects to an endpoint. libzmq connects in the background and reconnects after a loss.
-    /// A `tcp://` endpoint is secured as the context's ``TCPSecurity`` says.
+    /// The context's ``EndpointPolicy`` prepares the socket first.
     public func connect(_ endpoint: String) throws(ZMQError) {
-        try tcpSecurity.prepare(self, endpoint: endpoint, binding: false)
+        try endpointPolicy?.prepare(self, endpoint: endpoint, binding: false)
         if zmq_connect(handle, endpoint) != 0 { throw ZMQError.last("zmq_connect(\(endpoint))") }
     }
 

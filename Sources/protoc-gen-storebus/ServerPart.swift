@@ -3,7 +3,8 @@ import SwiftProtobufPluginLibrary
 
 /// The `server` part (module StoreBusServer): per service, a handler protocol with one async method per
 /// RPC, and a registration on ``RPCRouter`` serving a value of it, each request through the router's
-/// interceptors and the handlers' codecs.
+/// interceptors and the handlers' codecs, on the reactor or off it as the handlers' `loopSafe` says.
+/// A method marked `prewritten_response` returns its JSON (`PrewrittenResponse<Response>`).
 struct ServerPart {
     let files: [FileDescriptor]
     let namer: SwiftProtobufNamer
@@ -24,6 +25,8 @@ struct ServerPart {
             for service in file.services {
                 let typeName = namer.typePrefix(forFile: file) + service.name
                 let methods = service.methods.filter { !$0.clientStreaming && !$0.serverStreaming }
+                let serviceDefault = try ContractOptions.defaultAccess(of: service)
+                let prewritten = try Set(methods.filter { try ContractOptions($0, serviceDefault: serviceDefault).prewritten }.map(\.name))
                 printer.print("extension \(typeName) {", newlines: true)
                 printer.indent()
                 printer.print(
@@ -36,8 +39,9 @@ struct ServerPart {
                 printer.indent()
                 for method in methods {
                     printer.print(method.protoSourceComments(commentPrefix: "///"), newlines: false)
+                    let response = namer.fullName(message: method.outputType)
                     printer.print(
-                        "func \(NamingUtils.toLowerCamelCase(method.name))(_ request: \(namer.fullName(message: method.inputType)), context: ServerContext) async throws -> \(namer.fullName(message: method.outputType))",
+                        "func \(NamingUtils.toLowerCamelCase(method.name))(_ request: \(namer.fullName(message: method.inputType)), context: ServerContext) async throws -> \(prewritten.contains(method.name) ? "PrewrittenResponse<\(response)>" : response)",
                         newlines: true
                     )
                 }
@@ -54,11 +58,11 @@ struct ServerPart {
                     newlines: true
                 )
                 printer.indent()
-                printer.print("let codecs = handlers.codecs", newlines: true)
+                printer.print("let codecs = handlers.codecs", "let loopSafe = handlers.loopSafe", newlines: true)
                 for method in methods {
                     let name = NamingUtils.toLowerCamelCase(method.name)
                     printer.print(
-                        "register(\(typeName).\(name), codec: codecs[\(typeName).\(name)]) { request, context in",
+                        "register(\(typeName).\(name), codec: codecs[\(typeName).\(name)], placement: loopSafe.placement(of: \(typeName).\(name))) { request, context in",
                         "    try await handlers.\(name)(request, context: context)",
                         "}",
                         newlines: true

@@ -6,8 +6,8 @@ import SwiftProtobufPluginLibrary
 /// that holds the types it needs:
 /// - `schema` (module StoreSchema): for every `service`, a namespace of typed method descriptors
 ///   (path, request and response types, idempotency, streaming, and the contract's own options: who
-///   may call it through the gateway, whether its answers may be kept), and one file listing every
-///   service (`StoreBusContract.services`);
+///   may call it through the gateway, whether its answers may be kept), one file listing every
+///   service (`StoreBusContract.services`), and what each event is delivered as (``DeliveredAs``);
 /// - `client` (module StoreBus): a typed client per service, and for every request message the
 ///   checks its fields' `storebus.options.v1.rules` ask for (``ContractChecked``);
 /// - `server` (module StoreBusServer): a handler protocol per service, one async method per RPC, and
@@ -118,6 +118,7 @@ struct StoreBusGenerator: CodeGenerator {
             printer.print("}", newlines: true)
             try generatorOutputs.add(fileName: "storebus/contract.storebus.swift", contents: printer.content)
         }
+        try DeliveredAs(files: files, namer: namer).generate(into: generatorOutputs)
     }
 }
 
@@ -129,12 +130,17 @@ struct ContractOptions {
     static let accessField = 50100
     /// `cacheable`: field 50101 of MethodOptions.
     static let cacheableField = 50101
+    /// `prewritten_response`: field 50103 of MethodOptions.
+    static let prewrittenField = 50103
 
     static let methodAccess = MessageExtension<OptionalExtensionField<ProtobufInt32>, Google_Protobuf_MethodOptions>(
         _protobuf_fieldNumber: accessField, fieldName: "storebus.options.v1.access"
     )
     static let methodCacheable = MessageExtension<OptionalExtensionField<ProtobufBool>, Google_Protobuf_MethodOptions>(
         _protobuf_fieldNumber: cacheableField, fieldName: "storebus.options.v1.cacheable"
+    )
+    static let methodPrewritten = MessageExtension<OptionalExtensionField<ProtobufBool>, Google_Protobuf_MethodOptions>(
+        _protobuf_fieldNumber: prewrittenField, fieldName: "storebus.options.v1.prewritten_response"
     )
     static let serviceAccess = MessageExtension<OptionalExtensionField<ProtobufInt32>, Google_Protobuf_ServiceOptions>(
         _protobuf_fieldNumber: accessField, fieldName: "storebus.options.v1.default_access"
@@ -162,17 +168,20 @@ struct ContractOptions {
 
     var access: String
     var cacheable: Bool
+    /// The handler writes the response's JSON itself.
+    var prewritten: Bool
 
     /// The options of `method`; its access falls back on the service's default, then on internal.
     init(_ method: MethodDescriptor, serviceDefault: String?) throws {
         let options = try Google_Protobuf_MethodOptions(
             serializedBytes: try method.options.serializedBytes() as [UInt8],
-            extensions: SimpleExtensionMap([Self.methodAccess, Self.methodCacheable])
+            extensions: SimpleExtensionMap([Self.methodAccess, Self.methodCacheable, Self.methodPrewritten])
         )
         let place = "\(method.service.fullName).\(method.name)"
         access = try options.getExtensionValue(ext: Self.methodAccess).flatMap { try Self.accessName($0, in: place) }
             ?? serviceDefault ?? "internal"
         cacheable = options.getExtensionValue(ext: Self.methodCacheable) ?? false
+        prewritten = options.getExtensionValue(ext: Self.methodPrewritten) ?? false
         if cacheable && access != "client" {
             throw GenerationError("\(place): only client methods may be cacheable (the gateway keeps answers for client sessions)")
         }

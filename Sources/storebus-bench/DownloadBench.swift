@@ -3,14 +3,16 @@ import StoreBus
 import StoreBusSDK
 import StoreBusTesting
 import StoreSchema
+import Synchronization
 import ZeroMQ
 
 /// Hosted content downloads through a whole deployment (the SDK, a gateway, the download service,
 /// all on ipc endpoints): one device downloading 256 MiB, start to FINISHED (every chunk and the
 /// whole package verified, unpacked, in place), and 16 devices downloading 64 MiB each at once;
 /// beside them the floor, the same package pulled in the same chunks with the same window over
-/// plain libzmq DEALER/ROUTER sockets (the server reads the file, the client takes the bytes); and
-/// the largest resident size any StoreBus process reached.
+/// plain libzmq DEALER/ROUTER sockets (the server reads the file, the client takes the bytes); the
+/// largest resident size any StoreBus process reached; and the download service's Echo round trips
+/// while a reader pulls 1 MiB chunks from it at full speed, beside the same round trips idle.
 struct DownloadBench {
     let rounds: Int
     var verbose = false
@@ -34,12 +36,17 @@ struct DownloadBench {
         let floorEndpoint = "ipc://\(fixture.directory.path("floor.sock"))"
         try Self.startChunkServer(context: context, endpoint: floorEndpoint, file: package)
         var bare: [Double] = [], single: [Double] = [], concurrent: [Double] = []
+        var idleP99: [Double] = [], duringP99: [Double] = [], readerRate: [Double] = []
         let megabytes = Double(Self.big.packageLength) / Double(1 << 20)
         for round in 0..<rounds {
             bare.append(megabytes / (try Self.pullOverPlainZeroMQ(context: context, endpoint: floorEndpoint, length: Self.big.packageLength)))
             single.append(megabytes / (try await download(cluster, fixture, pack: Self.big, devices: 1, round: round)))
             let total = Double(Self.devices) * Double(Self.mid.packageLength) / Double(1 << 20)
             concurrent.append(total / (try await download(cluster, fixture, pack: Self.mid, devices: Self.devices, round: round)))
+            let echo = try await echoDuringDownload(cluster, fixture, round: round)
+            idleP99.append(echo.idleP99)
+            duringP99.append(echo.duringP99)
+            readerRate.append(echo.readerMBPerSecond)
             if verbose {
                 FileHandle.standardError.write(Data("round \(round): bare \(bare.last!) MB/s, one device \(single.last!) MB/s, \(Self.devices) devices \(concurrent.last!) MB/s\n".utf8))
             }
@@ -52,6 +59,75 @@ struct DownloadBench {
         report("download_over_bare_zmq_chunk", median(zip(single, bare).map { $0 / $1 }), "ratio")
         report("downloads_concurrent_mb_per_s", median(concurrent), "MB/s")
         report("download_peak_rss_mb", Double(peakRSS) / Double(1 << 20), "MB")
+        report("rpc_rtt_p99_download_idle_us", median(idleP99), "us")
+        report("rpc_rtt_p99_during_download_us", median(duringP99), "us")
+        report("rpc_rtt_p99_during_download_over_idle", median(zip(duringP99, idleP99).map { $0 / $1 }), "ratio")
+        report("download_1mib_reader_mb_per_s", median(readerRate), "MB/s")
+    }
+
+    /// Echo round trips to the download service (p99, µs): idle, then while a reader of another
+    /// connection pulls the big package in 1 MiB ReadChunk calls, `window` at a time, over and over.
+    private func echoDuringDownload(_ cluster: StoreCluster, _ fixture: HostedContentFixture, round: Int) async throws -> (idleP99: Double, duringP99: Double, readerMBPerSecond: Double) {
+        let account = "bench-echo-\(round)"
+        let place = fixture.directory.url.appendingPathComponent("echo-device")
+        let (device, recorder) = try await cluster.device(account, downloads: place, window: Self.window)
+        defer { try? FileManager.default.removeItem(at: place) }
+        let transaction = try await cluster.buy(Self.big.productID, device, recorder)
+        await device.close()
+        let endpoint = [cluster.directory.ipcEndpoint("download")]
+        let readerRPC = try RPCClient(configuration: ClientConfiguration(endpoints: endpoint))
+        let echoRPC = try RPCClient(configuration: ClientConfiguration(endpoints: endpoint))
+        defer { Task { await readerRPC.shutdown(); await echoRPC.shutdown() } }
+        let downloads = Storebus_Download_V1_Download.Client(readerRPC)
+        let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.deviceID = "phone"
+        }
+        let refs = transaction.downloads.map { download in
+            Storebus_Download_V1_DownloadRef.with {
+                $0.transactionIdentifier = transaction.id
+                $0.contentIdentifier = download.contentIdentifier
+            }
+        }
+        guard let ref = refs.first else { throw ClusterFailure(description: "\(Self.big.productID) has no hosted content") }
+        _ = try await downloads.startDownloads(.with { $0.queue = queue; $0.downloads = refs })
+        let count = 2_000
+        let idle = try await RunBenchmarks.echoRoundTrips(echoRPC, RunBenchmarks.echoRequest, count: count)
+        let chunk: Int64 = 1 << 20
+        let length = Self.big.packageLength
+        let stop = StopFlag()
+        let start = ContinuousClock.now
+        async let pulled: Int64 = withThrowingTaskGroup(of: Int64.self) { group in
+            for lane in 0..<Self.window {
+                group.addTask {
+                    var offset = Int64(lane) * chunk, bytes: Int64 = 0
+                    while !stop.raised {
+                        let answer = try await downloads.readChunk(.with {
+                            $0.queue = queue
+                            $0.download = ref
+                            $0.offset = offset
+                            $0.maxBytes = UInt32(chunk)
+                        })
+                        bytes += Int64(answer.data.count)
+                        offset += Int64(Self.window) * chunk
+                        if offset >= length { offset = Int64(lane) * chunk }
+                    }
+                    return bytes
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        // Let the reader reach full speed before measuring.
+        try await Task.sleep(for: .milliseconds(300))
+        let during = try await RunBenchmarks.echoRoundTrips(echoRPC, RunBenchmarks.echoRequest, count: count)
+        stop.raise()
+        let bytes = try await pulled
+        let seconds = Double(start.duration(to: .now).components.attoseconds) / 1e18 + Double(start.duration(to: .now).components.seconds)
+        return (
+            Double(idle.valueAtPercentile(99)) / 1000, Double(during.valueAtPercentile(99)) / 1000,
+            Double(bytes) / Double(1 << 20) / seconds
+        )
     }
 
     /// The package the download service made of `pack`.
@@ -148,4 +224,12 @@ struct DownloadBench {
         let digits = line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
         return digits.map { $0 * 1024 }
     }
+}
+
+/// A flag one task raises and others read.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+
+    var raised: Bool { value.load(ordering: .relaxed) }
+    func raise() { value.store(true, ordering: .relaxed) }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Catalog
+import CatalogFormat
 import Foundation
 import Histogram
 import Logging

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Catalog
+import CatalogFormat
 import Foundation
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 
 /// `storebus-catalog`: serves the product catalog (storebus.catalog.v1.Catalog) from a catalog file.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Download
 import Foundation
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 
 /// `storebus-download`: hosted content for downloadable products (storebus.download.v1), served
@@ -18,17 +19,13 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(name: .customLong("content-root"), help: "Folder of the hosted content. Also STOREBUS_CONTENT_ROOT or service.contentRoot.")
     var contentRoot: String?
 
-    @Option(name: .customLong("catalog-endpoint"), help: "RPC endpoint of storebus-catalog (repeatable). Also STOREBUS_CATALOG_ENDPOINTS or service.catalogEndpoints.")
-    var catalogEndpoints: [String] = []
+    @OptionGroup var catalog: UpstreamEndpoints<Upstream.Catalog>
 
-    @Option(name: .customLong("payment-queue-endpoint"), help: "RPC endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_ENDPOINTS or service.paymentQueueEndpoints.")
-    var paymentQueueEndpoints: [String] = []
+    @OptionGroup var paymentQueue: UpstreamEndpoints<Upstream.PaymentQueue>
 
-    @Option(name: .customLong("payment-queue-events"), help: "Doorbell endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_EVENTS or service.paymentQueueEventEndpoints.")
-    var paymentQueueEventEndpoints: [String] = []
+    @OptionGroup var paymentQueueEvents: UpstreamEvents<Upstream.PaymentQueue>
 
-    @Option(name: .customLong("receipt-endpoint"), help: "RPC endpoint of storebus-receipt (repeatable). Also STOREBUS_RECEIPT_ENDPOINTS or service.receiptEndpoints.")
-    var receiptEndpoints: [String] = []
+    @OptionGroup var receipt: UpstreamEndpoints<Upstream.Receipt>
 
     func run() async throws {
         let host = try self.host.resolve(defaults: DownloadConfiguration.defaultHost)
@@ -38,10 +35,10 @@ struct DownloadCommand: AsyncParsableCommand {
         if let root = contentRoot ?? ProcessInfo.processInfo.environment["STOREBUS_CONTENT_ROOT"] {
             configuration.contentRoot = URL(fileURLWithPath: root).standardizedFileURL.path
         }
-        if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") { configuration.catalogEndpoints = endpoints }
-        if let endpoints = HostOptions.list(flags: paymentQueueEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS") { configuration.paymentQueueEndpoints = endpoints }
-        if let endpoints = HostOptions.list(flags: paymentQueueEventEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") { configuration.paymentQueueEventEndpoints = endpoints }
-        if let endpoints = HostOptions.list(flags: receiptEndpoints, environment: "STOREBUS_RECEIPT_ENDPOINTS") { configuration.receiptEndpoints = endpoints }
+        if let endpoints = catalog.endpoints { configuration.catalogEndpoints = endpoints }
+        if let endpoints = paymentQueue.endpoints { configuration.paymentQueueEndpoints = endpoints }
+        if let endpoints = paymentQueueEvents.endpoints { configuration.paymentQueueEventEndpoints = endpoints }
+        if let endpoints = receipt.endpoints { configuration.receiptEndpoints = endpoints }
         try await DownloadService(host: host, configuration: configuration).run()
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Gateway
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusServer
 
@@ -15,38 +16,33 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @OptionGroup var host: HostOptions
 
-    @Option(name: .customLong("catalog-endpoint"), help: "RPC endpoint of storebus-catalog (repeatable). Also STOREBUS_CATALOG_ENDPOINTS or service.catalogEndpoints.")
-    var catalogEndpoints: [String] = []
+    @OptionGroup var catalog: UpstreamEndpoints<Upstream.Catalog>
 
-    @Option(name: .customLong("payment-queue-endpoint"), help: "RPC endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_ENDPOINTS or service.paymentQueueEndpoints.")
-    var paymentQueueEndpoints: [String] = []
+    @OptionGroup var paymentQueue: UpstreamEndpoints<Upstream.PaymentQueue>
 
-    @Option(name: .customLong("receipt-endpoint"), help: "RPC endpoint of storebus-receipt (repeatable). Also STOREBUS_RECEIPT_ENDPOINTS or service.receiptEndpoints.")
-    var receiptEndpoints: [String] = []
+    @OptionGroup var receipt: UpstreamEndpoints<Upstream.Receipt>
 
-    @Option(name: .customLong("download-endpoint"), help: "RPC endpoint of storebus-download (repeatable). Also STOREBUS_DOWNLOAD_ENDPOINTS or service.downloadEndpoints.")
-    var downloadEndpoints: [String] = []
+    @OptionGroup var download: UpstreamEndpoints<Upstream.Download>
 
-    @Option(name: .customLong("payment-queue-events"), help: "Doorbell endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_EVENTS or service.paymentQueueEventEndpoints.")
-    var paymentQueueEvents: [String] = []
+    @OptionGroup var paymentQueueEvents: UpstreamEvents<Upstream.PaymentQueue>
 
     func run() async throws {
         let host = try self.host.resolve(defaults: GatewayConfiguration.defaultHost)
         ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(GatewayConfiguration.self) ?? GatewayConfiguration()
-        if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") {
+        if let endpoints = catalog.endpoints {
             configuration.setEndpoints(endpoints, of: "catalog")
         }
-        if let endpoints = HostOptions.list(flags: paymentQueueEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS") {
+        if let endpoints = paymentQueue.endpoints {
             configuration.setEndpoints(endpoints, of: GatewayConfiguration.paymentQueueRoute)
         }
-        if let endpoints = HostOptions.list(flags: receiptEndpoints, environment: "STOREBUS_RECEIPT_ENDPOINTS") {
+        if let endpoints = receipt.endpoints {
             configuration.setEndpoints(endpoints, of: "receipt")
         }
-        if let endpoints = HostOptions.list(flags: downloadEndpoints, environment: "STOREBUS_DOWNLOAD_ENDPOINTS") {
+        if let endpoints = download.endpoints {
             configuration.setEndpoints(endpoints, of: "download")
         }
-        if let endpoints = HostOptions.list(flags: paymentQueueEvents, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") {
+        if let endpoints = paymentQueueEvents.endpoints {
             configuration.paymentQueueEventEndpoints = endpoints
         }
         if let secret = ProcessInfo.processInfo.environment["STOREBUS_SESSION_SECRET"], !secret.isEmpty { configuration.sessionSecret = secret }

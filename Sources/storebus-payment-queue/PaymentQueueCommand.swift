@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PaymentQueue
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusStorage
 
@@ -16,8 +17,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
 
     @OptionGroup var host: HostOptions
 
-    @Option(name: .customLong("catalog-endpoint"), help: "RPC endpoint of storebus-catalog (repeatable). Also STOREBUS_CATALOG_ENDPOINTS or service.catalogEndpoints.")
-    var catalogEndpoints: [String] = []
+    @OptionGroup var catalog: UpstreamEndpoints<Upstream.Catalog>
 
     @Option(help: "SQLite durability: full or normal. Also service.durability.")
     var durability: Durability?
@@ -29,7 +29,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         let host = try self.host.resolve(defaults: PaymentQueueConfiguration.defaultHost)
         ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(PaymentQueueConfiguration.self) ?? PaymentQueueConfiguration()
-        if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") { configuration.catalogEndpoints = endpoints }
+        if let endpoints = catalog.endpoints { configuration.catalogEndpoints = endpoints }
         if let durability { configuration.durability = durability }
         if let catalogCacheMilliseconds { configuration.catalogCacheMilliseconds = catalogCacheMilliseconds }
         try configuration.validate()

@@ -3,6 +3,7 @@ import Foundation
 import Receipt
 import ReceiptFormat
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusStorage
 
@@ -17,14 +18,11 @@ struct ReceiptCommand: AsyncParsableCommand {
 
     @OptionGroup var host: HostOptions
 
-    @Option(name: .customLong("payment-queue-endpoint"), help: "RPC endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_ENDPOINTS or service.paymentQueueEndpoints.")
-    var paymentQueueEndpoints: [String] = []
+    @OptionGroup var paymentQueue: UpstreamEndpoints<Upstream.PaymentQueue>
 
-    @Option(name: .customLong("payment-queue-events"), help: "Doorbell endpoint of storebus-payment-queue (repeatable). Also STOREBUS_PAYMENT_QUEUE_EVENTS or service.paymentQueueEventEndpoints.")
-    var paymentQueueEventEndpoints: [String] = []
+    @OptionGroup var paymentQueueEvents: UpstreamEvents<Upstream.PaymentQueue>
 
-    @Option(name: .customLong("catalog-endpoint"), help: "RPC endpoint of storebus-catalog (repeatable). Also STOREBUS_CATALOG_ENDPOINTS or service.catalogEndpoints.")
-    var catalogEndpoints: [String] = []
+    @OptionGroup var catalog: UpstreamEndpoints<Upstream.Catalog>
 
     @Option(help: "sandbox or production. Also STOREBUS_ENVIRONMENT or service.environment.")
     var environment: String?
@@ -39,9 +37,9 @@ struct ReceiptCommand: AsyncParsableCommand {
         let host = try self.host.resolve(defaults: ReceiptConfiguration.defaultHost)
         ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(ReceiptConfiguration.self) ?? ReceiptConfiguration()
-        if let endpoints = HostOptions.list(flags: paymentQueueEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_ENDPOINTS") { configuration.paymentQueueEndpoints = endpoints }
-        if let endpoints = HostOptions.list(flags: paymentQueueEventEndpoints, environment: "STOREBUS_PAYMENT_QUEUE_EVENTS") { configuration.paymentQueueEventEndpoints = endpoints }
-        if let endpoints = HostOptions.list(flags: catalogEndpoints, environment: "STOREBUS_CATALOG_ENDPOINTS") { configuration.catalogEndpoints = endpoints }
+        if let endpoints = paymentQueue.endpoints { configuration.paymentQueueEndpoints = endpoints }
+        if let endpoints = paymentQueueEvents.endpoints { configuration.paymentQueueEventEndpoints = endpoints }
+        if let endpoints = catalog.endpoints { configuration.catalogEndpoints = endpoints }
         if let name = environment ?? ProcessInfo.processInfo.environment["STOREBUS_ENVIRONMENT"] {
             guard let chosen = ReceiptEnvironment(name: name) else {
                 throw ValidationError("--environment must be sandbox or production")

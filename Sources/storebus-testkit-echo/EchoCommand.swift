@@ -1,5 +1,6 @@
 import ArgumentParser
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusServer
 import StoreSchema
@@ -28,6 +29,8 @@ struct EchoCommand: AsyncParsableCommand {
 
 /// The handlers of `storebus.testkit.v1.Echo`.
 struct EchoHandlers: Storebus_Testkit_V1_Echo.Handlers {
+    var loopSafe: LoopSafeMethods { .all(of: Storebus_Testkit_V1_Echo.self) }
+
     func say(_ request: Storebus_Testkit_V1_SayRequest, context: ServerContext) async throws -> Storebus_Testkit_V1_SayResponse {
         .with {
             $0.queue = request.queue

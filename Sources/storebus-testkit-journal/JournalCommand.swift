@@ -2,6 +2,7 @@ import ArgumentParser
 import GRDB
 import ServiceLifecycle
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusServer
 import StoreBusStorage
@@ -39,7 +40,7 @@ struct JournalCommand: AsyncParsableCommand {
         // Commits on the server's loop, as the payment queue's do.
         let writer = EventLogWriter(logName: "journal", database: database, publisher: publisher, failPoints: host.failPoints, reactor: host.reactor)
 
-        var router = try EventLogService.router(database: database)
+        var router = try EventLogHandlers(database: database).router
         router.register(JournalHandlers(database: database, writer: writer))
         try await host.serve(
             router: router,
@@ -71,6 +72,8 @@ struct FailingService: Service {
 struct JournalHandlers: Storebus_Testkit_V1_Journal.Handlers {
     let database: StoreDatabase
     let writer: EventLogWriter
+
+    var loopSafe: LoopSafeMethods { .all(of: Storebus_Testkit_V1_Journal.self) }
 
     func append(_ request: Storebus_Testkit_V1_AppendRequest, context: ServerContext) async throws -> Storebus_Testkit_V1_AppendResponse {
         // The contract bounds the key (1 to 200 bytes) and the text; a key is one line of the log.

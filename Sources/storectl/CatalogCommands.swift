@@ -1,5 +1,5 @@
 import ArgumentParser
-import Catalog
+import CatalogFormat
 import Foundation
 
 /// `storectl catalog ...`

@@ -23,7 +23,7 @@ struct GatewayOptions: ParsableArguments {
     }
 
     var endpoints: [String] {
-        HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: ["tcp://127.0.0.1:7300"])
+        HostSettings.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: ["tcp://127.0.0.1:7300"])
     }
 
     /// The local deployment's gateway, and the public key file `make run` makes for it.

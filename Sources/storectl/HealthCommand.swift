@@ -34,7 +34,7 @@ struct HealthCommand: AsyncParsableCommand {
 
     func run() async throws {
         var allServing = true
-        let gatewayEntries = HostOptions.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: []).map { "gateway=\($0)" }
+        let gatewayEntries = HostSettings.endpoints(flags: gateways, environmentVariable: "STOREBUS_GATEWAY", default: []).map { "gateway=\($0)" }
         let entries = services + gatewayEntries
         for entry in entries.isEmpty ? Self.localDefaults : entries {
             let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)

@@ -1,7 +1,7 @@
 import Foundation
 import StoreBusTesting
 import Testing
-@testable import Catalog
+@testable import CatalogFormat
 
 @Suite("Catalog file validation")
 struct CatalogValidatorTests {

@@ -1,5 +1,5 @@
 import Testing
-@testable import Catalog
+@testable import CatalogFormat
 
 @Suite("Price formatting")
 struct PriceFormattingTests {

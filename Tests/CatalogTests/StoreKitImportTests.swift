@@ -1,7 +1,7 @@
 import Foundation
 import StoreBusTesting
 import Testing
-@testable import Catalog
+@testable import CatalogFormat
 
 /// A .storekit configuration covering every key the importer reads, written here.
 let storeKitConfiguration = #"""

@@ -77,4 +77,20 @@ struct ServiceRegistryTests {
             }
         }
     }
+
+    @Test("each executable takes the endpoints of exactly the services its row calls, and the doorbells of the log it follows, under the names the registry gives")
+    func upstreamFlags() async throws {
+        let upstreamFlags = Set(ServiceRegistry.all.map { "--\($0.name)-endpoint" } + ServiceRegistry.all.map { "--\($0.name)-events" })
+        for entry in ServiceRegistry.all {
+            let help = try await runCommand(try Executables.url(entry.process).path, ["--help"])
+            #expect(help.status == 0, "\(entry.process) --help: \(help.output)")
+            let flags = Set(help.output.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," || $0 == "[" || $0 == "]" }).map(String.init).filter(upstreamFlags.contains))
+            let expected = Set(entry.upstreams.map { "--\($0)-endpoint" } + (entry.follows.map { ["--\($0)-events"] } ?? []))
+            #expect(flags == expected, "\(entry.process): \(flags.sorted()), its row says \(expected.sorted())")
+            for upstream in entry.upstreams {
+                let variable = "STOREBUS_\(try #require(ServiceRegistry.named(upstream)).environmentName)_ENDPOINTS"
+                #expect(help.output.contains(variable), "\(entry.process) --help names \(variable)")
+            }
+        }
+    }
 }

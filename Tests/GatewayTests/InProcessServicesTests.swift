@@ -1,4 +1,5 @@
 import Catalog
+import CatalogFormat
 import Foundation
 import Gateway
 import Logging

@@ -58,12 +58,15 @@ private func decoded(_ json: [UInt8]?) -> Storebus_Gateway_V1_ObserverEvent? {
 
 @Suite("Gateway: observer callbacks made from event JSON")
 struct ObserverEventJSONTests {
-    @Test("updated and removed transactions are copied, and the copies decode to the callbacks the decoder makes")
+    @Test("events delivered as callbacks of the same fields (transactions, restores, downloads) are copied, and the copies decode to the callbacks the decoder makes")
     func copiedCallbacks() throws {
         for event: Storebus_PaymentQueue_V1_QueueEvent.OneOf_Event in [
             .updatedTransactions(.with { $0.transactions = [richTransaction, .with { $0.transactionIdentifier = "2" }] }),
             .removedTransactions(.with { $0.transactions = [richTransaction] }),
             .updatedTransactions(.init()),
+            .restoreCompletedTransactionsFinished(.with { $0.restoreID = "r"; $0.restoredCount = 4 }),
+            .restoreCompletedTransactionsFailed(.with { $0.restoreID = "r"; $0.error = .with { $0.code = .paymentNotAllowed; $0.localizedDescription = "no" } }),
+            .updatedDownloads(.with { $0.downloads = [.with { $0.transactionIdentifier = "1"; $0.contentIdentifier = "pack"; $0.state = .active; $0.progress = 0.5 }] }),
         ] {
             let record = record(77, 5, event)
             for json in [try JSONCodec.encode(record), try handWritten(record)] {
@@ -75,14 +78,16 @@ struct ObserverEventJSONTests {
         }
     }
 
-    @Test("other events, escaped keys, snake_case names and unknown members go through the decoder")
+    @Test("events whose callback has fewer fields, events with no callback, escaped keys, snake_case names and unknown members go through the decoder")
     func decodedCallbacks() throws {
-        let restored = record(3, 2, .restoreCompletedTransactionsFinished(.with { $0.restoreID = "r"; $0.restoredCount = 4 }))
+        let revoked = record(3, 2, .revokedEntitlements(.with { $0.productIdentifiers = ["p"]; $0.transactionIdentifiers = ["1"] }))
+        let refunded = record(3, 2, .refundedTransactions(.with { $0.transactions = [richTransaction] }))
         let escapedKey = record(3, key: "com.example.app|a\"b|dev", 2, .updatedTransactions(.with { $0.transactions = [richTransaction] }))
         let plain = record(3, 2, .updatedTransactions(.with { $0.transactions = [richTransaction] }))
         let plainJSON = String(decoding: try JSONCodec.encode(plain), as: UTF8.self)
         let variants: [(Storebus_PaymentQueue_V1_QueueEventRecord, [UInt8])] = [
-            (restored, try JSONCodec.encode(restored)),
+            (revoked, try JSONCodec.encode(revoked)),
+            (refunded, try JSONCodec.encode(refunded)),
             (escapedKey, try JSONCodec.encode(escapedKey)),
             (plain, Array(plainJSON.replacingOccurrences(of: "\"updatedTransactions\"", with: "\"updated_transactions\"").utf8)),
             (plain, Array(plainJSON.replacingOccurrences(of: "\"payload\":{", with: "\"payload\":{\"extra\":[1,{\"a\":null}],").utf8)),

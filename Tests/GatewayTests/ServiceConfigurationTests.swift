@@ -1,7 +1,9 @@
 import Catalog
+import CatalogFormat
 import Foundation
 import PaymentQueue
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusTesting
 import Testing

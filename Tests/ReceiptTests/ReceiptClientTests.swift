@@ -40,7 +40,7 @@ struct ReceiptClientTests {
             }
             // The signed transaction verifies offline too
             let payload = try await verifier.verifyTransaction(try await connection.signedTransaction(bought.transactionID))
-            #expect(payload["transactionId"] as? String == bought.transactionID)
+            #expect(payload.transactionId == bought.transactionID)
             // Entitlements, as the SDK gives them
             let entitlements = try await connection.entitlements()
             #expect(entitlements.map(\.productIdentifier) == [ReceiptVerificationTests.levelPack])

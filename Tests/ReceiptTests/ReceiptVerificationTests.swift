@@ -269,11 +269,14 @@ struct ReceiptVerificationTests {
         defer { directory.remove() }
         let authority = try SigningAuthority(directory: directory.url)
         let other = try SigningAuthority(directory: directory.url.appendingPathComponent("other"))
-        let payload: [String: Any] = ["transactionId": "1", "bundleId": puzzle, "signedDate": Int64(Date().timeIntervalSince1970 * 1000)]
-        let jws = try JWS.sign(payload: payload, with: authority.current())
-        let verified = try await JWS.verify(jws, roots: [authority.root])
-        #expect(verified["transactionId"] as? String == "1")
-        let foreign = try JWS.sign(payload: payload, with: other.current())
+        var payload = JWSTransactionDecodedPayload()
+        payload.transactionId = "1"
+        payload.bundleId = puzzle
+        payload.signedDate = EpochMilliseconds.now
+        let jws = try JWS.sign(payload, with: authority.current())
+        let verified = try await JWS.verify(jws, as: JWSTransactionDecodedPayload.self, roots: [authority.root])
+        #expect(verified == payload)
+        let foreign = try JWS.sign(payload, with: other.current())
         let parts = jws.split(separator: ".").map(String.init)
         let foreignParts = foreign.split(separator: ".").map(String.init)
         for candidate in [
@@ -282,7 +285,7 @@ struct ReceiptVerificationTests {
             foreign,  // signed by another authority
             parts[0] + "." + parts[1],  // no signature
         ] {
-            await #expect(throws: JWS.Failure.self) { _ = try await JWS.verify(candidate, roots: [authority.root]) }
+            await #expect(throws: JWS.Failure.self) { _ = try await JWS.verify(candidate, as: JWSTransactionDecodedPayload.self, roots: [authority.root]) }
         }
     }
 

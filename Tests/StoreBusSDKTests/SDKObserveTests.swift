@@ -11,7 +11,7 @@ import ZeroMQ
 
 /// An RPC server answering the gateway's methods as `router` scripts them, for tests of the SDK's
 /// own behaviour against answers the real gateway gives only under load or faults.
-private struct ScriptedGateway {
+struct ScriptedGateway {
     let context: ZeroMQ.Context
     let server: RPCServer
 
@@ -224,7 +224,7 @@ struct SDKObserveTests {
 
     /// Records what it hears, and removes other observers in its first callback, noting how many
     /// callbacks each had heard then.
-    private final class RemovingObserver: PaymentTransactionObserver {
+    final class RemovingObserver: PaymentTransactionObserver {
         let identifiers = Mutex<[String]>([])
         let heardAtRemoval = Mutex<[Int]>([])
         let removing: [IdentifierObserver]
@@ -292,7 +292,7 @@ struct SDKObserveTests {
     /// A scripted gateway's methods for an empty queue: sessions open, the launch replay (after
     /// `beforeReplay`) holds nothing and ends at position `seq`, and live observe calls are held for
     /// their wait. Tests add the queue methods they script.
-    private static func emptyQueueRouter(seq: UInt64 = 0, beforeReplay: @escaping @Sendable () async throws -> Void = {}) -> RPCRouter {
+    static func emptyQueueRouter(seq: UInt64 = 0, beforeReplay: @escaping @Sendable () async throws -> Void = {}) -> RPCRouter {
         var router = RPCRouter()
         router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
         router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
@@ -308,7 +308,7 @@ struct SDKObserveTests {
 
     /// A scripted gateway with an empty queue (the replay at once, live calls held), answering
     /// AddPayment with `addPayment` and counting FinishTransaction calls.
-    private static func refusingGateway(
+    static func refusingGateway(
         finishCalls: Counter = Counter(),
         addPayment: @escaping @Sendable (Storebus_PaymentQueue_V1_AddPaymentRequest) async throws -> Storebus_PaymentQueue_V1_AddPaymentResponse
     ) throws -> ScriptedGateway {
@@ -322,12 +322,12 @@ struct SDKObserveTests {
     }
 
     /// A count tasks share.
-    private final class Counter: Sendable {
+    final class Counter: Sendable {
         let value = Atomic<Int>(0)
     }
 
     /// Records every callback of a queue's sequence.
-    private final class Recording: Sendable {
+    final class Recording: Sendable {
         let callbacks = Mutex<[PaymentQueueCallback]>([])
         private let task = Mutex<Task<Void, Never>?>(nil)
 
@@ -473,14 +473,14 @@ struct SDKObserveTests {
 
     /// A queue made from a configuration (so it owns its connection) pointed at no gateway, with short
     /// call timeouts.
-    private static func unreachableQueue() throws -> PaymentQueue {
+    static func unreachableQueue() throws -> PaymentQueue {
         var configuration = StoreConfiguration(gatewayEndpoints: ["tcp://127.0.0.1:9"], apiKey: "key", appBundleID: "com.example.app", accountID: "alice", deviceID: "phone")
         configuration.callTimeout = .milliseconds(300)
         return try PaymentQueue(configuration: configuration)
     }
 
     /// An observer whose every callback takes 150 ms, and says when it is inside one.
-    private final class SlowObserver: PaymentTransactionObserver {
+    final class SlowObserver: PaymentTransactionObserver {
         let inside = Atomic<Bool>(false)
         let calls = Atomic<Int>(0)
         func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
@@ -494,7 +494,7 @@ struct SDKObserveTests {
     /// A gateway whose queue never runs dry: each live Observe is answered, after `delay`, with
     /// `perAnswer` (at most the credit) updatedTransactions callbacks following the caller's position;
     /// transaction `t<n>` is callback `n`. Records each call's acknowledged position.
-    private static func endlessGateway(perAnswer: Int, delay: Duration, acknowledged: Positions) throws -> ScriptedGateway {
+    static func endlessGateway(perAnswer: Int, delay: Duration, acknowledged: Positions) throws -> ScriptedGateway {
         var router = RPCRouter()
         router.register(Storebus_Gateway_V1_Gateway.authenticate) { _, _ in .with { $0.sessionID = "session" } }
         router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
@@ -518,13 +518,13 @@ struct SDKObserveTests {
     }
 
     /// Positions a scripted gateway was sent.
-    private final class Positions: Sendable {
+    final class Positions: Sendable {
         let values = Mutex<[UInt64]>([])
     }
 
     /// A queue whose gateway answers every Observe at once with as many callbacks as the credit
     /// allows, the queue asking for `credit` at a time.
-    private static func flooded(credit: UInt32) throws -> (ScriptedGateway, PaymentQueue, Positions) {
+    static func flooded(credit: UInt32) throws -> (ScriptedGateway, PaymentQueue, Positions) {
         let acknowledged = Positions()
         let gateway = try endlessGateway(perAnswer: 500, delay: .zero, acknowledged: acknowledged)
         var configuration = gateway.configuration
@@ -533,118 +533,11 @@ struct SDKObserveTests {
     }
 
     /// Records the transaction identifiers of updatedTransactions callbacks.
-    private final class IdentifierObserver: PaymentTransactionObserver {
+    final class IdentifierObserver: PaymentTransactionObserver {
         let identifiers = Mutex<[String]>([])
         func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
             identifiers.withLock { $0 += transactions.map(\.transactionIdentifier) }
         }
     }
 
-    @Test("while no observer listens the SDK acknowledges nothing: callbacks from that time reach the next observer, none skipped or repeated")
-    func pausesWithoutListeners() async throws {
-        let acknowledged = Positions()
-        let gateway = try Self.endlessGateway(perAnswer: 1, delay: .milliseconds(20), acknowledged: acknowledged)
-        let queue = try PaymentQueue(configuration: gateway.configuration)
-        let observer = IdentifierObserver()
-        // Given an observer that heard a few callbacks, then was removed (an answer may be on its way)
-        queue.add(observer)
-        #expect(await waitUntil { observer.identifiers.withLock { $0.count } >= 3 })
-        queue.remove(observer)
-        let heard = observer.identifiers.withLock { $0.count }
-        // When nobody listens for a while, the queue stops asking
-        try await Task.sleep(for: .milliseconds(300))
-        let paused = acknowledged.values.withLock { $0 }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(acknowledged.values.withLock { $0 } == paused, "no Observe calls while nobody listens")
-        #expect(paused.max() ?? 0 <= UInt64(heard), "nothing acknowledged beyond what an observer heard")
-        // Then the observer added again hears the very next callbacks
-        queue.add(observer)
-        #expect(await waitUntil { observer.identifiers.withLock { $0.count } >= heard + 3 })
-        let identifiers = observer.identifiers.withLock { $0 }
-        #expect(identifiers == (1...identifiers.count).map { "t\($0)" }, "consecutive: none skipped or repeated")
-        await queue.close()
-        await gateway.stop()
-    }
-
-    @Test("observingError says why the stream is interrupted while the queue retries")
-    func observingErrorWhileInterrupted() async throws {
-        let gateway = try Self.endlessGateway(perAnswer: 1, delay: .milliseconds(20), acknowledged: Positions())
-        var configuration = gateway.configuration
-        configuration.callTimeout = .milliseconds(300)
-        configuration.observerHold = .milliseconds(200)
-        let queue = try PaymentQueue(configuration: configuration)
-        let observer = IdentifierObserver()
-        // Given a queue whose stream flows
-        queue.add(observer)
-        #expect(await waitUntil { observer.identifiers.withLock { $0.count } >= 2 })
-        #expect(queue.observingError == nil)
-        // When its gateway goes away, the queue says why nothing more arrives
-        await gateway.stop()
-        #expect(await waitUntil(timeout: .seconds(5)) { queue.observingError != nil })
-        let error = try #require(queue.observingError)
-        #expect([.unavailable, .deadlineExceeded, .cancelled].contains(error.status), "\(error)")
-        await queue.close()
-    }
-
-    @Test("a slow callbacks consumer slows the stream: the SDK buffers at most two answers' worth")
-    func slowSequenceIsBounded() async throws {
-        let (gateway, queue, acknowledged) = try Self.flooded(credit: 8)
-        var callbacks = queue.callbacks.makeAsyncIterator()
-        // Given a consumer that takes one callback every 20 ms
-        var taken: [PaymentQueueCallback] = []
-        for _ in 0..<30 {
-            if let callback = await callbacks.next() { taken.append(callback) }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        // Then the queue asked for no more than it could hand over: what it acknowledged stays within
-        // two answers (2 x credit) of what the consumer took
-        let position = acknowledged.values.withLock { $0.max() ?? 0 }
-        let consumed = taken.last?.seq ?? 0
-        #expect(position <= consumed + 16, "acknowledged \(position) with \(consumed) taken")
-        let seqs = taken.map(\.seq).filter { $0 > 0 }
-        #expect(seqs == Array(1...UInt64(seqs.count)), "consecutive")
-        await queue.close()
-        await gateway.stop()
-    }
-
-    @Test("a callbacks sequence that ends with callbacks still buffered does not stall the others")
-    func endedSequenceDoesNotStall() async throws {
-        let (gateway, queue, _) = try Self.flooded(credit: 8)
-        let observer = IdentifierObserver()
-        queue.add(observer)
-        // Given a sequence that takes one callback, then ends with a full buffer
-        do {
-            var callbacks = queue.callbacks.makeAsyncIterator()
-            _ = await callbacks.next()
-            try await Task.sleep(for: .milliseconds(200))
-        }
-        // Then the observer goes on hearing callbacks (a hundred take milliseconds; the time allowed is
-        // for a full test run, whose other suites can hold this process's threads for seconds)
-        let before = observer.identifiers.withLock { $0.count }
-        #expect(await waitUntil(timeout: .seconds(10)) { observer.identifiers.withLock { $0.count } > before + 100 })
-        await queue.close()
-        await gateway.stop()
-    }
-
-    @Test("a queue dropped without close() shuts its connection down")
-    func droppedQueueClosesItsConnection() async throws {
-        // Given a queue made from a configuration (so it owns its connection), pointed at no gateway
-        var queue: PaymentQueue? = try Self.unreachableQueue()
-        let client = try #require(queue?.connection.client)
-        // When the app lets go of it
-        queue = nil
-        // Then its RPC client is shut down: a call fails at once as CANCELLED, not by its deadline
-        let shutDown = await waitUntil(timeout: .seconds(5)) { await Self.callError(client) == .cancelled }
-        #expect(shutDown)
-        _ = queue
-    }
-
-    private static func callError(_ client: any StoreTransport) async -> StatusCode? {
-        do {
-            _ = try await client.callRaw(path: Storebus_Health_V1_Health.check.path, idempotent: true, body: Array("{}".utf8), options: CallOptions(timeout: .milliseconds(100)))
-            return nil
-        } catch {
-            return error.code
-        }
-    }
 }

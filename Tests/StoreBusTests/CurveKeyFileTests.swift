@@ -1,5 +1,6 @@
 import Foundation
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusTesting
 import Testing

@@ -19,7 +19,7 @@ struct EventLogServiceTests {
                 try batch.append(key: "big", Storebus_Testkit_V1_AppendRequest.with { $0.key = "big"; $0.text = String(repeating: "\(index % 10)", count: size) })
             }
         }
-        let server = try TestServer(extra: try EventLogService.router(database: database))
+        let server = try TestServer(extra: try EventLogHandlers(database: database).router)
         try await withRPCClient(endpoints: [server.endpoint]) { client in
             // When a follower reads the key with the largest page it may ask for
             var position: UInt64 = 0
@@ -28,7 +28,7 @@ struct EventLogServiceTests {
                 let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
                     $0.key = "big"
                     $0.afterSeq = position
-                    $0.limit = EventLogService.maxPageSize
+                    $0.limit = EventLogHandlers.maxPageSize
                 })
                 #expect(page.headSeq == UInt64(sizes.count))
                 #expect(page.events.map(\.keySeq) == Array(position + 1...position + UInt64(page.events.count)), "consecutive")
@@ -51,7 +51,7 @@ struct EventLogServiceTests {
         _ = try await writer.write { _, batch in
             try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "one" })
         }
-        let server = try TestServer(extra: try EventLogService.router(database: database))
+        let server = try TestServer(extra: try EventLogHandlers(database: database).router)
         try await withRPCClient(endpoints: [server.endpoint]) { client in
             // Binding such a position to SQLite used to trap: the process died.
             for position in [UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max - 1, .max] {

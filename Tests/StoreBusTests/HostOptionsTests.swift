@@ -1,5 +1,6 @@
 import Foundation
 import StoreBus
+import StoreBusCommandLine
 import StoreBusHost
 import StoreBusTesting
 import Testing
@@ -67,10 +68,10 @@ struct HostOptionsTests {
     @Test("a list given as flags wins over the environment variable's; with neither, the configuration's value stands (nil)")
     func listPrecedence() {
         let variable = "STOREBUS_CATALOG_ENDPOINTS"
-        #expect(HostOptions.list(flags: [], environment: variable, environment: [:]) == nil)
-        #expect(HostOptions.list(flags: [], environment: variable, environment: [variable: "ipc:///tmp/e, ipc:///tmp/f"]) == ["ipc:///tmp/e", "ipc:///tmp/f"])
-        #expect(HostOptions.list(flags: [], environment: variable, environment: [variable: " , "]) == nil)
-        #expect(HostOptions.list(flags: ["ipc:///tmp/g"], environment: variable, environment: [variable: "ipc:///tmp/e"]) == ["ipc:///tmp/g"])
+        #expect(HostSettings.list(flags: [], environment: variable, environment: [:]) == nil)
+        #expect(HostSettings.list(flags: [], environment: variable, environment: [variable: "ipc:///tmp/e, ipc:///tmp/f"]) == ["ipc:///tmp/e", "ipc:///tmp/f"])
+        #expect(HostSettings.list(flags: [], environment: variable, environment: [variable: " , "]) == nil)
+        #expect(HostSettings.list(flags: ["ipc:///tmp/g"], environment: variable, environment: [variable: "ipc:///tmp/e"]) == ["ipc:///tmp/g"])
     }
 
     @Test("an empty endpoint list in the config file is an error only when no flag replaces it")

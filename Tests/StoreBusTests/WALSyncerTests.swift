@@ -44,7 +44,7 @@ struct WALSyncerTests {
             heard.withLock { $0.append("\(doorbell.key)/\(doorbell.keySeq)") }
         })
         let writer = EventLogWriter(logName: "walsync", database: database, publisher: publisher, reactor: reactor)
-        let server = try TestServer(extra: try EventLogService.router(database: database))
+        let server = try TestServer(extra: try EventLogHandlers(database: database).router)
         // Writes to another key until the board hears one: its subscription is then connected.
         var connecting = 0
         while !heard.withLock({ !$0.isEmpty }) && connecting < 500 {

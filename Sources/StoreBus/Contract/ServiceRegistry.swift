@@ -50,6 +50,9 @@ public struct ServiceEntry: Sendable, Hashable {
     /// The configuration key naming its doorbell endpoints: `paymentQueueEventEndpoints`.
     public var eventEndpointsKey: String { camelName + "EventEndpoints" }
 
+    /// Its name in environment variables: `PAYMENT_QUEUE`.
+    public var environmentName: String { String(name.uppercased().map { $0 == "-" ? "_" : $0 }) }
+
     private var camelName: String {
         let parts = name.split(separator: "-")
         return parts.enumerated().map { index, part in index == 0 ? String(part) : part.prefix(1).uppercased() + part.dropFirst() }.joined()

@@ -5,7 +5,7 @@ import ZeroMQ
 
 /// What every StoreBus process needs to know, whatever its service: where to listen, where to keep
 /// its data, how much to log. Executables build it from defaults, a config file, the environment and
-/// flags (see ``HostOptions``); libraries never read the environment themselves.
+/// flags (see ``HostSettings``); libraries never read the environment themselves.
 public struct HostConfiguration: Sendable, Equatable {
     /// Endpoints of the RPC server (ROUTER).
     public var rpcEndpoints: [String]
@@ -80,7 +80,7 @@ public struct HostConfiguration: Sendable, Equatable {
         } catch let error as StartupError {
             throw StartupError("the config file \(configFile ?? "") is not valid: \(error.description)")
         } catch {
-            throw StartupError("the config file \(configFile ?? "") is not valid: \(HostOptions.describe(error, under: "service"))")
+            throw StartupError("the config file \(configFile ?? "") is not valid: \(HostSettings.describe(error, under: "service"))")
         }
     }
 }

@@ -25,58 +25,74 @@ public enum BuiltinServices {
         diagnostics: Bool = true,
         upstreams: [HealthUpstream] = []
     ) -> RPCRouter {
-        let started = ContinuousClock.now
-        let hosted = Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : []))
-        let checks = UpstreamHealthChecks()
         var router = RPCRouter()
-        router.registerStaged(Storebus_Health_V1_Health.check) { request, context in
-            let forwarded = hosted.contains(request.service) ? nil : upstreams.first { $0.services.contains(request.service) }
-            guard request.service.isEmpty || hosted.contains(request.service) || forwarded != nil else {
-                throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(RPCError.echo(request.service))")
-            }
-            let serving = isServing()
-            let answer = Storebus_Health_V1_HealthCheckResponse.with {
-                $0.status = serving ? .serving : .notServing
-                $0.process = process
-                $0.version = StoreBusVersion.current
-                $0.services = hosted.sorted()
-                $0.uptimeSeconds = Double(started.duration(to: .now).components.seconds)
-            }
-            if let forwarded {
-                return .later {
-                    var answer = answer
-                    let health = await checks.check(forwarded, service: request.service, timeRemaining: context.timeRemaining)
-                    answer.status = serving ? health.status : .notServing
-                    answer.upstreams = [health]
-                    return answer
-                }
-            }
-            guard request.service.isEmpty, !upstreams.isEmpty else { return .now(answer) }
-            return .later {
-                var answer = answer
-                answer.upstreams = await checks.checkAll(upstreams, timeRemaining: context.timeRemaining)
-                return answer
-            }
-        }
-        guard diagnostics else { return router }
-        router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.echo) { request, _ in
-            guard request.delayMs <= maxEchoDelayMilliseconds else {
-                throw RPCError.invalidArgument(field: "delayMs", "must be at most \(maxEchoDelayMilliseconds)")
-            }
-            let response = Storebus_Diagnostics_V1_EchoResponse.with { $0.payload = request.payload }
-            guard request.delayMs > 0 else { return .now(response) }
-            return .later {
-                // Throws CancellationError when the deadline passes or the caller cancels: the work stops.
-                try await Task.sleep(for: .milliseconds(Int(request.delayMs)))
-                return response
-            }
-        }
-        router.registerStaged(Storebus_Diagnostics_V1_Diagnostics.getServerStats) { _, _ in
-            var stats = statistics.snapshot
-            stats.fastPaths = FastPaths.enabled
-            return .now(stats)
-        }
+        router.register(HealthHandlers(
+            process: process,
+            hosted: Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : [])),
+            isServing: isServing, upstreams: upstreams
+        ))
+        if diagnostics { router.register(DiagnosticsHandlers(statistics: statistics)) }
         return router
+    }
+}
+
+/// `storebus.health.v1.Health`: whether the process serves, and (for a forwarder) its upstreams.
+struct HealthHandlers: Storebus_Health_V1_Health.Handlers {
+    let process: String
+    let hosted: Set<String>
+    let isServing: @Sendable () -> Bool
+    let upstreams: [HealthUpstream]
+    let started = ContinuousClock.now
+    let checks = UpstreamHealthChecks()
+
+    /// Answers from memory, or awaits the upstreams' answers.
+    var loopSafe: LoopSafeMethods { .all(of: Storebus_Health_V1_Health.self) }
+
+    func check(_ request: Storebus_Health_V1_HealthCheckRequest, context: ServerContext) async throws -> Storebus_Health_V1_HealthCheckResponse {
+        let forwarded = hosted.contains(request.service) ? nil : upstreams.first { $0.services.contains(request.service) }
+        guard request.service.isEmpty || hosted.contains(request.service) || forwarded != nil else {
+            throw RPCError.resource(.notFound, type: "service", name: request.service, "\(process) does not host \(RPCError.echo(request.service))")
+        }
+        let serving = isServing()
+        var answer = Storebus_Health_V1_HealthCheckResponse.with {
+            $0.status = serving ? .serving : .notServing
+            $0.process = process
+            $0.version = StoreBusVersion.current
+            $0.services = hosted.sorted()
+            $0.uptimeSeconds = Double(started.duration(to: .now).components.seconds)
+        }
+        if let forwarded {
+            let health = await checks.check(forwarded, service: request.service, timeRemaining: context.timeRemaining)
+            answer.status = serving ? health.status : .notServing
+            answer.upstreams = [health]
+        } else if request.service.isEmpty, !upstreams.isEmpty {
+            answer.upstreams = await checks.checkAll(upstreams, timeRemaining: context.timeRemaining)
+        }
+        return answer
+    }
+}
+
+/// `storebus.diagnostics.v1.Diagnostics`: echo and the server's counters.
+struct DiagnosticsHandlers: Storebus_Diagnostics_V1_Diagnostics.Handlers {
+    let statistics: ServerStatistics
+
+    var loopSafe: LoopSafeMethods { .all(of: Storebus_Diagnostics_V1_Diagnostics.self) }
+
+    func echo(_ request: Storebus_Diagnostics_V1_EchoRequest, context: ServerContext) async throws -> Storebus_Diagnostics_V1_EchoResponse {
+        // The contract bounds delayMs (BuiltinServices.maxEchoDelayMilliseconds).
+        if request.delayMs > 0 {
+            // Throws CancellationError when the deadline passes or the caller cancels: the work stops.
+            try await Task.sleep(for: .milliseconds(Int(request.delayMs)))
+        }
+        return .with { $0.payload = request.payload }
+    }
+
+    func getServerStats(_ request: Storebus_Diagnostics_V1_GetServerStatsRequest, context: ServerContext) async throws -> Storebus_Diagnostics_V1_ServerStats {
+        var stats = statistics.snapshot
+        // The other calls running: this one is a handler too.
+        stats.inFlight = max(stats.inFlight, 1) - 1
+        stats.fastPaths = FastPaths.enabled
+        return stats
     }
 }
 

@@ -6,21 +6,31 @@ import SwiftProtobuf
 ///
 /// Services register the generated handler protocols (`register(_:)`, written by
 /// protoc-gen-storebus for each service of the contract). Typed handlers receive a decoded request
-/// that has passed the router's ``interceptors`` and return a response message; raw handlers receive
-/// the JSON body and return JSON bytes, for forwarders and for handlers that assemble JSON from
-/// stored fragments without decoding them.
+/// that has passed the router's ``interceptors`` and return a response message; forwarders
+/// (``registerRaw(path:placement:_:)``) receive the JSON body and return JSON bytes undecoded.
+///
+/// Each method runs where its registration says (``Placement``): off the server's reactor unless
+/// the handlers call it loop-safe.
 public struct RPCRouter: Sendable {
     /// A handler on encoded bodies.
     public typealias RawHandler = @Sendable (_ body: [UInt8], _ context: ServerContext) async throws -> [UInt8]
-    /// A handler that answers at once when it can, or hands back the asynchronous rest of its work.
-    public typealias StagedRawHandler = @Sendable (_ body: [UInt8], _ context: ServerContext) throws -> Staged<[UInt8]>
+
+    /// Where a method's handler runs.
+    public enum Placement: Sendable, Equatable {
+        /// Started inline on the server's reactor, and back there after each suspension: no thread
+        /// hop for a handler that answers from memory or awaits other threads (a database's, another
+        /// service's). Such a handler must never block nor compute for long: every other call of the
+        /// process waits while it runs.
+        case loop
+        /// On Swift's global concurrent executor: for handlers that read files, hash, encode or
+        /// sign megabytes, so the reactor keeps answering other calls meanwhile.
+        case pool
+    }
 
     /// How a method is served.
-    enum Entry: Sendable {
-        /// In a task of its own.
-        case async(RawHandler)
-        /// Inline on the server's reactor; a task only for the part that has to wait.
-        case staged(StagedRawHandler)
+    struct Entry: Sendable {
+        let handler: RawHandler
+        let placement: Placement
     }
 
     private(set) var handlers: [String: Entry] = [:]
@@ -35,53 +45,55 @@ public struct RPCRouter: Sendable {
     }
 
     /// Answers `method` with `handler`, its messages read and written by `codec` (swift-protobuf's
-    /// JSON unless a service gives a faster one). A later registration of the same method replaces
-    /// the earlier.
+    /// JSON unless a service gives a faster one), run as `placement` says. A later registration of
+    /// the same method replaces the earlier.
     public mutating func register<Request: ContractChecked, Response>(
         _ method: MethodDescriptor<Request, Response>,
         codec: MessageCodec<Request, Response> = .plain,
+        placement: Placement = .pool,
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
-        let interceptors = interceptors
-        let erased = method.erased
-        handlers[method.path] = .async { body, context in
-            var request = try codec.decode(body)
-            for interceptor in interceptors { try interceptor.intercept(&request, method: erased, context: context) }
-            let response = try await handler(request, context)
-            return try codec.encode(response)
-        }
+        let decode = decoder(for: method, codec.decode)
+        let encode = codec.encode
+        handlers[method.path] = Entry(handler: { body, context in
+            try encode(try await handler(try decode(body, context), context))
+        }, placement: placement)
     }
 
-    /// Answers `method` with a handler that runs inline on the server's reactor and either answers
-    /// at once (`.now`), with no task and no timer, or returns the part that has to wait (`.later`),
-    /// which then runs in a task with the request's deadline, like any handler. For work that is
-    /// usually in memory (health, counters, catalog queries); the immediate part must not block.
-    public mutating func registerStaged<Request: ContractChecked, Response>(
+    /// Answers `method` with a handler that writes its response's JSON itself (the contract's
+    /// `prewritten_response`: assembled from stored JSON without decoding it).
+    public mutating func register<Request: ContractChecked, Response>(
         _ method: MethodDescriptor<Request, Response>,
-        _ handler: @escaping @Sendable (Request, ServerContext) throws -> Staged<Response>
+        codec: MessageCodec<Request, Response> = .plain,
+        placement: Placement = .pool,
+        _ handler: @escaping @Sendable (Request, ServerContext) async throws -> PrewrittenResponse<Response>
     ) {
+        let decode = decoder(for: method, codec.decode)
+        handlers[method.path] = Entry(handler: { body, context in
+            try await handler(try decode(body, context), context).json
+        }, placement: placement)
+    }
+
+    /// Reads a request with `decode` after the interceptors' admission checks, then runs their
+    /// checks on the request.
+    private func decoder<Request: ContractChecked, Response>(
+        for method: MethodDescriptor<Request, Response>, _ decode: @escaping @Sendable ([UInt8]) throws -> Request
+    ) -> @Sendable ([UInt8], ServerContext) throws -> Request {
         let interceptors = interceptors
         let erased = method.erased
-        handlers[method.path] = .staged { body, context in
-            var request = try JSONCodec.decode(Request.self, from: body)
+        return { body, context in
+            for interceptor in interceptors { try interceptor.admit(method: erased, context: context) }
+            var request = try decode(body)
             for interceptor in interceptors { try interceptor.intercept(&request, method: erased, context: context) }
-            switch try handler(request, context) {
-            case .now(let response):
-                return .now(try JSONCodec.encode(response))
-            case .later(let work):
-                return .later { try JSONCodec.encode(try await work()) }
-            }
+            return request
         }
     }
 
-    /// Answers `path` with a staged handler working on JSON bytes (see ``registerStaged(_:_:)``).
-    public mutating func registerStagedRaw(path: String, _ handler: @escaping StagedRawHandler) {
-        handlers[path] = .staged(handler)
-    }
-
-    /// Answers `path` with a handler working on JSON bytes.
-    public mutating func registerRaw(path: String, _ handler: @escaping RawHandler) {
-        handlers[path] = .async(handler)
+    /// Answers `path` with a handler on undecoded bodies: for forwarders (the gateway passing the
+    /// contract's methods through to the services serving them) and tests of the transport itself.
+    /// A service's own methods are typed, through its generated handler protocol.
+    public mutating func registerRaw(path: String, placement: Placement = .loop, _ handler: @escaping RawHandler) {
+        handlers[path] = Entry(handler: handler, placement: placement)
     }
 
     /// Adds every method of another router.
@@ -94,14 +106,27 @@ public struct RPCRouter: Sendable {
 
     /// Every registered method path, sorted.
     public var methods: [String] { handlers.keys.sorted() }
+
+    /// Where `path` runs (nil: not registered).
+    public func placement(of path: String) -> Placement? { handlers[path]?.placement }
 }
 
-/// The outcome of a staged handler: the answer now, or the work that produces it later.
-public enum Staged<Response: Sendable>: Sendable {
-    /// Answered at once, inline.
-    case now(Response)
-    /// The rest of the work, run in a task with the request's deadline.
-    case later(@Sendable () async throws -> Response)
+/// A response already written as its proto3 JSON, by a handler that assembles it from stored JSON
+/// (methods the contract marks `prewritten_response`). The bytes must be what swift-protobuf would
+/// accept as `Message`.
+public struct PrewrittenResponse<Message: SwiftProtobuf.Message>: Sendable {
+    /// The response's JSON.
+    public let json: [UInt8]
+
+    /// A response of JSON the handler wrote.
+    public init(json: [UInt8]) {
+        self.json = json
+    }
+
+    /// A response written by swift-protobuf from `message`.
+    public init(_ message: Message) throws {
+        json = try JSONCodec.encode(message)
+    }
 }
 
 /// How a method's request is read from its body and its response written: swift-protobuf's proto3

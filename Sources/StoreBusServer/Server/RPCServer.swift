@@ -5,7 +5,8 @@ import StoreSchema
 import ZeroMQ
 
 /// A StoreBus RPC server: a ROUTER socket on a reactor thread, dispatching each request to its
-/// handler in a task of its own.
+/// handler in a task of its own, started on the reactor for loop-safe methods and on Swift's global
+/// executor for the others (``RPCRouter/Placement``).
 ///
 /// Requests are matched to answers by the caller's request id, so callers pipeline freely. Each
 /// request carries the caller's timeout; when it passes, the handler's task is cancelled, its work
@@ -240,38 +241,18 @@ final class ServerLoop {
         ])
         let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: logger)
         let body = request.body
-        let work: @Sendable () async throws -> [UInt8]
-        switch entry {
-        case .async(let handler):
-            work = { try await handler(body, context) }
-        case .staged(let handler):
-            do {
-                switch try handler(body, context) {
-                case .now(let answer):
-                    ServerStatistics.bump(statistics.requestsSucceeded)
-                    callMetrics.record(method: request.method, code: .ok, since: started)
-                    return send(envelope: request.envelope, requestID: request.requestID, code: .ok, body: answer)
-                case .later(let rest):
-                    work = rest
-                }
-            } catch {
-                return complete(request.envelope, request.requestID, method: request.method, started: started, failure: error)
-            }
-        }
+        let handler = entry.handler
         let token = nextToken
         nextToken += 1
-        var inFlightEntry = Entry(token: token, method: request.method, started: started)
-        if let deadline {
-            inFlightEntry.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
-        }
-        let statistics = self.statistics
         guard let box else { return }
+        inFlight[key] = Entry(token: token, method: request.method, started: started)
+        let statistics = self.statistics
         let reactor = self.reactor
-        inFlightEntry.task = Task(executorPreference: executor) {
+        let operation: @Sendable () async -> Void = {
             statistics.handlersRunning.wrappingAdd(1, ordering: .relaxed)
             let outcome: Result<[UInt8], any Error>
             do {
-                outcome = .success(try await work())
+                outcome = .success(try await handler(body, context))
             } catch {
                 outcome = .failure(error)
             }
@@ -282,7 +263,20 @@ final class ServerLoop {
                 reactor.execute { box.value.complete(key, token: token, outcome: outcome) }
             }
         }
-        inFlight[key] = inFlightEntry
+        let task: Task<Void, Never>
+        switch entry.placement {
+        case .loop:
+            // Runs here until its first suspension: a handler that answers from memory has answered
+            // when this returns, with no timer set and no thread hop.
+            task = Task.immediate(executorPreference: executor, operation: operation)
+        case .pool:
+            task = Task(executorPreference: globalConcurrentExecutor, operation: operation)
+        }
+        guard inFlight[key]?.token == token else { return }  // answered already
+        inFlight[key]?.task = task
+        if let deadline {
+            inFlight[key]?.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
+        }
     }
 
     private func reject(_ request: InboundRequest, _ error: RPCError) {

@@ -1,12 +1,20 @@
 import StoreBus
 import StoreSchema
 
-/// Per-call policy run on every decoded request before its handler, in the router's order: what
-/// grpc-swift-2 calls a server interceptor, here synchronous and on the typed request. An error ends
-/// the call with its status; the handler never runs.
+/// Per-call policy run on every typed request before its handler, in the router's order: what
+/// grpc-swift-2 calls a server interceptor, here synchronous. `admit` sees the call before its body
+/// is read (a caller refused there never hears a description of its body), `intercept` the decoded
+/// request. An error ends the call with its status; the handler never runs.
 public protocol ServerInterceptor: Sendable {
+    /// Checks a call of `method` before its body is read. Admits every call unless implemented.
+    func admit(method: AnyMethodDescriptor, context: ServerContext) throws(RPCError)
     /// Checks or amends `request`, a call of `method`.
     func intercept<Request: ContractChecked>(_ request: inout Request, method: AnyMethodDescriptor, context: ServerContext) throws(RPCError)
+}
+
+extension ServerInterceptor {
+    public func admit(method: AnyMethodDescriptor, context: ServerContext) throws(RPCError) {}
+    public func intercept<Request: ContractChecked>(_ request: inout Request, method: AnyMethodDescriptor, context: ServerContext) throws(RPCError) {}
 }
 
 /// The chain every router starts with: the principal's fields, then the contract's field rules, then

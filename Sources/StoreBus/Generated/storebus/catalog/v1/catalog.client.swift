@@ -61,9 +61,25 @@ extension Storebus_Catalog_V1_FetchProductsRequest: ContractChecked {
         if appBundleID.isEmpty { appBundleID = principal.app }
         try principal.authorize(app: appBundleID)
     }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            guard appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be at most 255 bytes") }
+        }
+    }
 }
 
 extension Storebus_Catalog_V1_LookupProductsRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            guard appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be at most 255 bytes") }
+        }
+    }
 }
 
 extension Storebus_Catalog_V1_GetCatalogInfoRequest: ContractChecked {
@@ -73,5 +89,13 @@ extension Storebus_Catalog_V1_ReloadCatalogRequest: ContractChecked {
 }
 
 extension Storebus_Catalog_V1_ListProductsRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            guard appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be at most 255 bytes") }
+        }
+    }
 }
 

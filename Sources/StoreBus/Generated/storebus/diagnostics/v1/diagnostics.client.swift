@@ -29,6 +29,14 @@ extension Storebus_Diagnostics_V1_Diagnostics {
 }
 
 extension Storebus_Diagnostics_V1_EchoRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "delayMs"
+            guard delayMs <= 60000 else { throw RPCError.invalidArgument(field: field, "must be at most 60000") }
+        }
+    }
 }
 
 extension Storebus_Diagnostics_V1_GetServerStatsRequest: ContractChecked {

@@ -23,5 +23,17 @@ extension Storebus_Eventlog_V1_EventLog {
 }
 
 extension Storebus_Eventlog_V1_ReadEventsRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "key"
+            guard key.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be at most 255 bytes") }
+        }
+        do {
+            let field = prefix + "limit"
+            guard limit <= 1000 else { throw RPCError.invalidArgument(field: field, "must be at most 1000") }
+        }
+    }
 }
 

@@ -39,5 +39,17 @@ extension Storebus_Gateway_V1_AuthenticateRequest: ContractChecked {
 }
 
 extension Storebus_Gateway_V1_ObserveRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "credit"
+            guard credit <= 500 else { throw RPCError.invalidArgument(field: field, "must be at most 500") }
+        }
+        do {
+            let field = prefix + "waitMs"
+            guard waitMs <= 30000 else { throw RPCError.invalidArgument(field: field, "must be at most 30000") }
+        }
+    }
 }
 

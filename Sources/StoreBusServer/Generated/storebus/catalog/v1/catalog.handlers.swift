@@ -40,19 +40,20 @@ extension RPCRouter {
     /// Answers every method of `storebus.catalog.v1.Catalog` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Catalog_V1_Catalog.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Catalog_V1_Catalog.fetchProducts, codec: codecs[Storebus_Catalog_V1_Catalog.fetchProducts]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Catalog_V1_Catalog.fetchProducts, codec: codecs[Storebus_Catalog_V1_Catalog.fetchProducts], placement: loopSafe.placement(of: Storebus_Catalog_V1_Catalog.fetchProducts)) { request, context in
             try await handlers.fetchProducts(request, context: context)
         }
-        register(Storebus_Catalog_V1_Catalog.lookupProducts, codec: codecs[Storebus_Catalog_V1_Catalog.lookupProducts]) { request, context in
+        register(Storebus_Catalog_V1_Catalog.lookupProducts, codec: codecs[Storebus_Catalog_V1_Catalog.lookupProducts], placement: loopSafe.placement(of: Storebus_Catalog_V1_Catalog.lookupProducts)) { request, context in
             try await handlers.lookupProducts(request, context: context)
         }
-        register(Storebus_Catalog_V1_Catalog.getCatalogInfo, codec: codecs[Storebus_Catalog_V1_Catalog.getCatalogInfo]) { request, context in
+        register(Storebus_Catalog_V1_Catalog.getCatalogInfo, codec: codecs[Storebus_Catalog_V1_Catalog.getCatalogInfo], placement: loopSafe.placement(of: Storebus_Catalog_V1_Catalog.getCatalogInfo)) { request, context in
             try await handlers.getCatalogInfo(request, context: context)
         }
-        register(Storebus_Catalog_V1_Catalog.reloadCatalog, codec: codecs[Storebus_Catalog_V1_Catalog.reloadCatalog]) { request, context in
+        register(Storebus_Catalog_V1_Catalog.reloadCatalog, codec: codecs[Storebus_Catalog_V1_Catalog.reloadCatalog], placement: loopSafe.placement(of: Storebus_Catalog_V1_Catalog.reloadCatalog)) { request, context in
             try await handlers.reloadCatalog(request, context: context)
         }
-        register(Storebus_Catalog_V1_Catalog.listProducts, codec: codecs[Storebus_Catalog_V1_Catalog.listProducts]) { request, context in
+        register(Storebus_Catalog_V1_Catalog.listProducts, codec: codecs[Storebus_Catalog_V1_Catalog.listProducts], placement: loopSafe.placement(of: Storebus_Catalog_V1_Catalog.listProducts)) { request, context in
             try await handlers.listProducts(request, context: context)
         }
     }

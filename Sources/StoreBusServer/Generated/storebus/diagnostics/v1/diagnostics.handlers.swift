@@ -23,10 +23,11 @@ extension RPCRouter {
     /// Answers every method of `storebus.diagnostics.v1.Diagnostics` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Diagnostics_V1_Diagnostics.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Diagnostics_V1_Diagnostics.echo, codec: codecs[Storebus_Diagnostics_V1_Diagnostics.echo]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Diagnostics_V1_Diagnostics.echo, codec: codecs[Storebus_Diagnostics_V1_Diagnostics.echo], placement: loopSafe.placement(of: Storebus_Diagnostics_V1_Diagnostics.echo)) { request, context in
             try await handlers.echo(request, context: context)
         }
-        register(Storebus_Diagnostics_V1_Diagnostics.getServerStats, codec: codecs[Storebus_Diagnostics_V1_Diagnostics.getServerStats]) { request, context in
+        register(Storebus_Diagnostics_V1_Diagnostics.getServerStats, codec: codecs[Storebus_Diagnostics_V1_Diagnostics.getServerStats], placement: loopSafe.placement(of: Storebus_Diagnostics_V1_Diagnostics.getServerStats)) { request, context in
             try await handlers.getServerStats(request, context: context)
         }
     }

@@ -50,28 +50,29 @@ extension RPCRouter {
     /// Answers every method of `storebus.download.v1.Download` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Download_V1_Download.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Download_V1_Download.startDownloads, codec: codecs[Storebus_Download_V1_Download.startDownloads]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Download_V1_Download.startDownloads, codec: codecs[Storebus_Download_V1_Download.startDownloads], placement: loopSafe.placement(of: Storebus_Download_V1_Download.startDownloads)) { request, context in
             try await handlers.startDownloads(request, context: context)
         }
-        register(Storebus_Download_V1_Download.pauseDownloads, codec: codecs[Storebus_Download_V1_Download.pauseDownloads]) { request, context in
+        register(Storebus_Download_V1_Download.pauseDownloads, codec: codecs[Storebus_Download_V1_Download.pauseDownloads], placement: loopSafe.placement(of: Storebus_Download_V1_Download.pauseDownloads)) { request, context in
             try await handlers.pauseDownloads(request, context: context)
         }
-        register(Storebus_Download_V1_Download.resumeDownloads, codec: codecs[Storebus_Download_V1_Download.resumeDownloads]) { request, context in
+        register(Storebus_Download_V1_Download.resumeDownloads, codec: codecs[Storebus_Download_V1_Download.resumeDownloads], placement: loopSafe.placement(of: Storebus_Download_V1_Download.resumeDownloads)) { request, context in
             try await handlers.resumeDownloads(request, context: context)
         }
-        register(Storebus_Download_V1_Download.cancelDownloads, codec: codecs[Storebus_Download_V1_Download.cancelDownloads]) { request, context in
+        register(Storebus_Download_V1_Download.cancelDownloads, codec: codecs[Storebus_Download_V1_Download.cancelDownloads], placement: loopSafe.placement(of: Storebus_Download_V1_Download.cancelDownloads)) { request, context in
             try await handlers.cancelDownloads(request, context: context)
         }
-        register(Storebus_Download_V1_Download.completeDownload, codec: codecs[Storebus_Download_V1_Download.completeDownload]) { request, context in
+        register(Storebus_Download_V1_Download.completeDownload, codec: codecs[Storebus_Download_V1_Download.completeDownload], placement: loopSafe.placement(of: Storebus_Download_V1_Download.completeDownload)) { request, context in
             try await handlers.completeDownload(request, context: context)
         }
-        register(Storebus_Download_V1_Download.failDownload, codec: codecs[Storebus_Download_V1_Download.failDownload]) { request, context in
+        register(Storebus_Download_V1_Download.failDownload, codec: codecs[Storebus_Download_V1_Download.failDownload], placement: loopSafe.placement(of: Storebus_Download_V1_Download.failDownload)) { request, context in
             try await handlers.failDownload(request, context: context)
         }
-        register(Storebus_Download_V1_Download.getDownloads, codec: codecs[Storebus_Download_V1_Download.getDownloads]) { request, context in
+        register(Storebus_Download_V1_Download.getDownloads, codec: codecs[Storebus_Download_V1_Download.getDownloads], placement: loopSafe.placement(of: Storebus_Download_V1_Download.getDownloads)) { request, context in
             try await handlers.getDownloads(request, context: context)
         }
-        register(Storebus_Download_V1_Download.readChunk, codec: codecs[Storebus_Download_V1_Download.readChunk]) { request, context in
+        register(Storebus_Download_V1_Download.readChunk, codec: codecs[Storebus_Download_V1_Download.readChunk], placement: loopSafe.placement(of: Storebus_Download_V1_Download.readChunk)) { request, context in
             try await handlers.readChunk(request, context: context)
         }
     }

@@ -12,7 +12,7 @@ extension Storebus_Eventlog_V1_EventLog {
     public protocol Handlers: RPCHandlers {
         /// Reads a page of events in order. With an empty `key`, events with seq > after_seq; with a key,
         /// that key's events with key_seq > after_seq. INVALID_ARGUMENT: limit over 1000. No side effects.
-        func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, context: ServerContext) async throws -> Storebus_Eventlog_V1_ReadEventsResponse
+        func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Eventlog_V1_ReadEventsResponse>
     }
 }
 
@@ -20,7 +20,8 @@ extension RPCRouter {
     /// Answers every method of `storebus.eventlog.v1.EventLog` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Eventlog_V1_EventLog.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Eventlog_V1_EventLog.readEvents, codec: codecs[Storebus_Eventlog_V1_EventLog.readEvents]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Eventlog_V1_EventLog.readEvents, codec: codecs[Storebus_Eventlog_V1_EventLog.readEvents], placement: loopSafe.placement(of: Storebus_Eventlog_V1_EventLog.readEvents)) { request, context in
             try await handlers.readEvents(request, context: context)
         }
     }

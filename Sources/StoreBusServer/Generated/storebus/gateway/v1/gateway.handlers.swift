@@ -22,7 +22,7 @@ extension Storebus_Gateway_V1_Gateway {
         /// where the client's acknowledgement says, without loss or repeat. UNAUTHENTICATED: missing,
         /// expired or forged session. OUT_OF_RANGE: `after_seq` beyond the queue's newest position.
         /// Without side effects: a retry is always safe.
-        func observe(_ request: Storebus_Gateway_V1_ObserveRequest, context: ServerContext) async throws -> Storebus_Gateway_V1_ObserveResponse
+        func observe(_ request: Storebus_Gateway_V1_ObserveRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Gateway_V1_ObserveResponse>
     }
 }
 
@@ -30,10 +30,11 @@ extension RPCRouter {
     /// Answers every method of `storebus.gateway.v1.Gateway` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Gateway_V1_Gateway.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Gateway_V1_Gateway.authenticate, codec: codecs[Storebus_Gateway_V1_Gateway.authenticate]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Gateway_V1_Gateway.authenticate, codec: codecs[Storebus_Gateway_V1_Gateway.authenticate], placement: loopSafe.placement(of: Storebus_Gateway_V1_Gateway.authenticate)) { request, context in
             try await handlers.authenticate(request, context: context)
         }
-        register(Storebus_Gateway_V1_Gateway.observe, codec: codecs[Storebus_Gateway_V1_Gateway.observe]) { request, context in
+        register(Storebus_Gateway_V1_Gateway.observe, codec: codecs[Storebus_Gateway_V1_Gateway.observe], placement: loopSafe.placement(of: Storebus_Gateway_V1_Gateway.observe)) { request, context in
             try await handlers.observe(request, context: context)
         }
     }

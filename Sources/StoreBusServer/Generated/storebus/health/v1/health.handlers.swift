@@ -23,7 +23,8 @@ extension RPCRouter {
     /// Answers every method of `storebus.health.v1.Health` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Health_V1_Health.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Health_V1_Health.check, codec: codecs[Storebus_Health_V1_Health.check]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Health_V1_Health.check, codec: codecs[Storebus_Health_V1_Health.check], placement: loopSafe.placement(of: Storebus_Health_V1_Health.check)) { request, context in
             try await handlers.check(request, context: context)
         }
     }

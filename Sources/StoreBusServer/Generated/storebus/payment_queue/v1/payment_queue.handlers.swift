@@ -62,25 +62,26 @@ extension RPCRouter {
     /// Answers every method of `storebus.payment_queue.v1.PaymentQueue` with `handlers`.
     public mutating func register(_ handlers: some Storebus_PaymentQueue_V1_PaymentQueue.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments)) { request, context in
             try await handlers.canMakePayments(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.addPayment]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.addPayment], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.addPayment)) { request, context in
             try await handlers.addPayment(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction)) { request, context in
             try await handlers.finishTransaction(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions)) { request, context in
             try await handlers.restoreCompletedTransactions(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.listTransactions]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.listTransactions], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.listTransactions)) { request, context in
             try await handlers.listTransactions(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue)) { request, context in
             try await handlers.snapshotQueue(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads)) { request, context in
             try await handlers.updateDownloads(request, context: context)
         }
     }
@@ -143,34 +144,35 @@ extension RPCRouter {
     /// Answers every method of `storebus.payment_queue.v1.PaymentQueueAdmin` with `handlers`.
     public mutating func register(_ handlers: some Storebus_PaymentQueue_V1_PaymentQueueAdmin.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy)) { request, context in
             try await handlers.setPaymentPolicy(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy)) { request, context in
             try await handlers.getPaymentPolicy(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy)) { request, context in
             try await handlers.approveAskToBuy(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.declineAskToBuy)) { request, context in
             try await handlers.declineAskToBuy(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase)) { request, context in
             try await handlers.resolveInterruptedPurchase(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction)) { request, context in
             try await handlers.refundTransaction(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions)) { request, context in
             try await handlers.listAccountTransactions(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions)) { request, context in
             try await handlers.clearAccountTransactions(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges)) { request, context in
             try await handlers.listCharges(request, context: context)
         }
-        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset]) { request, context in
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset)) { request, context in
             try await handlers.reset(request, context: context)
         }
     }

@@ -40,22 +40,23 @@ extension RPCRouter {
     /// Answers every method of `storebus.receipt.v1.Receipt` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Receipt_V1_Receipt.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Receipt_V1_Receipt.refreshReceipt, codec: codecs[Storebus_Receipt_V1_Receipt.refreshReceipt]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Receipt_V1_Receipt.refreshReceipt, codec: codecs[Storebus_Receipt_V1_Receipt.refreshReceipt], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.refreshReceipt)) { request, context in
             try await handlers.refreshReceipt(request, context: context)
         }
-        register(Storebus_Receipt_V1_Receipt.verifyReceipt, codec: codecs[Storebus_Receipt_V1_Receipt.verifyReceipt]) { request, context in
+        register(Storebus_Receipt_V1_Receipt.verifyReceipt, codec: codecs[Storebus_Receipt_V1_Receipt.verifyReceipt], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.verifyReceipt)) { request, context in
             try await handlers.verifyReceipt(request, context: context)
         }
-        register(Storebus_Receipt_V1_Receipt.getEntitlements, codec: codecs[Storebus_Receipt_V1_Receipt.getEntitlements]) { request, context in
+        register(Storebus_Receipt_V1_Receipt.getEntitlements, codec: codecs[Storebus_Receipt_V1_Receipt.getEntitlements], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getEntitlements)) { request, context in
             try await handlers.getEntitlements(request, context: context)
         }
-        register(Storebus_Receipt_V1_Receipt.getTransaction, codec: codecs[Storebus_Receipt_V1_Receipt.getTransaction]) { request, context in
+        register(Storebus_Receipt_V1_Receipt.getTransaction, codec: codecs[Storebus_Receipt_V1_Receipt.getTransaction], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getTransaction)) { request, context in
             try await handlers.getTransaction(request, context: context)
         }
-        register(Storebus_Receipt_V1_Receipt.getSigningCertificates, codec: codecs[Storebus_Receipt_V1_Receipt.getSigningCertificates]) { request, context in
+        register(Storebus_Receipt_V1_Receipt.getSigningCertificates, codec: codecs[Storebus_Receipt_V1_Receipt.getSigningCertificates], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getSigningCertificates)) { request, context in
             try await handlers.getSigningCertificates(request, context: context)
         }
-        register(Storebus_Receipt_V1_Receipt.rotateSigningKey, codec: codecs[Storebus_Receipt_V1_Receipt.rotateSigningKey]) { request, context in
+        register(Storebus_Receipt_V1_Receipt.rotateSigningKey, codec: codecs[Storebus_Receipt_V1_Receipt.rotateSigningKey], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.rotateSigningKey)) { request, context in
             try await handlers.rotateSigningKey(request, context: context)
         }
     }

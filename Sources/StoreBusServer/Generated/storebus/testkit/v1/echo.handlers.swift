@@ -20,7 +20,8 @@ extension RPCRouter {
     /// Answers every method of `storebus.testkit.v1.Echo` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Testkit_V1_Echo.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Testkit_V1_Echo.say, codec: codecs[Storebus_Testkit_V1_Echo.say]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Testkit_V1_Echo.say, codec: codecs[Storebus_Testkit_V1_Echo.say], placement: loopSafe.placement(of: Storebus_Testkit_V1_Echo.say)) { request, context in
             try await handlers.say(request, context: context)
         }
     }

@@ -22,10 +22,11 @@ extension RPCRouter {
     /// Answers every method of `storebus.testkit.v1.Journal` with `handlers`.
     public mutating func register(_ handlers: some Storebus_Testkit_V1_Journal.Handlers) {
         let codecs = handlers.codecs
-        register(Storebus_Testkit_V1_Journal.append, codec: codecs[Storebus_Testkit_V1_Journal.append]) { request, context in
+        let loopSafe = handlers.loopSafe
+        register(Storebus_Testkit_V1_Journal.append, codec: codecs[Storebus_Testkit_V1_Journal.append], placement: loopSafe.placement(of: Storebus_Testkit_V1_Journal.append)) { request, context in
             try await handlers.append(request, context: context)
         }
-        register(Storebus_Testkit_V1_Journal.countEntries, codec: codecs[Storebus_Testkit_V1_Journal.countEntries]) { request, context in
+        register(Storebus_Testkit_V1_Journal.countEntries, codec: codecs[Storebus_Testkit_V1_Journal.countEntries], placement: loopSafe.placement(of: Storebus_Testkit_V1_Journal.countEntries)) { request, context in
             try await handlers.countEntries(request, context: context)
         }
     }

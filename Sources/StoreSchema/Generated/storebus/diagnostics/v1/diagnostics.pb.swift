@@ -84,7 +84,7 @@ public nonisolated struct Storebus_Diagnostics_V1_ServerStats: Sendable {
   /// Replies that could not be delivered (peer gone or its queue full).
   public var repliesDropped: UInt64 = 0
 
-  /// Requests whose handlers are running in tasks right now (requests answered inline never count).
+  /// Requests whose handlers are running right now, the GetServerStats call answering left out.
   public var inFlight: UInt64 = 0
 
   /// Whether the process takes StoreBus's hand-written shortcuts (false: STOREBUS_FAST_PATHS=off,

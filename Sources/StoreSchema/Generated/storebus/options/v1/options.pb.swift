@@ -198,6 +198,27 @@ nonisolated extension SwiftProtobuf.Google_Protobuf_FieldOptions {
   public mutating func clearStorebus_Options_V1_rules() {
     clearExtensionValue(ext: Storebus_Options_V1_Extensions_rules)
   }
+
+  /// On a member of an event message's oneof: the member of another message's oneof that the event is
+  /// delivered as, by full name ("storebus.gateway.v1.ObserverEvent.updated_transactions": the payment
+  /// queue's events as the gateway's observer callbacks). The delivered member's message must have
+  /// only fields the event member's has (same numbers, names, types); protoc-gen-storebus refuses
+  /// others and writes the delivery, so that a new kind of event delivered to observers is a change
+  /// of the contract alone. A member without it is delivered as none.
+  public var Storebus_Options_V1_deliveredAs: String {
+    get {return getExtensionValue(ext: Storebus_Options_V1_Extensions_delivered_as) ?? String()}
+    set {setExtensionValue(ext: Storebus_Options_V1_Extensions_delivered_as, value: newValue)}
+  }
+  /// Returns true if extension `Storebus_Options_V1_Extensions_delivered_as`
+  /// has been explicitly set.
+  public var hasStorebus_Options_V1_deliveredAs: Bool {
+    return hasExtensionValue(ext: Storebus_Options_V1_Extensions_delivered_as)
+  }
+  /// Clears the value of extension `Storebus_Options_V1_Extensions_delivered_as`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearStorebus_Options_V1_deliveredAs() {
+    clearExtensionValue(ext: Storebus_Options_V1_Extensions_delivered_as)
+  }
 }
 
 nonisolated extension SwiftProtobuf.Google_Protobuf_MethodOptions {
@@ -236,6 +257,24 @@ nonisolated extension SwiftProtobuf.Google_Protobuf_MethodOptions {
   public mutating func clearStorebus_Options_V1_cacheable() {
     clearExtensionValue(ext: Storebus_Options_V1_Extensions_cacheable)
   }
+
+  /// The server writes the answer's JSON itself, assembled from JSON it stored, without decoding it
+  /// into the response message (a page of an event log). Its handler returns the JSON, typed by the
+  /// response message (`PrewrittenResponse<Response>`); callers see no difference.
+  public var Storebus_Options_V1_prewrittenResponse: Bool {
+    get {return getExtensionValue(ext: Storebus_Options_V1_Extensions_prewritten_response) ?? false}
+    set {setExtensionValue(ext: Storebus_Options_V1_Extensions_prewritten_response, value: newValue)}
+  }
+  /// Returns true if extension `Storebus_Options_V1_Extensions_prewritten_response`
+  /// has been explicitly set.
+  public var hasStorebus_Options_V1_prewrittenResponse: Bool {
+    return hasExtensionValue(ext: Storebus_Options_V1_Extensions_prewritten_response)
+  }
+  /// Clears the value of extension `Storebus_Options_V1_Extensions_prewritten_response`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearStorebus_Options_V1_prewrittenResponse() {
+    clearExtensionValue(ext: Storebus_Options_V1_Extensions_prewritten_response)
+  }
 }
 
 nonisolated extension SwiftProtobuf.Google_Protobuf_ServiceOptions {
@@ -267,8 +306,10 @@ nonisolated extension SwiftProtobuf.Google_Protobuf_ServiceOptions {
 public nonisolated let Storebus_Options_V1_Options_Extensions: SwiftProtobuf.SimpleExtensionMap = [
   Storebus_Options_V1_Extensions_access,
   Storebus_Options_V1_Extensions_cacheable,
+  Storebus_Options_V1_Extensions_prewritten_response,
   Storebus_Options_V1_Extensions_default_access,
-  Storebus_Options_V1_Extensions_rules
+  Storebus_Options_V1_Extensions_rules,
+  Storebus_Options_V1_Extensions_delivered_as
 ]
 
 // Extension Objects - The only reason these might be needed is when manually
@@ -290,6 +331,14 @@ public nonisolated let Storebus_Options_V1_Extensions_cacheable = SwiftProtobuf.
   fieldName: "storebus.options.v1.cacheable"
 )
 
+/// The server writes the answer's JSON itself, assembled from JSON it stored, without decoding it
+/// into the response message (a page of an event log). Its handler returns the JSON, typed by the
+/// response message (`PrewrittenResponse<Response>`); callers see no difference.
+public nonisolated let Storebus_Options_V1_Extensions_prewritten_response = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalExtensionField<SwiftProtobuf.ProtobufBool>, SwiftProtobuf.Google_Protobuf_MethodOptions>(
+  _protobuf_fieldNumber: 50103,
+  fieldName: "storebus.options.v1.prewritten_response"
+)
+
 /// The access of the service's methods that do not say their own.
 public nonisolated let Storebus_Options_V1_Extensions_default_access = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalEnumExtensionField<Storebus_Options_V1_Access>, SwiftProtobuf.Google_Protobuf_ServiceOptions>(
   _protobuf_fieldNumber: 50100,
@@ -300,6 +349,17 @@ public nonisolated let Storebus_Options_V1_Extensions_default_access = SwiftProt
 public nonisolated let Storebus_Options_V1_Extensions_rules = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalMessageExtensionField<Storebus_Options_V1_FieldRules>, SwiftProtobuf.Google_Protobuf_FieldOptions>(
   _protobuf_fieldNumber: 50102,
   fieldName: "storebus.options.v1.rules"
+)
+
+/// On a member of an event message's oneof: the member of another message's oneof that the event is
+/// delivered as, by full name ("storebus.gateway.v1.ObserverEvent.updated_transactions": the payment
+/// queue's events as the gateway's observer callbacks). The delivered member's message must have
+/// only fields the event member's has (same numbers, names, types); protoc-gen-storebus refuses
+/// others and writes the delivery, so that a new kind of event delivered to observers is a change
+/// of the contract alone. A member without it is delivered as none.
+public nonisolated let Storebus_Options_V1_Extensions_delivered_as = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalExtensionField<SwiftProtobuf.ProtobufString>, SwiftProtobuf.Google_Protobuf_FieldOptions>(
+  _protobuf_fieldNumber: 50104,
+  fieldName: "storebus.options.v1.delivered_as"
 )
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.

@@ -1163,7 +1163,8 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// What happened.
+  /// What happened. Members with `delivered_as` reach observers as that callback (through the
+  /// gateway); the others are for followers only.
   public var event: Storebus_PaymentQueue_V1_QueueEvent.OneOf_Event? = nil
 
   /// Transactions added or changed state.
@@ -1252,7 +1253,8 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  /// What happened.
+  /// What happened. Members with `delivered_as` reach observers as that callback (through the
+  /// gateway); the others are for followers only.
   public nonisolated enum OneOf_Event: Equatable, Sendable {
     /// Transactions added or changed state.
     case updatedTransactions(Storebus_PaymentQueue_V1_TransactionsUpdated)

@@ -1,4 +1,5 @@
 import Foundation
+import StoreBus
 import StoreBusTesting
 import Testing
 import ZeroMQ

@@ -1,17 +1,15 @@
-import CZeroMQ
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import ZeroMQ
 
-/// How the sockets of a ``Context`` secure their TCP links, applied by ``Socket/bind(_:)`` and
-/// ``Socket/connect(_:)`` to every `tcp://` endpoint (in-process and IPC endpoints never cross a
-/// network and are left alone). A socket given CURVE options of its own
-/// (``SocketOption/curveServer(secretKey:)``, ``SocketOption/curveClient(serverKey:publicKey:secretKey:)``)
-/// keeps them.
-public enum TCPSecurity: Sendable, Equatable {
+/// How StoreBus's sockets secure their TCP links: the ``ZeroMQ/EndpointPolicy`` of a process's
+/// context, applied by `Socket.bind` and `Socket.connect` to every `tcp://` endpoint (in-process and
+/// IPC endpoints never cross a network and are left alone). A socket given CURVE options of its own
+/// (`SocketOption.curveServer`, `.curveClient`) keeps them.
+public enum TCPSecurity: EndpointPolicy, Equatable {
     /// Plain TCP everywhere: libzmq's default.
     case plain
     /// Plain TCP on loopback addresses only: binding or connecting anywhere else fails with
@@ -76,7 +74,7 @@ extension TCPSecurity {
     }
 
     /// Sets the options a socket needs before binding or connecting `endpoint`.
-    func prepare(_ socket: Socket, endpoint: String, binding: Bool) throws(ZMQError) {
+    public func prepare(_ socket: Socket, endpoint: String, binding: Bool) throws(ZMQError) {
         guard Self.isTCP(endpoint), !socket.hasOwnCurveOptions else { return }
         switch self {
         case .plain:
@@ -88,14 +86,21 @@ extension TCPSecurity {
         case .curve(let links):
             if links.plainEndpoints.contains(endpoint) { return }
             if binding {
-                try socket.applyOption(.curveServer(secretKey: links.keyPair.secretKey))
-                try socket.applyOption(.zapDomain(links.openEndpoints.contains(endpoint) ? CurveLinks.clientDomain : CurveLinks.serviceDomain))
+                try socket.applyPolicyOption(.curveServer(secretKey: links.keyPair.secretKey))
+                try socket.applyPolicyOption(.zapDomain(links.openEndpoints.contains(endpoint) ? CurveLinks.clientDomain : CurveLinks.serviceDomain))
             } else {
                 guard let serverKey = links.serverKeys[endpoint] else {
                     throw ZMQError(code: EACCES, operation: "zmq_connect(\(endpoint)): no CURVE server key is configured for this endpoint")
                 }
-                try socket.applyOption(.curveClient(serverKey: serverKey, publicKey: links.keyPair.publicKey, secretKey: links.keyPair.secretKey))
+                try socket.applyPolicyOption(.curveClient(serverKey: serverKey, publicKey: links.keyPair.publicKey, secretKey: links.keyPair.secretKey))
             }
         }
+    }
+}
+
+extension ZeroMQ.Context {
+    /// A context whose sockets secure their TCP links as `tcpSecurity` says.
+    public convenience init(ioThreads: Int32 = 1, batchScheduledIO: Bool = true, tcpSecurity: TCPSecurity) throws(ZMQError) {
+        try self.init(ioThreads: ioThreads, batchScheduledIO: batchScheduledIO, endpointPolicy: tcpSecurity)
     }
 }

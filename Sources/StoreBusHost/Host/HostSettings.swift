@@ -1,10 +1,10 @@
-import ArgumentParser
 import Foundation
 import Logging
 import StoreBus
 
-/// Command-line options every StoreBus executable accepts, resolved in this order: flag, then
-/// environment variable, then config file, then the executable's default.
+/// The settings every StoreBus executable accepts on its command line (parsed by `HostOptions`, in
+/// module StoreBusCommandLine), resolved with the environment, the config file and the executable's
+/// defaults, in this order: flag, then environment variable, then config file, then default.
 ///
 /// | flag | environment | config file key |
 /// |---|---|---|
@@ -20,34 +20,27 @@ import StoreBus
 /// | | | `curve` (see ``CurveConfiguration``) |
 /// | | `STOREBUS_FAILPOINTS` | |
 /// | | `STOREBUS_FAST_PATHS` (`off`) | |
-public struct HostOptions: ParsableArguments, Sendable {
-    @Option(name: .customLong("config"), help: "JSON config file (keys: rpcEndpoints, eventEndpoints, dataDirectory, logLevel, service).")
+public struct HostSettings: Sendable {
+    /// `--config`.
     public var configFile: String?
-
-    @Option(name: .customLong("rpc-endpoint"), help: "Endpoint to serve RPC on (repeatable), e.g. tcp://127.0.0.1:7301.")
+    /// `--rpc-endpoint`, repeated.
     public var rpcEndpoints: [String] = []
-
-    @Option(name: .customLong("event-endpoint"), help: "Endpoint to publish event doorbells on (repeatable).")
+    /// `--event-endpoint`, repeated.
     public var eventEndpoints: [String] = []
-
-    @Option(name: .customLong("data-dir"), help: "Directory for the process's database and files.")
+    /// `--data-dir`.
     public var dataDirectory: String?
-
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    /// `--log-level`.
     public var logLevel: String?
-
-    @Option(name: .customLong("log-format"), help: "text (default) or json: one JSON object a line, for log shippers.")
+    /// `--log-format`.
     public var logFormat: String?
-
-    @Option(name: .customLong("metrics-address"), help: "host:port to serve Prometheus metrics on (GET /metrics), e.g. 127.0.0.1:9301.")
+    /// `--metrics-address`.
     public var metricsAddress: String?
-
-    @Option(name: .customLong("curve-key"), help: "The process's CURVE key pair file, in place of the config file's curve.keyFile (systemd hands it over as a credential).")
+    /// `--curve-key`.
     public var curveKey: String?
-
-    @Flag(name: .customLong("plain-tcp"), help: "Allow plain TCP off loopback, without CURVE keys (only where the network is trusted).")
+    /// `--plain-tcp`.
     public var plainTCP = false
 
+    /// Nothing given on the command line.
     public init() {}
 
     /// Resolves the configuration from flags, `environment`, the config file and `defaults`.

@@ -27,10 +27,8 @@ extension Catalog {
     }
 
     func app(_ bundleID: String) throws(RPCError) -> App {
-        // No catalog holds a longer one, and the answer would repeat it three times.
-        guard bundleID.utf8.count <= 255 else {
-            throw RPCError.invalidArgument(field: "appBundleId", "must be at most 255 bytes")
-        }
+        // Requests' bundle ids are at most 255 bytes (the contract's rule): no catalog holds a
+        // longer one.
         // Byte for byte: Swift's dictionary takes canonically equivalent names for the same.
         guard let app = apps[bundleID], app.bundleID.utf8.elementsEqual(bundleID.utf8) else {
             throw RPCError.resource(.notFound, type: "app", name: bundleID, "unknown app \"\(RPCError.echo(bundleID))\"")

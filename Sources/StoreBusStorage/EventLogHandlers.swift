@@ -5,47 +5,54 @@ import StoreSchema
 import Synchronization
 
 /// Serves `storebus.eventlog.v1.EventLog` from a service's database.
-public enum EventLogService {
-    /// Largest page a reader may ask for.
+///
+/// The response is assembled from the stored JSON of each event, without decoding it (the contract's
+/// `prewritten_response`). Followers mostly ask for the few events after their position (a device's
+/// observer, a caught-up follower): such reads run inline on the RPC server's loop, on a read-only
+/// connection only that loop uses, which saves the two thread hops of a pool read. In WAL mode the
+/// read never waits for the writer. Large pages (catching up) go through the pool.
+public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
+    /// Largest page a reader may ask for (the contract's rule on `limit`).
     public static let maxPageSize: UInt32 = 1000
     /// Page size when the reader asks for 0.
     public static let defaultPageSize: UInt32 = 256
 
     /// Pages up to this size are read inline on the server's loop, through a read-only connection of
-    /// the loop's own; larger ones in a task, through the pool.
+    /// the loop's own; larger ones through the pool.
     public static let inlinePageSize = 64
 
     /// A page stops before its events' JSON passes this size (it always holds at least one event), so
     /// that an answer stays well under the 4 MiB message limit whatever the events hold.
     public static let maxPageBytes = 1024 * 1024
 
-    /// A router answering ReadEvents. The response is assembled from the stored JSON of each event,
-    /// without decoding it.
-    ///
-    /// Followers mostly ask for the few events after their position (a device's observer, a caught-up
-    /// follower): such reads run inline on the RPC server's loop, on a read-only connection only that
-    /// loop uses, which saves the two thread hops of a pool read. In WAL mode the read never waits for
-    /// the writer. Large pages (catching up) go through the pool in a task, as other handlers do.
-    public static func router(database: StoreDatabase) throws -> RPCRouter {
-        let inline = InlineReader(try database.makeReadOnlyConnection())
+    let database: StoreDatabase
+    let inline: InlineReader
+
+    /// Handlers reading `database`'s log.
+    public init(database: StoreDatabase) throws {
+        self.database = database
+        inline = InlineReader(try database.makeReadOnlyConnection())
+    }
+
+    /// A router answering ReadEvents.
+    public var router: RPCRouter {
         var router = RPCRouter()
-        router.registerStagedRaw(path: Storebus_Eventlog_V1_EventLog.readEvents.path) { body, _ in
-            let request = try JSONCodec.decode(Storebus_Eventlog_V1_ReadEventsRequest.self, from: body)
-            guard request.limit <= maxPageSize else {
-                throw RPCError.invalidArgument(field: "limit", "must be at most \(maxPageSize)")
-            }
-            let limit = Int(request.limit == 0 ? defaultPageSize : request.limit)
-            // Events not yet durable are left out: a follower never passes on one that a power loss
-            // could still take back (and give its position to another).
-            let durable = database.durableEventSeq
-            if limit <= inlinePageSize, let page = try inline.read({ db in try page(db, request, limit: limit, through: durable) }) {
-                return .now(page)
-            }
-            return .later {
-                try await database.pool.read { db in try page(db, request, limit: limit, through: durable) }
-            }
-        }
+        router.register(self)
         return router
+    }
+
+    /// Small pages are read inline, large ones awaited from the pool: never a block on the loop.
+    public var loopSafe: LoopSafeMethods { .all(of: Storebus_Eventlog_V1_EventLog.self) }
+
+    public func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Eventlog_V1_ReadEventsResponse> {
+        let limit = Int(request.limit == 0 ? Self.defaultPageSize : request.limit)
+        // Events not yet durable are left out: a follower never passes on one that a power loss
+        // could still take back (and give its position to another).
+        let durable = database.durableEventSeq
+        if limit <= Self.inlinePageSize, let page = try inline.read({ db in try Self.page(db, request, limit: limit, through: durable) }) {
+            return PrewrittenResponse(json: page)
+        }
+        return PrewrittenResponse(json: try await database.pool.read { db in try Self.page(db, request, limit: limit, through: durable) })
     }
 
     /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`.
