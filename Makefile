@@ -12,7 +12,7 @@ BIN         := .build/debug
 PYTHON_TOOLS := .build/python-tools
 APPLE_LIBRARY_VERSION := 3.1.2
 
-.PHONY: deps test-deps build run test generators protos check-protos bench clean
+.PHONY: deps test-deps build run test generators protos check-protos format check-format bench clean
 
 ## deps: install libzmq3-dev, libsqlite3-dev (GRDB and StoreBusStorage link it), protobuf-compiler and
 ## pkg-config from Debian when any is missing.
@@ -50,7 +50,7 @@ test-deps: deps
 
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
 ## Each test target runs in a process of its own (scripts/run-tests says why).
-test: test-deps check-protos
+test: test-deps check-protos check-format
 	@for product in $(TEST_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
 	scripts/run-tests
 
@@ -73,6 +73,18 @@ check-protos: generators
 	drift=""; for dir in $(GEN_DIRS); do diff -r $$tmp/gen/$$dir Sources/$$dir >>$$tmp/diff || drift="$$drift Sources/$$dir"; done; \
 	if [ -z "$$drift" ]; then echo "generated code matches proto-schemas/"; rm -rf $$tmp; \
 	else head -40 $$tmp/diff; echo "error:$$drift out of date; run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
+
+# The hand-written Swift (generated code is protoc's and protoc-gen-swift's), as swift-format
+# (bundled with the toolchain) formats it with .swift-format.
+FORMATTED := $(shell find Sources Tests -name '*.swift' -not -path '*/Generated/*' 2>/dev/null | LC_ALL=C sort)
+
+## format: format the hand-written Swift in place (swift format, .swift-format).
+format:
+	@$(SWIFT) format format --in-place --parallel $(FORMATTED)
+
+## check-format: fail when a hand-written Swift file is not as `make format` leaves it.
+check-format:
+	@out=$$($(SWIFT) format lint --strict --parallel $(FORMATTED) 2>&1); 	if [ -z "$$out" ]; then echo "Swift sources are formatted"; 	else echo "$$out" | head -20; echo "error: run 'make format' and commit"; exit 1; fi
 
 ## bench: release build, then every benchmark as `<metric> <value> <unit>` lines.
 bench: deps

@@ -59,16 +59,23 @@ public struct CatalogHandlers: Storebus_Catalog_V1_Catalog.Handlers {
                 var response = Storebus_Catalog_V1_ReloadCatalogResponse()
                 response.catalogVersion = store.catalog.version
                 response.problems = problems.map { problem in
-                    .with { $0.location = problem.field; $0.message = problem.reason; $0.fatal = true }
+                    .with {
+                        $0.location = problem.field; $0.message = problem.reason; $0.fatal = true
+                    }
                 }
                 if more > 0 {
-                    response.problems.append(.with { $0.message = "\(more) more problems not listed; fix these and check again"; $0.fatal = true })
+                    response.problems.append(
+                        .with {
+                            $0.message = "\(more) more problems not listed; fix these and check again"; $0.fatal = true
+                        })
                 }
                 return response
             }
             var details = Storebus_Common_V1_ErrorStatus()
             details.fieldViolations = problems.map { problem in
-                .with { $0.field = problem.field; $0.description_p = problem.reason }
+                .with {
+                    $0.field = problem.field; $0.description_p = problem.reason
+                }
             }
             details.info.reason = "CATALOG_INVALID"
             details.info.domain = "storebus.catalog"

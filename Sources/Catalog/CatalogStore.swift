@@ -39,9 +39,11 @@ public final class CatalogStore: Sendable {
         do {
             loaded = try CatalogValidator.load(path: path)
         } catch {
-            logger.error("Catalog reload rejected; the previous catalog keeps serving", metadata: [
-                "catalog.file": "\(path)", "problems": "\(error.problems.count)", "first": "\(error.summary)",
-            ])
+            logger.error(
+                "Catalog reload rejected; the previous catalog keeps serving",
+                metadata: [
+                    "catalog.file": "\(path)", "problems": "\(error.problems.count)", "first": "\(error.summary)"
+                ])
             throw error
         }
         let previous = current.withLock { catalog -> UInt64 in
@@ -50,9 +52,11 @@ public final class CatalogStore: Sendable {
             return old
         }
         if !dryRun {
-            logger.notice("Catalog reloaded", metadata: [
-                "catalog.file": "\(path)", "catalog.version": "\(loaded.version)", "catalog.previous_version": "\(previous)",
-            ])
+            logger.notice(
+                "Catalog reloaded",
+                metadata: [
+                    "catalog.file": "\(path)", "catalog.version": "\(loaded.version)", "catalog.previous_version": "\(previous)"
+                ])
         }
         return (loaded, previous)
     }

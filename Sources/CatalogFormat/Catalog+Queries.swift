@@ -55,7 +55,7 @@ extension Catalog {
         var seen = Set<[UInt8]>()
         for identifier in request.productIdentifiers where seen.insert(Array(identifier.utf8)).inserted {
             guard let product = app.product(identifier), product.clearedForSale,
-                  let price = product.prices[storefront.countryCode]
+                let price = product.prices[storefront.countryCode]
             else {
                 response.invalidProductIdentifiers.append(identifier)
                 continue
@@ -82,11 +82,12 @@ extension Catalog {
         response.catalogVersion = version
         for identifier in identifiers.prefix(size) {
             guard let product = app.products[identifier] else { continue }
-            response.products.append(.with {
-                $0.productIdentifier = product.identifier
-                $0.productType = product.type
-                $0.clearedForSale = product.clearedForSale
-            })
+            response.products.append(
+                .with {
+                    $0.productIdentifier = product.identifier
+                    $0.productType = product.type
+                    $0.clearedForSale = product.clearedForSale
+                })
         }
         if identifiers.count > size, let last = response.products.last { response.nextPageToken = last.productIdentifier }
         return response
@@ -233,7 +234,13 @@ extension Catalog.HostedContent {
             $0.version = version
             $0.contentLength = packageLength
             $0.location = location
-            if includeFiles { $0.files = files.map { file in .with { $0.path = file.path; $0.length = file.length; $0.sha256 = file.sha256 } } }
+            if includeFiles {
+                $0.files = files.map { file in
+                    .with {
+                        $0.path = file.path; $0.length = file.length; $0.sha256 = file.sha256
+                    }
+                }
+            }
         }
     }
 }

@@ -98,7 +98,8 @@ public enum CatalogValidator {
                         continue
                     }
                     guard let price = normalizedPrice(text, currency: storefront.currencyCode) else {
-                        problem("\(path).prices.\(code)", "\"\(text)\" is not a price in \(storefront.currencyCode) (a decimal string with at most \(fractionDigits(storefront.currencyCode)) decimals)")
+                        problem(
+                            "\(path).prices.\(code)", "\"\(text)\" is not a price in \(storefront.currencyCode) (a decimal string with at most \(fractionDigits(storefront.currencyCode)) decimals)")
                         continue
                     }
                     prices[code] = price
@@ -168,12 +169,17 @@ public enum CatalogValidator {
             if bytes > largest.bytes { largest = (bytes, storefront.countryCode) }
         }
         if largest.bytes > Catalog.maxProductAnswerBytes {
-            problem(path, "takes \(largest.bytes) bytes of JSON in an answer for storefront \(largest.storefront), more than the \(Catalog.maxProductAnswerBytes) a product may (an answer holds up to \(Catalog.maxIdentifiersPerRequest) products and must stay under the 4 MiB message limit): shorten its title, description or identifiers")
+            problem(
+                path,
+                "takes \(largest.bytes) bytes of JSON in an answer for storefront \(largest.storefront), more than the \(Catalog.maxProductAnswerBytes) a product may (an answer holds up to \(Catalog.maxIdentifiersPerRequest) products and must stay under the 4 MiB message limit): shorten its title, description or identifiers"
+            )
         }
         if product.hostedContent != nil, let storefront = storefronts.first {
             let bytes = (try? product.record(in: storefront, includeFiles: true).jsonUTF8Data().count) ?? .max
             if bytes > Catalog.maxFilesAnswerBytes {
-                problem("\(path).hostedContent.files", "take \(bytes) bytes of JSON in the product's record, more than the \(Catalog.maxFilesAnswerBytes) one answer may hold: split the package or shorten the paths")
+                problem(
+                    "\(path).hostedContent.files",
+                    "take \(bytes) bytes of JSON in the product's record, more than the \(Catalog.maxFilesAnswerBytes) one answer may hold: split the package or shorten the paths")
             }
         }
     }
@@ -197,12 +203,13 @@ public enum CatalogValidator {
         var offer: Catalog.IntroductoryOffer?
         if let intro = subscription.introductoryOffer {
             let introPath = "\(path).introductoryOffer"
-            let mode: Storebus_Catalog_V1_PaymentMode? = switch intro.paymentMode {
-            case "freeTrial": .freeTrial
-            case "payAsYouGo": .payAsYouGo
-            case "payUpFront": .payUpFront
-            default: nil
-            }
+            let mode: Storebus_Catalog_V1_PaymentMode? =
+                switch intro.paymentMode {
+                case "freeTrial": .freeTrial
+                case "payAsYouGo": .payAsYouGo
+                case "payUpFront": .payUpFront
+                default: nil
+                }
             guard let mode else {
                 problem("\(introPath).paymentMode", "must be freeTrial, payAsYouGo or payUpFront")
                 return nil
@@ -330,7 +337,7 @@ public enum CatalogValidator {
     static func isLocale(_ text: String) -> Bool {
         let parts = text.split(separator: "_", omittingEmptySubsequences: false)
         guard (1...3).contains(parts.count), let language = parts.first, (2...3).contains(language.count),
-              language.allSatisfy({ $0.isLowercase && $0.isLetter })
+            language.allSatisfy({ $0.isLowercase && $0.isLetter })
         else { return false }
         return parts.dropFirst().allSatisfy { !$0.isEmpty && $0.count <= 4 && $0.allSatisfy(\.isLetter) }
     }
@@ -351,7 +358,7 @@ public enum CatalogValidator {
     static func normalizedPrice(_ text: String, currency: String) -> String? {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), let whole = parts.first, !whole.isEmpty, whole.count <= 12,
-              whole.allSatisfy(\.isASCII), whole.allSatisfy(\.isNumber)
+            whole.allSatisfy(\.isASCII), whole.allSatisfy(\.isNumber)
         else { return nil }
         var fraction = parts.count == 2 ? String(parts[1]) : ""
         guard fraction.allSatisfy({ $0.isASCII && $0.isNumber }), parts.count == 1 || !fraction.isEmpty else { return nil }
@@ -375,11 +382,13 @@ public enum CatalogValidator {
     }
 
     static func decodingPath(_ error: any Error) -> String {
-        let context: DecodingError.Context? = switch error {
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-             DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context): context
-        default: nil
-        }
+        let context: DecodingError.Context? =
+            switch error {
+            case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+                DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
+                context
+            default: nil
+            }
         guard let context else { return "" }
         var path = ""
         for key in context.codingPath {

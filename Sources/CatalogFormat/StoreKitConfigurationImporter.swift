@@ -107,12 +107,13 @@ public enum StoreKitConfigurationImporter {
         if type == "autoRenewableSubscription" {
             var subscription = CatalogFile.Subscription(groupId: groupID ?? (item["subscriptionGroupID"] as? String), period: item["recurringSubscriptionPeriod"] as? String)
             if let offer = item["introductoryOffer"] as? [String: Any] {
-                let mode: String? = switch offer["paymentMode"] as? String {
-                case "free": "freeTrial"
-                case "payAsYouGo": "payAsYouGo"
-                case "payUpFront": "payUpFront"
-                default: nil
-                }
+                let mode: String? =
+                    switch offer["paymentMode"] as? String {
+                    case "free": "freeTrial"
+                    case "payAsYouGo": "payAsYouGo"
+                    case "payUpFront": "payUpFront"
+                    default: nil
+                    }
                 if let mode {
                     var intro = CatalogFile.IntroductoryOffer(paymentMode: mode, period: offer["subscriptionPeriod"] as? String, periods: offer["numberOfPeriods"] as? Int)
                     if mode != "freeTrial" {
@@ -147,7 +148,7 @@ public enum StoreKitConfigurationImporter {
             ("DEU", "EUR", "de_DE"), ("CAN", "CAD", "en_CA"), ("AUS", "AUD", "en_AU"), ("CHN", "CNY", "zh_CN"),
             ("ITA", "EUR", "it_IT"), ("ESP", "EUR", "es_ES"), ("KOR", "KRW", "ko_KR"), ("BRA", "BRL", "pt_BR"),
             ("MEX", "MXN", "es_MX"), ("IND", "INR", "en_IN"), ("CHE", "CHF", "de_CH"), ("NLD", "EUR", "nl_NL"),
-            ("SWE", "SEK", "sv_SE"),
+            ("SWE", "SEK", "sv_SE")
         ]
         return Dictionary(uniqueKeysWithValues: table.map { ($0.0, CatalogFile.Storefront(countryCode: $0.0, currency: $0.1, locale: $0.2)) })
     }()

@@ -108,7 +108,7 @@ public enum ContentPackage {
         put(octal(0, width: 8), at: 116, in: &header)
         put(size(file.length), at: 124, in: &header)
         put(octal(0, width: 12), at: 136, in: &header)
-        header[156] = UInt8(ascii: "0")  // a regular file
+        header[156] = UInt8(ascii: "0") // a regular file
         put(Array("ustar\u{0}00".utf8), at: 257, in: &header)
         put(Array(prefix.utf8), at: 345, in: &header)
         // The checksum counts its own field as eight spaces.

@@ -75,7 +75,8 @@ public final class ContentStore: Sendable {
             let digestFile = directory.appendingPathComponent("\(name).sha256")
             let made: (length: Int64, sha256: String)
             if let kept = try? String(contentsOf: digestFile, encoding: .utf8), kept.count == 64,
-               let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64, size == length {
+                let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64, size == length
+            {
                 made = (size, kept)
             } else {
                 do {
@@ -88,7 +89,8 @@ public final class ContentStore: Sendable {
             guard packages[Self.key(app: spec.app, contentID: spec.contentID)] == nil else {
                 throw StartupError("hosted content of \(spec.productID): content identifier \(spec.contentID) is used twice in \(spec.app)")
             }
-            packages[Self.key(app: spec.app, contentID: spec.contentID)] = Package(app: spec.app, productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256)
+            packages[Self.key(app: spec.app, contentID: spec.contentID)] = Package(
+                app: spec.app, productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256)
         }
         self.packages = packages
     }

@@ -53,7 +53,7 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
     /// Throws a ``StartupError`` naming the first setting that cannot work.
     public func validate() throws {
         let lists: [(String, [String])] = [
-            ("catalogEndpoints", catalogEndpoints), ("paymentQueueEndpoints", paymentQueueEndpoints), ("receiptEndpoints", receiptEndpoints),
+            ("catalogEndpoints", catalogEndpoints), ("paymentQueueEndpoints", paymentQueueEndpoints), ("receiptEndpoints", receiptEndpoints)
         ]
         for (name, list) in lists where list.isEmpty {
             throw StartupError("service.\(name) is an empty list: name at least one endpoint, or leave the key out for the default")

@@ -57,12 +57,16 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     public func startDownloads(_ request: Storebus_Download_V1_StartDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_StartDownloadsResponse {
         let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: .start, context)
-        return .with { $0.downloads = downloads; $0.keySeq = keySeq }
+        return .with {
+            $0.downloads = downloads; $0.keySeq = keySeq
+        }
     }
 
     public func resumeDownloads(_ request: Storebus_Download_V1_ResumeDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_ResumeDownloadsResponse {
         let (downloads, keySeq) = try await begin(request.queue, request.downloads, action: .resume, context)
-        return .with { $0.downloads = downloads; $0.keySeq = keySeq }
+        return .with {
+            $0.downloads = downloads; $0.keySeq = keySeq
+        }
     }
 
     public func pauseDownloads(_ request: Storebus_Download_V1_PauseDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_PauseDownloadsResponse {
@@ -78,9 +82,11 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     public func completeDownload(_ request: Storebus_Download_V1_CompleteDownloadRequest, context: ServerContext) async throws -> Storebus_Download_V1_CompleteDownloadResponse {
         let package = try package(request.queue, request.download)
         guard request.sha256.lowercased() == package.sha256 else {
-            throw RPCError.resource(.failedPrecondition, type: "download", name: request.download.contentIdentifier,
-                                    "SHA-256 \(RPCError.echo(request.sha256)) is not the package's \(package.sha256): read it again")
-                .withReason("DIGEST_MISMATCH", domain: "storebus.download")
+            throw RPCError.resource(
+                .failedPrecondition, type: "download", name: request.download.contentIdentifier,
+                "SHA-256 \(RPCError.echo(request.sha256)) is not the package's \(package.sha256): read it again"
+            )
+            .withReason("DIGEST_MISMATCH", domain: "storebus.download")
         }
         var update = update(request.download, .complete)
         update.contentURL = request.contentURL
@@ -155,8 +161,9 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     /// NOT_FOUND for a download this service was never asked to start in the queue.
     static func notStarted(_ ref: Storebus_Download_V1_DownloadRef) -> RPCError {
-        RPCError.resource(.notFound, type: "download", name: ref.contentIdentifier,
-                          "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
+        RPCError.resource(
+            .notFound, type: "download", name: ref.contentIdentifier,
+            "no download of \(RPCError.echo(ref.contentIdentifier)) in transaction \(RPCError.echo(ref.transactionIdentifier)) has been started in this queue")
     }
 
     /// The package a download of `queue`'s app is of: NOT_FOUND when this service hosts none.
@@ -173,7 +180,8 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
             $0.contentIdentifier = ref.contentIdentifier
             $0.action = action
             if let entry = ledger.entry(DownloadKey(transaction: ref.transactionIdentifier, content: ref.contentIdentifier)),
-               let package = content.package(app: entry.app, contentID: ref.contentIdentifier), package.length > 0 {
+                let package = content.package(app: entry.app, contentID: ref.contentIdentifier), package.length > 0
+            {
                 $0.progress = min(1, Double(entry.servedEnd) / Double(package.length))
             }
         }
@@ -188,11 +196,12 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         // Each content is checked to be hosted here by the apply below, before anything is changed.
         let updates = refs.map { update($0, action) }
-        let checked = try await paymentQueue.updateDownloads(.with {
-            $0.queue = queue
-            $0.updates = updates
-            $0.checkOnly = true
-        }, options: CallOptions(timeout: context.timeRemaining))
+        let checked = try await paymentQueue.updateDownloads(
+            .with {
+                $0.queue = queue
+                $0.updates = updates
+                $0.checkOnly = true
+            }, options: CallOptions(timeout: context.timeRemaining))
         var products: [String] = []
         for product in checked.productIdentifiers where !products.contains(product) { products.append(product) }
         try await receipts.check(queue: queue, products: products, minSeq: checked.logSeq, timeout: context.timeRemaining)
@@ -209,10 +218,11 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         _ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         for update in updates { _ = try package(queue, .with { $0.contentIdentifier = update.contentIdentifier }) }
-        let answer = try await paymentQueue.updateDownloads(.with {
-            $0.queue = queue
-            $0.updates = updates
-        }, options: CallOptions(timeout: context.timeRemaining))
+        let answer = try await paymentQueue.updateDownloads(
+            .with {
+                $0.queue = queue
+                $0.updates = updates
+            }, options: CallOptions(timeout: context.timeRemaining))
         try await ledger.record(queue: queue, app: queue.appBundleID, downloads: answer.downloads, productIDs: answer.productIdentifiers, keySeq: answer.keySeq)
         let statuses = zip(answer.downloads, answer.productIdentifiers).map { download, product in
             let key = DownloadKey(transaction: download.transactionIdentifier, content: download.contentIdentifier)
@@ -254,9 +264,11 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         let key = try active(request)
         let package = try package(request.queue, ref)
         guard request.ifVersion.isEmpty || request.ifVersion == package.version else {
-            throw RPCError.resource(.failedPrecondition, type: "content", name: ref.contentIdentifier,
-                                    "the content is now version \(package.version), not \(RPCError.echo(request.ifVersion)): start again from offset 0")
-                .withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
+            throw RPCError.resource(
+                .failedPrecondition, type: "content", name: ref.contentIdentifier,
+                "the content is now version \(package.version), not \(RPCError.echo(request.ifVersion)): start again from offset 0"
+            )
+            .withReason("CONTENT_VERSION_CHANGED", domain: "storebus.download")
         }
         guard request.offset >= 0 else { throw RPCError.invalidArgument(field: "offset", "must not be negative") }
         return (key, package)

@@ -16,22 +16,23 @@ enum DownloadSchema {
             // Every download this service was asked about, with its state as the payment queue last
             // said (key_seq: the queue position that said it) and what was sent for it. A finished
             // transaction's downloads stay, marked, so that a late answer cannot bring them back.
-            try db.execute(sql: """
-                CREATE TABLE dl_download (
-                    transaction_id TEXT NOT NULL,
-                    content_id TEXT NOT NULL,
-                    queue_key TEXT NOT NULL,
-                    app TEXT NOT NULL,
-                    product_id TEXT NOT NULL,
-                    state INTEGER NOT NULL,
-                    key_seq INTEGER NOT NULL,
-                    bytes_sent INTEGER NOT NULL DEFAULT 0,
-                    served_end INTEGER NOT NULL DEFAULT 0,
-                    created_ms INTEGER NOT NULL,
-                    transaction_finished INTEGER NOT NULL DEFAULT 0,
-                    PRIMARY KEY (transaction_id, content_id)
-                ) STRICT
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE dl_download (
+                        transaction_id TEXT NOT NULL,
+                        content_id TEXT NOT NULL,
+                        queue_key TEXT NOT NULL,
+                        app TEXT NOT NULL,
+                        product_id TEXT NOT NULL,
+                        state INTEGER NOT NULL,
+                        key_seq INTEGER NOT NULL,
+                        bytes_sent INTEGER NOT NULL DEFAULT 0,
+                        served_end INTEGER NOT NULL DEFAULT 0,
+                        created_ms INTEGER NOT NULL,
+                        transaction_finished INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (transaction_id, content_id)
+                    ) STRICT
+                    """)
             try db.execute(sql: "CREATE INDEX dl_download_queue ON dl_download (queue_key, created_ms)")
         }
         FollowedLog.registerMigration(&migrator, replacing: "dl_follow")
@@ -77,12 +78,15 @@ final class DownloadLedger: Sendable {
         self.database = database
         let loaded = try await database.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM dl_download").map { row -> (DownloadKey, LedgerEntry) in
-                (DownloadKey(transaction: row["transaction_id"], content: row["content_id"]), LedgerEntry(
-                    queueKey: row["queue_key"], app: row["app"], productID: row["product_id"],
-                    state: Storebus_PaymentQueue_V1_DownloadState(rawValue: row["state"]) ?? .unspecified,
-                    keySeq: row["key_seq"], bytesSent: row["bytes_sent"], servedEnd: row["served_end"], createdMS: row["created_ms"],
-                    transactionFinished: row["transaction_finished"]
-                ))
+                (
+                    DownloadKey(transaction: row["transaction_id"], content: row["content_id"]),
+                    LedgerEntry(
+                        queueKey: row["queue_key"], app: row["app"], productID: row["product_id"],
+                        state: Storebus_PaymentQueue_V1_DownloadState(rawValue: row["state"]) ?? .unspecified,
+                        keySeq: row["key_seq"], bytesSent: row["bytes_sent"], servedEnd: row["served_end"], createdMS: row["created_ms"],
+                        transactionFinished: row["transaction_finished"]
+                    )
+                )
             }
         }
         entries = Mutex(Dictionary(loaded, uniquingKeysWith: { $1 }))
@@ -95,8 +99,10 @@ final class DownloadLedger: Sendable {
     /// Every entry of the queue `queueKey` whose transaction is not finished, oldest first.
     func entries(queueKey: String) -> [(DownloadKey, LedgerEntry)] {
         entries.withLock { entries in
-            entries.filter { $0.value.queueKey == queueKey && !$0.value.transactionFinished }.sorted { ($0.value.createdMS, $0.key.transaction, $0.key.content) < ($1.value.createdMS, $1.key.transaction, $1.key.content) }
-                .map { ($0.key, $0.value) }
+            entries.filter { $0.value.queueKey == queueKey && !$0.value.transactionFinished }.sorted {
+                ($0.value.createdMS, $0.key.transaction, $0.key.content) < ($1.value.createdMS, $1.key.transaction, $1.key.content)
+            }
+            .map { ($0.key, $0.value) }
         }
     }
 
@@ -174,15 +180,17 @@ final class DownloadLedger: Sendable {
     }
 
     private static func save(_ db: Database, _ key: DownloadKey, _ entry: LedgerEntry) throws {
-        try db.execute(sql: """
-            INSERT INTO dl_download (transaction_id, content_id, queue_key, app, product_id, state, key_seq, bytes_sent, served_end, created_ms, transaction_finished)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (transaction_id, content_id) DO UPDATE SET
-                state = excluded.state, key_seq = excluded.key_seq, bytes_sent = excluded.bytes_sent, served_end = excluded.served_end,
-                transaction_finished = excluded.transaction_finished
-            """, arguments: [
+        try db.execute(
+            sql: """
+                INSERT INTO dl_download (transaction_id, content_id, queue_key, app, product_id, state, key_seq, bytes_sent, served_end, created_ms, transaction_finished)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (transaction_id, content_id) DO UPDATE SET
+                    state = excluded.state, key_seq = excluded.key_seq, bytes_sent = excluded.bytes_sent, served_end = excluded.served_end,
+                    transaction_finished = excluded.transaction_finished
+                """,
+            arguments: [
                 key.transaction, key.content, entry.queueKey, entry.app, entry.productID, entry.state.rawValue, entry.keySeq,
-                entry.bytesSent, entry.servedEnd, entry.createdMS, entry.transactionFinished,
+                entry.bytesSent, entry.servedEnd, entry.createdMS, entry.transactionFinished
             ])
     }
 }

@@ -70,9 +70,11 @@ public struct DownloadService: Service {
         try await host.serve(
             router: service.router,
             services: [Storebus_Download_V1_Download.serviceName],
-            background: [LogFollowerService(
-                follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, logger: host.logger
-            )],
+            background: [
+                LogFollowerService(
+                    follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, logger: host.logger
+                )
+            ],
             onShutdown: {
                 await shutdownClients()
                 try? database.close()

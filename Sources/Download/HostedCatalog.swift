@@ -35,32 +35,36 @@ enum HostedCatalog {
             var identifiers: [String] = []
             var token = ""
             repeat {
-                let page = try await catalog.listProducts(.with {
-                    $0.appBundleID = app.bundleID
-                    $0.pageToken = token
-                }, options: options)
+                let page = try await catalog.listProducts(
+                    .with {
+                        $0.appBundleID = app.bundleID
+                        $0.pageToken = token
+                    }, options: options)
                 identifiers += page.products.map(\.productIdentifier)
                 token = page.nextPageToken
             } while !token.isEmpty
             for start in stride(from: 0, to: identifiers.count, by: 1000) {
-                let records = try await catalog.lookupProducts(.with {
-                    $0.appBundleID = app.bundleID
-                    $0.productIdentifiers = Array(identifiers[start..<min(start + 1000, identifiers.count)])
-                }, options: options)
+                let records = try await catalog.lookupProducts(
+                    .with {
+                        $0.appBundleID = app.bundleID
+                        $0.productIdentifiers = Array(identifiers[start..<min(start + 1000, identifiers.count)])
+                    }, options: options)
                 for product in records.products where !product.hostedContent.isEmpty {
                     // Files product by product: a package can list thousands.
-                    let detailed = try await catalog.lookupProducts(.with {
-                        $0.appBundleID = app.bundleID
-                        $0.productIdentifiers = [product.productIdentifier]
-                        $0.includeFiles = true
-                    }, options: options)
+                    let detailed = try await catalog.lookupProducts(
+                        .with {
+                            $0.appBundleID = app.bundleID
+                            $0.productIdentifiers = [product.productIdentifier]
+                            $0.includeFiles = true
+                        }, options: options)
                     for content in detailed.products.first?.hostedContent ?? [] {
-                        specs.append(ContentStore.Spec(
-                            app: app.bundleID, productID: product.productIdentifier, contentID: content.contentIdentifier,
-                            version: content.version, location: content.location,
-                            files: content.files.map { (path: $0.path, length: $0.length, sha256: $0.sha256) },
-                            announcedLength: content.contentLength
-                        ))
+                        specs.append(
+                            ContentStore.Spec(
+                                app: app.bundleID, productID: product.productIdentifier, contentID: content.contentIdentifier,
+                                version: content.version, location: content.location,
+                                files: content.files.map { (path: $0.path, length: $0.length, sha256: $0.sha256) },
+                                announcedLength: content.contentLength
+                            ))
                     }
                 }
             }

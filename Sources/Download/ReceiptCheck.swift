@@ -21,12 +21,13 @@ final class ReceiptCheck: Sendable {
     /// queue's account's receipt does not list as owned, or that it lists as refunded; the receipt
     /// reflects the payment queue's log up to `minSeq` at least.
     func check(queue: Storebus_PaymentQueue_V1_QueueRef, products: [String], minSeq: UInt64, timeout: Duration?) async throws {
-        let refreshed = try await receipts.refreshReceipt(.with {
-            $0.appBundleID = queue.appBundleID
-            $0.accountID = queue.accountID
-            $0.deviceID = queue.deviceID
-            $0.minSeq = minSeq
-        }, options: CallOptions(timeout: timeout))
+        let refreshed = try await receipts.refreshReceipt(
+            .with {
+                $0.appBundleID = queue.appBundleID
+                $0.accountID = queue.accountID
+                $0.deviceID = queue.deviceID
+                $0.minSeq = minSeq
+            }, options: CallOptions(timeout: timeout))
         guard let der = Data(base64Encoded: refreshed.receiptData) else {
             throw RPCError(.internalError, "the receipt service answered a receipt that is not base64")
         }

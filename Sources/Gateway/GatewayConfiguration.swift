@@ -107,7 +107,8 @@ public struct GatewayConfiguration: Sendable, Decodable {
         sessionLifetimeSeconds = try container.value(.sessionLifetimeSeconds, default: defaults.sessionLifetimeSeconds)
         apiKeys = try container.value(.apiKeys, default: defaults.apiKeys)
         maxParkedObservers = try container.value(.maxParkedObservers, default: defaults.maxParkedObservers)
-        answerCacheMilliseconds = try container.decodeIfPresent(Int.self, forKey: .answerCacheMilliseconds)
+        answerCacheMilliseconds =
+            try container.decodeIfPresent(Int.self, forKey: .answerCacheMilliseconds)
             ?? container.value(.catalogCacheMilliseconds, default: defaults.answerCacheMilliseconds)
         upstreamConnectionWaitMilliseconds = try container.value(.upstreamConnectionWaitMilliseconds, default: defaults.upstreamConnectionWaitMilliseconds)
     }

@@ -180,8 +180,10 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
     /// The call's session, or UNAUTHENTICATED.
     func session(_ context: ServerContext) throws(RPCError) -> Session {
         guard let token = context.metadata[Self.sessionMetadataKey], !token.isEmpty else {
-            throw RPCError(.unauthenticated, "this call needs a session: call \(Storebus_Gateway_V1_Gateway.authenticate.path) and send its sessionId as the \"\(Self.sessionMetadataKey)\" metadata entry")
-                .withReason("SESSION_REQUIRED", domain: "storebus.gateway")
+            throw RPCError(
+                .unauthenticated, "this call needs a session: call \(Storebus_Gateway_V1_Gateway.authenticate.path) and send its sessionId as the \"\(Self.sessionMetadataKey)\" metadata entry"
+            )
+            .withReason("SESSION_REQUIRED", domain: "storebus.gateway")
         }
         let claims: SessionClaims
         if let known = verified.withLock({ $0[VerifiedToken(token: token)] }) {
@@ -251,9 +253,11 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         // session's app's to give.
         let cached = !session.admin && route.method.cacheable
         if cached, let answer = answers.answer(path: route.method.path, app: session.claims.app, body: body) { return answer }
-        logger.debug("Forwarding", metadata: [
-            "request.id": "\(context.requestID)", "rpc.method": "\(route.method.path)", "upstream": "\(route.upstream.name)",
-        ])
+        logger.debug(
+            "Forwarding",
+            metadata: [
+                "request.id": "\(context.requestID)", "rpc.method": "\(route.method.path)", "upstream": "\(route.upstream.name)"
+            ])
         let response = try await route.upstream.client.callRaw(
             path: route.method.path, idempotent: route.method.idempotent, body: body,
             options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))
@@ -341,10 +345,11 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
                 board.cancel(ticket)
                 // An answer is never given on the doorbells' word alone: read the log first.
                 if readSkipped { continue }
-                return .message(.with {
-                    $0.events = events
-                    $0.headSeq = head
-                })
+                return .message(
+                    .with {
+                        $0.events = events
+                        $0.headSeq = head
+                    })
             }
             await board.wait(ticket, timeout: min(now.duration(to: waitEnd), Self.recheckInterval))
             unpark(queue.key)
@@ -388,16 +393,18 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         )
         var events: [Storebus_Gateway_V1_ObserverEvent] = []
         if !snapshot.transactions.isEmpty {
-            events.append(.with {
-                $0.seq = snapshot.keySeq
-                $0.updatedTransactions.transactions = snapshot.transactions
-                $0.replayed = true
-            })
+            events.append(
+                .with {
+                    $0.seq = snapshot.keySeq
+                    $0.updatedTransactions.transactions = snapshot.transactions
+                    $0.replayed = true
+                })
         }
-        events.append(.with {
-            $0.seq = snapshot.keySeq
-            $0.replayComplete.replayedCount = UInt32(snapshot.transactions.count)
-        })
+        events.append(
+            .with {
+                $0.seq = snapshot.keySeq
+                $0.replayComplete.replayedCount = UInt32(snapshot.transactions.count)
+            })
         return .with {
             $0.events = events
             $0.headSeq = snapshot.keySeq
@@ -406,11 +413,12 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
 
     /// A page of the queue's events, read from the payment queue's log and decoded with typed payloads.
     private func readEvents(key: String, after position: UInt64, limit: UInt32, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_QueueEventPage {
-        let body = try JSONCodec.encode(Storebus_Eventlog_V1_ReadEventsRequest.with {
-            $0.key = key
-            $0.afterSeq = position
-            $0.limit = limit
-        })
+        let body = try JSONCodec.encode(
+            Storebus_Eventlog_V1_ReadEventsRequest.with {
+                $0.key = key
+                $0.afterSeq = position
+                $0.limit = limit
+            })
         let method = Storebus_Eventlog_V1_EventLog.readEvents
         let response = try await paymentQueue.callRaw(
             path: method.path, idempotent: true, body: body, options: CallOptions(timeout: upstreamTimeout(context))

@@ -19,7 +19,7 @@ enum ObserverEventJSON {
     static func callback(record json: [UInt8], seq: UInt64, key: String, keySeq: UInt64) -> [UInt8]? {
         if let spliced = splice(json, seq: seq, key: key, keySeq: keySeq) { return spliced }
         guard let record = try? JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: json),
-              record.seq == seq, record.key == key, record.keySeq == keySeq
+            record.seq == seq, record.key == key, record.keySeq == keySeq
         else { return nil }
         return try? JSONCodec.encode(GatewayHandlers.callback(record))
     }
@@ -36,7 +36,7 @@ enum ObserverEventJSON {
         // Copied bytes must be valid UTF-8 as well as JSON: ASCII is, the rest is checked. The
         // payload's members are found in the same pass as the record's.
         guard JSONScanner.isASCII(json) || String(validating: json, as: UTF8.self) != nil,
-              let (record, payloadMembers) = JSONScanner.members(of: json, in: 0..<json.count, andOf: "payload")
+            let (record, payloadMembers) = JSONScanner.members(of: json, in: 0..<json.count, andOf: "payload")
         else { return nil }
         // The record's members seen so far, one bit each in `recordMembers` order (a Set<String>
         // hashed each name: about 20K of the gateway's 560K instructions per flow).

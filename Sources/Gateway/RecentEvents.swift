@@ -113,7 +113,7 @@ public final class RecentEvents: Sendable {
                 if state.runs[doorbell.key]?.holds(keySeq: doorbell.keySeq, seq: doorbell.seq, callback: callback) == true { return }
                 state.dropAll()
             } else if state.lastSeq != 0 && doorbell.seq != state.lastSeq + 1 {
-                state.dropAll()  // doorbells were lost: any run may miss an event
+                state.dropAll() // doorbells were lost: any run may miss an event
             }
             state.lastSeq = doorbell.seq
             guard let callback else {
@@ -187,7 +187,7 @@ public final class RecentEvents: Sendable {
         while state.bytes > capacityBytes && state.orderStart < state.order.count {
             let (key, keySeq) = state.order[state.orderStart]
             state.orderStart += 1
-            guard var run = state.runs[key], run.first == keySeq else { continue }  // already gone
+            guard var run = state.runs[key], run.first == keySeq else { continue } // already gone
             state.bytes -= run.dropFirst()
             state.live -= 1
             state.runs[key] = run.events.isEmpty ? nil : run

@@ -65,7 +65,7 @@ public struct SessionSigner: Sendable {
     public func claims(of token: String, now: Date = Date()) throws(Refusal) -> SessionClaims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] == "v1", let mac = Self.data(base64URL: parts[2]),
-              let body = Self.data(base64URL: parts[1])
+            let body = Self.data(base64URL: parts[1])
         else { throw .forged }
         let payload = Data("\(parts[0]).\(parts[1])".utf8)
         guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: key) else { throw .forged }
@@ -95,7 +95,7 @@ public struct SessionSigner: Sendable {
             switch byte {
             case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
             case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): return nil  // not base64url
+            case UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): return nil // not base64url
             default: bytes.append(byte)
             }
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import StoreBus
 import ServiceLifecycle
+import StoreBus
 import Synchronization
 
 /// The sandbox payment authority: decides PURCHASING transactions when their time comes, by the

@@ -89,10 +89,14 @@ public struct PaymentQueueHandlers: Storebus_PaymentQueue_V1_PaymentQueue.Handle
         } catch {
             // As for payments: a retry of a restore already made gets its answer even when the
             // catalog cannot answer now.
-            if let idempotency, let (restoreID, count) = try await store.restore(
-                forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
-            ) {
-                return .with { $0.restoreID = restoreID; $0.restoredCount = UInt32(count) }
+            if let idempotency,
+                let (restoreID, count) = try await store.restore(
+                    forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
+                )
+            {
+                return .with {
+                    $0.restoreID = restoreID; $0.restoredCount = UInt32(count)
+                }
             }
             throw error
         }
@@ -151,9 +155,11 @@ public struct PaymentQueueHandlers: Storebus_PaymentQueue_V1_PaymentQueue.Handle
         } catch {
             // A retry of a payment already made gets its transaction even when the catalog cannot
             // answer now (unreachable, the app or product since removed): the key is what it is for.
-            if let idempotency, let existing = try await store.transaction(
-                forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
-            ) {
+            if let idempotency,
+                let existing = try await store.transaction(
+                    forKey: idempotency.key, app: request.queue.appBundleID, account: request.queue.accountID, digest: idempotency.digest
+                )
+            {
                 return .with { $0.transaction = existing }
             }
             throw error

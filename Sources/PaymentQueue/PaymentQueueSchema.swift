@@ -9,91 +9,96 @@ public enum PaymentQueueSchema {
         var migrator = DatabaseMigrator()
         EventLog.registerMigrations(&migrator)
         migrator.registerMigration("payment_queue_v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE pq_transaction (
-                    id TEXT PRIMARY KEY,
-                    app TEXT NOT NULL,
-                    account TEXT NOT NULL,
-                    device TEXT NOT NULL,
-                    queue_key TEXT NOT NULL,
-                    state INTEGER NOT NULL,
-                    product_id TEXT NOT NULL,
-                    product_type INTEGER NOT NULL,
-                    quantity INTEGER NOT NULL,
-                    application_username TEXT NOT NULL,
-                    request_data BLOB NOT NULL,
-                    ask_to_buy INTEGER NOT NULL,
-                    storefront TEXT NOT NULL,
-                    price TEXT NOT NULL,
-                    currency TEXT NOT NULL,
-                    error_code INTEGER,
-                    error_message TEXT,
-                    original_id TEXT REFERENCES pq_transaction(id),
-                    policy_mode INTEGER NOT NULL,
-                    policy_error INTEGER NOT NULL,
-                    decide_at_ms INTEGER NOT NULL,
-                    interrupted INTEGER NOT NULL DEFAULT 0,
-                    resolved_by TEXT,
-                    created_ms INTEGER NOT NULL,
-                    date_ms INTEGER NOT NULL,
-                    finished INTEGER NOT NULL DEFAULT 0
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_transaction (
+                        id TEXT PRIMARY KEY,
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        device TEXT NOT NULL,
+                        queue_key TEXT NOT NULL,
+                        state INTEGER NOT NULL,
+                        product_id TEXT NOT NULL,
+                        product_type INTEGER NOT NULL,
+                        quantity INTEGER NOT NULL,
+                        application_username TEXT NOT NULL,
+                        request_data BLOB NOT NULL,
+                        ask_to_buy INTEGER NOT NULL,
+                        storefront TEXT NOT NULL,
+                        price TEXT NOT NULL,
+                        currency TEXT NOT NULL,
+                        error_code INTEGER,
+                        error_message TEXT,
+                        original_id TEXT REFERENCES pq_transaction(id),
+                        policy_mode INTEGER NOT NULL,
+                        policy_error INTEGER NOT NULL,
+                        decide_at_ms INTEGER NOT NULL,
+                        interrupted INTEGER NOT NULL DEFAULT 0,
+                        resolved_by TEXT,
+                        created_ms INTEGER NOT NULL,
+                        date_ms INTEGER NOT NULL,
+                        finished INTEGER NOT NULL DEFAULT 0
+                    )
+                    """)
             try db.execute(sql: "CREATE INDEX pq_transaction_queue ON pq_transaction (queue_key, finished, created_ms)")
             try db.execute(sql: "CREATE INDEX pq_transaction_account ON pq_transaction (app, account, product_id)")
             try db.execute(sql: "CREATE INDEX pq_transaction_purchasing ON pq_transaction (state, decide_at_ms)")
-            try db.execute(sql: """
-                CREATE TABLE pq_idempotency (
-                    app TEXT NOT NULL,
-                    account TEXT NOT NULL,
-                    key TEXT NOT NULL,
-                    transaction_id TEXT NOT NULL REFERENCES pq_transaction(id),
-                    request_digest TEXT NOT NULL,
-                    PRIMARY KEY (app, account, key)
-                )
-                """)
-            try db.execute(sql: """
-                CREATE TABLE pq_charge (
-                    id INTEGER PRIMARY KEY,
-                    transaction_id TEXT NOT NULL UNIQUE REFERENCES pq_transaction(id),
-                    app TEXT NOT NULL,
-                    account TEXT NOT NULL,
-                    product_id TEXT NOT NULL,
-                    amount TEXT NOT NULL,
-                    currency TEXT NOT NULL,
-                    storefront TEXT NOT NULL,
-                    charged_ms INTEGER NOT NULL,
-                    refunded INTEGER NOT NULL DEFAULT 0
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_idempotency (
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        transaction_id TEXT NOT NULL REFERENCES pq_transaction(id),
+                        request_digest TEXT NOT NULL,
+                        PRIMARY KEY (app, account, key)
+                    )
+                    """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_charge (
+                        id INTEGER PRIMARY KEY,
+                        transaction_id TEXT NOT NULL UNIQUE REFERENCES pq_transaction(id),
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        product_id TEXT NOT NULL,
+                        amount TEXT NOT NULL,
+                        currency TEXT NOT NULL,
+                        storefront TEXT NOT NULL,
+                        charged_ms INTEGER NOT NULL,
+                        refunded INTEGER NOT NULL DEFAULT 0
+                    )
+                    """)
             try db.execute(sql: "CREATE INDEX pq_charge_account ON pq_charge (app, account, product_id)")
-            try db.execute(sql: """
-                CREATE TABLE pq_policy (
-                    app TEXT NOT NULL,
-                    account TEXT NOT NULL,
-                    mode INTEGER NOT NULL,
-                    fail_error INTEGER NOT NULL,
-                    delay_ms INTEGER NOT NULL,
-                    restricted INTEGER NOT NULL,
-                    PRIMARY KEY (app, account)
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_policy (
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        mode INTEGER NOT NULL,
+                        fail_error INTEGER NOT NULL,
+                        delay_ms INTEGER NOT NULL,
+                        restricted INTEGER NOT NULL,
+                        PRIMARY KEY (app, account)
+                    )
+                    """)
             try db.execute(sql: "CREATE TABLE pq_sequence (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
         }
         migrator.registerMigration("payment_queue_v2_restore_refund_clear") { db in
             try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN revoked_ms INTEGER")
             try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN cleared INTEGER NOT NULL DEFAULT 0")
-            try db.execute(sql: """
-                CREATE TABLE pq_restore (
-                    id TEXT PRIMARY KEY,
-                    app TEXT NOT NULL,
-                    account TEXT NOT NULL,
-                    device TEXT NOT NULL,
-                    key TEXT NOT NULL,
-                    count INTEGER NOT NULL,
-                    created_ms INTEGER NOT NULL
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_restore (
+                        id TEXT PRIMARY KEY,
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        device TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        count INTEGER NOT NULL,
+                        created_ms INTEGER NOT NULL
+                    )
+                    """)
             try db.execute(sql: "CREATE UNIQUE INDEX pq_restore_key ON pq_restore (app, account, key) WHERE key != ''")
         }
         migrator.registerMigration("payment_queue_v3_downloads") { db in

@@ -25,7 +25,7 @@ enum TransactionJSON {
         "StoreKitError": [1, 2],
         "Download": Array(1...9),
         "QueueRef": [1, 2, 3],
-        "AddPaymentRequest": [1, 2, 3, 4],
+        "AddPaymentRequest": [1, 2, 3, 4]
     ]
 
     /// `transaction`'s proto3 JSON.
@@ -179,7 +179,7 @@ enum TransactionJSON {
         return object(transaction.unknownFields, to: &out) { fields in
             fields.string("transactionIdentifier", transaction.transactionIdentifier)
             guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: Names.transactionState),
-                  fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)
+                fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)
             else { return false }
             if transaction.hasPayment, !fields.message("payment", { appendPayment(transaction.payment, to: &$0) }) { return false }
             if transaction.hasOriginalTransaction, !fields.message("originalTransaction", { appendDirectly(transaction.originalTransaction, to: &$0) }) { return false }
@@ -197,8 +197,8 @@ enum TransactionJSON {
             if transaction.hasQueue, !fields.message("queue", { appendQueue(transaction.queue, to: &$0) }) { return false }
             fields.bool("finished", transaction.finished)
             guard fields.enumeration("productType", transaction.productType.rawValue, names: Names.productType),
-                  fields.timestamp("expiresDate", transaction.hasExpiresDate ? transaction.expiresDate : nil),
-                  fields.timestamp("cancellationDate", transaction.hasCancellationDate ? transaction.cancellationDate : nil)
+                fields.timestamp("expiresDate", transaction.hasExpiresDate ? transaction.expiresDate : nil),
+                fields.timestamp("cancellationDate", transaction.hasCancellationDate ? transaction.cancellationDate : nil)
             else { return false }
             fields.bool("isTrialPeriod", transaction.isTrialPeriod)
             fields.string("price", transaction.price)
@@ -280,7 +280,7 @@ enum TransactionJSON {
             var names: [Int: [UInt8]] = [:]
             for value in cases where value.rawValue != 0 {
                 guard let json = try? encode(value), let colon = json.firstIndex(of: UInt8(ascii: ":")),
-                      json.last == UInt8(ascii: "}")
+                    json.last == UInt8(ascii: "}")
                 else { continue }
                 names[value.rawValue] = Array(json[(colon + 1)..<(json.count - 1)])
             }

@@ -45,8 +45,10 @@ extension TransactionStore {
                             .withReason("TRANSACTION_FINISHED", domain: "storebus.payment_queue")
                     }
                     guard record.state == .purchased || record.state == .restored else {
-                        throw RPCError.resource(.failedPrecondition, type: "transaction", name: id, "transaction \(RPCError.echo(id)) is \(record.state), not purchased or restored: it has no content to download")
-                            .withReason("NOT_PURCHASED", domain: "storebus.payment_queue")
+                        throw RPCError.resource(
+                            .failedPrecondition, type: "transaction", name: id, "transaction \(RPCError.echo(id)) is \(record.state), not purchased or restored: it has no content to download"
+                        )
+                        .withReason("NOT_PURCHASED", domain: "storebus.payment_queue")
                     }
                     changed[id] = record
                     order.append(id)
@@ -57,8 +59,11 @@ extension TransactionStore {
                 }
                 var download = decoded[id]![index]
                 guard let target = download.state.after(update.action) else {
-                    throw RPCError.resource(.failedPrecondition, type: "download", name: update.contentIdentifier, "the download of \(RPCError.echo(update.contentIdentifier)) is \(download.state.name): it cannot be \(Self.actionName(update.action))")
-                        .withReason("DOWNLOAD_STATE", domain: "storebus.payment_queue")
+                    throw RPCError.resource(
+                        .failedPrecondition, type: "download", name: update.contentIdentifier,
+                        "the download of \(RPCError.echo(update.contentIdentifier)) is \(download.state.name): it cannot be \(Self.actionName(update.action))"
+                    )
+                    .withReason("DOWNLOAD_STATE", domain: "storebus.payment_queue")
                 }
                 let before = download
                 download.state = target
@@ -90,10 +95,12 @@ extension TransactionStore {
                     record.downloads = stored
                     try Self.setReplayWeight(db, id: id, Self.replayWeight(record.transaction(db)))
                 }
-                try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                    $0.updatedDownloads.downloads = announced
-                    $0.queue = queue
-                })
+                try batch.append(
+                    key: queue.key,
+                    Storebus_PaymentQueue_V1_QueueEvent.with {
+                        $0.updatedDownloads.downloads = announced
+                        $0.queue = queue
+                    })
             }
             result.keySeq = try EventLog.head(db, key: queue.key)
             result.logSeq = try EventLog.head(db, key: "")
@@ -106,11 +113,12 @@ extension TransactionStore {
     /// Downloads as the `downloads` column keeps them: without the transaction identifier, which
     /// the row holds.
     static func storedDownloads(_ downloads: [Storebus_PaymentQueue_V1_Download]) throws -> String {
-        try Storebus_PaymentQueue_V1_Download.jsonString(from: downloads.map { download in
-            var download = download
-            download.transactionIdentifier = ""
-            return download
-        })
+        try Storebus_PaymentQueue_V1_Download.jsonString(
+            from: downloads.map { download in
+                var download = download
+                download.transactionIdentifier = ""
+                return download
+            })
     }
 
     /// A restored copy offers its original's content anew: every download WAITING, whatever became
@@ -153,10 +161,12 @@ extension TransactionStore {
             $0.text(record.downloads)
             $0.text(record.id)
         }
-        try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
-            $0.updatedDownloads.downloads = cancelled
-            $0.queue = queue
-        })
+        try batch.append(
+            key: queue.key,
+            Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.updatedDownloads.downloads = cancelled
+                $0.queue = queue
+            })
     }
 
     /// The transaction `id` of `queue`: NOT_FOUND when there is none in it, PERMISSION_DENIED when it

@@ -26,13 +26,15 @@ extension TransactionStore {
             let (policy, _) = try Self.policy(db, app: queue.appBundleID, account: queue.accountID)
             if policy.mode == .fail {
                 let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: 0, now: now)
-                try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                    $0.queue = queue
-                    $0.restoreCompletedTransactionsFailed = .with {
-                        $0.restoreID = restoreID
-                        $0.error = .make(policy.failError)
-                    }
-                })
+                try batch.append(
+                    key: queue.key,
+                    Storebus_PaymentQueue_V1_QueueEvent.with {
+                        $0.queue = queue
+                        $0.restoreCompletedTransactionsFailed = .with {
+                            $0.restoreID = restoreID
+                            $0.error = .make(policy.failError)
+                        }
+                    })
                 return (restoreID, 0)
             }
             let nowMS = Self.milliseconds(now)
@@ -43,7 +45,7 @@ extension TransactionStore {
                 """
             var arguments: StatementArguments = [
                 queue.appBundleID, queue.accountID, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
-                Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue,
+                Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue
             ]
             if let applicationUsername {
                 sql += " AND application_username = ?"
@@ -57,15 +59,19 @@ extension TransactionStore {
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             for original in originals {
                 let id = try Self.nextIdentifier(db)
-                try db.cachedStatement(sql: """
-                    INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
-                        application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
-                        policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
-                    SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
-                        application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads
-                    FROM pq_transaction WHERE id = ?
-                    """).execute(arguments: [id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
-                                     nowMS, nowMS, nowMS, original])
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
+                            application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
+                            policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
+                        SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
+                            application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads
+                        FROM pq_transaction WHERE id = ?
+                        """
+                ).execute(arguments: [
+                    id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
+                    nowMS, nowMS, nowMS, original
+                ])
                 try Self.offerDownloadsAfresh(db, id: id)
                 restored.append(try Self.transaction(db, id: id)!)
             }
@@ -79,13 +85,15 @@ extension TransactionStore {
             for chunk in Self.eventSized(restored) {
                 try Self.announce(&batch, key: queue.key, chunk, queue: queue)
             }
-            try batch.append(key: queue.key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                $0.queue = queue
-                $0.restoreCompletedTransactionsFinished = .with {
-                    $0.restoreID = restoreID
-                    $0.restoredCount = UInt32(restored.count)
-                }
-            })
+            try batch.append(
+                key: queue.key,
+                Storebus_PaymentQueue_V1_QueueEvent.with {
+                    $0.queue = queue
+                    $0.restoreCompletedTransactionsFinished = .with {
+                        $0.restoreID = restoreID
+                        $0.restoredCount = UInt32(restored.count)
+                    }
+                })
             return (restoreID, restored.count)
         }
     }
@@ -98,8 +106,11 @@ extension TransactionStore {
     }
 
     static func keyedRestore(_ db: Database, key: String, app: String, account: String, digest: String) throws -> (restoreID: String, count: Int)? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
-                                         arguments: [app, account, key]) else {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
+                arguments: [app, account, key])
+        else {
             return nil
         }
         let recorded: String = row["request_digest"]
@@ -145,7 +156,8 @@ extension TransactionStore {
             var revokes = record.productType == .nonConsumable || record.productType == .autoRenewableSubscription
             if record.revokedMS == nil {
                 let nowMS = Self.milliseconds(now)
-                var cancelled = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE (id = ? OR original_id = ?) AND revoked_ms IS NULL ORDER BY created_ms, id"), arguments: [id, id])
+                var cancelled = try String.fetchAll(
+                    db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE (id = ? OR original_id = ?) AND revoked_ms IS NULL ORDER BY created_ms, id"), arguments: [id, id])
                 try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, reason.rawValue, id, id])
                 try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
                 if revokes {
@@ -162,8 +174,9 @@ extension TransactionStore {
                             """
                         let standing = "revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)"
                         let purchased = Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue
-                        cancelled += try String.fetchAll(db.cachedStatement(sql: "\(rebuys) SELECT id FROM pq_transaction WHERE \(standing) ORDER BY created_ms, id"),
-                                                         arguments: [record.app, record.account, product, purchased])
+                        cancelled += try String.fetchAll(
+                            db.cachedStatement(sql: "\(rebuys) SELECT id FROM pq_transaction WHERE \(standing) ORDER BY created_ms, id"),
+                            arguments: [record.app, record.account, product, purchased])
                         try db.cachedStatement(sql: "\(rebuys) UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE \(standing)")
                             .execute(arguments: [record.app, record.account, product, purchased, nowMS, reason.rawValue])
                     }
@@ -175,29 +188,34 @@ extension TransactionStore {
                 }
                 for (key, transactions) in refundedByQueue.sorted(by: { $0.key < $1.key }) {
                     for chunk in Self.eventSized(transactions) {
-                        try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                            $0.queue = chunk[0].queue
-                            $0.refundedTransactions.transactions = chunk
-                        })
+                        try batch.append(
+                            key: key,
+                            Storebus_PaymentQueue_V1_QueueEvent.with {
+                                $0.queue = chunk[0].queue
+                                $0.refundedTransactions.transactions = chunk
+                            })
                     }
                 }
                 if revokes {
-                    let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"),
-                                                  arguments: [record.app, record.account])
+                    let queues = try Row.fetchAll(
+                        db.cachedStatement(sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"),
+                        arguments: [record.app, record.account])
                     for queueRow in queues {
                         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
                             $0.appBundleID = queueRow["app"]
                             $0.accountID = queueRow["account"]
                             $0.deviceID = queueRow["device"]
                         }
-                        try batch.append(key: queueRow["queue_key"], Storebus_PaymentQueue_V1_QueueEvent.with {
-                            $0.queue = queue
-                            $0.revokedEntitlements = .with {
-                                $0.productIdentifiers = [product]
-                                $0.transactionIdentifiers = [id]
-                                $0.revokedAt = .init(date: now)
-                            }
-                        })
+                        try batch.append(
+                            key: queueRow["queue_key"],
+                            Storebus_PaymentQueue_V1_QueueEvent.with {
+                                $0.queue = queue
+                                $0.revokedEntitlements = .with {
+                                    $0.productIdentifiers = [product]
+                                    $0.transactionIdentifiers = [id]
+                                    $0.revokedAt = .init(date: now)
+                                }
+                            })
                     }
                 }
             }
@@ -241,9 +259,11 @@ extension TransactionStore {
     static func clear(_ db: Database, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
         // Payments still waiting (PURCHASING, or DEFERRED for Ask to Buy) end FAILED with
         // paymentCancelled: a cleared history is not charged later by the authority or an approval.
-        let waiting = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state IN (?, ?)"), arguments: [
-            app, account, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Storebus_PaymentQueue_V1_TransactionState.deferred.rawValue,
-        ])
+        let waiting = try String.fetchAll(
+            db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state IN (?, ?)"),
+            arguments: [
+                app, account, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Storebus_PaymentQueue_V1_TransactionState.deferred.rawValue
+            ])
         // Their observers hear them fail (updatedTransactions) before they leave the queue with the
         // rest, as with any failed payment: the last state they heard was not the end.
         var failedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
@@ -255,23 +275,31 @@ extension TransactionStore {
             try record.saveDecision(db)
             failedByQueue[record.queueKey, default: []].append(try record.transaction(db))
         }
-        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
-                                    arguments: [app, account])
+        let rows = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
+            arguments: [app, account])
         var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for row in rows where !(row["finished"] as Bool) {
             var transaction = try Self.transaction(db, id: row["id"])!
             transaction.finished = true
             removedByQueue[row["queue_key"], default: []].append(transaction)
         }
-        let held = try String.fetchAll(db.cachedStatement(sql: """
-            SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
-              AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
-            """), arguments: [app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
-                             Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue])
+        let held = try String.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
+                      AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
+                    """),
+            arguments: [
+                app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
+                Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue
+            ])
         let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"), arguments: [app, account])
         try db.cachedStatement(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?").execute(arguments: [app, account])
         for queueRow in queues {
-            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"] }
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+                $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"]
+            }
             let key: String = queueRow["queue_key"]
             for chunk in Self.eventSized(failedByQueue[key] ?? []) {
                 try Self.announce(&batch, key: key, chunk, queue: queue)
@@ -280,15 +308,23 @@ extension TransactionStore {
                 try Self.announce(&batch, key: key, chunk, removed: true, queue: queue)
             }
             if !held.isEmpty {
-                try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                    $0.queue = queue
-                    $0.revokedEntitlements = .with { $0.productIdentifiers = held; $0.revokedAt = .init(date: now) }
-                })
+                try batch.append(
+                    key: key,
+                    Storebus_PaymentQueue_V1_QueueEvent.with {
+                        $0.queue = queue
+                        $0.revokedEntitlements = .with {
+                            $0.productIdentifiers = held; $0.revokedAt = .init(date: now)
+                        }
+                    })
             }
-            try batch.append(key: key, Storebus_PaymentQueue_V1_QueueEvent.with {
-                $0.queue = queue
-                $0.historyCleared = .with { $0.appBundleID = app; $0.accountID = account; $0.clearedAt = .init(date: now) }
-            })
+            try batch.append(
+                key: key,
+                Storebus_PaymentQueue_V1_QueueEvent.with {
+                    $0.queue = queue
+                    $0.historyCleared = .with {
+                        $0.appBundleID = app; $0.accountID = account; $0.clearedAt = .init(date: now)
+                    }
+                })
         }
         return rows.count
     }

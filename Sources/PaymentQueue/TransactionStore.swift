@@ -89,7 +89,10 @@ public final class TransactionStore: Sendable {
     /// take `adding` more unfinished transactions weighing `bytes` together.
     static func checkRoom(_ load: (count: Int, bytes: Int), adding: Int, bytes: Int, maxUnfinished: Int, doing: String) throws {
         guard load.count + adding <= maxUnfinished, load.bytes + bytes <= maxUnfinishedReplayBytes else {
-            throw RPCError(.resourceExhausted, "the queue already holds \(load.count) unfinished transactions taking \(load.bytes) bytes in its launch replay; \(doing) would pass its limits (\(maxUnfinished) transactions, \(maxUnfinishedReplayBytes) bytes): finish some first")
+            throw RPCError(
+                .resourceExhausted,
+                "the queue already holds \(load.count) unfinished transactions taking \(load.bytes) bytes in its launch replay; \(doing) would pass its limits (\(maxUnfinished) transactions, \(maxUnfinishedReplayBytes) bytes): finish some first"
+            )
         }
     }
 
@@ -144,11 +147,14 @@ public final class TransactionStore: Sendable {
     static let keyedSQL: CachedSQL = "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?"
 
     static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
-        let found = try db.fetchFirst(cached: keyedSQL, bind: {
-            $0.text(app)
-            $0.text(account)
-            $0.text(key)
-        }) { row in (id: row.text(0), digest: row.text(1)) }
+        let found = try db.fetchFirst(
+            cached: keyedSQL,
+            bind: {
+                $0.text(app)
+                $0.text(account)
+                $0.text(key)
+            }
+        ) { row in (id: row.text(0), digest: row.text(1)) }
         guard let found else { return nil }
         guard found.digest == digest else {
             throw RPCError(.failedPrecondition, "idempotency key \"\(key)\" was already used for a different payment")
@@ -168,13 +174,16 @@ public final class TransactionStore: Sendable {
     /// first: observers still hear PURCHASING, then the decision, and one commit does for both. The
     /// transaction returned is the PURCHASING one either way; `decided` says whether the authority
     /// still has work.
-    public func create(_ new: NewTransaction, now: Date = Date(), decideWhenDue: Bool = false) async throws -> (
+    public func create(
+        _ new: NewTransaction, now: Date = Date(), decideWhenDue: Bool = false
+    ) async throws -> (
         transaction: Storebus_PaymentQueue_V1_PaymentTransaction, decided: Bool
     ) {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
             if let idempotency = new.idempotency,
-               let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest) {
+                let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest)
+            {
                 return (existing, true)
             }
             // Counted before this payment's row exists; its room is checked once its event is written
@@ -257,8 +266,9 @@ public final class TransactionStore: Sendable {
     /// PURCHASING transactions whose decision time has come, oldest first.
     public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
         try await database.read { db in
-            try String.fetchAll(db.cachedStatement(sql: Self.dueSQL),
-                                arguments: [Self.milliseconds(now), limit])
+            try String.fetchAll(
+                db.cachedStatement(sql: Self.dueSQL),
+                arguments: [Self.milliseconds(now), limit])
         }
     }
 
@@ -398,10 +408,12 @@ public final class TransactionStore: Sendable {
         let after = try Paging.row(after: pageToken, kind: "transactions").map(String.init) ?? ""
         return try await database.read { db in
             // One more than the page, to know whether there is a next one.
-            let ids = try String.fetchAll(db.cachedStatement(sql: """
-                SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
-                WHERE app = ? AND account = ? AND (? OR finished = 0) AND id > ? ORDER BY id LIMIT ?
-                """), arguments: [app, account, includeFinished, after, limit + 1])
+            let ids = try String.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
+                        WHERE app = ? AND account = ? AND (? OR finished = 0) AND id > ? ORDER BY id LIMIT ?
+                        """), arguments: [app, account, includeFinished, after, limit + 1])
             var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             var bytes = 0
             for id in ids.prefix(limit) {
@@ -433,7 +445,7 @@ public final class TransactionStore: Sendable {
             switch TransactionStateMachine.step(record.state, .finish, record.machineFacts) {
             case .refused(let predicate): throw TransactionStateMachine.refusal(id, predicate)
             case .leaveQueue: break
-            default: return true  // finished already
+            default: return true // finished already
             }
             // Downloads not done are cancelled first, and said so before the transaction leaves.
             try Self.cancelUnfinishedDownloads(db, &batch, &record, queue: queue)
@@ -532,11 +544,14 @@ public final class TransactionStore: Sendable {
     /// not refunded, and not cleared. Read through the transactions' index by account and product
     /// (charges have none by account; see the v7 migration).
     static func holds(_ db: Database, app: String, account: String, product: String) throws -> Bool {
-        try db.fetchFirst(cached: holdsSQL, bind: {
-            $0.text(app)
-            $0.text(account)
-            $0.text(product)
-        }) { row in row.bool(0) } ?? false
+        try db.fetchFirst(
+            cached: holdsSQL,
+            bind: {
+                $0.text(app)
+                $0.text(account)
+                $0.text(product)
+            }
+        ) { row in row.bool(0) } ?? false
     }
 
     /// Whether an account (`?`, `?`) holds a product (`?`): see ``holds(_:app:account:product:)``.

@@ -31,8 +31,7 @@ public struct ReceiptBook: Sendable {
         let purchases: [StoredPurchase]
         if let held { purchases = held } else { purchases = try await store.purchases(app: app, account: account).filter(\.inReceipt) }
         var expiration: Date?
-        if properties?.isExpired == true { expiration = now.addingTimeInterval(-86_400) }
-        else if properties?.isVolumePurchase == true { expiration = now.addingTimeInterval(365 * 86_400) }
+        if properties?.isExpired == true { expiration = now.addingTimeInterval(-86_400) } else if properties?.isVolumePurchase == true { expiration = now.addingTimeInterval(365 * 86_400) }
         let receipt = AppReceipt(
             receiptType: AppReceipt.receiptType(configuration.environment), bundleID: app,
             applicationVersion: applicationVersion.isEmpty ? "1.0" : applicationVersion,
@@ -99,9 +98,10 @@ public struct ReceiptBook: Sendable {
             }
             // The holding purchase: an active original before an active restored copy, the latest
             // period first; else the latest purchase that once held the product.
-            let chosen = candidates.filter(active).max { a, b in
-                (a.expiresMS ?? .max, a.state == .purchased ? 1 : 0, a.purchaseMS) < (b.expiresMS ?? .max, b.state == .purchased ? 1 : 0, b.purchaseMS)
-            } ?? candidates.max { $0.purchaseMS < $1.purchaseMS }
+            let chosen =
+                candidates.filter(active).max { a, b in
+                    (a.expiresMS ?? .max, a.state == .purchased ? 1 : 0, a.purchaseMS) < (b.expiresMS ?? .max, b.state == .purchased ? 1 : 0, b.purchaseMS)
+                } ?? candidates.max { $0.purchaseMS < $1.purchaseMS }
             guard let chosen else { return nil }
             return .with {
                 $0.productIdentifier = product

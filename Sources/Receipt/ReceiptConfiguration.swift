@@ -99,4 +99,3 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
         if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress, setting: "service.httpAddress") }
     }
 }
-

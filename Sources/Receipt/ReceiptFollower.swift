@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
-import ReceiptFormat
 import Logging
+import ReceiptFormat
 import ServiceLifecycle
 import StoreBus
 import StoreBusServer

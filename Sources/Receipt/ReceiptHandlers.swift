@@ -72,8 +72,9 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         try await Self.reach(queue: app, account, request.deviceID, request.minQueueSeq, book: book, context)
         let asOf = try await Self.reach(request.minSeq, book: book, context)
         guard let purchase = try await book.store.purchase(app: app, account: account, id: request.transactionID) else {
-            throw RPCError.resource(.notFound, type: "transaction", name: request.transactionID,
-                                    "account \(RPCError.echo(account)) has no purchased or restored transaction \(RPCError.echo(request.transactionID)) in \(RPCError.echo(app))")
+            throw RPCError.resource(
+                .notFound, type: "transaction", name: request.transactionID,
+                "account \(RPCError.echo(account)) has no purchased or restored transaction \(RPCError.echo(request.transactionID)) in \(RPCError.echo(app))")
         }
         let transaction: Storebus_Receipt_V1_InAppPurchase
         do {
@@ -115,7 +116,9 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     static func reach(queue app: String, _ account: String, _ device: String, _ minQueueSeq: UInt64, book: ReceiptBook, _ context: ServerContext) async throws {
         guard minQueueSeq > 0 else { return }
         try QueueNames.check(device, field: "deviceId")
-        let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = device }
+        let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = app; $0.accountID = account; $0.deviceID = device
+        }
         // The queue's position, as a position of the whole log: the payment queue says.
         guard let seq = try await book.head.position(ofKey: queue.key, keySeq: minQueueSeq, timeout: context.timeRemaining) else {
             throw RPCError(.outOfRange, "the queue has no position \(minQueueSeq) yet: give the seq of a callback it delivered")

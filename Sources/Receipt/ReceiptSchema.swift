@@ -12,49 +12,52 @@ enum ReceiptSchema {
             try db.execute(sql: "CREATE TABLE rc_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
             // Every purchased or restored transaction, as its latest event left it. Failed and pending
             // payments never reach a receipt and are not kept.
-            try db.execute(sql: """
-                CREATE TABLE rc_transaction (
-                    id TEXT PRIMARY KEY,
-                    app TEXT NOT NULL,
-                    account TEXT NOT NULL,
-                    device TEXT NOT NULL,
-                    product_id TEXT NOT NULL,
-                    product_type INTEGER NOT NULL,
-                    quantity INTEGER NOT NULL,
-                    state INTEGER NOT NULL,
-                    purchase_ms INTEGER NOT NULL,
-                    original_id TEXT NOT NULL,
-                    original_purchase_ms INTEGER NOT NULL,
-                    expires_ms INTEGER,
-                    cancellation_ms INTEGER,
-                    cancellation_reason INTEGER NOT NULL DEFAULT 0,
-                    trial INTEGER NOT NULL DEFAULT 0,
-                    finished INTEGER NOT NULL DEFAULT 0,
-                    cleared INTEGER NOT NULL DEFAULT 0,
-                    storefront TEXT NOT NULL,
-                    application_username TEXT NOT NULL,
-                    price TEXT NOT NULL,
-                    currency TEXT NOT NULL,
-                    seq INTEGER NOT NULL
-                ) STRICT
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE rc_transaction (
+                        id TEXT PRIMARY KEY,
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        device TEXT NOT NULL,
+                        product_id TEXT NOT NULL,
+                        product_type INTEGER NOT NULL,
+                        quantity INTEGER NOT NULL,
+                        state INTEGER NOT NULL,
+                        purchase_ms INTEGER NOT NULL,
+                        original_id TEXT NOT NULL,
+                        original_purchase_ms INTEGER NOT NULL,
+                        expires_ms INTEGER,
+                        cancellation_ms INTEGER,
+                        cancellation_reason INTEGER NOT NULL DEFAULT 0,
+                        trial INTEGER NOT NULL DEFAULT 0,
+                        finished INTEGER NOT NULL DEFAULT 0,
+                        cleared INTEGER NOT NULL DEFAULT 0,
+                        storefront TEXT NOT NULL,
+                        application_username TEXT NOT NULL,
+                        price TEXT NOT NULL,
+                        currency TEXT NOT NULL,
+                        seq INTEGER NOT NULL
+                    ) STRICT
+                    """)
             try db.execute(sql: "CREATE INDEX rc_transaction_account ON rc_transaction (app, account, purchase_ms, id)")
             // When each account first had each app (the receipt's original purchase date).
-            try db.execute(sql: """
-                CREATE TABLE rc_account (
-                    app TEXT NOT NULL, account TEXT NOT NULL, first_ms INTEGER NOT NULL,
-                    PRIMARY KEY (app, account)
-                ) STRICT, WITHOUT ROWID
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE rc_account (
+                        app TEXT NOT NULL, account TEXT NOT NULL, first_ms INTEGER NOT NULL,
+                        PRIMARY KEY (app, account)
+                    ) STRICT, WITHOUT ROWID
+                    """)
             // The opaque value of each device's receipts, and the account it belongs to: how a
             // receipt sent to VerifyReceipt is traced back to its account. `revoked` marks the
             // opaque values of sandbox receipts issued revoked (ReceiptProperties.is_revoked).
-            try db.execute(sql: """
-                CREATE TABLE rc_device (
-                    opaque BLOB PRIMARY KEY, app TEXT NOT NULL, account TEXT NOT NULL, device TEXT NOT NULL,
-                    revoked INTEGER NOT NULL DEFAULT 0
-                ) STRICT
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE rc_device (
+                        opaque BLOB PRIMARY KEY, app TEXT NOT NULL, account TEXT NOT NULL, device TEXT NOT NULL,
+                        revoked INTEGER NOT NULL DEFAULT 0
+                    ) STRICT
+                    """)
             try db.execute(sql: "CREATE UNIQUE INDEX rc_device_queue ON rc_device (app, account, device) WHERE revoked = 0")
         }
         FollowedLog.registerMigration(&migrator, replacing: "rc_follow")

@@ -40,14 +40,18 @@ public struct ReceiptService: Service {
             client: queueClient, context: host.context, logger: host.logger
         )
         let leaf = try authority.current()
-        host.logger.info("Signing", metadata: [
-            "environment": "\(configuration.environment.rawValue)",
-            "root": "\(authority.root.subject)",
-            "leaf": "\(SigningAuthority.keyID(of: leaf.certificate))",
-        ])
-        var background: [any Service] = [LogFollowerService(
-            follower: follower, log: FollowedLog(name: ReceiptStore.log, database: database), reducer: ReceiptReducer(), applied: applied, logger: host.logger
-        )]
+        host.logger.info(
+            "Signing",
+            metadata: [
+                "environment": "\(configuration.environment.rawValue)",
+                "root": "\(authority.root.subject)",
+                "leaf": "\(SigningAuthority.keyID(of: leaf.certificate))"
+            ])
+        var background: [any Service] = [
+            LogFollowerService(
+                follower: follower, log: FollowedLog(name: ReceiptStore.log, database: database), reducer: ReceiptReducer(), applied: applied, logger: host.logger
+            )
+        ]
         if !configuration.httpAddress.isEmpty {
             background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
         }

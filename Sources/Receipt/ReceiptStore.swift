@@ -1,6 +1,6 @@
 import Foundation
-import ReceiptFormat
 import GRDB
+import ReceiptFormat
 import StoreBus
 import StoreBusStorage
 import StoreSchema
@@ -93,8 +93,9 @@ public final class ReceiptStore: Sendable {
                 try db.cachedStatement(sql: "UPDATE rc_transaction SET finished = 1, seq = ? WHERE id = ?").execute(arguments: [Int64(seq), transaction.transactionIdentifier])
             }
         case .historyCleared(let cleared):
-            try db.execute(sql: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
-                           arguments: [Int64(seq), cleared.appBundleID, cleared.accountID, Int64(seq)])
+            try db.execute(
+                sql: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
+                arguments: [Int64(seq), cleared.appBundleID, cleared.accountID, Int64(seq)])
         case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
             // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
             // changes no receipt.
@@ -110,28 +111,32 @@ public final class ReceiptStore: Sendable {
         let originalID = restored ? transaction.originalTransaction.transactionIdentifier : transaction.transactionIdentifier
         let originalMS = restored ? milliseconds(transaction.originalTransaction.transactionDate) : purchaseMS
         let queue = transaction.queue
-        try db.cachedStatement(sql: """
-            INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
-                original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
-                storefront, application_username, price, currency, seq)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
-                expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
-                cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
-                finished = MAX(finished, excluded.finished), seq = excluded.seq
-            """).execute(arguments: [
-                transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
-                transaction.payment.productIdentifier, transaction.productType.rawValue, max(1, Int(transaction.payment.quantity)),
-                transaction.transactionState.rawValue, purchaseMS, originalID, originalMS,
-                transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
-                transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
-                transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
-                transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
-            ])
-        try db.cachedStatement(sql: """
-            INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
-            ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
-            """).execute(arguments: [queue.appBundleID, queue.accountID, originalMS])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
+                    original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
+                    storefront, application_username, price, currency, seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
+                    expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
+                    cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
+                    finished = MAX(finished, excluded.finished), seq = excluded.seq
+                """
+        ).execute(arguments: [
+            transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
+            transaction.payment.productIdentifier, transaction.productType.rawValue, max(1, Int(transaction.payment.quantity)),
+            transaction.transactionState.rawValue, purchaseMS, originalID, originalMS,
+            transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
+            transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
+            transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
+            transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq)
+        ])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
+                ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
+                """
+        ).execute(arguments: [queue.appBundleID, queue.accountID, originalMS])
     }
 
     /// The account's purchases in the app that its history still holds, oldest first.
@@ -145,8 +150,10 @@ public final class ReceiptStore: Sendable {
     /// One purchase of the account, if its history still holds it.
     public func purchase(app: String, account: String, id: String) async throws -> StoredPurchase? {
         try await database.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ? AND cleared = 0"),
-                             arguments: [id, app, account]).map(StoredPurchase.init)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ? AND cleared = 0"),
+                arguments: [id, app, account]
+            ).map(StoredPurchase.init)
         }
     }
 
@@ -166,18 +173,22 @@ public final class ReceiptStore: Sendable {
             let firstMS = try Int64.fetchOne(db.cachedStatement(sql: "SELECT first_ms FROM rc_account WHERE app = ? AND account = ?"), arguments: [app, account]) ?? nowMS
             var generator = SystemRandomNumberGenerator()
             let opaque = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            try db.execute(sql: "INSERT INTO rc_device (opaque, app, account, device, revoked) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [Data(opaque), app, account, device, revoked])
+            try db.execute(
+                sql: "INSERT INTO rc_device (opaque, app, account, device, revoked) VALUES (?, ?, ?, ?, ?)",
+                arguments: [Data(opaque), app, account, device, revoked])
             return (opaque, firstMS)
         }
     }
 
     /// The opaque value of a device seen before and its account's first date, when both are known.
     static func knownDevice(_ db: Database, app: String, account: String, device: String) throws -> (opaque: [UInt8], firstMS: Int64)? {
-        try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT d.opaque, a.first_ms FROM rc_device d JOIN rc_account a ON a.app = d.app AND a.account = d.account
-            WHERE d.app = ? AND d.account = ? AND d.device = ? AND d.revoked = 0
-            """), arguments: [app, account, device]).map { row in (Array(row[0] as Data), row[1]) }
+        try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT d.opaque, a.first_ms FROM rc_device d JOIN rc_account a ON a.app = d.app AND a.account = d.account
+                    WHERE d.app = ? AND d.account = ? AND d.device = ? AND d.revoked = 0
+                    """), arguments: [app, account, device]
+        ).map { row in (Array(row[0] as Data), row[1]) }
     }
 
     /// Whose receipts carry `opaque`.

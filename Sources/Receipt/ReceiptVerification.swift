@@ -176,7 +176,7 @@ extension ReceiptVerification {
             "receipt_type": receipt.receiptType, "adam_id": 0, "app_item_id": 0, "bundle_id": receipt.bundleID,
             "application_version": receipt.applicationVersion, "download_id": 0, "version_external_identifier": 0,
             "original_application_version": receipt.originalApplicationVersion,
-            "in_app": receipt.inApp.map { entry in AppleDates.inApp(entry, known: known[entry.transactionID]) },
+            "in_app": receipt.inApp.map { entry in AppleDates.inApp(entry, known: known[entry.transactionID]) }
         ]
         AppleDates.add("receipt_creation_date", receipt.creationDate, to: &body)
         AppleDates.add("request_date", requestDate, to: &body)
@@ -189,8 +189,10 @@ extension ReceiptVerification {
                 .sorted { $0.key < $1.key }
                 .compactMap { original, periods -> [String: Any]? in
                     guard let last = periods.max(by: { $0.purchaseMS < $1.purchaseMS }) else { return nil }
-                    return ["auto_renew_product_id": last.productID, "product_id": last.productID, "original_transaction_id": original,
-                            "auto_renew_status": last.cancellationMS == nil ? "1" : "0"]
+                    return [
+                        "auto_renew_product_id": last.productID, "product_id": last.productID, "original_transaction_id": original,
+                        "auto_renew_status": last.cancellationMS == nil ? "1" : "0"
+                    ]
                 }
         }
         if let latestReceipt { json["latest_receipt"] = Data(latestReceipt).base64EncodedString() }
@@ -216,7 +218,7 @@ enum AppleDates {
         var json: [String: Any] = [
             "quantity": String(entry.quantity), "product_id": entry.productID, "transaction_id": entry.transactionID,
             "original_transaction_id": entry.originalTransactionID, "is_trial_period": entry.isTrialPeriod ? "true" : "false",
-            "in_app_ownership_type": "PURCHASED",
+            "in_app_ownership_type": "PURCHASED"
         ]
         add("purchase_date", entry.purchaseDate, to: &json)
         add("original_purchase_date", entry.originalPurchaseDate, to: &json)

@@ -81,6 +81,6 @@ public enum SignedTransaction {
     static let storefrontIDs: [String: String] = [
         "USA": "143441", "FRA": "143442", "DEU": "143443", "GBR": "143444", "ITA": "143450", "NLD": "143452",
         "ESP": "143454", "CAN": "143455", "SWE": "143456", "CHE": "143459", "AUS": "143460", "JPN": "143462",
-        "KOR": "143466", "IND": "143467", "MEX": "143468", "BRA": "143503",
+        "KOR": "143466", "IND": "143467", "MEX": "143468", "BRA": "143503"
     ]
 }

@@ -51,7 +51,7 @@ public final class SigningAuthority: Sendable {
                 extensions: try Certificate.Extensions([
                     try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: nil), critical: true),
                     try Certificate.Extension(KeyUsage(keyCertSign: true, cRLSign: true), critical: true),
-                    try Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false),
+                    try Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false)
                 ]),
                 issuerPrivateKey: .init(key)
             )
@@ -74,7 +74,7 @@ public final class SigningAuthority: Sendable {
                     try Certificate.Extension(KeyUsage(keyCertSign: true, cRLSign: true), critical: true),
                     try Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false),
                     try Self.authorityKeyIdentifier(of: root.certificate),
-                    Certificate.Extension(oid: SigningKey.intermediateMarker, critical: false, value: [0x05, 0x00]),
+                    Certificate.Extension(oid: SigningKey.intermediateMarker, critical: false, value: [0x05, 0x00])
                 ]),
                 issuerPrivateKey: .init(root.key)
             )
@@ -102,7 +102,8 @@ public final class SigningAuthority: Sendable {
     public func current(now: Date = Date()) throws -> SigningKey {
         try state.withLock { leaves in
             if let newest = leaves.first, newest.certificate.notValidBefore <= now,
-               newest.certificate.notValidAfter.timeIntervalSince(now) > min(Self.renewalWindow, leafValidity / 2) {
+                newest.certificate.notValidAfter.timeIntervalSince(now) > min(Self.renewalWindow, leafValidity / 2)
+            {
                 return newest
             }
             let made = try makeLeaf(now: now)
@@ -133,7 +134,7 @@ public final class SigningAuthority: Sendable {
                 try Certificate.Extension(KeyUsage(digitalSignature: true), critical: true),
                 try Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false),
                 try Self.authorityKeyIdentifier(of: intermediate),
-                Certificate.Extension(oid: SigningKey.signingMarker, critical: false, value: [0x05, 0x00]),
+                Certificate.Extension(oid: SigningKey.signingMarker, critical: false, value: [0x05, 0x00])
             ]),
             issuerPrivateKey: .init(intermediateKey)
         )
@@ -158,7 +159,7 @@ public final class SigningAuthority: Sendable {
                 "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256",
                 "kid": Self.keyID(of: leaf.certificate),
                 "x": Base64URL.encode(point[1...32]), "y": Base64URL.encode(point[33...64]),
-                "x5c": try leaf.chain.map { Data(try SigningKey.der($0)).base64EncodedString() },
+                "x5c": try leaf.chain.map { Data(try SigningKey.der($0)).base64EncodedString() }
             ])
         }
         let data = try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys])

@@ -1,8 +1,8 @@
 import Foundation
-import ReceiptFormat
 import Hummingbird
 import Logging
 import NIOCore
+import ReceiptFormat
 import ServiceLifecycle
 import StoreBusHost
 

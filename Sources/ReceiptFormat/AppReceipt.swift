@@ -70,7 +70,7 @@ public struct AppReceipt: Equatable, Sendable {
             .init(type: 5, value: sha1Hash),
             .init(type: 12, value: try ReceiptField.date(creationDate)),
             .init(type: 18, value: try ReceiptField.date(originalPurchaseDate)),
-            .init(type: 19, value: try ReceiptField.utf8(originalApplicationVersion)),
+            .init(type: 19, value: try ReceiptField.utf8(originalApplicationVersion))
         ]
         if let expirationDate { attributes.append(.init(type: 21, value: try ReceiptField.date(expirationDate))) }
         for entry in inApp {
@@ -173,7 +173,7 @@ public struct InAppPurchaseEntry: Equatable, Sendable {
             .init(type: 1706, value: try ReceiptField.date(originalPurchaseDate)),
             .init(type: 1707, value: try ReceiptField.integer(Int64(productType))),
             .init(type: 1713, value: try ReceiptField.integer(isTrialPeriod ? 1 : 0)),
-            .init(type: 1719, value: try ReceiptField.integer(isInIntroOfferPeriod ? 1 : 0)),
+            .init(type: 1719, value: try ReceiptField.integer(isInIntroOfferPeriod ? 1 : 0))
         ]
         if let expiresDate { attributes.append(.init(type: 1708, value: try ReceiptField.date(expiresDate))) }
         if let webOrderLineItemID { attributes.append(.init(type: 1711, value: try ReceiptField.integer(webOrderLineItemID))) }

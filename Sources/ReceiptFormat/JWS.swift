@@ -40,12 +40,12 @@ public enum JWS {
     public static func verify<Payload: Decodable>(_ jws: String, as type: Payload.Type, roots: [Certificate]) async throws(Failure) -> Payload {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
-              let signatureBytes = Base64URL.decode(parts[2])
+            let signatureBytes = Base64URL.decode(parts[2])
         else { throw Failure(description: "not a JWS in compact serialization") }
         let decoder = JSONDecoder()
         guard let header = try? decoder.decode(Header.self, from: Data(headerBytes)),
-              let payload = try? decoder.decode(Payload.self, from: Data(payloadBytes)),
-              let signing = try? decoder.decode(SigningTime.self, from: Data(payloadBytes))
+            let payload = try? decoder.decode(Payload.self, from: Data(payloadBytes)),
+            let signing = try? decoder.decode(SigningTime.self, from: Data(payloadBytes))
         else { throw Failure(description: "the header or payload is not the JSON object expected") }
         guard header.alg == "ES256" else { throw Failure(description: "the algorithm is not ES256") }
         let x5c = header.x5c
@@ -68,8 +68,8 @@ public enum JWS {
         let result = await verifier.validate(leaf: chain[0], intermediates: CertificateStore([chain[1]]))
         guard case .validCertificate = result else { throw Failure(description: "the chain does not lead to a trusted root: \(result)") }
         guard let key = P256.Signing.PublicKey(chain[0].publicKey),
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
-              key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+            key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
         else { throw Failure(description: "the signature does not match") }
         return payload
     }

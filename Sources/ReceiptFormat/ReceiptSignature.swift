@@ -48,7 +48,7 @@ public enum ReceiptSignature {
                 return try BER.explicitlyTagged(&nodes, tagNumber: 0, tagClass: .contextSpecific) { node in
                     try BER.sequence(node, identifier: .sequence) { nodes in
                         _ = try Int(berEncoded: &nodes)
-                        _ = nodes.next()  // digestAlgorithms
+                        _ = nodes.next() // digestAlgorithms
                         guard let encapsulated = nodes.next() else { throw ReceiptFormatError("no encapsulated content") }
                         let payload = try BER.sequence(encapsulated, identifier: .sequence) { nodes in
                             let contentType = try ASN1ObjectIdentifier(berEncoded: &nodes)

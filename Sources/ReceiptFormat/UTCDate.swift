@@ -31,10 +31,10 @@ public enum UTCDate {
         let bytes = Array(text.utf8)
         guard bytes.count == 20 else { return try? Date(text, strategy: Date.ISO8601FormatStyle(timeZone: .gmt)) }
         guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
-              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "Z"),
-              let year = number(bytes[0..<4]), let month = number(bytes[5..<7]), let day = number(bytes[8..<10]),
-              let hour = number(bytes[11..<13]), let minute = number(bytes[14..<16]), let second = number(bytes[17..<19]),
-              year >= 1, (1...12).contains(month), (1...daysIn(month, year)).contains(day), hour < 24, minute < 60, second < 61
+            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "Z"),
+            let year = number(bytes[0..<4]), let month = number(bytes[5..<7]), let day = number(bytes[8..<10]),
+            let hour = number(bytes[11..<13]), let minute = number(bytes[14..<16]), let second = number(bytes[17..<19]),
+            year >= 1, (1...12).contains(month), (1...daysIn(month, year)).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
         let seconds = days(year: year, month: month, day: day) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
         return Date(timeIntervalSince1970: TimeInterval(seconds))
@@ -53,7 +53,7 @@ public enum UTCDate {
     }
 
     static func fields(_ date: Date) -> (Int, Int, Int, Int, Int, Int) {
-        let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
+        let limit = 253_402_300_799.0 // 9999-12-31T23:59:59Z
         let seconds = Int64(min(max(date.timeIntervalSince1970, -62_135_596_800), limit).rounded(.down))
         var days = seconds / 86_400
         var rest = seconds % 86_400

@@ -198,15 +198,17 @@ final class DownloadEngine: Sendable {
             discard(key)
             do {
                 let url = folder(key)
-                _ = try await connection.call(Storebus_Download_V1_Download.completeDownload, .with {
-                    $0.queue = configuration.queue
-                    $0.download = .with {
-                        $0.transactionIdentifier = key.transaction
-                        $0.contentIdentifier = key.content
-                    }
-                    $0.sha256 = sha256
-                    $0.contentURL = url.absoluteString
-                })
+                _ = try await connection.call(
+                    Storebus_Download_V1_Download.completeDownload,
+                    .with {
+                        $0.queue = configuration.queue
+                        $0.download = .with {
+                            $0.transactionIdentifier = key.transaction
+                            $0.contentIdentifier = key.content
+                        }
+                        $0.sha256 = sha256
+                        $0.contentURL = url.absoluteString
+                    })
             } catch {
                 logger.warning("Completing a download failed; start it again to report it", metadata: ["content": "\(key.content)", "error": "\(error)"])
             }
@@ -216,18 +218,20 @@ final class DownloadEngine: Sendable {
             failed.error = error
             failed.timeRemaining = -1
             do {
-                _ = try await connection.call(Storebus_Download_V1_Download.failDownload, .with {
-                    $0.queue = configuration.queue
-                    $0.download = .with {
-                        $0.transactionIdentifier = key.transaction
-                        $0.contentIdentifier = key.content
-                    }
-                    $0.error = .with {
-                        $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: error.code.rawValue) ?? .unknown
-                        $0.localizedDescription = String(error.localizedDescription.prefix(1000))
-                    }
-                    $0.bytesKept = kept(key)
-                })
+                _ = try await connection.call(
+                    Storebus_Download_V1_Download.failDownload,
+                    .with {
+                        $0.queue = configuration.queue
+                        $0.download = .with {
+                            $0.transactionIdentifier = key.transaction
+                            $0.contentIdentifier = key.content
+                        }
+                        $0.error = .with {
+                            $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: error.code.rawValue) ?? .unknown
+                            $0.localizedDescription = String(error.localizedDescription.prefix(1000))
+                        }
+                        $0.bytesKept = kept(key)
+                    })
             } catch {
                 // The store could not be told: this queue still says so to its observers.
                 deliver(.updatedDownloads([failed]))
@@ -391,7 +395,10 @@ final class DownloadEngine: Sendable {
                         return end(.failed(StoreKitError(code: .unknown, localizedDescription: error.message)))
                     }
                     guard lastProgress.duration(to: .now) < configuration.downloadStallTimeout else {
-                        return end(.failed(StoreKitError(code: .cloudServiceNetworkConnectionFailed, localizedDescription: "the download made no progress for \(configuration.downloadStallTimeout): \(error.message)")))
+                        return end(
+                            .failed(
+                                StoreKitError(
+                                    code: .cloudServiceNetworkConnectionFailed, localizedDescription: "the download made no progress for \(configuration.downloadStallTimeout): \(error.message)")))
                     }
                     window.retrying()
                     read(offset, after: retryDelay)

@@ -28,8 +28,8 @@ extension PaymentQueue {
         if let outcome = try Self.outcome(of: added) { return outcome }
         for await callback in updates {
             guard case .updatedTransactions(let transactions, _) = callback.event,
-                  let transaction = transactions.last(where: { $0.id == added.id }),
-                  let outcome = try Self.outcome(of: transaction)
+                let transaction = transactions.last(where: { $0.id == added.id }),
+                let outcome = try Self.outcome(of: transaction)
             else { continue }
             return outcome
         }
@@ -80,7 +80,7 @@ extension PaymentQueue {
             let task = Task {
                 for await callback in callbacks {
                     guard case .updatedDownloads(let downloads) = callback.event,
-                          let update = downloads.last(where: { $0.transactionIdentifier == download.transactionIdentifier && $0.contentIdentifier == download.contentIdentifier })
+                        let update = downloads.last(where: { $0.transactionIdentifier == download.transactionIdentifier && $0.contentIdentifier == download.contentIdentifier })
                     else { continue }
                     continuation.yield(update)
                     if [.finished, .failed, .cancelled].contains(update.state) { break }

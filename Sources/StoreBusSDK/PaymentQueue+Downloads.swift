@@ -60,10 +60,12 @@ extension PaymentQueue {
     /// Pauses downloads and waits for their transfers to stop; returns them PAUSED.
     @discardableResult
     public func pauseDownloads(_ downloads: [Download]) async throws -> [Download] {
-        let answer = try await connection.call(Storebus_Download_V1_Download.pauseDownloads, .with {
-            $0.queue = connection.configuration.queue
-            $0.downloads = downloads.map(\.ref)
-        })
+        let answer = try await connection.call(
+            Storebus_Download_V1_Download.pauseDownloads,
+            .with {
+                $0.queue = connection.configuration.queue
+                $0.downloads = downloads.map(\.ref)
+            })
         for download in downloads { await self.downloads.stop(download.key) }
         return answer.downloads.map { Download($0.download) }
     }
@@ -71,10 +73,12 @@ extension PaymentQueue {
     /// Cancels downloads, stops their transfers and discards their partial data; returns them CANCELLED.
     @discardableResult
     public func cancelDownloads(_ downloads: [Download]) async throws -> [Download] {
-        let answer = try await connection.call(Storebus_Download_V1_Download.cancelDownloads, .with {
-            $0.queue = connection.configuration.queue
-            $0.downloads = downloads.map(\.ref)
-        })
+        let answer = try await connection.call(
+            Storebus_Download_V1_Download.cancelDownloads,
+            .with {
+                $0.queue = connection.configuration.queue
+                $0.downloads = downloads.map(\.ref)
+            })
         for download in downloads {
             await self.downloads.stop(download.key)
             self.downloads.discard(download.key)
@@ -114,14 +118,16 @@ extension PaymentQueue {
     /// Tells the observers that `downloads` failed with `error` (a start or resume the store refused).
     private func failLocally(_ downloads: [Download], _ error: any Error) {
         let failure = StoreKitError(code: .unknown, localizedDescription: "\(error)")
-        self.downloads.deliver(.updatedDownloads(downloads.map { download in
-            var failed = download
-            failed.state = .failed
-            failed.error = failure
-            failed.timeRemaining = -1
-            failed.contentURL = nil
-            return failed
-        }))
+        self.downloads.deliver(
+            .updatedDownloads(
+                downloads.map { download in
+                    var failed = download
+                    failed.state = .failed
+                    failed.error = failure
+                    failed.timeRemaining = -1
+                    failed.contentURL = nil
+                    return failed
+                }))
     }
 }
 

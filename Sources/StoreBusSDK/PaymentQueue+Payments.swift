@@ -10,10 +10,13 @@ extension PaymentQueue {
     /// Whether the account may pay in this app (false under purchase restrictions).
     public func canMakePayments() async throws -> Bool {
         let configuration = connection.configuration
-        return try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with {
-            $0.appBundleID = configuration.appBundleID
-            $0.accountID = configuration.accountID
-        }).canMakePayments
+        return try await connection.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments,
+            .with {
+                $0.appBundleID = configuration.appBundleID
+                $0.accountID = configuration.accountID
+            }
+        ).canMakePayments
     }
 
     /// Adds a payment and returns its transaction, PURCHASING or already FAILED; later states arrive
@@ -25,11 +28,13 @@ extension PaymentQueue {
             throw StoreError(RPCError.invalidArgument(field: "payment.quantity", "must be from 1 to 10, not \(payment.quantity)"))
         }
         await afterLaunchReplay()
-        let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = connection.configuration.queue
-            $0.payment = payment.message
-            $0.storefront = storefront ?? ""
-        }, idempotencyKey: idempotencyKey)
+        let response = try await connection.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = connection.configuration.queue
+                $0.payment = payment.message
+                $0.storefront = storefront ?? ""
+            }, idempotencyKey: idempotencyKey)
         return PaymentTransaction(response.transaction)
     }
 
@@ -86,17 +91,18 @@ extension PaymentQueue {
     /// A FAILED transaction of this queue alone, for a payment the store did not take.
     private func localFailure(_ payment: Payment, _ error: any Error) -> PaymentTransaction {
         let code = Self.paymentFailureCode(error)
-        return PaymentTransaction(.with {
-            $0.transactionIdentifier = Self.localTransactionPrefix + UUID().uuidString.lowercased()
-            $0.transactionState = .failed
-            $0.queue = connection.configuration.queue
-            $0.payment = payment.message
-            $0.transactionDate = .init(date: Date())
-            $0.error = .with {
-                $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
-                $0.localizedDescription = "\(error)"
-            }
-        })
+        return PaymentTransaction(
+            .with {
+                $0.transactionIdentifier = Self.localTransactionPrefix + UUID().uuidString.lowercased()
+                $0.transactionState = .failed
+                $0.queue = connection.configuration.queue
+                $0.payment = payment.message
+                $0.transactionDate = .init(date: Date())
+                $0.error = .with {
+                    $0.code = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
+                    $0.localizedDescription = "\(error)"
+                }
+            })
     }
 
     /// The StoreKit code a payment that failed with `error` is reported with.
@@ -133,19 +139,25 @@ extension PaymentQueue {
             return finishLocal(transaction)
         }
         await afterLaunchReplay()
-        return try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
-            $0.queue = connection.configuration.queue
-            $0.transactionIdentifier = transaction.transactionIdentifier
-        }).alreadyFinished
+        return try await connection.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+            .with {
+                $0.queue = connection.configuration.queue
+                $0.transactionIdentifier = transaction.transactionIdentifier
+            }
+        ).alreadyFinished
     }
 
     /// Removes a transaction only this queue knows (see ``add(_:)``), with its removedTransactions
     /// callback; true when it had been finished already.
     private func finishLocal(_ transaction: PaymentTransaction) -> Bool {
-        let known = state.withLock { $0.transactions[transaction.transactionIdentifier] != nil || $0.held.contains { held in
-            if case .updatedTransactions(let transactions, _) = held.event { return transactions.contains { $0.transactionIdentifier == transaction.transactionIdentifier } }
-            return false
-        } }
+        let known = state.withLock {
+            $0.transactions[transaction.transactionIdentifier] != nil
+                || $0.held.contains { held in
+                    if case .updatedTransactions(let transactions, _) = held.event { return transactions.contains { $0.transactionIdentifier == transaction.transactionIdentifier } }
+                    return false
+                }
+        }
         guard known else { return true }
         var finished = transaction
         finished.isFinished = true
@@ -174,10 +186,12 @@ extension PaymentQueue {
     @discardableResult
     public func restore(applicationUsername: String? = nil, idempotencyKey: String = UUID().uuidString) async throws -> (restoreID: String, restoredCount: Int) {
         await afterLaunchReplay()
-        let response = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
-            $0.queue = connection.configuration.queue
-            if let applicationUsername { $0.applicationUsername = applicationUsername }
-        }, idempotencyKey: idempotencyKey)
+        let response = try await connection.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions,
+            .with {
+                $0.queue = connection.configuration.queue
+                if let applicationUsername { $0.applicationUsername = applicationUsername }
+            }, idempotencyKey: idempotencyKey)
         return (response.restoreID, Int(response.restoredCount))
     }
 

@@ -282,13 +282,15 @@ public final class PaymentQueue: Sendable {
         let (position, replayed) = state.withLock { ($0.observation.position, !$0.observation.asksForReplay) }
         let response: Storebus_Gateway_V1_ObserveResponse
         do {
-            response = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                $0.replay = !replayed
-                $0.afterSeq = position
-                // A replay answer always holds two callbacks (the transactions, then its end).
-                $0.credit = replayed ? configuration.boundedObserverCredit : max(2, configuration.boundedObserverCredit)
-                $0.waitMs = configuration.observerHoldMilliseconds
-            }, timeout: .milliseconds(Int64(configuration.observerHoldMilliseconds)) + configuration.callTimeout)
+            response = try await connection.call(
+                Storebus_Gateway_V1_Gateway.observe,
+                .with {
+                    $0.replay = !replayed
+                    $0.afterSeq = position
+                    // A replay answer always holds two callbacks (the transactions, then its end).
+                    $0.credit = replayed ? configuration.boundedObserverCredit : max(2, configuration.boundedObserverCredit)
+                    $0.waitMs = configuration.observerHoldMilliseconds
+                }, timeout: .milliseconds(Int64(configuration.observerHoldMilliseconds)) + configuration.callTimeout)
         } catch let error as StoreError {
             if error.status == .outOfRange {
                 // The queue's log is behind our position (its database was replaced): start over as
@@ -384,7 +386,7 @@ public final class PaymentQueue: Sendable {
             case .updatedDownloads(let downloads) where advances:
                 for download in downloads {
                     guard var transaction = state.transactions[download.transactionIdentifier],
-                          let index = transaction.downloads.firstIndex(where: { $0.contentIdentifier == download.contentIdentifier })
+                        let index = transaction.downloads.firstIndex(where: { $0.contentIdentifier == download.contentIdentifier })
                     else { continue }
                     transaction.downloads[index] = download
                     transaction.rawRecord.downloads[index] = download.rawRecord

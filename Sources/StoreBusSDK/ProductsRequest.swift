@@ -42,11 +42,13 @@ public struct ProductsRequest: Sendable {
 
     /// Sends the request.
     public func start() async throws -> ProductsResponse {
-        let response = try await connection.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
-            $0.appBundleID = connection.configuration.appBundleID
-            $0.productIdentifiers = productIdentifiers
-            $0.storefront = storefront ?? ""
-        })
+        let response = try await connection.call(
+            Storebus_Catalog_V1_Catalog.fetchProducts,
+            .with {
+                $0.appBundleID = connection.configuration.appBundleID
+                $0.productIdentifiers = productIdentifiers
+                $0.storefront = storefront ?? ""
+            })
         return ProductsResponse(
             products: response.products.map(Product.init),
             invalidProductIdentifiers: response.invalidProductIdentifiers,

@@ -47,19 +47,21 @@ public struct ReceiptRefreshRequest: Sendable {
     /// rename) and returns its bytes.
     @discardableResult
     public func start() async throws -> Data {
-        let response = try await connection.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with {
-            $0.appBundleID = connection.configuration.appBundleID
-            $0.accountID = connection.configuration.accountID
-            $0.deviceID = connection.configuration.deviceID
-            $0.applicationVersion = applicationVersion ?? ""
-            if let properties = receiptProperties {
-                $0.properties = .with {
-                    $0.isExpired = properties.isExpired
-                    $0.isRevoked = properties.isRevoked
-                    $0.isVolumePurchase = properties.isVolumePurchase
+        let response = try await connection.call(
+            Storebus_Receipt_V1_Receipt.refreshReceipt,
+            .with {
+                $0.appBundleID = connection.configuration.appBundleID
+                $0.accountID = connection.configuration.accountID
+                $0.deviceID = connection.configuration.deviceID
+                $0.applicationVersion = applicationVersion ?? ""
+                if let properties = receiptProperties {
+                    $0.properties = .with {
+                        $0.isExpired = properties.isExpired
+                        $0.isRevoked = properties.isRevoked
+                        $0.isVolumePurchase = properties.isVolumePurchase
+                    }
                 }
-            }
-        })
+            })
         guard let bytes = Data(base64Encoded: response.receiptData) else {
             throw StoreError(RPCError(.internalError, "the receipt service answered a receipt that is not base64"))
         }
@@ -77,7 +79,8 @@ extension StoreConfiguration {
         func component(_ name: String) -> String {
             name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._"))) ?? "_"
         }
-        return receiptDirectory
+        return
+            receiptDirectory
             .appendingPathComponent(component(appBundleID)).appendingPathComponent(component(accountID))
             .appendingPathComponent(component(deviceID)).appendingPathComponent("receipt")
     }
@@ -98,12 +101,15 @@ extension StoreConnection {
     /// callback this device's queue has delivered (``PaymentQueue/acknowledgedPosition``), the answer
     /// reflects the queue up to there at least: right after `purchased`, the purchase is listed.
     public func entitlements(asOfQueuePosition queuePosition: UInt64 = 0) async throws -> [Entitlement] {
-        try await call(Storebus_Receipt_V1_Receipt.getEntitlements, .with {
-            $0.appBundleID = configuration.appBundleID
-            $0.accountID = configuration.accountID
-            $0.deviceID = configuration.deviceID
-            $0.minQueueSeq = queuePosition
-        }).entitlements.map(Entitlement.init)
+        try await call(
+            Storebus_Receipt_V1_Receipt.getEntitlements,
+            .with {
+                $0.appBundleID = configuration.appBundleID
+                $0.accountID = configuration.accountID
+                $0.deviceID = configuration.deviceID
+                $0.minQueueSeq = queuePosition
+            }
+        ).entitlements.map(Entitlement.init)
     }
 
     /// The root certificate the store's receipts and signed transactions chain to, in PEM: give it
@@ -115,11 +121,14 @@ extension StoreConnection {
     /// One transaction of the account as a signed JWS (the App Store Server API's
     /// signedTransactionInfo); ``ReceiptVerifier/verifyTransaction(_:)`` checks it.
     public func signedTransaction(_ transactionIdentifier: String) async throws -> String {
-        try await call(Storebus_Receipt_V1_Receipt.getTransaction, .with {
-            $0.appBundleID = configuration.appBundleID
-            $0.accountID = configuration.accountID
-            $0.transactionID = transactionIdentifier
-        }).transaction.signedTransactionInfo
+        try await call(
+            Storebus_Receipt_V1_Receipt.getTransaction,
+            .with {
+                $0.appBundleID = configuration.appBundleID
+                $0.accountID = configuration.accountID
+                $0.transactionID = transactionIdentifier
+            }
+        ).transaction.signedTransactionInfo
     }
 }
 

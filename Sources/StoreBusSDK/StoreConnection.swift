@@ -203,12 +203,14 @@ public final class StoreConnection: Sendable {
     private func openSession() async throws -> Storebus_Gateway_V1_AuthenticateResponse {
         let response: Storebus_Gateway_V1_AuthenticateResponse
         do {
-            response = try await send(Storebus_Gateway_V1_Gateway.authenticate, .with {
-                $0.apiKey = configuration.apiKey
-                $0.appBundleID = configuration.appBundleID
-                $0.accountID = configuration.accountID
-                $0.deviceID = configuration.deviceID
-            }, options: CallOptions(timeout: configuration.callTimeout))
+            response = try await send(
+                Storebus_Gateway_V1_Gateway.authenticate,
+                .with {
+                    $0.apiKey = configuration.apiKey
+                    $0.appBundleID = configuration.appBundleID
+                    $0.accountID = configuration.accountID
+                    $0.deviceID = configuration.deviceID
+                }, options: CallOptions(timeout: configuration.callTimeout))
         } catch {
             throw StoreError(error)
         }

@@ -11,13 +11,15 @@ extension InMemoryStore {
     /// The downloads a PURCHASED or RESTORED transaction offers: its product's content, WAITING.
     static func offered(_ packages: [String: Package], _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction) -> [Storebus_PaymentQueue_V1_Download] {
         guard let package = packages[transaction.payment.productIdentifier] else { return [] }
-        return [.with {
-            $0.contentIdentifier = transaction.payment.productIdentifier
-            $0.contentVersion = Package.version
-            $0.contentLength = Int64(package.bytes.count)
-            $0.transactionIdentifier = transaction.transactionIdentifier
-            $0.state = .waiting
-        }]
+        return [
+            .with {
+                $0.contentIdentifier = transaction.payment.productIdentifier
+                $0.contentVersion = Package.version
+                $0.contentLength = Int64(package.bytes.count)
+                $0.transactionIdentifier = transaction.transactionIdentifier
+                $0.state = .waiting
+            }
+        ]
     }
 
     /// The download moved to `target` (progress, time left, URL and error as the service sets them).
@@ -85,11 +87,12 @@ extension InMemoryStore {
                     changed[ref.transactionIdentifier]?.transaction.downloads[index] = after
                     announced.append(after)
                 }
-                statuses.append(.with {
-                    $0.download = after
-                    $0.productIdentifier = stored.transaction.payment.productIdentifier
-                    $0.sha256 = state.packages[stored.transaction.payment.productIdentifier]?.sha256 ?? ""
-                })
+                statuses.append(
+                    .with {
+                        $0.download = after
+                        $0.productIdentifier = stored.transaction.payment.productIdentifier
+                        $0.sha256 = state.packages[stored.transaction.payment.productIdentifier]?.sha256 ?? ""
+                    })
             }
             state.transactions = changed
             if !announced.isEmpty {
@@ -107,8 +110,8 @@ extension InMemoryStore {
     func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> [UInt8] {
         let (package, download) = try state.withLock { state -> (Package, Storebus_PaymentQueue_V1_Download) in
             guard let stored = state.transactions[request.download.transactionIdentifier], stored.queueKey == queue.key,
-                  let download = stored.transaction.downloads.first(where: { $0.contentIdentifier == request.download.contentIdentifier }),
-                  let package = state.packages[stored.transaction.payment.productIdentifier]
+                let download = stored.transaction.downloads.first(where: { $0.contentIdentifier == request.download.contentIdentifier }),
+                let package = state.packages[stored.transaction.payment.productIdentifier]
             else { throw RPCError(.notFound, "no such download in this queue") }
             guard download.state == .active, !stored.transaction.finished else {
                 throw RPCError(.failedPrecondition, "the download is not active").withReason("DOWNLOAD_NOT_ACTIVE", domain: "storebus.download")

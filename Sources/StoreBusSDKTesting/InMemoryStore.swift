@@ -169,8 +169,10 @@ public final class InMemoryStore: StoreTransport {
                 throw TransactionStateMachine.refusal(id, predicate)
             }
             let now = Date()
-            for key in state.order where state.transactions[key]?.transaction.transactionIdentifier == id
-                || state.transactions[key]?.transaction.originalTransaction.transactionIdentifier == id {
+            for key in state.order
+            where state.transactions[key]?.transaction.transactionIdentifier == id
+                || state.transactions[key]?.transaction.originalTransaction.transactionIdentifier == id
+            {
                 state.transactions[key]?.transaction.cancellationDate = .init(date: now)
             }
             for (queueKey, queue) in state.queues where queue.accountID == stored.account {
@@ -245,15 +247,16 @@ public final class InMemoryStore: StoreTransport {
         case Storebus_Gateway_V1_Gateway.authenticate.path:
             let request = try JSONCodec.decode(Storebus_Gateway_V1_AuthenticateRequest.self, from: body)
             try QueueNames.check(app: request.appBundleID, account: request.accountID, device: request.deviceID)
-            return try JSONCodec.encode(Storebus_Gateway_V1_AuthenticateResponse.with {
-                $0.sessionID = "memory|\(request.appBundleID)|\(request.accountID)|\(request.deviceID)"
-                $0.expiresAt = .init(date: Date().addingTimeInterval(3600))
-                $0.queue = .with {
-                    $0.appBundleID = request.appBundleID
-                    $0.accountID = request.accountID
-                    $0.deviceID = request.deviceID
-                }
-            })
+            return try JSONCodec.encode(
+                Storebus_Gateway_V1_AuthenticateResponse.with {
+                    $0.sessionID = "memory|\(request.appBundleID)|\(request.accountID)|\(request.deviceID)"
+                    $0.expiresAt = .init(date: Date().addingTimeInterval(3600))
+                    $0.queue = .with {
+                        $0.appBundleID = request.appBundleID
+                        $0.accountID = request.accountID
+                        $0.deviceID = request.deviceID
+                    }
+                })
         case Storebus_Gateway_V1_Gateway.observe.path:
             let request = try JSONCodec.decode(Storebus_Gateway_V1_ObserveRequest.self, from: body)
             return try JSONCodec.encode(try await observe(request, queue: try Self.queue(of: options)))
@@ -275,11 +278,12 @@ public final class InMemoryStore: StoreTransport {
         case Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path:
             let queue = try Self.queue(of: options)
             let (transactions, head) = state.withLock { state in (Self.unfinished(state, queue.key), UInt64(state.logs[queue.key]?.count ?? 0)) }
-            return try JSONCodec.encode(Storebus_PaymentQueue_V1_ListTransactionsResponse.with {
-                $0.transactions = transactions
-                $0.keySeq = head
-                $0.queueKey = queue.key
-            })
+            return try JSONCodec.encode(
+                Storebus_PaymentQueue_V1_ListTransactionsResponse.with {
+                    $0.transactions = transactions
+                    $0.keySeq = head
+                    $0.queueKey = queue.key
+                })
         case Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.path:
             let request = try JSONCodec.decode(Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest.self, from: body)
             return try JSONCodec.encode(restore(request, queue: try Self.queue(of: options)))
@@ -328,15 +332,16 @@ public final class InMemoryStore: StoreTransport {
                 response.invalidProductIdentifiers.append(id)
                 continue
             }
-            response.products.append(.with {
-                $0.productIdentifier = product.id
-                $0.localizedTitle = product.title
-                $0.price = product.price
-                $0.priceLocale = "en_US"
-                $0.currencyCode = "USD"
-                $0.formattedPrice = "$\(product.price)"
-                $0.productType = product.type
-            })
+            response.products.append(
+                .with {
+                    $0.productIdentifier = product.id
+                    $0.localizedTitle = product.title
+                    $0.price = product.price
+                    $0.priceLocale = "en_US"
+                    $0.currencyCode = "USD"
+                    $0.formattedPrice = "$\(product.price)"
+                    $0.productType = product.type
+                })
         }
         return response
     }
@@ -429,7 +434,9 @@ public final class InMemoryStore: StoreTransport {
         return already
     }
 
-    private func restore(_ request: Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, queue: Storebus_PaymentQueue_V1_QueueRef) -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
+    private func restore(
+        _ request: Storebus_PaymentQueue_V1_RestoreCompletedTransactionsRequest, queue: Storebus_PaymentQueue_V1_QueueRef
+    ) -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
         let response = state.withLock { state -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse in
             state.queues[queue.key] = queue
             let originals = state.order.compactMap { state.transactions[$0] }.filter { stored in
@@ -490,16 +497,18 @@ public final class InMemoryStore: StoreTransport {
                     let unfinished = Self.unfinished(state, queue.key)
                     var events: [Storebus_Gateway_V1_ObserverEvent] = []
                     if !unfinished.isEmpty {
-                        events.append(.with {
-                            $0.seq = head
-                            $0.updatedTransactions.transactions = unfinished
-                            $0.replayed = true
-                        })
+                        events.append(
+                            .with {
+                                $0.seq = head
+                                $0.updatedTransactions.transactions = unfinished
+                                $0.replayed = true
+                            })
                     }
-                    events.append(.with {
-                        $0.seq = head
-                        $0.replayComplete.replayedCount = UInt32(unfinished.count)
-                    })
+                    events.append(
+                        .with {
+                            $0.seq = head
+                            $0.replayComplete.replayedCount = UInt32(unfinished.count)
+                        })
                     return .with {
                         $0.events = events
                         $0.headSeq = head

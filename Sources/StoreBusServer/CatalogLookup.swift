@@ -55,11 +55,12 @@ public struct CatalogLookup: Sendable {
         if maxAge > .zero, let kept = cache.state.withLock({ $0.entries[key] }), kept.expires > now {
             return (kept.record, kept.storefront)
         }
-        let response = try await catalog.lookupProducts(.with {
-            $0.appBundleID = app
-            $0.productIdentifiers = [identifier]
-            $0.storefront = storefront
-        }, options: CallOptions(timeout: .seconds(5)))
+        let response = try await catalog.lookupProducts(
+            .with {
+                $0.appBundleID = app
+                $0.productIdentifiers = [identifier]
+                $0.storefront = storefront
+            }, options: CallOptions(timeout: .seconds(5)))
         let record = response.products.first
         if maxAge > .zero {
             cache.state.withLock { cache in

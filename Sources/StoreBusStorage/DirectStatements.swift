@@ -48,13 +48,14 @@ public struct StatementParameters {
         if kept(value.databaseValue) { return }
         var value = value
         let (statement, index) = (self.statement, next)
-        bound(value.withUTF8 { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { chars in
-                // A null pointer would bind NULL, not empty text.
-                guard let start = chars.baseAddress else { return sqlite3_bind_text(statement, index, "", 0, transient) }
-                return sqlite3_bind_text(statement, index, start, CInt(chars.count), transient)
-            }
-        })
+        bound(
+            value.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { chars in
+                    // A null pointer would bind NULL, not empty text.
+                    guard let start = chars.baseAddress else { return sqlite3_bind_text(statement, index, "", 0, transient) }
+                    return sqlite3_bind_text(statement, index, start, CInt(chars.count), transient)
+                }
+            })
     }
 
     /// Binds text, or NULL for nil.

@@ -27,17 +27,18 @@ public enum EventLog {
     /// Adds the event log's table to a migrator.
     public static func registerMigrations(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("storebus_event_log_v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE storebus_event (
-                    seq INTEGER PRIMARY KEY,
-                    stream_key TEXT NOT NULL,
-                    key_seq INTEGER NOT NULL,
-                    type TEXT NOT NULL,
-                    time_ms INTEGER NOT NULL,
-                    json TEXT NOT NULL,
-                    UNIQUE (stream_key, key_seq)
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE storebus_event (
+                        seq INTEGER PRIMARY KEY,
+                        stream_key TEXT NOT NULL,
+                        key_seq INTEGER NOT NULL,
+                        type TEXT NOT NULL,
+                        time_ms INTEGER NOT NULL,
+                        json TEXT NOT NULL,
+                        UNIQUE (stream_key, key_seq)
+                    )
+                    """)
         }
     }
 
@@ -128,9 +129,12 @@ public enum EventLog {
         let last = Int64(clamping: last)
         let rows: [Row]
         if key.isEmpty {
-            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"), arguments: [position, last, limit])
+            rows = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"), arguments: [position, last, limit])
         } else {
-            rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND seq <= ? ORDER BY key_seq LIMIT ?"), arguments: [key, position, last, limit])
+            rows = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND seq <= ? ORDER BY key_seq LIMIT ?"),
+                arguments: [key, position, last, limit])
         }
         return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
     }

@@ -94,33 +94,34 @@ public final class EventLogWriter: Sendable {
     public func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout Batch) throws -> T) async throws -> T {
         let outcome = OutcomeBox<T>()
         try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
-            committer.submit(CommitJob(
-                run: { db, positions in
-                    var batch = Batch(db: db, positions: positions)
-                    // The savepoint's statements are prepared once (GRDB's inSavepoint prepares them on
-                    // every call: 5% of the commit thread) and run directly (see DirectStatements):
-                    // GRDB's path follows each savepoint for transaction observers, which the writer's
-                    // connection has none of, at about 4K instructions a statement, four per purchase.
-                    try db.execute(cached: Self.savepoint)
-                    do {
-                        outcome.value = .success(try body(db, &batch))
-                        try db.execute(cached: Self.releaseSavepoint)
-                        return batch.events
-                    } catch {
-                        outcome.value = .failure(error)
-                        // Events it appended are undone with it: their positions are free again.
-                        positions.forget()
-                        // This write only is undone. If it cannot be, the whole group is rolled back
-                        // (the throw ends the transaction) rather than committing half a write.
-                        try db.execute(cached: Self.rollbackToSavepoint)
-                        try db.execute(cached: Self.releaseSavepoint)
-                        return nil
+            committer.submit(
+                CommitJob(
+                    run: { db, positions in
+                        var batch = Batch(db: db, positions: positions)
+                        // The savepoint's statements are prepared once (GRDB's inSavepoint prepares them on
+                        // every call: 5% of the commit thread) and run directly (see DirectStatements):
+                        // GRDB's path follows each savepoint for transaction observers, which the writer's
+                        // connection has none of, at about 4K instructions a statement, four per purchase.
+                        try db.execute(cached: Self.savepoint)
+                        do {
+                            outcome.value = .success(try body(db, &batch))
+                            try db.execute(cached: Self.releaseSavepoint)
+                            return batch.events
+                        } catch {
+                            outcome.value = .failure(error)
+                            // Events it appended are undone with it: their positions are free again.
+                            positions.forget()
+                            // This write only is undone. If it cannot be, the whole group is rolled back
+                            // (the throw ends the transaction) rather than committing half a write.
+                            try db.execute(cached: Self.rollbackToSavepoint)
+                            try db.execute(cached: Self.releaseSavepoint)
+                            return nil
+                        }
+                    },
+                    complete: { error in
+                        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                     }
-                },
-                complete: { error in
-                    if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-                }
-            ))
+                ))
         }
         return try outcome.take()
     }
@@ -287,10 +288,11 @@ private struct GroupCommit: Sendable {
         commitTimes.record(since: started)
         if let last = events.last { head.record(last.seq) }
         for _ in group { failPoints.hit("eventlog.after-commit") }
-        publisher?.ring(events.map { event in
-            let json = event.json.utf8
-            return Doorbell(log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
-        })
+        publisher?.ring(
+            events.map { event in
+                let json = event.json.utf8
+                return Doorbell(log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
+            })
         for job in group { job.complete(nil) }
     }
 }
@@ -363,4 +365,3 @@ private final class OutcomeBox<T: Sendable>: @unchecked Sendable {
         return try value.get()
     }
 }
-

@@ -294,7 +294,8 @@ final class Checkpointer: @unchecked Sendable {
             }
             // Columns: busy (1 when another checkpoint held the lock), WAL frames, frames copied.
             if let pass = pass ?? nil, let row = pass.row, row[0] as Int? == 0,
-               let frames = row[1] as Int?, let copied = row[2] as Int?, frames >= 0, copied >= 0 {
+                let frames = row[1] as Int?, let copied = row[2] as Int?, frames >= 0, copied >= 0
+            {
                 copiedVersion = frames == copied ? pass.version : nil
                 // Past the threshold, passes follow one another at once until one copies only a short
                 // tail: it was short itself, so the frames it left behind are few. The writer is then

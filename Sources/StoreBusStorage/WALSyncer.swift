@@ -3,6 +3,7 @@ import Metrics
 import StoreBus
 import StoreBusServer
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif

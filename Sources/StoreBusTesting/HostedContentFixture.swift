@@ -63,8 +63,8 @@ public struct HostedContentFixture: Sendable {
                 "localizations": ["en_US": ["title": "Pack \(pack.folder)", "description": "A large download."]],
                 "hostedContent": [
                     "contentId": pack.productID, "version": pack.version, "root": pack.folder,
-                    "files": [["path": pack.fileName, "length": pack.fileLength, "sha256": sha256]],
-                ],
+                    "files": [["path": pack.fileName, "length": pack.fileLength, "sha256": sha256]]
+                ]
             ])
         }
         apps[0]["products"] = products

@@ -1,5 +1,6 @@
 import Foundation
 import StoreBus
+import StoreSchema
 
 /// A request body as a tree, so that a change can reach any member: an object's members in order
 /// (repeated names allowed, as a hostile client may send them), or a value's JSON text.
@@ -61,7 +62,7 @@ public enum HostileCalls {
         "\"SK_ERROR_PAYMENT_CANCELLED\"", "[\"\(coins)\",\"\(coins)\",\"\",null]", "{\"queue\":{}}",
         "\"\(String(repeating: "x", count: 300))\"", "\"\(String(repeating: "é", count: 40_000))\"",
         String(repeating: "[", count: 400) + String(repeating: "]", count: 400),
-        "[" + (0..<1_500).map { "\"p\($0)\"" }.joined(separator: ",") + "]",
+        "[" + (0..<1_500).map { "\"p\($0)\"" }.joined(separator: ",") + "]"
     ]
 
     public static func value(using random: inout SeededRandom) -> String {
@@ -148,7 +149,7 @@ public enum HostileCalls {
             var outstanding = 0
             func take(_ frames: [[UInt8]]) {
                 guard let answer = Frames.parseAtClient(frames), let id = Int(String(decoding: answer.requestID, as: UTF8.self)),
-                      (0..<calls.count).contains(id)
+                    (0..<calls.count).contains(id)
                 else { return stray += 1 }
                 codes[id, default: []].append(answer.code)
                 outstanding -= 1
@@ -187,16 +188,16 @@ extension HostileCalls {
         let downloadRefs: HostileBody = .value("[{\"transactionIdentifier\":\(someID),\"contentIdentifier\":\"\(levelPack)\"}]")
         let templates: [String: HostileBody] = [
             Storebus_Gateway_V1_Gateway.authenticate.path: .object([
-                ("apiKey", .value("\"\(apiKey)\"")), ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\"")),
+                ("apiKey", .value("\"\(apiKey)\"")), ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\""))
             ]),
             Storebus_Gateway_V1_Gateway.observe.path: .object([
-                ("afterSeq", .value("\"0\"")), ("credit", .value("2")), ("waitMs", .value("50")), ("replay", .value("false")),
+                ("afterSeq", .value("\"0\"")), ("credit", .value("2")), ("waitMs", .value("50")), ("replay", .value("false"))
             ]),
             Storebus_Catalog_V1_Catalog.fetchProducts.path: .object([
-                ("appBundleId", .value(app)), ("productIdentifiers", .value("[\"\(coins)\",\"nope\"]")), ("storefront", .value("\"USA\"")),
+                ("appBundleId", .value(app)), ("productIdentifiers", .value("[\"\(coins)\",\"nope\"]")), ("storefront", .value("\"USA\""))
             ]),
             Storebus_Catalog_V1_Catalog.lookupProducts.path: .object([
-                ("appBundleId", .value(app)), ("productIdentifiers", .value("[\"\(coins)\"]")), ("storefront", .value("\"FRA\"")), ("includeFiles", .value("true")),
+                ("appBundleId", .value(app)), ("productIdentifiers", .value("[\"\(coins)\"]")), ("storefront", .value("\"FRA\"")), ("includeFiles", .value("true"))
             ]),
             Storebus_Catalog_V1_Catalog.getCatalogInfo.path: .object([]),
             Storebus_Catalog_V1_Catalog.listProducts.path: .object([("appBundleId", .value(app)), ("pageSize", .value("10")), ("pageToken", .value("\"\""))]),
@@ -204,24 +205,30 @@ extension HostileCalls {
             Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments.path: appAndAccount,
             Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path: .object([
                 ("queue", queue),
-                ("payment", .object([
-                    ("productIdentifier", .value("\"\(coins)\"")), ("quantity", .value("1")), ("applicationUsername", .value("\"u\"")),
-                    ("requestData", .value("\"\"")), ("simulatesAskToBuyInSandbox", .value("false")),
-                ])),
-                ("storefront", .value("\"USA\"")), ("idempotencyKey", .value("\"k\"")),
+                (
+                    "payment",
+                    .object([
+                        ("productIdentifier", .value("\"\(coins)\"")), ("quantity", .value("1")), ("applicationUsername", .value("\"u\"")),
+                        ("requestData", .value("\"\"")), ("simulatesAskToBuyInSandbox", .value("false"))
+                    ])
+                ),
+                ("storefront", .value("\"USA\"")), ("idempotencyKey", .value("\"k\""))
             ]),
             Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.path: .object([("queue", queue), ("transactionIdentifier", .value(someID))]),
             Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.path: .object([
-                ("queue", queue), ("applicationUsername", .value("\"u\"")), ("idempotencyKey", .value("\"r\"")),
+                ("queue", queue), ("applicationUsername", .value("\"u\"")), ("idempotencyKey", .value("\"r\""))
             ]),
             Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path: .object([("queue", queue)]),
             Storebus_PaymentQueue_V1_PaymentQueue.snapshotQueue.path: .object([("queue", queue)]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)),
-                ("policy", .object([
-                    ("mode", .value("\"POLICY_MODE_APPROVE\"")), ("failError", .value("\"SK_ERROR_PAYMENT_CANCELLED\"")),
-                    ("delayMs", .value("0")), ("purchasesRestricted", .value("false")),
-                ])),
+                (
+                    "policy",
+                    .object([
+                        ("mode", .value("\"POLICY_MODE_APPROVE\"")), ("failError", .value("\"SK_ERROR_PAYMENT_CANCELLED\"")),
+                        ("delayMs", .value("0")), ("purchasesRestricted", .value("false"))
+                    ])
+                )
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy.path: appAndAccount,
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy.path: .object([("transactionIdentifier", .value(someID))]),
@@ -229,52 +236,52 @@ extension HostileCalls {
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.resolveInterruptedPurchase.path: .object([("transactionIdentifier", .value(someID))]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction.path: .object([("transactionIdentifier", .value(someID)), ("reason", .value("\"r\""))]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions.path: .object([
-                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("includeFinished", .value("true")), ("pageSize", .value("10")), ("pageToken", .value("\"\"")),
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("includeFinished", .value("true")), ("pageSize", .value("10")), ("pageToken", .value("\"\""))
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions.path: appAndAccount,
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges.path: .object([
-                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("pageSize", .value("10")), ("pageToken", .value("\"\"")),
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("pageSize", .value("10")), ("pageToken", .value("\"\""))
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset.path: .object([]),
             Storebus_Receipt_V1_Receipt.refreshReceipt.path: .object([
-                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\"")), ("applicationVersion", .value("\"1\"")),
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\"")), ("applicationVersion", .value("\"1\""))
             ]),
             Storebus_Receipt_V1_Receipt.verifyReceipt.path: .object([
-                ("receiptData", .value("\"MIAGCSqGSIb3DQEHAqCAMIACAQE=\"")), ("password", .value("\"secret\"")), ("excludeOldTransactions", .value("true")),
+                ("receiptData", .value("\"MIAGCSqGSIb3DQEHAqCAMIACAQE=\"")), ("password", .value("\"secret\"")), ("excludeOldTransactions", .value("true"))
             ]),
             Storebus_Receipt_V1_Receipt.getEntitlements.path: .object([("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("minSeq", .value("\"0\""))]),
             Storebus_Receipt_V1_Receipt.getTransaction.path: .object([
-                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("transactionId", .value(someID)), ("minSeq", .value("\"0\"")),
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("transactionId", .value(someID)), ("minSeq", .value("\"0\""))
             ]),
             Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
             Storebus_Receipt_V1_Receipt.rotateSigningKey.path: .object([]),
             Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads.path: .object([
                 ("queue", queue),
                 ("updates", .value("[{\"transactionIdentifier\":\(someID),\"contentIdentifier\":\"c\",\"action\":\"DOWNLOAD_ACTION_START\",\"progress\":0.5}]")),
-                ("checkOnly", .value("true")),
+                ("checkOnly", .value("true"))
             ]),
             Storebus_Download_V1_Download.startDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
             Storebus_Download_V1_Download.pauseDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
             Storebus_Download_V1_Download.resumeDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
             Storebus_Download_V1_Download.cancelDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
             Storebus_Download_V1_Download.completeDownload.path: .object([
-                ("queue", queue), ("download", downloadRef), ("sha256", .value("\"\(String(repeating: "0", count: 64))\"")), ("contentUrl", .value("\"file:///tmp/c\"")),
+                ("queue", queue), ("download", downloadRef), ("sha256", .value("\"\(String(repeating: "0", count: 64))\"")), ("contentUrl", .value("\"file:///tmp/c\""))
             ]),
             Storebus_Download_V1_Download.failDownload.path: .object([
                 ("queue", queue), ("download", downloadRef),
                 ("error", .object([("code", .value("\"SK_ERROR_UNKNOWN\"")), ("localizedDescription", .value("\"disk full\""))])),
-                ("bytesKept", .value("\"0\"")),
+                ("bytesKept", .value("\"0\""))
             ]),
             Storebus_Download_V1_Download.getDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
             Storebus_Download_V1_Download.readChunk.path: .object([
-                ("queue", queue), ("download", downloadRef), ("offset", .value("\"0\"")), ("maxBytes", .value("4096")), ("ifVersion", .value("\"1.0\"")),
+                ("queue", queue), ("download", downloadRef), ("offset", .value("\"0\"")), ("maxBytes", .value("4096")), ("ifVersion", .value("\"1.0\""))
             ]),
             Storebus_Eventlog_V1_EventLog.readEvents.path: .object([("key", .value("\"\(puzzle)/\(account)/d\"")), ("afterSeq", .value("\"0\"")), ("limit", .value("10"))]),
             Storebus_Health_V1_Health.check.path: .object([("service", .value("\"\""))]),
             Storebus_Diagnostics_V1_Diagnostics.echo.path: .object([("payload", .value("\"p\"")), ("delayMs", .value("0"))]),
             Storebus_Diagnostics_V1_Diagnostics.getServerStats.path: .object([]),
             Storebus_Testkit_V1_Journal.append.path: .object([("key", .value("\"k\"")), ("text", .value("\"t\""))]),
-            Storebus_Testkit_V1_Journal.countEntries.path: .object([("key", .value("\"k\""))]),
+            Storebus_Testkit_V1_Journal.countEntries.path: .object([("key", .value("\"k\""))])
         ]
         return templates.sorted { $0.key < $1.key }.map { (path: $0.key, body: $0.value) }
     }
@@ -285,5 +292,3 @@ extension HostileCalls {
         templates(account: account, apiKey: apiKey).filter { template in services.contains { template.path.hasPrefix("/\($0)/") } }
     }
 }
-
-import StoreSchema

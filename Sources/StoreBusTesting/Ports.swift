@@ -11,7 +11,8 @@ import Glibc
 /// could take it before the caller bound it (seen: a benchmark's gateway port answered by another
 /// test's server).
 public func unusedLoopbackPort() throws -> Int {
-    let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+    let ephemeralStart =
+        (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
         .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
     let range = 10_000..<max(10_001, min(ephemeralStart, 65_536))
     for _ in 0..<200 {

@@ -8,7 +8,7 @@ public enum ProcessStat {
     /// and parentheses itself, so the fields start after the last closing one.
     public static func fields(of pid: pid_t) -> [Substring]? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let nameEnd = text.lastIndex(of: ")")
+            let nameEnd = text.lastIndex(of: ")")
         else { return nil }
         return text[text.index(after: nameEnd)...].split(separator: " ")
     }
@@ -32,7 +32,7 @@ public struct MachineCPUTime: Sendable, Equatable {
     /// The machine's CPU time now; nil where there is no /proc.
     public static func read() -> MachineCPUTime? {
         guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-              let line = text.split(separator: "\n", maxSplits: 1).first
+            let line = text.split(separator: "\n", maxSplits: 1).first
         else { return nil }
         return parse(line)
     }

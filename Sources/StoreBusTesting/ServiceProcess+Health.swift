@@ -15,7 +15,8 @@ extension ServiceProcess {
             guard isRunning else { throw TestingError("\(name) exited before serving:\n\(output)") }
             // Time for a gateway to ask the services behind it (up to a second when one is down).
             if let answer = try? await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(2))),
-               answer.status == .serving {
+                answer.status == .serving
+            {
                 return
             }
             try await Task.sleep(for: .milliseconds(20))

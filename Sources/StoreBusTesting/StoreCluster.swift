@@ -92,8 +92,10 @@ public final class StoreCluster: Sendable {
         )
         queue = ServiceProcess(
             name: "storebus-payment-queue",
-            arguments: ["--rpc-endpoint", queueEndpoint, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
-                        "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel],
+            arguments: [
+                "--rpc-endpoint", queueEndpoint, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
+                "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
+            ],
             logFile: directory.url.appendingPathComponent("payment-queue.log")
         )
         let receiptEndpoint = directory.ipcEndpoint("receipt")
@@ -103,22 +105,26 @@ public final class StoreCluster: Sendable {
             "service": [
                 "environment": storeEnvironment,
                 "apps": [["bundleId": puzzle, "sharedSecret": puzzleSharedSecret]],
-                "httpAddress": receiptHTTPAddress,
-            ],
+                "httpAddress": receiptHTTPAddress
+            ]
         ]
         try JSONSerialization.data(withJSONObject: receiptSettings).write(to: receiptConfig)
         receipt = ServiceProcess(
             name: "storebus-receipt",
-            arguments: ["--config", receiptConfig.path, "--rpc-endpoint", receiptEndpoint, "--data-dir", directory.path("receipt-data"),
-                        "--payment-queue-endpoint", queueEndpoint, "--payment-queue-events", queueEvents,
-                        "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel],
+            arguments: [
+                "--config", receiptConfig.path, "--rpc-endpoint", receiptEndpoint, "--data-dir", directory.path("receipt-data"),
+                "--payment-queue-endpoint", queueEndpoint, "--payment-queue-events", queueEvents,
+                "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
+            ],
             logFile: directory.url.appendingPathComponent("receipt.log")
         )
         download = ServiceProcess(
             name: "storebus-download",
-            arguments: ["--rpc-endpoint", directory.ipcEndpoint("download"), "--data-dir", directory.path("download-data"),
-                        "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint, "--payment-queue-endpoint", queueEndpoint,
-                        "--payment-queue-events", queueEvents, "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel],
+            arguments: [
+                "--rpc-endpoint", directory.ipcEndpoint("download"), "--data-dir", directory.path("download-data"),
+                "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint, "--payment-queue-endpoint", queueEndpoint,
+                "--payment-queue-events", queueEvents, "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel
+            ],
             logFile: directory.url.appendingPathComponent("download.log")
         )
         let config = directory.url.appendingPathComponent("gateway.json")
@@ -133,9 +139,9 @@ public final class StoreCluster: Sendable {
                 "routes": extraRoutes.map { ["name": $0.name, "process": $0.process, "services": $0.services, "endpoints": [$0.endpoint]] },
                 "apiKeys": [
                     ["name": "puzzle", "key": appKey, "apps": appKeyApps],
-                    ["name": "operator", "key": adminKey, "admin": true],
-                ],
-            ],
+                    ["name": "operator", "key": adminKey, "admin": true]
+                ]
+            ]
         ]
         let home = directory
         let endpoints = try (1...max(1, gatewayCount)).map { index in

@@ -100,7 +100,7 @@ public final class CurveAuthenticator: Sendable {
         poller.add(socket)
         while !stopping.load(ordering: .acquiring) {
             // A short poll, so that stop() is seen within a tenth of a second.
-            guard let ready = try? poller.poll(timeoutMilliseconds: 100) else { return }  // ETERM
+            guard let ready = try? poller.poll(timeoutMilliseconds: 100) else { return } // ETERM
             guard ready > 0, let request = try? socket.receive(dontWait: true) else { continue }
             let reply = answer(request.frames)
             do { try socket.send(Message(frames: reply)) } catch { return }

@@ -54,8 +54,8 @@ struct DeliveredAs {
     static func compatibility(_ source: Descriptor, _ target: Descriptor) -> (compatible: Bool, exact: Bool) {
         for field in target.fields {
             guard let same = source.fields.first(where: { $0.number == field.number }),
-                  same.name == field.name, same.type == field.type, same.isRepeated == field.isRepeated,
-                  same.messageType?.fullName == field.messageType?.fullName, same.enumType?.fullName == field.enumType?.fullName
+                same.name == field.name, same.type == field.type, same.isRepeated == field.isRepeated,
+                same.messageType?.fullName == field.messageType?.fullName, same.enumType?.fullName == field.enumType?.fullName
             else { return (false, false) }
         }
         return (true, source.fields.count == target.fields.count)

@@ -141,7 +141,7 @@ struct RuleIndex {
 
     private mutating func transitive(_ message: Descriptor, memo: WritableKeyPath<RuleIndex, [String: Bool]>, _ test: (FieldRules) -> Bool) -> Bool {
         if let known = self[keyPath: memo][message.fullName] { return known }
-        self[keyPath: memo][message.fullName] = false  // a cycle adds nothing
+        self[keyPath: memo][message.fullName] = false // a cycle adds nothing
         var found = false
         for field in message.fields {
             if let rules = rules[field.fullName], test(rules) { found = true }

@@ -178,7 +178,8 @@ struct ContractOptions {
             extensions: SimpleExtensionMap([Self.methodAccess, Self.methodCacheable, Self.methodPrewritten])
         )
         let place = "\(method.service.fullName).\(method.name)"
-        access = try options.getExtensionValue(ext: Self.methodAccess).flatMap { try Self.accessName($0, in: place) }
+        access =
+            try options.getExtensionValue(ext: Self.methodAccess).flatMap { try Self.accessName($0, in: place) }
             ?? serviceDefault ?? "internal"
         cacheable = options.getExtensionValue(ext: Self.methodCacheable) ?? false
         prewritten = options.getExtensionValue(ext: Self.methodPrewritten) ?? false

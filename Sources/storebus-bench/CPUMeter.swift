@@ -24,7 +24,7 @@ struct CPUMeter {
     /// utime plus stime of `/proc/<pid>/stat`, in seconds.
     static func seconds(pid: pid_t) -> Double? {
         guard let fields = ProcessStat.fields(of: pid), fields.count > 12,
-              let user = Double(fields[11]), let system = Double(fields[12])
+            let user = Double(fields[11]), let system = Double(fields[12])
         else { return nil }
         return (user + system) / ticksPerSecond
     }

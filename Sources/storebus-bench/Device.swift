@@ -80,24 +80,32 @@ final class Device: Sendable {
         self.queue = queue
         self.product = product
         self.position = Mutex(position)
-        fetchBody = try JSONCodec.encode(Storebus_Catalog_V1_FetchProductsRequest.with {
-            $0.appBundleID = queue.appBundleID
-            $0.productIdentifiers = [product]
-        })
-        addBody = try JSONCodec.encode(Storebus_PaymentQueue_V1_AddPaymentRequest.with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
-        })
+        fetchBody = try JSONCodec.encode(
+            Storebus_Catalog_V1_FetchProductsRequest.with {
+                $0.appBundleID = queue.appBundleID
+                $0.productIdentifiers = [product]
+            })
+        addBody = try JSONCodec.encode(
+            Storebus_PaymentQueue_V1_AddPaymentRequest.with {
+                $0.queue = queue
+                $0.payment = .with {
+                    $0.productIdentifier = product; $0.quantity = 1
+                }
+            })
         let seqSentinel = UInt64(9_876_543_210_123)
-        observeBody = try BodyTemplate(JSONCodec.encode(Storebus_Gateway_V1_ObserveRequest.with {
-            $0.afterSeq = seqSentinel
-            $0.waitMs = 5_000
-        }), around: String(seqSentinel))
+        observeBody = try BodyTemplate(
+            JSONCodec.encode(
+                Storebus_Gateway_V1_ObserveRequest.with {
+                    $0.afterSeq = seqSentinel
+                    $0.waitMs = 5_000
+                }), around: String(seqSentinel))
         let idSentinel = "flow-bench-transaction-sentinel"
-        finishBody = try BodyTemplate(JSONCodec.encode(Storebus_PaymentQueue_V1_FinishTransactionRequest.with {
-            $0.queue = queue
-            $0.transactionIdentifier = idSentinel
-        }), around: idSentinel)
+        finishBody = try BodyTemplate(
+            JSONCodec.encode(
+                Storebus_PaymentQueue_V1_FinishTransactionRequest.with {
+                    $0.queue = queue
+                    $0.transactionIdentifier = idSentinel
+                }), around: idSentinel)
     }
 
     /// Calls `method` with an encoded request; the answer's body on OK, its error otherwise.
@@ -117,12 +125,14 @@ final class Device: Sendable {
     /// Authenticates and attaches (the launch replay) as an app would; with `parked`, starts the
     /// observer's long-poll chain.
     static func open(client: RPCClient, app: String, account: String, product: String, parked: Bool) async throws -> Device {
-        let session = try await client.call(Storebus_Gateway_V1_Gateway.authenticate, .with {
-            $0.apiKey = appKey
-            $0.appBundleID = app
-            $0.accountID = account
-            $0.deviceID = "device"
-        })
+        let session = try await client.call(
+            Storebus_Gateway_V1_Gateway.authenticate,
+            .with {
+                $0.apiKey = appKey
+                $0.appBundleID = app
+                $0.accountID = account
+                $0.deviceID = "device"
+            })
         let options = CallOptions(timeout: .seconds(30), metadata: ["session": session.sessionID])
         let replay = try await client.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.replay = true }, options: options)
         let device = try Device(client: client, options: options, queue: session.queue, product: product, position: replay.headSeq)
@@ -269,9 +279,9 @@ enum FlowAnswers {
     /// Throws unless the FetchProductsResponse `json` lists `product` first.
     static func checkListed(_ product: String, in json: [UInt8]) throws {
         guard let products = JSONScanner.member("products", of: json, in: json.indices),
-              let first = JSONScanner.elements(of: json, in: products)?.first,
-              let identifier = JSONScanner.member("productIdentifier", of: json, in: first),
-              JSONScanner.plainString(json, identifier) == Array(product.utf8)
+            let first = JSONScanner.elements(of: json, in: products)?.first,
+            let identifier = JSONScanner.member("productIdentifier", of: json, in: first),
+            JSONScanner.plainString(json, identifier) == Array(product.utf8)
         else { throw unexpected("FetchProducts", json) }
     }
 
@@ -279,7 +289,7 @@ enum FlowAnswers {
     static func transactionIdentifier(_ json: [UInt8]) throws -> String {
         // The answer's members and the transaction's in one pass.
         guard let fields = JSONScanner.members(of: json, in: json.indices, andOf: "transaction")?.nested,
-              let id = identifier(json, fields)
+            let id = identifier(json, fields)
         else { throw unexpected("AddPayment", json) }
         return id
     }
@@ -327,7 +337,7 @@ enum FlowAnswers {
     /// The transactionIdentifier among the members of a PaymentTransaction object.
     private static func identifier(_ json: [UInt8], _ fields: [(name: String, value: Range<Int>)]) -> String? {
         guard let value = fields.first(where: { $0.name == "transactionIdentifier" }),
-              let bytes = JSONScanner.plainString(json, value.value)
+            let bytes = JSONScanner.plainString(json, value.value)
         else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }

@@ -77,7 +77,11 @@ struct DownloadBench {
         let endpoint = [cluster.directory.ipcEndpoint("download")]
         let readerRPC = try RPCClient(configuration: ClientConfiguration(endpoints: endpoint))
         let echoRPC = try RPCClient(configuration: ClientConfiguration(endpoints: endpoint))
-        defer { Task { await readerRPC.shutdown(); await echoRPC.shutdown() } }
+        defer {
+            Task {
+                await readerRPC.shutdown(); await echoRPC.shutdown()
+            }
+        }
         let downloads = Storebus_Download_V1_Download.Client(readerRPC)
         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
             $0.appBundleID = puzzle
@@ -91,7 +95,10 @@ struct DownloadBench {
             }
         }
         guard let ref = refs.first else { throw ClusterFailure(description: "\(Self.big.productID) has no hosted content") }
-        _ = try await downloads.startDownloads(.with { $0.queue = queue; $0.downloads = refs })
+        _ = try await downloads.startDownloads(
+            .with {
+                $0.queue = queue; $0.downloads = refs
+            })
         let count = 2_000
         let idle = try await RunBenchmarks.echoRoundTrips(echoRPC, RunBenchmarks.echoRequest, count: count)
         let chunk: Int64 = 1 << 20
@@ -103,12 +110,13 @@ struct DownloadBench {
                 group.addTask {
                     var offset = Int64(lane) * chunk, bytes: Int64 = 0
                     while !stop.raised {
-                        let answer = try await downloads.readChunk(.with {
-                            $0.queue = queue
-                            $0.download = ref
-                            $0.offset = offset
-                            $0.maxBytes = UInt32(chunk)
-                        })
+                        let answer = try await downloads.readChunk(
+                            .with {
+                                $0.queue = queue
+                                $0.download = ref
+                                $0.offset = offset
+                                $0.maxBytes = UInt32(chunk)
+                            })
                         bytes += Int64(answer.data.count)
                         offset += Int64(Self.window) * chunk
                         if offset >= length { offset = Int64(lane) * chunk }
@@ -133,8 +141,9 @@ struct DownloadBench {
     /// The package the download service made of `pack`.
     private func packageFile(_ cluster: StoreCluster, _ pack: HostedContentFixture.Pack) throws -> URL {
         let packages = URL(fileURLWithPath: cluster.directory.path("download-data")).appendingPathComponent("packages")
-        guard let name = try FileManager.default.contentsOfDirectory(atPath: packages.path)
-            .first(where: { $0.hasPrefix(pack.productID + "-") && $0.hasSuffix(".tar") })
+        guard
+            let name = try FileManager.default.contentsOfDirectory(atPath: packages.path)
+                .first(where: { $0.hasPrefix(pack.productID + "-") && $0.hasSuffix(".tar") })
         else { throw ClusterFailure(description: "no package of \(pack.productID)") }
         return packages.appendingPathComponent(name)
     }
@@ -181,7 +190,7 @@ struct DownloadBench {
             ready.signal()
             var buffer = [UInt8](repeating: 0, count: chunk)
             while true {
-                guard let message = try? router.receive() else { return }  // ETERM at shutdown
+                guard let message = try? router.receive() else { return } // ETERM at shutdown
                 var frames = message.frames
                 let offset = frames[frames.count - 1].withUnsafeBytes { $0.loadUnaligned(as: Int64.self) }
                 let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, chunk, off_t(offset)) }
@@ -219,7 +228,7 @@ struct DownloadBench {
     /// The largest resident size a process reached (VmHWM), in bytes.
     static func peakResidentBytes(_ pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
         else { return nil }
         let digits = line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
         return digits.map { $0 * 1024 }

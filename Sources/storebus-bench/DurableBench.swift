@@ -48,30 +48,37 @@ struct DurableBench {
         var purchaseRates: [Double] = [], commitRates: [Double] = []
         for round in 0..<rounds {
             commitRates.append(try Self.sqliteCommits(directory: directory, count: max(200, flows / 2), round: round))
-            purchaseRates.append(try await RunBenchmarks.concurrentRate(total: flows, concurrency: concurrency) {
-                let queue = Storebus_PaymentQueue_V1_QueueRef.with {
-                    $0.appBundleID = app
-                    $0.accountID = "bench-\(Int.random(in: 0..<concurrency))"
-                    $0.deviceID = "device"
-                }
-                let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                    $0.queue = queue
-                    $0.payment = .with { $0.productIdentifier = consumable; $0.quantity = 1 }
-                    $0.storefront = "USA"
-                })
-                // Finish as soon as the authority has decided (FAILED_PRECONDITION while purchasing).
-                while true {
-                    do {
-                        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
-                            $0.queue = queue
-                            $0.transactionIdentifier = added.transaction.transactionIdentifier
-                        })
-                        return
-                    } catch let error as RPCError where error.code == .failedPrecondition {
-                        try await Task.sleep(for: .milliseconds(1))
+            purchaseRates.append(
+                try await RunBenchmarks.concurrentRate(total: flows, concurrency: concurrency) {
+                    let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+                        $0.appBundleID = app
+                        $0.accountID = "bench-\(Int.random(in: 0..<concurrency))"
+                        $0.deviceID = "device"
                     }
-                }
-            })
+                    let added = try await client.call(
+                        Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                        .with {
+                            $0.queue = queue
+                            $0.payment = .with {
+                                $0.productIdentifier = consumable; $0.quantity = 1
+                            }
+                            $0.storefront = "USA"
+                        })
+                    // Finish as soon as the authority has decided (FAILED_PRECONDITION while purchasing).
+                    while true {
+                        do {
+                            _ = try await client.call(
+                                Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+                                .with {
+                                    $0.queue = queue
+                                    $0.transactionIdentifier = added.transaction.transactionIdentifier
+                                })
+                            return
+                        } catch let error as RPCError where error.code == .failedPrecondition {
+                            try await Task.sleep(for: .milliseconds(1))
+                        }
+                    }
+                })
         }
         report("sqlite_commits_per_s", median(commitRates), "commits/s")
         report("durable_purchases_per_s", median(purchaseRates), "purchases/s")

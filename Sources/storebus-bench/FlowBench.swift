@@ -57,7 +57,7 @@ struct FlowBench {
     /// The CPU meter of the bench and a cluster's services.
     static func meter(_ cluster: StoreCluster) -> CPUMeter? {
         guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid,
-              let receiptPID = cluster.receipt.pid
+            let receiptPID = cluster.receipt.pid
         else { return nil }
         return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID), ("receipt", receiptPID)])
     }
@@ -107,10 +107,11 @@ struct FlowBench {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
             if runsClosedLoop {
                 var before: UInt64?
-                closed.add(try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)", probe: probe) {
-                    for device in simulated { _ = device.takeSteps() }
-                    before = try await Self.requestsReceived(queueStats)
-                })
+                closed.add(
+                    try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)", probe: probe) {
+                        for device in simulated { _ = device.takeSteps() }
+                        before = try await Self.requestsReceived(queueStats)
+                    })
                 if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round)") }
                 if verbose { Self.printSteps(simulated, round: "\(round)") }
             }
@@ -120,9 +121,10 @@ struct FlowBench {
                 _ = try await Self.drive(simulated, on: reactor, flows: max(devices, flows / 10), pacedAt: Double(pacedRate))
                 for device in simulated { _ = device.takeSteps() }
                 let before = try await Self.requestsReceived(queueStats)
-                paced.add(try await Self.metered(meter, flows: flows, round: "\(round) paced", verbose: verbose) {
-                    try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
-                })
+                paced.add(
+                    try await Self.metered(meter, flows: flows, round: "\(round) paced", verbose: verbose) {
+                        try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
+                    })
                 if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round) paced") }
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
                 if let floor {

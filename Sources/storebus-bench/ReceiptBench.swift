@@ -1,11 +1,11 @@
 import Crypto
-import Synchronization
 import Foundation
 import ReceiptFormat
 import StoreBus
 import StoreBusTesting
 import StoreSchema
 import SwiftASN1
+import Synchronization
 import X509
 
 /// Receipt verification: a receipt of 100 in-app purchases, verified by the receipt service
@@ -42,18 +42,25 @@ struct ReceiptBench {
 
     private func measure(queue: RPCClient, receipts: RPCClient) async throws {
         // A receipt of 100 purchases: consumables left unfinished stay in it.
-        let account = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = puzzle; $0.accountID = "receipt-bench"; $0.deviceID = "d" }
+        let account = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = puzzle; $0.accountID = "receipt-bench"; $0.deviceID = "d"
+        }
         for _ in 0..<Self.entries {
-            _ = try await queue.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                $0.queue = account
-                $0.payment = .with { $0.productIdentifier = coins }
-            })
+            _ = try await queue.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                .with {
+                    $0.queue = account
+                    $0.payment = .with { $0.productIdentifier = coins }
+                })
         }
         var der: [UInt8] = []
         let filled = try await waitUntil(timeout: .seconds(60), interval: .milliseconds(20)) {
-            let data = try await receipts.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with {
-                $0.appBundleID = puzzle; $0.accountID = account.accountID; $0.deviceID = account.deviceID
-            }).receiptData
+            let data = try await receipts.call(
+                Storebus_Receipt_V1_Receipt.refreshReceipt,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = account.accountID; $0.deviceID = account.deviceID
+                }
+            ).receiptData
             der = Array(Data(base64Encoded: data) ?? Data())
             return (try? AppReceipt(der: ReceiptSignature.attachedPayload(of: der)).inApp.count) == Self.entries
         }
@@ -71,13 +78,16 @@ struct ReceiptBench {
         for round in 0..<rounds {
             bare.append(floor.verificationsPerSecond(count: 2_000))
             let offlineCount = 400
-            offline.append(Double(offlineCount) / (try await RunBenchmarks.concurrentSeconds(total: offlineCount, concurrency: 1, warmUp: true) {
-                _ = try await verifier.verify(receipt)
-            }))
-            service.append(try await RunBenchmarks.concurrentRate(total: 1_000, concurrency: window) {
-                let answer = try await receipts.call(Storebus_Receipt_V1_Receipt.verifyReceipt, request)
-                guard answer.status == 0 else { throw ClusterFailure(description: "VerifyReceipt answered \(answer.status)") }
-            })
+            offline.append(
+                Double(offlineCount)
+                    / (try await RunBenchmarks.concurrentSeconds(total: offlineCount, concurrency: 1, warmUp: true) {
+                        _ = try await verifier.verify(receipt)
+                    }))
+            service.append(
+                try await RunBenchmarks.concurrentRate(total: 1_000, concurrency: window) {
+                    let answer = try await receipts.call(Storebus_Receipt_V1_Receipt.verifyReceipt, request)
+                    guard answer.status == 0 else { throw ClusterFailure(description: "VerifyReceipt answered \(answer.status)") }
+                })
             if verbose {
                 FileHandle.standardError.write("round \(round) receipts: bare \(Int(bare.last!))/s, offline \(Int(offline.last!))/s, service \(Int(service.last!))/s\n".data(using: .utf8)!)
             }
@@ -104,17 +114,17 @@ struct SignatureFloor {
         var outerNodes = outer.makeIterator()
         _ = outerNodes.next()
         guard let wrapped = outerNodes.next(), case .constructed(let explicit) = wrapped.content,
-              let signedData = explicit.first(where: { _ in true }), case .constructed(let fields) = signedData.content
+            let signedData = explicit.first(where: { _ in true }), case .constructed(let fields) = signedData.content
         else { throw ClusterFailure(description: "no SignedData") }
         let children = Array(fields)
         guard let certificates = children.first(where: { $0.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) }),
-              case .constructed(let certificateNodes) = certificates.content,
-              let signerInfos = children.last, case .constructed(let infos) = signerInfos.content,
-              let signerInfo = infos.first(where: { _ in true }), case .constructed(let infoFields) = signerInfo.content
+            case .constructed(let certificateNodes) = certificates.content,
+            let signerInfos = children.last, case .constructed(let infos) = signerInfos.content,
+            let signerInfo = infos.first(where: { _ in true }), case .constructed(let infoFields) = signerInfo.content
         else { throw ClusterFailure(description: "no signer") }
         let info = Array(infoFields)
         guard let attributes = info.first(where: { $0.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) }),
-              let signatureNode = info.last
+            let signatureNode = info.last
         else { throw ClusterFailure(description: "no signed attributes") }
         // Signed as a SET OF (tag 0x31), carried as [0] IMPLICIT.
         var set = Array(attributes.encodedBytes)
@@ -150,7 +160,9 @@ final class ReceiptLagProbe: Sendable {
     let receipts: RPCClient
     let interval: Duration
     private let lags = Mutex<[Double]>([])
-    static let probeQueue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = puzzle; $0.accountID = "lag-probe"; $0.deviceID = "p" }
+    static let probeQueue = Storebus_PaymentQueue_V1_QueueRef.with {
+        $0.appBundleID = puzzle; $0.accountID = "lag-probe"; $0.deviceID = "p"
+    }
 
     init(cluster: StoreCluster, interval: Duration = .milliseconds(20)) throws {
         queue = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.directory.ipcEndpoint("pq")]))
@@ -171,16 +183,22 @@ final class ReceiptLagProbe: Sendable {
     }
 
     private func probe() async throws {
-        let added = try await queue.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = Self.probeQueue
-            $0.payment = .with { $0.productIdentifier = coins }
-        }).transaction
+        let added = try await queue.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = Self.probeQueue
+                $0.payment = .with { $0.productIdentifier = coins }
+            }
+        ).transaction
         let answered = ContinuousClock.now
         let id = added.transactionIdentifier
         while true {
-            let data = try await receipts.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .with {
-                $0.appBundleID = puzzle; $0.accountID = Self.probeQueue.accountID; $0.deviceID = Self.probeQueue.deviceID
-            }).receiptData
+            let data = try await receipts.call(
+                Storebus_Receipt_V1_Receipt.refreshReceipt,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = Self.probeQueue.accountID; $0.deviceID = Self.probeQueue.deviceID
+                }
+            ).receiptData
             let receipt = try AppReceipt(der: ReceiptSignature.attachedPayload(of: Array(Data(base64Encoded: data) ?? Data())))
             if receipt.inApp.contains(where: { $0.transactionID == id }) { break }
             if ContinuousClock.now - answered > .seconds(30) { throw ClusterFailure(description: "\(id) never reached the receipt") }
@@ -189,7 +207,11 @@ final class ReceiptLagProbe: Sendable {
         let lag = ContinuousClock.now - answered
         lags.withLock { $0.append(Double(lag.components.seconds) * 1000 + Double(lag.components.attoseconds) / 1e15) }
         // Finished, it leaves the receipt: the probe's receipt stays small.
-        _ = try await queue.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = Self.probeQueue; $0.transactionIdentifier = id })
+        _ = try await queue.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+            .with {
+                $0.queue = Self.probeQueue; $0.transactionIdentifier = id
+            })
     }
 
     /// The lags measured so far, in milliseconds, sorted.

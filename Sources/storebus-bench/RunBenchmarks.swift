@@ -54,7 +54,10 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "After each paced flow run, run its floor: the same flows over plain libzmq (purchase_flow_paced_floor_*).")
     var flowFloor = true
 
-    @Flag(help: "In the flow figures, each device keeps an Observe call parked at the gateway at all times, as the SDK's PaymentQueue does, instead of asking for the callbacks it waits for once the call that causes them is answered.")
+    @Flag(
+        help:
+            "In the flow figures, each device keeps an Observe call parked at the gateway at all times, as the SDK's PaymentQueue does, instead of asking for the callbacks it waits for once the call that causes them is answered."
+    )
     var parkedObserver = false
 
     @Flag(inversion: .prefixedNo, help: "After the closed-loop flow figures, run them again on services with their fast paths off (STOREBUS_FAST_PATHS=off): the _reference figures.")
@@ -86,7 +89,10 @@ struct RunBenchmarks: AsyncParsableCommand {
                 try await DownloadBench(rounds: max(1, rounds / 2 + 1), verbose: verbose).run()
             }
             if wants("flows") {
-                try await FlowBench(flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop, parkedObserver: parkedObserver, floor: flowFloor, reference: reference).run()
+                try await FlowBench(
+                    flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop,
+                    parkedObserver: parkedObserver, floor: flowFloor, reference: reference
+                ).run()
             }
         } catch {
             // After a signal, the flows fail as their services stop: the signal's handler ends the
@@ -142,9 +148,12 @@ struct RunBenchmarks: AsyncParsableCommand {
         )
         curveServer.start()
         let bareCurveEndpoint = try TransportBench.startEcho(context: curveServerContext) { $0 }
-        let curveClientContext = try ZeroMQ.Context(ioThreads: 1, tcpSecurity: .curve(CurveLinks(
-            keyPair: clientKeys, serverKeys: [curveServer.boundEndpoints[0]: serverKeys.publicKey, bareCurveEndpoint: serverKeys.publicKey]
-        )))
+        let curveClientContext = try ZeroMQ.Context(
+            ioThreads: 1,
+            tcpSecurity: .curve(
+                CurveLinks(
+                    keyPair: clientKeys, serverKeys: [curveServer.boundEndpoints[0]: serverKeys.publicKey, bareCurveEndpoint: serverKeys.publicKey]
+                )))
         let curveClient = try RPCClient(configuration: ClientConfiguration(endpoints: curveServer.boundEndpoints), context: curveClientContext)
 
         // The catalog service on the sample catalog: FetchProducts with 20 identifiers in one storefront.
@@ -163,15 +172,17 @@ struct RunBenchmarks: AsyncParsableCommand {
         for _ in 0..<rounds {
             let rtt = try await onThread("bench") { try latencyBench.roundTrips(endpoint: bareEndpoint, context: context) }
             bareRTT.append(Double(rtt.valueAtPercentile(50)) / 1000)
-            bareRate.append(try await onThread("bench") {
-                try bench.pipelined(endpoint: bareEndpoint, context: context, encode: { body }, decode: { _ in })
-            })
+            bareRate.append(
+                try await onThread("bench") {
+                    try bench.pipelined(endpoint: bareEndpoint, context: context, encode: { body }, decode: { _ in })
+                })
             let histogram = try await RunBenchmarks.echoRoundTrips(client, request, count: roundTrips)
             rpcP50.append(Double(histogram.valueAtPercentile(50)) / 1000)
             rpcP99.append(Double(histogram.valueAtPercentile(99)) / 1000)
-            bareCurveRate.append(try await onThread("bench") {
-                try bench.pipelined(endpoint: bareCurveEndpoint, context: curveClientContext, encode: { body }, decode: { _ in })
-            })
+            bareCurveRate.append(
+                try await onThread("bench") {
+                    try bench.pipelined(endpoint: bareCurveEndpoint, context: curveClientContext, encode: { body }, decode: { _ in })
+                })
             let curveHistogram = try await RunBenchmarks.echoRoundTrips(curveClient, request, count: roundTrips)
             curveP50.append(Double(curveHistogram.valueAtPercentile(50)) / 1000)
             // The JSON floor and the RPC throughput alternate in slices, so that a slow spell of a shared
@@ -203,14 +214,17 @@ struct RunBenchmarks: AsyncParsableCommand {
             rpcRate.append(sliced / rpcSeconds)
             rpcLoopRate.append(sliced / loopSeconds)
             curveRate.append(sliced / curveSeconds)
-            catalogRate.append(try await RunBenchmarks.concurrentRate(total: messages / 4, concurrency: window) {
-                _ = try await catalogClient.call(Storebus_Catalog_V1_Catalog.fetchProducts, fetch20)
-            })
+            catalogRate.append(
+                try await RunBenchmarks.concurrentRate(total: messages / 4, concurrency: window) {
+                    _ = try await catalogClient.call(Storebus_Catalog_V1_Catalog.fetchProducts, fetch20)
+                })
             if verbose {
-                FileHandle.standardError.write(Data(String(
-                    format: "round: rtt %.0f json %.0f | rpc p50 %.0f p99 %.0f rate %.0f on loop %.0f\n",
-                    bareRTT.last!, jsonRate.last!, rpcP50.last!, rpcP99.last!, rpcRate.last!, rpcLoopRate.last!
-                ).utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        String(
+                            format: "round: rtt %.0f json %.0f | rpc p50 %.0f p99 %.0f rate %.0f on loop %.0f\n",
+                            bareRTT.last!, jsonRate.last!, rpcP50.last!, rpcP99.last!, rpcRate.last!, rpcLoopRate.last!
+                        ).utf8))
             }
         }
         report("bare_zmq_rtt_p50_us", median(bareRTT), "us")

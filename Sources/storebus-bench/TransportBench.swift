@@ -21,7 +21,7 @@ struct TransportBench {
             endpoint.set(router.lastEndpoint)
             ready.signal()
             while true {
-                guard let message = try? router.receive() else { return }  // ETERM at shutdown
+                guard let message = try? router.receive() else { return } // ETERM at shutdown
                 var frames = message.frames
                 frames[frames.count - 1] = transform(frames[frames.count - 1])
                 do { try router.send(frames: frames) } catch { return }

@@ -24,9 +24,10 @@ struct JournalCommand: AsyncParsableCommand {
     var failAfterMilliseconds: Int?
 
     func run() async throws {
-        let configuration = try host.resolve(defaults: HostConfiguration(
-            rpcEndpoints: ["tcp://127.0.0.1:7390"], eventEndpoints: ["tcp://127.0.0.1:7391"], dataDirectory: "data/journal"
-        ))
+        let configuration = try host.resolve(
+            defaults: HostConfiguration(
+                rpcEndpoints: ["tcp://127.0.0.1:7390"], eventEndpoints: ["tcp://127.0.0.1:7391"], dataDirectory: "data/journal"
+            ))
         ServiceHost.bootstrap(configuration)
         let host = try ServiceHost(process: "storebus-testkit-journal", configuration: configuration)
         var migrator = DatabaseMigrator()

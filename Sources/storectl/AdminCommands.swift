@@ -12,7 +12,7 @@ struct AdminCommands: AsyncParsableCommand {
         abstract: "Drive the sandbox: payment policies, Ask to Buy, interrupted purchases, refunds, reset.",
         subcommands: [
             Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Products.self, Reset.self,
-            RotateSigningKey.self,
+            RotateSigningKey.self
         ]
     )
 
@@ -32,10 +32,11 @@ struct AdminCommands: AsyncParsableCommand {
 
         /// An admin connection, its session opened (so a wrong key fails here, clearly).
         func connection(account: String = Options.sessionAccount) async throws -> StoreConnection {
-            let connection = try StoreConnection(configuration: gateway.configuration(
-                key: adminKey ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? Self.localAdminKey,
-                app: app, account: account, device: "storectl-admin"
-            ))
+            let connection = try StoreConnection(
+                configuration: gateway.configuration(
+                    key: adminKey ?? ProcessInfo.processInfo.environment["STOREBUS_ADMIN_KEY"] ?? Self.localAdminKey,
+                    app: app, account: account, device: "storectl-admin"
+                ))
             try await sentence { try await connection.authenticate() }
             return connection
         }
@@ -96,18 +97,22 @@ struct AdminCommands: AsyncParsableCommand {
         func run() async throws {
             let admin = try await options.connection(account: target.account)
             try await sentence {
-                _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-                    $0.appBundleID = options.app
-                    $0.accountID = allAccounts ? "" : target.account
-                    $0.policy = .with {
-                        $0.mode = mode.proto
-                        if let failError { $0.failError = failError.proto }
-                        $0.delayMs = delayMs
-                        $0.purchasesRestricted = restricted
-                    }
-                })
+                _ = try await admin.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy,
+                    .with {
+                        $0.appBundleID = options.app
+                        $0.accountID = allAccounts ? "" : target.account
+                        $0.policy = .with {
+                            $0.mode = mode.proto
+                            if let failError { $0.failError = failError.proto }
+                            $0.delayMs = delayMs
+                            $0.purchasesRestricted = restricted
+                        }
+                    })
             }
-            print("policy of \(allAccounts ? "every account" : "account \(target.account)") in \(options.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")")
+            print(
+                "policy of \(allAccounts ? "every account" : "account \(target.account)") in \(options.app): \(mode.rawValue)\(failError.map { " (\($0.rawValue))" } ?? "")\(restricted ? ", purchases restricted" : "")"
+            )
             await admin.close()
         }
     }
@@ -165,11 +170,13 @@ struct AdminCommands: AsyncParsableCommand {
         func run() async throws {
             let admin = try await options.connection()
             let answer = try await sentence {
-                try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
-                    $0.transactionIdentifier = transaction
-                    $0.reason = reason
-                    $0.revocationReason = appIssue ? .appIssue : .other
-                })
+                try await admin.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction,
+                    .with {
+                        $0.transactionIdentifier = transaction
+                        $0.reason = reason
+                        $0.revocationReason = appIssue ? .appIssue : .other
+                    })
             }
             let revoked = answer.revokedProductIdentifiers
             print("refunded \(transaction)\(revoked.isEmpty ? "" : "; revoked: \(revoked.joined(separator: ", "))")")
@@ -184,16 +191,20 @@ struct AdminCommands: AsyncParsableCommand {
         func run() async throws {
             let admin = try await options.connection(account: target.account)
             try await printEveryPage(orIfNone: "no transactions") { pageToken in
-                let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
-                    $0.appBundleID = options.app
-                    $0.accountID = target.account
-                    $0.includeFinished = true
-                    $0.pageSize = 1000  // the most a page holds
-                    $0.pageToken = pageToken
-                })
-                return (answer.transactions.map { transaction in
-                    "\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransaction(rawRecord: transaction).transactionState)\(transaction.finished ? "  finished" : "")"
-                }, answer.nextPageToken)
+                let answer = try await admin.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions,
+                    .with {
+                        $0.appBundleID = options.app
+                        $0.accountID = target.account
+                        $0.includeFinished = true
+                        $0.pageSize = 1000 // the most a page holds
+                        $0.pageToken = pageToken
+                    })
+                return (
+                    answer.transactions.map { transaction in
+                        "\(transaction.transactionIdentifier)  \(transaction.queue.deviceID)  \(transaction.payment.productIdentifier)  \(PaymentTransaction(rawRecord: transaction).transactionState)\(transaction.finished ? "  finished" : "")"
+                    }, answer.nextPageToken
+                )
             }
             await admin.close()
         }
@@ -206,15 +217,19 @@ struct AdminCommands: AsyncParsableCommand {
         func run() async throws {
             let admin = try await options.connection(account: target.account)
             try await printEveryPage(orIfNone: "no charges") { pageToken in
-                let answer = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
-                    $0.appBundleID = options.app
-                    $0.accountID = target.account
-                    $0.pageSize = 1000  // the most a page holds
-                    $0.pageToken = pageToken
-                })
-                return (answer.charges.map { charge in
-                    "\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")"
-                }, answer.nextPageToken)
+                let answer = try await admin.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                    .with {
+                        $0.appBundleID = options.app
+                        $0.accountID = target.account
+                        $0.pageSize = 1000 // the most a page holds
+                        $0.pageToken = pageToken
+                    })
+                return (
+                    answer.charges.map { charge in
+                        "\(charge.chargeID)  \(charge.transactionIdentifier)  \(charge.productIdentifier)  \(charge.amount) \(charge.currencyCode)\(charge.refunded ? "  refunded" : "")"
+                    }, answer.nextPageToken
+                )
             }
             await admin.close()
         }
@@ -226,13 +241,17 @@ struct AdminCommands: AsyncParsableCommand {
         func run() async throws {
             let admin = try await options.connection()
             try await printEveryPage(orIfNone: "no products") { pageToken in
-                let answer = try await admin.call(Storebus_Catalog_V1_Catalog.listProducts, .with {
-                    $0.appBundleID = options.app
-                    $0.pageToken = pageToken
-                })
-                return (answer.products.map { product in
-                    "\(product.productIdentifier)  \(product.productType)\(product.clearedForSale ? "" : "  not for sale")"
-                }, answer.nextPageToken)
+                let answer = try await admin.call(
+                    Storebus_Catalog_V1_Catalog.listProducts,
+                    .with {
+                        $0.appBundleID = options.app
+                        $0.pageToken = pageToken
+                    })
+                return (
+                    answer.products.map { product in
+                        "\(product.productIdentifier)  \(product.productType)\(product.clearedForSale ? "" : "  not for sale")"
+                    }, answer.nextPageToken
+                )
             }
             await admin.close()
         }

@@ -10,7 +10,11 @@ struct GatewayOptions: ParsableArguments {
     @Option(name: .customLong("gateway"), help: "Gateway RPC endpoint (repeatable). Default: STOREBUS_GATEWAY or tcp://127.0.0.1:7300.")
     var gateways: [String] = []
 
-    @Option(name: .customLong("gateway-key"), help: "The gateway's CURVE public key: a .pub file or the 40-character key. Default: STOREBUS_GATEWAY_KEY, else data/keys/gateway.pub (what `make run` makes) when it exists and the gateway is the local default.")
+    @Option(
+        name: .customLong("gateway-key"),
+        help:
+            "The gateway's CURVE public key: a .pub file or the 40-character key. Default: STOREBUS_GATEWAY_KEY, else data/keys/gateway.pub (what `make run` makes) when it exists and the gateway is the local default."
+    )
     var gatewayKey: String?
 
     @Option(help: "Seconds to wait for each call.")
@@ -156,24 +160,25 @@ func describe(_ callback: PaymentQueueCallback) -> String {
             return text
         }.joined(separator: "; ")
     }
-    let body: String = switch callback.event {
-    case .updatedTransactions(let transactions, let replayed):
-        "updatedTransactions\(replayed ? " (unfinished at launch)" : ""): \(list(transactions))"
-    case .removedTransactions(let transactions):
-        "removedTransactions: \(list(transactions))"
-    case .restoreCompletedTransactionsFinished(let id, let count):
-        "restoreCompletedTransactionsFinished: restore \(id), \(count) restored"
-    case .restoreCompletedTransactionsFailed(let id, let error):
-        "restoreCompletedTransactionsFailedWithError: restore \(id): \(error.localizedDescription) (\(error.code))"
-    case .updatedDownloads(let downloads):
-        "updatedDownloads: " + downloads.map { "\($0.transactionIdentifier) \($0.contentIdentifier) \($0.state.rawValue) \(Int($0.progress * 100))%" }.joined(separator: "; ")
-    case .didRevokeEntitlements(let products):
-        "didRevokeEntitlementsForProductIdentifiers: \(products.joined(separator: ", "))"
-    case .replayCompleted(let count):
-        "replay complete: \(count) unfinished transaction\(count == 1 ? "" : "s"); live callbacks follow"
-    case .unknown:
-        "a callback this storectl does not know"
-    }
+    let body: String =
+        switch callback.event {
+        case .updatedTransactions(let transactions, let replayed):
+            "updatedTransactions\(replayed ? " (unfinished at launch)" : ""): \(list(transactions))"
+        case .removedTransactions(let transactions):
+            "removedTransactions: \(list(transactions))"
+        case .restoreCompletedTransactionsFinished(let id, let count):
+            "restoreCompletedTransactionsFinished: restore \(id), \(count) restored"
+        case .restoreCompletedTransactionsFailed(let id, let error):
+            "restoreCompletedTransactionsFailedWithError: restore \(id): \(error.localizedDescription) (\(error.code))"
+        case .updatedDownloads(let downloads):
+            "updatedDownloads: " + downloads.map { "\($0.transactionIdentifier) \($0.contentIdentifier) \($0.state.rawValue) \(Int($0.progress * 100))%" }.joined(separator: "; ")
+        case .didRevokeEntitlements(let products):
+            "didRevokeEntitlementsForProductIdentifiers: \(products.joined(separator: ", "))"
+        case .replayCompleted(let count):
+            "replay complete: \(count) unfinished transaction\(count == 1 ? "" : "s"); live callbacks follow"
+        case .unknown:
+            "a callback this storectl does not know"
+        }
     return "[\(callback.seq)] \(body)"
 }
 

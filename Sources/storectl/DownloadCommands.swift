@@ -137,7 +137,9 @@ func transfer(_ queue: PaymentQueue, _ chosen: [Download], close: Bool = true, b
             bar.end()
             let stopped = try await sentence { try await queue.pauseDownloads(chosen) }
             for download in stopped {
-                print("paused \(download.transactionIdentifier) \(download.contentIdentifier): \(queue.bytesKept(of: download)) bytes kept; `storectl download resume \(download.transactionIdentifier)` continues")
+                print(
+                    "paused \(download.transactionIdentifier) \(download.contentIdentifier): \(queue.bytesKept(of: download)) bytes kept; `storectl download resume \(download.transactionIdentifier)` continues"
+                )
             }
             await queue.close()
             throw ExitCode(130)
@@ -151,7 +153,8 @@ func transfer(_ queue: PaymentQueue, _ chosen: [Download], close: Bool = true, b
     for download in latest.values.sorted(by: { $0.transactionIdentifier < $1.transactionIdentifier }) {
         switch download.state {
         case .finished: print("finished \(download.transactionIdentifier) \(download.contentIdentifier): \(download.contentURL?.path ?? "")")
-        case .failed: print("failed \(download.transactionIdentifier) \(download.contentIdentifier): \(download.error?.localizedDescription ?? "no reason given"); \(queue.bytesKept(of: download)) bytes kept")
+        case .failed:
+            print("failed \(download.transactionIdentifier) \(download.contentIdentifier): \(download.error?.localizedDescription ?? "no reason given"); \(queue.bytesKept(of: download)) bytes kept")
         default: print("\(download.state.rawValue) \(download.transactionIdentifier) \(download.contentIdentifier)")
         }
     }
@@ -195,9 +198,11 @@ final class ProgressBar: @unchecked Sendable {
             let filled = Int((download.progress * Double(width)).rounded(.down))
             let speed = elapsed > 0.5 ? Double(bytes[index] - (firstBytes?[index] ?? 0)) / elapsed : 0
             let left = download.timeRemaining >= 0 ? "\(Int(download.timeRemaining.rounded(.up))) s left" : "time left unknown"
-            lines.append(String(format: "%@ [%@%@] %3d%% %@ %@ %@", names[index],
-                                String(repeating: "#", count: min(filled, width)), String(repeating: ".", count: max(0, width - filled)),
-                                Int(download.progress * 100), Self.rate(speed), left, download.state.rawValue))
+            lines.append(
+                String(
+                    format: "%@ [%@%@] %3d%% %@ %@ %@", names[index],
+                    String(repeating: "#", count: min(filled, width)), String(repeating: ".", count: max(0, width - filled)),
+                    Int(download.progress * 100), Self.rate(speed), left, download.state.rawValue))
         }
         if terminal {
             if drawn > 0 { print("\u{1B}[\(drawn)A", terminator: "") }

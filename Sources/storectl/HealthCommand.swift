@@ -11,10 +11,15 @@ struct HealthCommand: AsyncParsableCommand {
     @Option(name: .customLong("service"), help: "name=endpoint of a service to check (repeatable).")
     var services: [String] = []
 
-    @Option(name: .customLong("gateway"), help: "A gateway to check, with the services behind it (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway and the services behind it are checked.")
+    @Option(
+        name: .customLong("gateway"),
+        help:
+            "A gateway to check, with the services behind it (repeatable; STOREBUS_GATEWAY too). Without --service or --gateway, the local deployment's gateway and the services behind it are checked."
+    )
     var gateways: [String] = []
 
-    @Option(name: .customLong("gateway-key"), help: "The gateways' CURVE public key (a .pub file or the key); default as for the other commands. Services behind a CURVE gateway are checked through it.")
+    @Option(
+        name: .customLong("gateway-key"), help: "The gateways' CURVE public key (a .pub file or the key); default as for the other commands. Services behind a CURVE gateway are checked through it.")
     var gatewayKey: String?
 
     @Option(help: "Seconds to wait for each service.")

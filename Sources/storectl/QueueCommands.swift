@@ -121,8 +121,9 @@ struct RestoreCommand: AsyncParsableCommand {
     @OptionGroup var wait: WaitOptions
     @Option(help: "Restore only purchases made with this applicationUsername.")
     var applicationUsername: String?
-    @Option(name: .customLong("download"), parsing: .upToNextOption,
-            help: "Products whose hosted content to download again; with it, every other restored transaction is finished at once, and these once their content is in.")
+    @Option(
+        name: .customLong("download"), parsing: .upToNextOption,
+        help: "Products whose hosted content to download again; with it, every other restored transaction is finished at once, and these once their content is in.")
     var download: [String] = []
     @Option(help: "Where downloaded content is put. Default: STOREBUS_DOWNLOAD_DIR or ./storebus-downloads.")
     var directory: String?
@@ -308,8 +309,8 @@ struct DemoCommand: AsyncParsableCommand {
         print("6. buy \(downloadProduct) and download its hosted content")
         let added = try await sentence { try await queue.addPayment(Payment(productIdentifier: downloadProduct)) }
         guard await settles(added.transactionIdentifier, callbacks, within: wait.duration),
-              let bought = queue.transactions.first(where: { $0.transactionIdentifier == added.transactionIdentifier }),
-              bought.transactionState == .purchased, !bought.downloads.isEmpty
+            let bought = queue.transactions.first(where: { $0.transactionIdentifier == added.transactionIdentifier }),
+            bought.transactionState == .purchased, !bought.downloads.isEmpty
         else {
             await queue.close()
             throw Failure(description: "\(downloadProduct) was not purchased with hosted content to download.")

@@ -102,17 +102,19 @@ struct ReceiptVerifyCommand: AsyncParsableCommand {
         0: "valid", 21000: "the request could not be read", 21002: "malformed: not a receipt",
         21003: "not authentic: the signature does not verify, or the receipt was changed", 21004: "the shared secret does not match",
         21005: "the receipt service is unavailable", 21007: "a sandbox receipt sent to a production store",
-        21008: "a production receipt sent to a sandbox store", 21010: "the account is not found or the receipt was revoked",
+        21008: "a production receipt sent to a sandbox store", 21010: "the account is not found or the receipt was revoked"
     ]
 
     func run() async throws {
         let connection = try StoreConnection(configuration: client.configuration())
         let bytes = try await source.bytes(connection)
         let answer = try await sentence {
-            try await connection.call(Storebus_Receipt_V1_Receipt.verifyReceipt, .with {
-                $0.receiptData = bytes.base64EncodedString()
-                if let password { $0.password = password }
-            })
+            try await connection.call(
+                Storebus_Receipt_V1_Receipt.verifyReceipt,
+                .with {
+                    $0.receiptData = bytes.base64EncodedString()
+                    if let password { $0.password = password }
+                })
         }
         print("status \(answer.status): \(Self.meanings[answer.status] ?? "see Apple's verifyReceipt status codes") (\(answer.environment))")
         for purchase in answer.receipt.inApp {

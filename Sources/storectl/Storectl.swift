@@ -9,7 +9,7 @@ struct Storectl: AsyncParsableCommand {
         subcommands: [
             ProductsCommand.self, BuyCommand.self, FinishCommand.self, TransactionsCommand.self, RestoreCommand.self,
             WatchCommand.self, DemoCommand.self, ReceiptCommands.self, EntitlementsCommand.self, AdminCommands.self, HealthCommand.self,
-            CatalogCommands.self, DownloadCommands.self, KeysCommands.self,
+            CatalogCommands.self, DownloadCommands.self, KeysCommands.self
         ]
     )
 }

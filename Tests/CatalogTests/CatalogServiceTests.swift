@@ -1,6 +1,7 @@
 import Catalog
 import CatalogFormat
 import Foundation
+import Glibc
 import StoreBus
 import StoreBusTesting
 import StoreSchema
@@ -12,11 +13,13 @@ let nbsp = "\u{00A0}"
 @Suite("Catalog service, against the real storebus-catalog process")
 struct CatalogServiceTests {
     func fetch(_ client: RPCClient, app: String = puzzle, _ identifiers: [String], storefront: String = "") async throws -> Storebus_Catalog_V1_FetchProductsResponse {
-        try await client.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
-            $0.appBundleID = app
-            $0.productIdentifiers = identifiers
-            $0.storefront = storefront
-        })
+        try await client.call(
+            Storebus_Catalog_V1_Catalog.fetchProducts,
+            .with {
+                $0.appBundleID = app
+                $0.productIdentifiers = identifiers
+                $0.storefront = storefront
+            })
     }
 
     @Test("products and invalid identifiers, as SKProductsResponse: unknown, not cleared for sale, unpriced in the storefront, empty; repeats answered once")
@@ -38,11 +41,13 @@ struct CatalogServiceTests {
         await catalog.stop()
     }
 
-    @Test("titles and prices follow the storefront, whatever the caller's locale", arguments: [
-        ("FRA", "100 pièces", "0.99", "EUR", "fr_FR", "0,99\u{00A0}€"),
-        ("JPN", "コイン100枚", "120", "JPY", "ja_JP", "¥120"),
-        ("USA", "100 Coins", "0.99", "USD", "en_US", "$0.99"),
-    ])
+    @Test(
+        "titles and prices follow the storefront, whatever the caller's locale",
+        arguments: [
+            ("FRA", "100 pièces", "0.99", "EUR", "fr_FR", "0,99\u{00A0}€"),
+            ("JPN", "コイン100枚", "120", "JPY", "ja_JP", "¥120"),
+            ("USA", "100 Coins", "0.99", "USD", "en_US", "$0.99")
+        ])
     func localizedPricing(storefront: String, title: String, price: String, currency: String, locale: String, formatted: String) async throws {
         let catalog = try CatalogFixture()
         try await catalog.start()
@@ -151,11 +156,13 @@ struct CatalogServiceTests {
         let catalog = try CatalogFixture()
         try await catalog.start()
         let client = try catalog.client()
-        let response = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
-            $0.appBundleID = puzzle
-            $0.productIdentifiers = [levelPack, retired, usOnly, "com.storebus.demo.puzzle.nope"]
-            $0.storefront = "FRA"
-        })
+        let response = try await client.call(
+            Storebus_Catalog_V1_Catalog.lookupProducts,
+            .with {
+                $0.appBundleID = puzzle
+                $0.productIdentifiers = [levelPack, retired, usOnly, "com.storebus.demo.puzzle.nope"]
+                $0.storefront = "FRA"
+            })
         let info = try await client.call(Storebus_Catalog_V1_Catalog.getCatalogInfo, .init())
         #expect(response.catalogVersion == info.catalogVersion && info.catalogVersion != 0)
         #expect(response.unknownProductIdentifiers == ["com.storebus.demo.puzzle.nope"])
@@ -165,11 +172,13 @@ struct CatalogServiceTests {
         let content = try #require(pack.hostedContent.first)
         #expect(content.contentIdentifier == levelPack && content.version == "1.0" && content.contentLength == 512 + 27136 + 512 + 57344 + 1024)
         #expect(content.files.isEmpty, "files only when asked for")
-        let withFiles = try await client.call(Storebus_Catalog_V1_Catalog.lookupProducts, .with {
-            $0.appBundleID = puzzle
-            $0.productIdentifiers = [levelPack]
-            $0.includeFiles = true
-        })
+        let withFiles = try await client.call(
+            Storebus_Catalog_V1_Catalog.lookupProducts,
+            .with {
+                $0.appBundleID = puzzle
+                $0.productIdentifiers = [levelPack]
+                $0.includeFiles = true
+            })
         #expect(withFiles.products.first?.hostedContent.first?.files.map(\.path) == ["levels.json", "palette.txt"])
         #expect(content.location == "puzzle-levelpack1", "relative to the download service's content root")
         #expect(byID[retired]?.clearedForSale == false)
@@ -190,11 +199,13 @@ struct CatalogServiceTests {
         var token = ""
         var pages = 0
         repeat {
-            let page = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with {
-                $0.appBundleID = puzzle
-                $0.pageSize = 3
-                $0.pageToken = token
-            })
+            let page = try await client.call(
+                Storebus_Catalog_V1_Catalog.listProducts,
+                .with {
+                    $0.appBundleID = puzzle
+                    $0.pageSize = 3
+                    $0.pageToken = token
+                })
             #expect(page.products.count <= 3 && page.catalogVersion != 0)
             listed += page.products
             token = page.nextPageToken
@@ -214,7 +225,13 @@ struct CatalogServiceTests {
         #expect(all.products == listed && all.nextPageToken.isEmpty)
         // And bad requests are refused for what they are
         await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with { $0.appBundleID = "com.example.none" }) }
-        let tooMany = await #expect(throws: RPCError.self) { _ = try await client.call(Storebus_Catalog_V1_Catalog.listProducts, .with { $0.appBundleID = puzzle; $0.pageSize = 1001 }) }
+        let tooMany = await #expect(throws: RPCError.self) {
+            _ = try await client.call(
+                Storebus_Catalog_V1_Catalog.listProducts,
+                .with {
+                    $0.appBundleID = puzzle; $0.pageSize = 1001
+                })
+        }
         #expect(tooMany?.code == .invalidArgument && tooMany?.details.fieldViolations.first?.field == "pageSize")
         await client.shutdown()
         await catalog.stop()
@@ -316,7 +333,7 @@ struct CatalogServiceTests {
                 for id in bulk {
                     products.append([
                         "productId": id, "type": "consumable", "prices": ["USA": "0.99", "FRA": "0.99", "JPN": "120"],
-                        "localizations": ["en_US": ["title": "Bulk", "description": description]],
+                        "localizations": ["en_US": ["title": "Bulk", "description": description]]
                     ])
                 }
                 apps[0]["products"] = products
@@ -329,11 +346,14 @@ struct CatalogServiceTests {
         _ = try await client.call(Storebus_Catalog_V1_Catalog.reloadCatalog, .init())
         // When all of them are asked for at once, in each storefront
         for storefront in ["USA", "FRA", "JPN"] {
-            let body = try await client.callRaw(path: Storebus_Catalog_V1_Catalog.fetchProducts.path, idempotent: true, body: JSONCodec.encode(Storebus_Catalog_V1_FetchProductsRequest.with {
-                $0.appBundleID = puzzle
-                $0.productIdentifiers = bulk
-                $0.storefront = storefront
-            }), options: CallOptions(timeout: .seconds(10)))
+            let body = try await client.callRaw(
+                path: Storebus_Catalog_V1_Catalog.fetchProducts.path, idempotent: true,
+                body: JSONCodec.encode(
+                    Storebus_Catalog_V1_FetchProductsRequest.with {
+                        $0.appBundleID = puzzle
+                        $0.productIdentifiers = bulk
+                        $0.storefront = storefront
+                    }), options: CallOptions(timeout: .seconds(10)))
             // Then the answer holds them all, under the message limit
             #expect(body.code == .ok, "\(String(describing: body.error))")
             let answer = try JSONCodec.decode(Storebus_Catalog_V1_FetchProductsResponse.self, from: body.body)
@@ -384,5 +404,3 @@ struct CatalogServiceTests {
         catalog.directory.remove()
     }
 }
-
-import Glibc

@@ -1,111 +1,112 @@
 import Foundation
 import StoreBusTesting
 import Testing
+
 @testable import CatalogFormat
 
 /// A .storekit configuration covering every key the importer reads, written here.
 let storeKitConfiguration = #"""
-{
-  "identifier" : "6B2E1F0A",
-  "nonRenewingSubscriptions" : [
     {
-      "displayPrice" : "9.99",
-      "familyShareable" : false,
-      "internalID" : "6443000003",
-      "localizations" : [
-        { "description" : "Three months of events", "displayName" : "Season Pass", "locale" : "en_US" },
-        { "description" : "Trois mois d'événements", "displayName" : "Passe saisonnier", "locale" : "fr_FR" }
-      ],
-      "productID" : "com.example.game.season",
-      "referenceName" : "Season",
-      "type" : "NonRenewingSubscription"
-    }
-  ],
-  "products" : [
-    {
-      "displayPrice" : "0.99",
-      "familyShareable" : false,
-      "internalID" : "6443000001",
-      "localizations" : [
-        { "description" : "A pile of gems", "displayName" : "50 Gems", "locale" : "en_US" },
-        { "description" : "Un tas de gemmes", "displayName" : "50 gemmes", "locale" : "fr_FR" }
-      ],
-      "productID" : "com.example.game.gems50",
-      "referenceName" : "Gems 50",
-      "type" : "Consumable"
-    },
-    {
-      "displayPrice" : "4.99",
-      "familyShareable" : true,
-      "internalID" : "6443000002",
-      "localizations" : [
-        { "description" : "Unlock the desert world", "displayName" : "Desert World", "locale" : "en_US" }
-      ],
-      "productID" : "com.example.game.desert",
-      "referenceName" : "Desert",
-      "type" : "NonConsumable"
-    }
-  ],
-  "settings" : {
-    "_applicationInternalID" : "6443000000",
-    "_developerTeamID" : "ABCDE12345",
-    "_failTransactionsEnabled" : false,
-    "_locale" : "en_US",
-    "_storefront" : "FRA",
-    "_storeKitErrors" : [ ]
-  },
-  "subscriptionGroups" : [
-    {
-      "id" : "21400001",
-      "localizations" : [ { "description" : "", "displayName" : "Game Pass", "locale" : "en_US" } ],
-      "name" : "Game Pass",
-      "subscriptions" : [
-        {
-          "adHocOffers" : [ ],
-          "codeOffers" : [ { "internalID" : "x1", "paymentMode" : "free", "subscriptionPeriod" : "P1M" } ],
-          "displayPrice" : "2.99",
-          "familyShareable" : false,
-          "groupNumber" : 1,
-          "internalID" : "6443000010",
-          "introductoryOffer" : { "internalID" : "i1", "numberOfPeriods" : 1, "paymentMode" : "free", "subscriptionPeriod" : "P1W" },
-          "localizations" : [ { "description" : "Every world, monthly", "displayName" : "Game Pass Monthly", "locale" : "en_US" } ],
-          "productID" : "com.example.game.pass.monthly",
-          "recurringSubscriptionPeriod" : "P1M",
-          "referenceName" : "Pass Monthly",
-          "subscriptionGroupID" : "21400001",
-          "type" : "RecurringSubscription"
-        },
-        {
-          "adHocOffers" : [ ],
-          "codeOffers" : [ ],
-          "displayPrice" : "24.99",
-          "familyShareable" : false,
-          "groupNumber" : 2,
-          "internalID" : "6443000011",
-          "introductoryOffer" : { "displayPrice" : "0.99", "internalID" : "i2", "numberOfPeriods" : 3, "paymentMode" : "payAsYouGo", "subscriptionPeriod" : "P1M" },
-          "localizations" : [ { "description" : "Every world, yearly", "displayName" : "Game Pass Yearly", "locale" : "en_US" } ],
-          "productID" : "com.example.game.pass.yearly",
-          "recurringSubscriptionPeriod" : "P1Y",
-          "referenceName" : "Pass Yearly",
-          "subscriptionGroupID" : "21400001",
-          "type" : "RecurringSubscription"
-        },
+      "identifier" : "6B2E1F0A",
+      "nonRenewingSubscriptions" : [
         {
           "displayPrice" : "9.99",
           "familyShareable" : false,
-          "introductoryOffer" : { "displayPrice" : 4.99, "numberOfPeriods" : 1, "paymentMode" : "payUpFront", "subscriptionPeriod" : "P3M" },
-          "localizations" : [ { "description" : "Every world, quarterly", "displayName" : "Game Pass Quarterly", "locale" : "en_US" } ],
-          "productID" : "com.example.game.pass.quarterly",
-          "recurringSubscriptionPeriod" : "P3M",
-          "referenceName" : "Pass Quarterly",
-          "type" : "RecurringSubscription"
+          "internalID" : "6443000003",
+          "localizations" : [
+            { "description" : "Three months of events", "displayName" : "Season Pass", "locale" : "en_US" },
+            { "description" : "Trois mois d'événements", "displayName" : "Passe saisonnier", "locale" : "fr_FR" }
+          ],
+          "productID" : "com.example.game.season",
+          "referenceName" : "Season",
+          "type" : "NonRenewingSubscription"
         }
-      ]
+      ],
+      "products" : [
+        {
+          "displayPrice" : "0.99",
+          "familyShareable" : false,
+          "internalID" : "6443000001",
+          "localizations" : [
+            { "description" : "A pile of gems", "displayName" : "50 Gems", "locale" : "en_US" },
+            { "description" : "Un tas de gemmes", "displayName" : "50 gemmes", "locale" : "fr_FR" }
+          ],
+          "productID" : "com.example.game.gems50",
+          "referenceName" : "Gems 50",
+          "type" : "Consumable"
+        },
+        {
+          "displayPrice" : "4.99",
+          "familyShareable" : true,
+          "internalID" : "6443000002",
+          "localizations" : [
+            { "description" : "Unlock the desert world", "displayName" : "Desert World", "locale" : "en_US" }
+          ],
+          "productID" : "com.example.game.desert",
+          "referenceName" : "Desert",
+          "type" : "NonConsumable"
+        }
+      ],
+      "settings" : {
+        "_applicationInternalID" : "6443000000",
+        "_developerTeamID" : "ABCDE12345",
+        "_failTransactionsEnabled" : false,
+        "_locale" : "en_US",
+        "_storefront" : "FRA",
+        "_storeKitErrors" : [ ]
+      },
+      "subscriptionGroups" : [
+        {
+          "id" : "21400001",
+          "localizations" : [ { "description" : "", "displayName" : "Game Pass", "locale" : "en_US" } ],
+          "name" : "Game Pass",
+          "subscriptions" : [
+            {
+              "adHocOffers" : [ ],
+              "codeOffers" : [ { "internalID" : "x1", "paymentMode" : "free", "subscriptionPeriod" : "P1M" } ],
+              "displayPrice" : "2.99",
+              "familyShareable" : false,
+              "groupNumber" : 1,
+              "internalID" : "6443000010",
+              "introductoryOffer" : { "internalID" : "i1", "numberOfPeriods" : 1, "paymentMode" : "free", "subscriptionPeriod" : "P1W" },
+              "localizations" : [ { "description" : "Every world, monthly", "displayName" : "Game Pass Monthly", "locale" : "en_US" } ],
+              "productID" : "com.example.game.pass.monthly",
+              "recurringSubscriptionPeriod" : "P1M",
+              "referenceName" : "Pass Monthly",
+              "subscriptionGroupID" : "21400001",
+              "type" : "RecurringSubscription"
+            },
+            {
+              "adHocOffers" : [ ],
+              "codeOffers" : [ ],
+              "displayPrice" : "24.99",
+              "familyShareable" : false,
+              "groupNumber" : 2,
+              "internalID" : "6443000011",
+              "introductoryOffer" : { "displayPrice" : "0.99", "internalID" : "i2", "numberOfPeriods" : 3, "paymentMode" : "payAsYouGo", "subscriptionPeriod" : "P1M" },
+              "localizations" : [ { "description" : "Every world, yearly", "displayName" : "Game Pass Yearly", "locale" : "en_US" } ],
+              "productID" : "com.example.game.pass.yearly",
+              "recurringSubscriptionPeriod" : "P1Y",
+              "referenceName" : "Pass Yearly",
+              "subscriptionGroupID" : "21400001",
+              "type" : "RecurringSubscription"
+            },
+            {
+              "displayPrice" : "9.99",
+              "familyShareable" : false,
+              "introductoryOffer" : { "displayPrice" : 4.99, "numberOfPeriods" : 1, "paymentMode" : "payUpFront", "subscriptionPeriod" : "P3M" },
+              "localizations" : [ { "description" : "Every world, quarterly", "displayName" : "Game Pass Quarterly", "locale" : "en_US" } ],
+              "productID" : "com.example.game.pass.quarterly",
+              "recurringSubscriptionPeriod" : "P3M",
+              "referenceName" : "Pass Quarterly",
+              "type" : "RecurringSubscription"
+            }
+          ]
+        }
+      ],
+      "version" : { "major" : 3, "minor" : 0 }
     }
-  ],
-  "version" : { "major" : 3, "minor" : 0 }
-}
-"""#
+    """#
 
 @Suite("Importing Xcode .storekit configurations")
 struct StoreKitImportTests {
@@ -145,7 +146,10 @@ struct StoreKitImportTests {
 
         // The result is a catalog that loads
         let catalog = try CatalogValidator.validate(result.catalog, fileName: "imported")
-        let fetched = try catalog.fetchProducts(.with { $0.appBundleID = "com.example.game"; $0.productIdentifiers = ["com.example.game.gems50", "com.example.game.pass.yearly"] })
+        let fetched = try catalog.fetchProducts(
+            .with {
+                $0.appBundleID = "com.example.game"; $0.productIdentifiers = ["com.example.game.gems50", "com.example.game.pass.yearly"]
+            })
         #expect(fetched.products.map(\.formattedPrice) == ["0,99\u{00A0}€", "24,99\u{00A0}€"])
         #expect(fetched.products[1].introductoryPrice.numberOfPeriods == 3)
     }
@@ -167,7 +171,8 @@ struct StoreKitImportTests {
         let input = directory.path("Products.storekit")
         try Data(storeKitConfiguration.utf8).write(to: URL(fileURLWithPath: input))
         let output = directory.path("catalog.json")
-        let importer = ServiceProcess(name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output], logFile: directory.url.appendingPathComponent("import.log"))
+        let importer = ServiceProcess(
+            name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output], logFile: directory.url.appendingPathComponent("import.log"))
         try importer.start()
         #expect(await importer.waitForExit(timeout: .seconds(30)) == 0, "\(importer.output)")
         #expect(importer.output.contains("imported 6 products for com.example.game"))
@@ -199,7 +204,8 @@ struct StoreKitImportTests {
         try Data("previous catalog".utf8).write(to: URL(fileURLWithPath: output))
 
         // When it is imported
-        let importer = ServiceProcess(name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output], logFile: directory.url.appendingPathComponent("import.log"))
+        let importer = ServiceProcess(
+            name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output], logFile: directory.url.appendingPathComponent("import.log"))
         try importer.start()
         // Then storectl fails, listing the problems, and the previous catalog is still there
         #expect(await importer.waitForExit(timeout: .seconds(30)) == 1, "\(importer.output)")
@@ -207,7 +213,8 @@ struct StoreKitImportTests {
         #expect(try String(contentsOfFile: output, encoding: .utf8) == "previous catalog")
 
         // When it is imported with --force
-        let forced = ServiceProcess(name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output, "--force"], logFile: directory.url.appendingPathComponent("forced.log"))
+        let forced = ServiceProcess(
+            name: "storectl", arguments: ["catalog", "import", input, "--app", "com.example.game", "--output", output, "--force"], logFile: directory.url.appendingPathComponent("forced.log"))
         try forced.start()
         // Then the catalog is written, with a warning
         #expect(await forced.waitForExit(timeout: .seconds(30)) == 0, "\(forced.output)")

@@ -1,8 +1,9 @@
-@testable import ContentPackage
 import Crypto
 import Foundation
 import StoreBusTesting
 import Testing
+
+@testable import ContentPackage
 
 /// Hosted content packages: what they hold, that tar reads them, and what stops one being made.
 struct ContentPackageTests {

@@ -14,7 +14,7 @@ struct LoadToolTests {
                 name: "storebus-bench",
                 arguments: [
                     "load", "--gateway", cluster.gatewayEndpoints[0], "--gateway-key", cluster.gatewayPublicKeyFile!,
-                    "--rate", "8", "--duration", "6", "--devices", "4", "--live-interval", "1", "--report", report,
+                    "--rate", "8", "--duration", "6", "--devices", "4", "--live-interval", "1", "--report", report
                 ],
                 logFile: cluster.directory.url.appendingPathComponent("load.log")
             )

@@ -45,7 +45,9 @@ struct MakeRunTests {
         let pid = try #require(launcher.pid)
 
         // It prints one ready line with the gateway and its key once every service answers
-        #expect(await waitUntil(timeout: .seconds(120)) { launcher.output.contains("storebus ready gateway=tcp://127.0.0.1:7300 gateway-key=data/keys/gateway.pub") || !launcher.isRunning }, "\(launcher.output)")
+        #expect(
+            await waitUntil(timeout: .seconds(120)) { launcher.output.contains("storebus ready gateway=tcp://127.0.0.1:7300 gateway-key=data/keys/gateway.pub") || !launcher.isRunning },
+            "\(launcher.output)")
         try #require(launcher.isRunning, "\(launcher.output)")
         // Its network namespace (its own by now), to find every process of it at the end.
         let namespace = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/net")
@@ -91,7 +93,8 @@ struct MakeRunTests {
         var left: [String] = []
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let other = pid_t(entry), other != getpid(),
-                  (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(other)/ns/net")) == namespace else { continue }
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(other)/ns/net")) == namespace
+            else { continue }
             left.append((try? String(contentsOfFile: "/proc/\(other)/comm", encoding: .utf8)) ?? entry)
         }
         #expect(left.isEmpty, "left running: \(left)")

@@ -70,7 +70,8 @@ final class NetworkHosts: Sendable {
 
     /// The names of deploy/multi-host's configurations, as every host's /etc/hosts.
     var hostsFile: String {
-        "127.0.0.1 localhost\n" + ["catalog", "payment-queue", "receipt", "download", "gateway"]
+        "127.0.0.1 localhost\n"
+            + ["catalog", "payment-queue", "receipt", "download", "gateway"]
             .map { "\(self[$0].address) \($0).storebus.internal\n" }.joined()
     }
 

@@ -83,10 +83,11 @@ struct SystemdDeploymentTests {
         try FileManager.default.createDirectory(at: verifyDirectory, withIntermediateDirectories: true)
         let unitDirectory = "\(root)/etc/systemd/system"
         let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
-        #expect(unitNames == [
-            "storebus-catalog.service", "storebus-download.service", "storebus-gateway.service", "storebus-payment-queue.service",
-            "storebus-receipt.service", "storebus.target",
-        ])
+        #expect(
+            unitNames == [
+                "storebus-catalog.service", "storebus-download.service", "storebus-gateway.service", "storebus-payment-queue.service",
+                "storebus-receipt.service", "storebus.target"
+            ])
         var units: [String: String] = [:]
         for name in unitNames {
             let text = try String(contentsOfFile: "\(unitDirectory)/\(name)", encoding: .utf8)
@@ -212,7 +213,7 @@ struct SystemdDeploymentTests {
             ("receipt", "storebus_receipts_signed_total"),
             ("receipt", #"storebus_event_follower_lag{log="payment-queue",follower="storebus-receipt"}"#),
             ("download", "storebus_download_bytes_total"),
-            ("download", #"storebus_rpc_call_duration_seconds_count{method="/storebus.download.v1.Download/ReadChunk"}"#),
+            ("download", #"storebus_rpc_call_duration_seconds_count{method="/storebus.download.v1.Download/ReadChunk"}"#)
         ]
         for (service, series) in moved {
             let was = metricValue(before[service] ?? "", series) ?? 0

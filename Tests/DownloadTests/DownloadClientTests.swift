@@ -86,10 +86,12 @@ struct DownloadClientTests {
             await phone.close()
 
             let downloads = cluster.directory.url.appendingPathComponent("tablet")
-            let restore = try await runCommand(Executables.directory.appendingPathComponent("storectl").path, [
-                "restore", "--gateway", cluster.gatewayEndpoints[0], "--api-key", appKey, "--app", puzzle, "--account", "carol",
-                "--device", "tablet", "--directory", downloads.path, "--download", levelPack,
-            ], log: cluster.directory.path("restore.log"))
+            let restore = try await runCommand(
+                Executables.directory.appendingPathComponent("storectl").path,
+                [
+                    "restore", "--gateway", cluster.gatewayEndpoints[0], "--api-key", appKey, "--app", puzzle, "--account", "carol",
+                    "--device", "tablet", "--directory", downloads.path, "--download", levelPack
+                ], log: cluster.directory.path("restore.log"))
             #expect(restore.status == 0, "\(restore.output)")
             #expect(restore.output.contains("finished") && restore.output.contains("\(Self.removeAds) without downloading"), "\(restore.output)")
             let content = try FileManager.default.contentsOfDirectory(atPath: downloads.path).filter { $0.hasSuffix("-\(levelPack)") }

@@ -20,8 +20,10 @@ struct DownloadFullDiskTests {
             let mount = fixture.directory.url.appendingPathComponent("disk")
             try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
             let logs = fixture.directory
-            let client = ["--gateway", cluster.gatewayEndpoints[0], "--api-key", appKey, "--app", puzzle, "--account", "alice", "--device", "phone",
-                          "--directory", mount.path]
+            let client = [
+                "--gateway", cluster.gatewayEndpoints[0], "--api-key", appKey, "--app", puzzle, "--account", "alice", "--device", "phone",
+                "--directory", mount.path
+            ]
             let storectl = Executables.directory.appendingPathComponent("storectl").path
             func quoted(_ words: [String]) -> String { words.map { "'\($0)'" }.joined(separator: " ") }
             // In a mount namespace of its own (a user namespace too when not root): a 24 MiB tmpfs
@@ -37,8 +39,10 @@ struct DownloadFullDiskTests {
                 echo "second=$?"
                 sha256sum '\(mount.path)/\(bought.id)-\(DownloadFixture.bigPack)/Contents/big.bin' | cut -d' ' -f1
                 """
-            let arguments = getuid() == 0 ? ["--mount", "--propagation", "private", "/bin/sh", "-c", script]
-                                          : ["--user", "--map-root-user", "--mount", "/bin/sh", "-c", script]
+            let arguments =
+                getuid() == 0
+                ? ["--mount", "--propagation", "private", "/bin/sh", "-c", script]
+                : ["--user", "--map-root-user", "--mount", "/bin/sh", "-c", script]
             let run = try await runCommand("/usr/bin/unshare", arguments, log: logs.path("unshare.log"))
             let first = (try? String(contentsOfFile: logs.path("first.log"), encoding: .utf8)) ?? ""
             let second = (try? String(contentsOfFile: logs.path("second.log"), encoding: .utf8)) ?? ""

@@ -60,10 +60,12 @@ struct DownloadRefusalTests {
 
             // Refunded: the receipt shows it cancelled, so nothing is served.
             let admin = try cluster.admin()
-            _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
-                $0.transactionIdentifier = pack.id
-                $0.revocationReason = .appIssue
-            })
+            _ = try await admin.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction,
+                .with {
+                    $0.transactionIdentifier = pack.id
+                    $0.revocationReason = .appIssue
+                })
             let refunded = await Self.refusal { try await alice.startDownloads([download]) }
             #expect(refunded?.status == .failedPrecondition && refunded?.reason == "NOT_IN_RECEIPT", "\(String(describing: refunded))")
             #expect(aliceRecorder.downloadStates(of: pack.id).isEmpty)

@@ -12,12 +12,16 @@ import Testing
 struct DownloadTransferTests {
     /// The status the download service gives of `download`.
     static func status(_ connection: StoreConnection, _ download: Download) async throws -> Storebus_Download_V1_DownloadStatus {
-        let answer = try await connection.call(Storebus_Download_V1_Download.getDownloads, .with {
-            $0.downloads = [.with {
-                $0.transactionIdentifier = download.transactionIdentifier
-                $0.contentIdentifier = download.contentIdentifier
-            }]
-        })
+        let answer = try await connection.call(
+            Storebus_Download_V1_Download.getDownloads,
+            .with {
+                $0.downloads = [
+                    .with {
+                        $0.transactionIdentifier = download.transactionIdentifier
+                        $0.contentIdentifier = download.contentIdentifier
+                    }
+                ]
+            })
         guard let status = answer.downloads.first else { throw ClusterFailure(description: "no status of \(download.contentIdentifier)") }
         return status
     }
@@ -77,13 +81,15 @@ struct DownloadTransferTests {
             let admin = try StoreConnection(configuration: cluster.configuration(account: "alice"))
             let sentAtPause = try await Self.status(admin, download).bytesSent
             await #expect(throws: StoreError.self) {
-                _ = try await admin.call(Storebus_Download_V1_Download.readChunk, .with {
-                    $0.download = .with {
-                        $0.transactionIdentifier = bought.id
-                        $0.contentIdentifier = DownloadFixture.bigPack
-                    }
-                    $0.offset = kept
-                })
+                _ = try await admin.call(
+                    Storebus_Download_V1_Download.readChunk,
+                    .with {
+                        $0.download = .with {
+                            $0.transactionIdentifier = bought.id
+                            $0.contentIdentifier = DownloadFixture.bigPack
+                        }
+                        $0.offset = kept
+                    })
             }
             #expect(try await Self.status(admin, download).bytesSent == sentAtPause)
 
@@ -102,7 +108,9 @@ struct DownloadTransferTests {
         }
     }
 
-    @Test("SIGKILLed mid-transfer, the download service (started again) or a gateway (the other takes over): the device goes on from where it was, to the right SHA-256", arguments: ["download service", "gateway"])
+    @Test(
+        "SIGKILLed mid-transfer, the download service (started again) or a gateway (the other takes over): the device goes on from where it was, to the right SHA-256",
+        arguments: ["download service", "gateway"])
     func killedMidTransfer(process: String) async throws {
         let fixture = try DownloadFixture(megabytes: 64)
         defer { fixture.directory.remove() }

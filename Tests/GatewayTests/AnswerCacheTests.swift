@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Gateway
 
 @Suite("Gateway: answers of cacheable methods kept for a moment")

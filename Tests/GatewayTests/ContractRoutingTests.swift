@@ -9,7 +9,9 @@ import Testing
 struct ContractRoutingTests {
     private static let account = "contract"
 
-    @Test("every client and admin method of the services the gateway routes reaches its service, sessions are told exactly those methods, admin methods need an admin session, and every internal method of the contract is refused with PERMISSION_DENIED")
+    @Test(
+        "every client and admin method of the services the gateway routes reaches its service, sessions are told exactly those methods, admin methods need an admin session, and every internal method of the contract is refused with PERMISSION_DENIED"
+    )
     func routesFollowTheContract() async throws {
         let store = try StoreCluster()
         try await store.start()
@@ -19,7 +21,7 @@ struct ContractRoutingTests {
 
         // Given the methods the contract declares for the services a default gateway routes
         let routed: Set<String> = [
-            "storebus.catalog.v1.Catalog", "storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin", "storebus.receipt.v1.Receipt", "storebus.download.v1.Download",
+            "storebus.catalog.v1.Catalog", "storebus.payment_queue.v1.PaymentQueue", "storebus.payment_queue.v1.PaymentQueueAdmin", "storebus.receipt.v1.Receipt", "storebus.download.v1.Download"
         ]
         let clientMethods = StoreBusContract.methods.filter { routed.contains(String($0.service)) && $0.access == .client }
         let adminMethods = StoreBusContract.methods.filter { routed.contains(String($0.service)) && $0.access == .admin }

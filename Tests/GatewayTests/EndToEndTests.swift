@@ -14,11 +14,13 @@ func expectConsecutive(_ callbacks: [PaymentQueueCallback], after start: UInt64,
 
 extension StoreConnection {
     func setPolicy(account: String, _ policy: Storebus_PaymentQueue_V1_PaymentPolicy) async throws {
-        _ = try await call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = account
-            $0.policy = policy
-        })
+        _ = try await call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy,
+            .with {
+                $0.appBundleID = puzzle
+                $0.accountID = account
+                $0.policy = policy
+            })
     }
 }
 
@@ -85,7 +87,11 @@ struct EndToEndTests {
         try await queue.finish(asked)
 
         // The user cancels the payment sheet.
-        try await admin.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .paymentCancelled })
+        try await admin.setPolicy(
+            account: "alice",
+            .with {
+                $0.mode = .fail; $0.failError = .paymentCancelled
+            })
         let cancelled = try await queue.addPayment(Payment(productIdentifier: coins))
         #expect(await recorder.wait { $0.states(of: cancelled.id).last == .failed })
         let failed = try #require(queue.transactions.first { $0.id == cancelled.id })
@@ -109,9 +115,10 @@ struct EndToEndTests {
         for round in 1...2 {
             let (restoreID, count) = try await queue.restore()
             #expect(count == 1)
-            #expect(await recorder.wait {
-                $0.callbacks.contains { $0.event == .restoreCompletedTransactionsFinished(restoreID: restoreID, restoredCount: 1) }
-            }, "restore \(round)")
+            #expect(
+                await recorder.wait {
+                    $0.callbacks.contains { $0.event == .restoreCompletedTransactionsFinished(restoreID: restoreID, restoredCount: 1) }
+                }, "restore \(round)")
             let restored = queue.transactions.filter { $0.transactionState == .restored }
             #expect(restored.count == 1 && restored.first?.originalTransactionIdentifier == lasting.id)
             for transaction in restored { try await queue.finish(transaction) }
@@ -119,14 +126,19 @@ struct EndToEndTests {
         }
 
         // A restore the store fails: the observer hears restoreCompletedTransactionsFailedWithError.
-        try await admin.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
+        try await admin.setPolicy(
+            account: "alice",
+            .with {
+                $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed
+            })
         let (failedRestore, _) = try await queue.restore()
-        #expect(await recorder.wait {
-            $0.callbacks.contains {
-                if case .restoreCompletedTransactionsFailed(failedRestore, let error) = $0.event { return error.code == .cloudServiceNetworkConnectionFailed }
-                return false
-            }
-        })
+        #expect(
+            await recorder.wait {
+                $0.callbacks.contains {
+                    if case .restoreCompletedTransactionsFailed(failedRestore, let error) = $0.event { return error.code == .cloudServiceNetworkConnectionFailed }
+                    return false
+                }
+            })
 
         // A refund revokes the non-consumable: didRevokeEntitlementsForProductIdentifiers.
         _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with { $0.transactionIdentifier = lasting.id })
@@ -323,45 +335,59 @@ struct EndToEndTests {
             try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = aliceQueue })
         }
         await expectDenied("finishing another account's transaction", reason: "OTHER_ACCOUNT") {
-            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
-                $0.queue = aliceQueue
-                $0.transactionIdentifier = bought.id
-            })
+            try await bob.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+                .with {
+                    $0.queue = aliceQueue
+                    $0.transactionIdentifier = bought.id
+                })
         }
         await expectDenied("buying into another account's queue", reason: "OTHER_ACCOUNT") {
-            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                $0.queue = aliceQueue
-                $0.payment.productIdentifier = coins
-            })
+            try await bob.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                .with {
+                    $0.queue = aliceQueue
+                    $0.payment.productIdentifier = coins
+                })
         }
         // An admin session (opened for Bob's app) reads the other app's products on each gateway; a
         // gateway never gives that answer to a session of Bob's app asking the same.
         for index in [0, 1] {
             let admin = try StoreConnection(configuration: store.configuration(account: "operator", device: "console", key: adminKey, gateways: [index]))
-            _ = try await admin.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
-                $0.appBundleID = notes
-                $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
-            })
+            _ = try await admin.call(
+                Storebus_Catalog_V1_Catalog.fetchProducts,
+                .with {
+                    $0.appBundleID = notes
+                    $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
+                })
             await admin.close()
         }
         await expectDenied("asking another app's products", reason: "OTHER_APP") {
-            try await bob.call(Storebus_Catalog_V1_Catalog.fetchProducts, .with {
-                $0.appBundleID = notes
-                $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
-            })
+            try await bob.call(
+                Storebus_Catalog_V1_Catalog.fetchProducts,
+                .with {
+                    $0.appBundleID = notes
+                    $0.productIdentifiers = ["com.storebus.demo.notes.pro"]
+                })
         }
         await expectDenied("an admin method without an admin key", reason: "ADMIN_REQUIRED") {
-            try await bob.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
-                $0.appBundleID = puzzle
-                $0.accountID = "alice"
-            })
+            try await bob.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                .with {
+                    $0.appBundleID = puzzle
+                    $0.accountID = "alice"
+                })
         }
         // Naming his own queue, Bob still may not finish Alice's transaction.
         do {
-            _ = try await bob.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with {
-                $0.queue = .with { $0.appBundleID = puzzle; $0.accountID = "bob"; $0.deviceID = "phone" }
-                $0.transactionIdentifier = bought.id
-            })
+            _ = try await bob.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+                .with {
+                    $0.queue = .with {
+                        $0.appBundleID = puzzle; $0.accountID = "bob"; $0.deviceID = "phone"
+                    }
+                    $0.transactionIdentifier = bought.id
+                })
             Issue.record("finishing Alice's transaction from Bob's queue was allowed")
         } catch let error as StoreError {
             #expect(error.status == .permissionDenied)
@@ -418,10 +444,16 @@ struct EndToEndTests {
         var refused: StoreError?
         for _ in 0..<5 {
             do {
-                _ = try await connection.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                    $0.queue = .with { $0.appBundleID = puzzle; $0.accountID = "ines"; $0.deviceID = "phone" }
-                    $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
-                }, timeout: .seconds(1))
+                _ = try await connection.call(
+                    Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                    .with {
+                        $0.queue = .with {
+                            $0.appBundleID = puzzle; $0.accountID = "ines"; $0.deviceID = "phone"
+                        }
+                        $0.payment = .with {
+                            $0.productIdentifier = coins; $0.quantity = 1
+                        }
+                    }, timeout: .seconds(1))
                 Issue.record("a payment was taken with the payment queue stopped")
                 break
             } catch let error as StoreError {

@@ -10,7 +10,9 @@ import Testing
 struct ErrorAnswersTests {
     private static let account = "errors"
 
-    @Test("a string of 4 MiB less a little in every string field that reaches a handler, and in a field of every service reachable through the gateway, is answered with the code that says what is wrong, in an error body under 8 KiB, never RESOURCE_EXHAUSTED")
+    @Test(
+        "a string of 4 MiB less a little in every string field that reaches a handler, and in a field of every service reachable through the gateway, is answered with the code that says what is wrong, in an error body under 8 KiB, never RESOURCE_EXHAUSTED"
+    )
     func hugeStringsGetSmallPreciseAnswers() async throws {
         let store = try StoreCluster()
         try await store.start()
@@ -66,7 +68,8 @@ struct ErrorAnswersTests {
                     #expect(answer.code != .resourceExhausted, "\(template.path) \(field): \(answer.status?.message ?? "")")
                     #expect(answer.code == .ok || answer.body.count < 8 * 1024, "\(template.path) \(field): \(answer.code.name), \(answer.body.count) bytes")
                     // And a field no rule refused at 64 KiB reached a handler: it gets 4 MiB too.
-                    let refusedByRule = answer.code == .invalidArgument && (answer.status?.fieldViolations.contains { $0.field.hasPrefix(field) } ?? false)
+                    let refusedByRule =
+                        answer.code == .invalidArgument && (answer.status?.fieldViolations.contains { $0.field.hasPrefix(field) } ?? false)
                         || answer.code == .permissionDenied && (answer.status?.info.reason.hasPrefix("OTHER_") ?? false)
                     if index == 0, !refusedByRule, !first {
                         sizes.append(hugeBody)
@@ -90,7 +93,9 @@ struct ErrorAnswersTests {
         await store.stop()
     }
 
-    @Test("permission is checked before the other fields on every path: a 300-byte device id is PERMISSION_DENIED through the gateway and straight to the payment queue with a principal, INVALID_ARGUMENT without one")
+    @Test(
+        "permission is checked before the other fields on every path: a 300-byte device id is PERMISSION_DENIED through the gateway and straight to the payment queue with a principal, INVALID_ARGUMENT without one"
+    )
     func permissionComesFirst() async throws {
         let store = try StoreCluster()
         try await store.start()
@@ -104,7 +109,7 @@ struct ErrorAnswersTests {
             (Storebus_PaymentQueue_V1_PaymentQueue.listTransactions.path, "{\"queue\":\(queue)}"),
             (Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction.path, "{\"queue\":\(queue),\"transactionIdentifier\":\"1\"}"),
             (Storebus_PaymentQueue_V1_PaymentQueue.addPayment.path, "{\"queue\":\(queue),\"payment\":{\"productIdentifier\":\"\(coins)\",\"quantity\":1}}"),
-            (Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.path, "{\"queue\":\(queue)}"),
+            (Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions.path, "{\"queue\":\(queue)}")
         ]
         for (path, body) in paths {
             // Through the gateway, whose session acts for device d

@@ -8,7 +8,9 @@ import Testing
 struct HostileCallsTests {
     private static let account = "hostile"
 
-    @Test("every hostile value in every field of every method a user or an admin session may call, then 1,500 calls with several changes, broken JSON or a missing or forged session, through a gateway to the catalog and payment queue processes: each is answered once with a status code other than INTERNAL, no process stops, and a purchase works after")
+    @Test(
+        "every hostile value in every field of every method a user or an admin session may call, then 1,500 calls with several changes, broken JSON or a missing or forged session, through a gateway to the catalog and payment queue processes: each is answered once with a status code other than INTERNAL, no process stops, and a purchase works after"
+    )
     func hostileCalls() async throws {
         let store = try StoreCluster()
         try await store.start()

@@ -35,14 +35,15 @@ struct InProcessServicesTests {
         gateway.setEndpoints([directory.ipcEndpoint("pq")], of: GatewayConfiguration.paymentQueueRoute)
         gateway.paymentQueueEventEndpoints = [directory.ipcEndpoint("pq-events")]
         gateway.apiKeys = [APIKey(name: "puzzle", key: appKey, apps: [puzzle])]
-        let group = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: CatalogService(host: host("catalog"), configuration: catalog)),
-                .init(service: PaymentQueueService(host: host("pq", events: [directory.ipcEndpoint("pq-events")], data: directory.path("data")), configuration: queue)),
-                .init(service: GatewayService(host: host("gw"), configuration: gateway)),
-            ],
-            logger: Logger(label: "in-process")
-        ))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: CatalogService(host: host("catalog"), configuration: catalog)),
+                    .init(service: PaymentQueueService(host: host("pq", events: [directory.ipcEndpoint("pq-events")], data: directory.path("data")), configuration: queue)),
+                    .init(service: GatewayService(host: host("gw"), configuration: gateway))
+                ],
+                logger: Logger(label: "in-process")
+            ))
         let running = Task { try await group.run() }
 
         // When a device buys through the in-process gateway

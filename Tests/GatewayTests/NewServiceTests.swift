@@ -15,9 +15,11 @@ struct NewServiceTests {
         let home = try TemporaryDirectory(prefix: "echo")
         let endpoint = home.ipcEndpoint("echo")
         let echo = ServiceProcess(name: "storebus-testkit-echo", arguments: ["--rpc-endpoint", endpoint, "--log-level", "warning"], logFile: home.url.appendingPathComponent("echo.log"))
-        let cluster = try StoreCluster(gatewayCount: 1, extraRoutes: [
-            ExtraRoute(name: "echo", process: "storebus-testkit-echo", services: [Storebus_Testkit_V1_Echo.serviceName], endpoint: endpoint),
-        ])
+        let cluster = try StoreCluster(
+            gatewayCount: 1,
+            extraRoutes: [
+                ExtraRoute(name: "echo", process: "storebus-testkit-echo", services: [Storebus_Testkit_V1_Echo.serviceName], endpoint: endpoint)
+            ])
         func stopAll() async {
             await cluster.stop()
             _ = await echo.stop()
@@ -36,7 +38,11 @@ struct NewServiceTests {
 
             // Another account's queue is refused before the handler, as for any service
             do {
-                _ = try await alice.call(Storebus_Testkit_V1_Echo.say, .with { $0.queue.accountID = "bob"; $0.text = "hi" })
+                _ = try await alice.call(
+                    Storebus_Testkit_V1_Echo.say,
+                    .with {
+                        $0.queue.accountID = "bob"; $0.text = "hi"
+                    })
                 Issue.record("another account's queue was answered")
             } catch let error as StoreError {
                 #expect(error.status == .permissionDenied && error.reason == "OTHER_ACCOUNT", "\(error)")

@@ -2,6 +2,7 @@ import Foundation
 import StoreBus
 import StoreSchema
 import Testing
+
 @testable import Gateway
 
 /// A transaction with every field set, its strings needing escapes and holding non-ASCII text.
@@ -20,12 +21,14 @@ private let richTransaction = Storebus_PaymentQueue_V1_PaymentTransaction.with {
         $0.code = .paymentCancelled
         $0.localizedDescription = "Cancelled \u{1}"
     }
-    $0.downloads = [.with {
-        $0.contentIdentifier = "level-2"
-        $0.contentVersion = "1.0"
-        $0.contentLength = 1 << 40
-        $0.state = .waiting
-    }]
+    $0.downloads = [
+        .with {
+            $0.contentIdentifier = "level-2"
+            $0.contentVersion = "1.0"
+            $0.contentLength = 1 << 40
+            $0.state = .waiting
+        }
+    ]
 }
 
 private let queue = Storebus_PaymentQueue_V1_QueueRef.with {
@@ -49,7 +52,8 @@ private func record(_ seq: UInt64, key: String = "com.example.app|acct|dev", _ k
 /// The record's JSON as the payment queue writes it (EventLog.appendJSON's layout), with spaces.
 private func handWritten(_ record: Storebus_PaymentQueue_V1_QueueEventRecord) throws -> [UInt8] {
     let payload = try record.payload.jsonString()
-    return Array("{ \"seq\" : \"\(record.seq)\", \"key\":\"\(record.key)\",\"keySeq\":\"\(record.keySeq)\",\"type\":\"\(record.type)\",\"time\":\"2026-09-21T13:46:40.005Z\" ,\"payload\": \(payload) }\n".utf8)
+    return Array(
+        "{ \"seq\" : \"\(record.seq)\", \"key\":\"\(record.key)\",\"keySeq\":\"\(record.keySeq)\",\"type\":\"\(record.type)\",\"time\":\"2026-09-21T13:46:40.005Z\" ,\"payload\": \(payload) }\n".utf8)
 }
 
 private func decoded(_ json: [UInt8]?) -> Storebus_Gateway_V1_ObserverEvent? {
@@ -64,9 +68,25 @@ struct ObserverEventJSONTests {
             .updatedTransactions(.with { $0.transactions = [richTransaction, .with { $0.transactionIdentifier = "2" }] }),
             .removedTransactions(.with { $0.transactions = [richTransaction] }),
             .updatedTransactions(.init()),
-            .restoreCompletedTransactionsFinished(.with { $0.restoreID = "r"; $0.restoredCount = 4 }),
-            .restoreCompletedTransactionsFailed(.with { $0.restoreID = "r"; $0.error = .with { $0.code = .paymentNotAllowed; $0.localizedDescription = "no" } }),
-            .updatedDownloads(.with { $0.downloads = [.with { $0.transactionIdentifier = "1"; $0.contentIdentifier = "pack"; $0.state = .active; $0.progress = 0.5 }] }),
+            .restoreCompletedTransactionsFinished(
+                .with {
+                    $0.restoreID = "r"; $0.restoredCount = 4
+                }),
+            .restoreCompletedTransactionsFailed(
+                .with {
+                    $0.restoreID = "r";
+                    $0.error = .with {
+                        $0.code = .paymentNotAllowed; $0.localizedDescription = "no"
+                    }
+                }),
+            .updatedDownloads(
+                .with {
+                    $0.downloads = [
+                        .with {
+                            $0.transactionIdentifier = "1"; $0.contentIdentifier = "pack"; $0.state = .active; $0.progress = 0.5
+                        }
+                    ]
+                })
         ] {
             let record = record(77, 5, event)
             for json in [try JSONCodec.encode(record), try handWritten(record)] {
@@ -80,7 +100,12 @@ struct ObserverEventJSONTests {
 
     @Test("events whose callback has fewer fields, events with no callback, escaped keys, snake_case names and unknown members go through the decoder")
     func decodedCallbacks() throws {
-        let revoked = record(3, 2, .revokedEntitlements(.with { $0.productIdentifiers = ["p"]; $0.transactionIdentifiers = ["1"] }))
+        let revoked = record(
+            3, 2,
+            .revokedEntitlements(
+                .with {
+                    $0.productIdentifiers = ["p"]; $0.transactionIdentifiers = ["1"]
+                }))
         let refunded = record(3, 2, .refundedTransactions(.with { $0.transactions = [richTransaction] }))
         let escapedKey = record(3, key: "com.example.app|a\"b|dev", 2, .updatedTransactions(.with { $0.transactions = [richTransaction] }))
         let plain = record(3, 2, .updatedTransactions(.with { $0.transactions = [richTransaction] }))
@@ -91,7 +116,7 @@ struct ObserverEventJSONTests {
             (escapedKey, try JSONCodec.encode(escapedKey)),
             (plain, Array(plainJSON.replacingOccurrences(of: "\"updatedTransactions\"", with: "\"updated_transactions\"").utf8)),
             (plain, Array(plainJSON.replacingOccurrences(of: "\"payload\":{", with: "\"payload\":{\"extra\":[1,{\"a\":null}],").utf8)),
-            (plain, Array(plainJSON.replacingOccurrences(of: "{\"seq\"", with: "{\"future\":true,\"seq\"").utf8)),
+            (plain, Array(plainJSON.replacingOccurrences(of: "{\"seq\"", with: "{\"future\":true,\"seq\"").utf8))
         ]
         for (record, json) in variants {
             #expect(ObserverEventJSON.splice(json, seq: record.seq, key: record.key, keySeq: record.keySeq) == nil)
@@ -121,7 +146,7 @@ struct ObserverEventJSONTests {
             Array(text.replacingOccurrences(of: "\"seq\":\"3\"", with: "\"seq\":\"3\",\"seq\":\"3\"").utf8),
             // A member the copy does not check, twice; a position left out.
             Array(text.replacingOccurrences(of: "\"seq\":\"3\"", with: "\"seq\":\"3\",\"time\":\"1970-01-01T00:00:00Z\",\"time\":\"1970-01-01T00:00:00Z\"").utf8),
-            Array(text.replacingOccurrences(of: "\"keySeq\":\"2\",", with: "").utf8),
+            Array(text.replacingOccurrences(of: "\"keySeq\":\"2\",", with: "").utf8)
         ]
         // A byte that is not UTF-8 inside a string.
         var invalid = json
@@ -141,7 +166,7 @@ struct ObserverEventJSONTests {
     func response() throws {
         let events = [
             GatewayHandlers.callback(record(1, 1, .updatedTransactions(.with { $0.transactions = [richTransaction] }))),
-            GatewayHandlers.callback(record(2, 2, .removedTransactions(.with { $0.transactions = [richTransaction] }))),
+            GatewayHandlers.callback(record(2, 2, .removedTransactions(.with { $0.transactions = [richTransaction] })))
         ]
         let json = ObserverEventJSON.response(events: try events.map { try JSONCodec.encode($0) }, headSeq: 9)
         let response = try JSONCodec.decode(Storebus_Gateway_V1_ObserveResponse.self, from: json)

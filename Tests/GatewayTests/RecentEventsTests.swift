@@ -4,6 +4,7 @@ import StoreBusServer
 import StoreBusTesting
 import StoreSchema
 import Testing
+
 @testable import Gateway
 
 /// A doorbell of the payment queue's log carrying its event, as the payment queue rings it.
@@ -13,7 +14,11 @@ private func bell(_ seq: UInt64, key: String, _ keySeq: UInt64, id: String = "t"
         $0.key = key
         $0.keySeq = keySeq
         $0.type = "storebus.payment_queue.v1.QueueEvent"
-        $0.payload.updatedTransactions.transactions = [.with { $0.transactionIdentifier = "\(id)\(keySeq)"; $0.transactionState = .purchased }]
+        $0.payload.updatedTransactions.transactions = [
+            .with {
+                $0.transactionIdentifier = "\(id)\(keySeq)"; $0.transactionState = .purchased
+            }
+        ]
     }
     return Doorbell(log: "payment-queue", key: key, seq: seq, keySeq: keySeq, event: carried ? try JSONCodec.encode(record) : nil)
 }
@@ -39,10 +44,11 @@ struct RecentEventsTests {
         recent.heard(try bell(4, key: "a", 3))
         #expect(seqs(recent.lookup(key: "a", after: 0, limit: 64)) == [1, 2, 3])
         #expect(seqs(recent.lookup(key: "a", after: 1, limit: 1)) == [2])
-        #expect(callbacks(recent.lookup(key: "a", after: 1, limit: 64)) == [
-            GatewayHandlers.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(3, key: "a", 2).event!)),
-            GatewayHandlers.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(4, key: "a", 3).event!)),
-        ], "the callbacks the log's events make")
+        #expect(
+            callbacks(recent.lookup(key: "a", after: 1, limit: 64)) == [
+                GatewayHandlers.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(3, key: "a", 2).event!)),
+                GatewayHandlers.callback(try JSONCodec.decode(Storebus_PaymentQueue_V1_QueueEventRecord.self, from: bell(4, key: "a", 3).event!))
+            ], "the callbacks the log's events make")
         guard case .events(_, let newest) = recent.lookup(key: "a", after: 1, limit: 64) else { return }
         #expect(newest == 3)
         #expect(recent.lookup(key: "a", after: 3, limit: 64) == .caughtUp)

@@ -7,6 +7,7 @@ import StoreBusCommandLine
 import StoreBusHost
 import StoreBusTesting
 import Testing
+
 @testable import Gateway
 
 /// The services' configurations as a config file gives them: defaults in the types, a file naming
@@ -27,11 +28,14 @@ struct ServiceConfigurationTests {
         defer { directory.remove() }
         let empty = try #require(try decode(GatewayConfiguration.self, "{}", in: directory))
         #expect(empty.routes == GatewayConfiguration.defaultRoutes && empty.answerCacheMilliseconds == 1000 && empty.upstreamConnectionWaitMilliseconds == 1000)
-        let configured = try #require(try decode(GatewayConfiguration.self, """
-            {"catalogEndpoints": ["ipc:///tmp/c"], "catalogCacheMilliseconds": 0,
-             "routes": [{"name": "receipt", "process": "storebus-receipt", "services": ["storebus.receipt.v1.Receipt"], "endpoints": ["ipc:///tmp/r"]},
-                        {"name": "payment-queue", "process": "pq", "services": ["storebus.payment_queue.v1.PaymentQueue"], "endpoints": ["ipc:///tmp/p"]}]}
-            """, in: directory))
+        let configured = try #require(
+            try decode(
+                GatewayConfiguration.self,
+                """
+                {"catalogEndpoints": ["ipc:///tmp/c"], "catalogCacheMilliseconds": 0,
+                 "routes": [{"name": "receipt", "process": "storebus-receipt", "services": ["storebus.receipt.v1.Receipt"], "endpoints": ["ipc:///tmp/r"]},
+                            {"name": "payment-queue", "process": "pq", "services": ["storebus.payment_queue.v1.PaymentQueue"], "endpoints": ["ipc:///tmp/p"]}]}
+                """, in: directory))
         #expect(configured.routes.map(\.name) == ["catalog", "payment-queue", "receipt", "download"])
         #expect(configured.routes[0].endpoints == ["ipc:///tmp/c"])
         #expect(configured.routes[1].process == "pq" && configured.routes[1].services == ["storebus.payment_queue.v1.PaymentQueue"])
@@ -39,14 +43,19 @@ struct ServiceConfigurationTests {
         try configured.validate()
     }
 
-    @Test("a gateway setting that cannot work is refused naming it", arguments: [
-        (#"{"catalogEndpoints": []}"#, "service.catalogEndpoints"),
-        (#"{"paymentQueueEventEndpoints": []}"#, "service.paymentQueueEventEndpoints"),
-        (#"{"sessionLifetimeSeconds": 0}"#, "service.sessionLifetimeSeconds"),
-        (#"{"upstreamConnectionWaitMilliseconds": -1}"#, "service.upstreamConnectionWaitMilliseconds"),
-        (#"{"apiKeys": [{"name": "short", "key": "abc"}]}"#, "service.apiKeys[0]"),
-        (#"{"routes": [{"name": "x", "process": "p", "services": ["a.B"], "endpoints": ["ipc:///a"]}, {"name": "x", "process": "p", "services": ["a.B"], "endpoints": ["ipc:///a"]}]}"#, "service.routes[1]"),
-    ])
+    @Test(
+        "a gateway setting that cannot work is refused naming it",
+        arguments: [
+            (#"{"catalogEndpoints": []}"#, "service.catalogEndpoints"),
+            (#"{"paymentQueueEventEndpoints": []}"#, "service.paymentQueueEventEndpoints"),
+            (#"{"sessionLifetimeSeconds": 0}"#, "service.sessionLifetimeSeconds"),
+            (#"{"upstreamConnectionWaitMilliseconds": -1}"#, "service.upstreamConnectionWaitMilliseconds"),
+            (#"{"apiKeys": [{"name": "short", "key": "abc"}]}"#, "service.apiKeys[0]"),
+            (
+                #"{"routes": [{"name": "x", "process": "p", "services": ["a.B"], "endpoints": ["ipc:///a"]}, {"name": "x", "process": "p", "services": ["a.B"], "endpoints": ["ipc:///a"]}]}"#,
+                "service.routes[1]"
+            )
+        ])
     func gatewayRefusals(json: String, setting: String) throws {
         let directory = try TemporaryDirectory(prefix: "cfg")
         defer { directory.remove() }

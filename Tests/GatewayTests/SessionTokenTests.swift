@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Gateway
 
 @Suite("Gateway sessions")
@@ -40,7 +41,7 @@ struct SessionTokenTests {
     func keyring() throws {
         let keyring = try APIKeyring([
             APIKey(name: "demo", key: "0123456789abcdef", apps: ["com.example.app"]),
-            APIKey(name: "ops", key: "fedcba9876543210", admin: true),
+            APIKey(name: "ops", key: "fedcba9876543210", admin: true)
         ])
         #expect(keyring.key(for: "0123456789abcdef")?.name == "demo")
         #expect(keyring.key(for: "0123456789abcdeX") == nil)

@@ -7,7 +7,6 @@ import StoreSchema
 import Synchronization
 import ZeroMQ
 
-
 /// Real `storebus-catalog` and `storebus-payment-queue` processes on ipc endpoints in a temporary
 /// directory, the payment queue's data kept across restarts.
 final class PaymentQueueFixture: Sendable {
@@ -36,8 +35,10 @@ final class PaymentQueueFixture: Sendable {
         let config = try configFile(directory)
         queue = ServiceProcess(
             name: "storebus-payment-queue",
-            arguments: ["--rpc-endpoint", rpcEndpoint, "--event-endpoint", eventEndpoint, "--data-dir", directory.path("data"),
-                        "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"] + (config.map { ["--config", $0] } ?? []) + queueArguments,
+            arguments: [
+                "--rpc-endpoint", rpcEndpoint, "--event-endpoint", eventEndpoint, "--data-dir", directory.path("data"),
+                "--catalog-endpoint", catalogEndpoint, "--log-level", "warning"
+            ] + (config.map { ["--config", $0] } ?? []) + queueArguments,
             logFile: directory.url.appendingPathComponent("payment-queue.log")
         )
     }
@@ -115,7 +116,6 @@ final class Observed: Sendable {
     }
 }
 
-
 func queueRef(account: String = "alice", device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
     .with {
         $0.appBundleID = puzzle
@@ -127,19 +127,26 @@ func queueRef(account: String = "alice", device: String = "phone") -> Storebus_P
 extension RPCClient {
     /// Sets the sandbox policy of an account of the puzzle app (admin call).
     func setPolicy(account: String, _ policy: Storebus_PaymentQueue_V1_PaymentPolicy) async throws {
-        _ = try await call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = account
-            $0.policy = policy
-        })
+        _ = try await call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy,
+            .with {
+                $0.appBundleID = puzzle
+                $0.accountID = account
+                $0.policy = policy
+            })
     }
 
     /// Adds a payment for one unit of `product` to `queue`, in the app's default storefront.
     func addPayment(_ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
-        try await call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1 }
-        }).transaction
+        try await call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = queue
+                $0.payment = .with {
+                    $0.productIdentifier = product; $0.quantity = 1
+                }
+            }
+        ).transaction
     }
 }
 

@@ -6,14 +6,18 @@ import Testing
 
 @Suite("Hostile calls straight to the payment queue process")
 struct PaymentQueueHostileCallsTests {
-    @Test("every hostile value in every field of every payment queue, admin, event log, health and diagnostics method, then 1,500 calls with several changes or broken JSON, with no principal, the account's, another account's or a mangled one: each is answered once, never with INTERNAL or UNKNOWN; the process keeps running and a purchase works after")
+    @Test(
+        "every hostile value in every field of every payment queue, admin, event log, health and diagnostics method, then 1,500 calls with several changes or broken JSON, with no principal, the account's, another account's or a mangled one: each is answered once, never with INTERNAL or UNKNOWN; the process keeps running and a purchase works after"
+    )
     func hostileCalls() async throws {
         let (fixture, client) = try await PaymentQueueFixture.started()
         let peer = try RawPeer(endpoint: fixture.rpcEndpoint)
-        let templates = HostileCalls.templates(account: "hostile", services: [
-            Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName,
-            Storebus_Eventlog_V1_EventLog.serviceName, Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName,
-        ])
+        let templates = HostileCalls.templates(
+            account: "hostile",
+            services: [
+                Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName,
+                Storebus_Eventlog_V1_EventLog.serviceName, Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName
+            ])
         #expect(templates.count == Storebus_PaymentQueue_V1_PaymentQueue.methods.count + Storebus_PaymentQueue_V1_PaymentQueueAdmin.methods.count + 4)
         // Client methods as the gateway forwards them (with the account's principal), the rest as
         // the deployment's own callers make them (none).
@@ -49,14 +53,24 @@ struct PaymentQueueHostileCallsTests {
 
         // And a purchase still goes through: purchased, finished, gone from the queue
         let queue = queueRef(account: "after-hostile")
-        let added = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
-        }).transaction
-        #expect(await waitUntil {
-            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
-        })
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier })
+        let added = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = queue
+                $0.payment = .with {
+                    $0.productIdentifier = coins; $0.quantity = 1
+                }
+            }
+        ).transaction
+        #expect(
+            await waitUntil {
+                (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
+            })
+        _ = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+            .with {
+                $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier
+            })
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.isEmpty)
         await client.shutdown()
         await fixture.stop()

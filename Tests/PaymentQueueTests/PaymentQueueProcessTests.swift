@@ -6,13 +6,20 @@ import Testing
 
 @Suite("Payment queue, against the real storebus-payment-queue and storebus-catalog processes")
 struct PaymentQueueProcessTests {
-    func add(_ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String, quantity: Int32 = 1, storefront: String = "FRA", key: String = "") async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
-        try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = product; $0.quantity = quantity }
-            $0.storefront = storefront
-            $0.idempotencyKey = key
-        }).transaction
+    func add(
+        _ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String, quantity: Int32 = 1, storefront: String = "FRA", key: String = ""
+    ) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+        try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = queue
+                $0.payment = .with {
+                    $0.productIdentifier = product; $0.quantity = quantity
+                }
+                $0.storefront = storefront
+                $0.idempotencyKey = key
+            }
+        ).transaction
     }
 
     @Test("a purchase goes purchasing -> purchased; the app delivers, finishes, and the transaction is removed from the queue")
@@ -34,14 +41,29 @@ struct PaymentQueueProcessTests {
         let pending = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue })
         #expect(pending.transactions.map(\.transactionIdentifier) == [added.transactionIdentifier])
         // When the app finishes it
-        let finished = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier })
+        let finished = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+            .with {
+                $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier
+            })
         #expect(!finished.alreadyFinished)
         // Then it is removed and never listed again; finishing again is OK
         #expect(await waitUntil { observed.states(of: added.transactionIdentifier).last == "removed" })
         #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.isEmpty)
-        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier }).alreadyFinished)
+        #expect(
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+                .with {
+                    $0.queue = queue; $0.transactionIdentifier = added.transactionIdentifier
+                }
+            ).alreadyFinished)
         // And the ledger has one charge in euros
-        let charges = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges
+        let charges = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+            .with {
+                $0.appBundleID = puzzle; $0.accountID = "alice"
+            }
+        ).charges
         #expect(charges.map(\.amount) == ["0.99"] && charges.first?.currencyCode == "EUR")
         observing.cancel()
         await follower.shutdown()
@@ -66,24 +88,34 @@ struct PaymentQueueProcessTests {
         #expect(three.payment.quantity == 3)
         // Fields every event of the transaction carries are bounded.
         let longName = await #expect(throws: RPCError.self) {
-            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                $0.queue = queue
-                $0.payment = .with { $0.productIdentifier = coins; $0.applicationUsername = String(repeating: "u", count: 1025) }
-            })
+            _ = try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                .with {
+                    $0.queue = queue
+                    $0.payment = .with {
+                        $0.productIdentifier = coins; $0.applicationUsername = String(repeating: "u", count: 1025)
+                    }
+                })
         }
         #expect(longName?.details.fieldViolations.first?.field == "payment.applicationUsername")
         let bigData = await #expect(throws: RPCError.self) {
-            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                $0.queue = queue
-                $0.payment = .with { $0.productIdentifier = coins; $0.requestData = Data(count: 4097) }
-            })
+            _ = try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                .with {
+                    $0.queue = queue
+                    $0.payment = .with {
+                        $0.productIdentifier = coins; $0.requestData = Data(count: 4097)
+                    }
+                })
         }
         #expect(bigData?.details.fieldViolations.first?.field == "payment.requestData")
         let restoreName = await #expect(throws: RPCError.self) {
-            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
-                $0.queue = queue
-                $0.applicationUsername = String(repeating: "u", count: 1025)
-            })
+            _ = try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions,
+                .with {
+                    $0.queue = queue
+                    $0.applicationUsername = String(repeating: "u", count: 1025)
+                })
         }
         #expect(restoreName?.details.fieldViolations.first?.field == "applicationUsername")
         // An unknown product makes a FAILED transaction carrying its identifier: bounded as the
@@ -93,25 +125,34 @@ struct PaymentQueueProcessTests {
         let longProduct = await #expect(throws: RPCError.self) { _ = try await add(client, queue, String(repeating: "p", count: 256)) }
         #expect(longProduct?.details.fieldViolations.first?.field == "payment.productIdentifier")
         let longKey = await #expect(throws: RPCError.self) {
-            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-                $0.queue = queue
-                $0.payment = .with { $0.productIdentifier = coins }
-                $0.idempotencyKey = String(repeating: "k", count: 129)
-            })
+            _ = try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                .with {
+                    $0.queue = queue
+                    $0.payment = .with { $0.productIdentifier = coins }
+                    $0.idempotencyKey = String(repeating: "k", count: 129)
+                })
         }
         #expect(longKey?.details.fieldViolations.first?.field == "idempotencyKey")
         let longMetadataKey = await #expect(throws: RPCError.self) {
-            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue },
-                                      options: CallOptions(metadata: [WireProtocol.idempotencyKeyMetadata: String(repeating: "k", count: 129)]))
+            _ = try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue },
+                options: CallOptions(metadata: [WireProtocol.idempotencyKeyMetadata: String(repeating: "k", count: 129)]))
         }
         #expect(longMetadataKey?.details.fieldViolations.first?.field == "idempotency-key")
         var unknownApp = queue
         unknownApp.appBundleID = "com.example.nobody"
         let notFound = await #expect(throws: RPCError.self) { _ = try await add(client, unknownApp, coins) }
         #expect(notFound?.code == .notFound)
-        #expect(await waitUntil {
-            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.map(\.amount)) == ["2.97"]
-        })
+        #expect(
+            await waitUntil {
+                (try? await client.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                    .with {
+                        $0.appBundleID = puzzle; $0.accountID = "alice"
+                    }
+                ).charges.map(\.amount)) == ["2.97"]
+            })
         await client.shutdown()
         await fixture.stop()
     }
@@ -124,17 +165,27 @@ struct PaymentQueueProcessTests {
         let retried = try await add(client, queue, coins, key: "order-1")
         #expect(retried.transactionIdentifier == first.transactionIdentifier)
         // The key may also travel as metadata, as the RPC layer's retries use it
-        let viaMetadata = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = coins; $0.quantity = 1 }
-            $0.storefront = "FRA"
-        }, options: CallOptions(idempotencyKey: "order-1"))
+        let viaMetadata = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = queue
+                $0.payment = .with {
+                    $0.productIdentifier = coins; $0.quantity = 1
+                }
+                $0.storefront = "FRA"
+            }, options: CallOptions(idempotencyKey: "order-1"))
         #expect(viaMetadata.transaction.transactionIdentifier == first.transactionIdentifier)
         let reused = await #expect(throws: RPCError.self) { _ = try await add(client, queue, levelPack, key: "order-1") }
         #expect(reused?.code == .failedPrecondition)
-        #expect(await waitUntil {
-            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count) == 1
-        })
+        #expect(
+            await waitUntil {
+                (try? await client.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                    .with {
+                        $0.appBundleID = puzzle; $0.accountID = "alice"
+                    }
+                ).charges.count) == 1
+            })
         await client.shutdown()
         await fixture.stop()
     }
@@ -144,12 +195,16 @@ struct PaymentQueueProcessTests {
         let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         func restore(_ key: String, _ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
-            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue; $0.idempotencyKey = key })
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions,
+                .with {
+                    $0.queue = queue; $0.idempotencyKey = key
+                })
         }
         let first = try await add(client, queue, coins, key: "order-7")
         let firstRestore = try await restore("restore-7", queue)
         await fixture.catalog.stop()
-        try await Task.sleep(for: .milliseconds(1_500))  // past the payment queue's one-second catalog cache
+        try await Task.sleep(for: .milliseconds(1_500)) // past the payment queue's one-second catalog cache
         // Each call waits for the catalog until its own deadline: all at once, then.
         func failure(_ call: () async throws -> Void) async -> StatusCode? {
             do { try await call(); return nil } catch { return (error as? RPCError)?.code }
@@ -175,11 +230,16 @@ struct PaymentQueueProcessTests {
         let queue = queueRef(account: "child")
         try await client.setPolicy(account: "child", .with { $0.mode = .askToBuy })
         let asked = try await add(client, queue, levelPack)
-        #expect(await waitUntil {
-            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .deferred
-        })
+        #expect(
+            await waitUntil {
+                (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .deferred
+            })
         let early = await #expect(throws: RPCError.self) {
-            _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = asked.transactionIdentifier })
+            _ = try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+                .with {
+                    $0.queue = queue; $0.transactionIdentifier = asked.transactionIdentifier
+                })
         }
         #expect(early?.code == .failedPrecondition)
         let approved = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = asked.transactionIdentifier })
@@ -197,9 +257,25 @@ struct PaymentQueueProcessTests {
     @Test("an account with purchase restrictions cannot make payments, and its payments fail with paymentNotAllowed")
     func restrictedAccount() async throws {
         let (fixture, client) = try await PaymentQueueFixture.started()
-        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments)
-        try await client.setPolicy(account: "kid", .with { $0.mode = .approve; $0.purchasesRestricted = true })
-        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments == false)
+        #expect(
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "kid"
+                }
+            ).canMakePayments)
+        try await client.setPolicy(
+            account: "kid",
+            .with {
+                $0.mode = .approve; $0.purchasesRestricted = true
+            })
+        #expect(
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "kid"
+                }
+            ).canMakePayments == false)
         let refused = try await add(client, queueRef(account: "kid"), coins)
         #expect(refused.transactionState == .failed && refused.error.code == .paymentNotAllowed)
         await client.shutdown()
@@ -211,18 +287,29 @@ struct PaymentQueueProcessTests {
         let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
         // Given a policy that decides two seconds after the payment
-        try await client.setPolicy(account: "alice", .with { $0.mode = .approve; $0.delayMs = 2_000 })
+        try await client.setPolicy(
+            account: "alice",
+            .with {
+                $0.mode = .approve; $0.delayMs = 2_000
+            })
         let added = try await add(client, queue, coins, key: "before-the-crash")
         #expect(added.transactionState == .purchasing)
         // When the service is killed before deciding, and restarted
         await fixture.queue.kill()
         try await fixture.startQueue()
         // Then the purchase completes, once, and a retry with the key finds it
-        #expect(await waitUntil(timeout: .seconds(15)) {
-            (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
-        })
+        #expect(
+            await waitUntil(timeout: .seconds(15)) {
+                (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first?.transactionState) == .purchased
+            })
         #expect(try await add(client, queue, coins, key: "before-the-crash").transactionIdentifier == added.transactionIdentifier)
-        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count == 1)
+        #expect(
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "alice"
+                }
+            ).charges.count == 1)
         await client.shutdown()
         await fixture.stop()
     }
@@ -236,8 +323,10 @@ struct PaymentQueueProcessTests {
             var catalog = try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as! [String: Any]
             var apps = catalog["apps"] as! [[String: Any]]
             var products = (apps[0]["products"] as! [[String: Any]]).filter { $0["hostedContent"] == nil }
-            products.append(["productId": kit, "type": "nonConsumable", "prices": ["USA": "0.99", "FRA": "0.99", "JPN": "120"],
-                             "localizations": ["en_US": ["title": "Kit", "description": ""]]])
+            products.append([
+                "productId": kit, "type": "nonConsumable", "prices": ["USA": "0.99", "FRA": "0.99", "JPN": "120"],
+                "localizations": ["en_US": ["title": "Kit", "description": ""]]
+            ])
             apps[0]["products"] = products
             catalog["apps"] = Array(apps.prefix(1))
             let path = directory.path("catalog.json")
@@ -296,7 +385,12 @@ struct PaymentQueueProcessTests {
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: [fixture.catalogEndpoint]), context: PaymentQueueFixture.context)
         let queue = queueRef()
         func charged() async throws -> [String] {
-            try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.map(\.amount)
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "alice"
+                }
+            ).charges.map(\.amount)
         }
 
         // Given a payment at the first price (its answer is now kept by the payment queue)

@@ -3,6 +3,7 @@ import StoreBus
 import StoreSchema
 import SwiftProtobuf
 import Testing
+
 @testable import PaymentQueue
 
 @Suite("AddPayment and FinishTransaction requests read directly: swift-protobuf's message, or left to it")
@@ -18,7 +19,9 @@ struct RequestJSONTests {
         func text() -> String { plain ? plainText(&generator) : TransactionJSONTests.text(&generator) }
         var request = Storebus_PaymentQueue_V1_AddPaymentRequest()
         if Int.random(in: 0..<8, using: &generator) > 0 {
-            request.queue = .with { $0.appBundleID = text(); $0.accountID = text(); $0.deviceID = text() }
+            request.queue = .with {
+                $0.appBundleID = text(); $0.accountID = text(); $0.deviceID = text()
+            }
         }
         if Int.random(in: 0..<8, using: &generator) > 0 {
             request.payment = .with {
@@ -61,28 +64,33 @@ struct RequestJSONTests {
         #expect(direct > 3_500, "\(direct)")
     }
 
-    @Test("bodies of other shapes are left to swift-protobuf; spacing does not matter", arguments: [
-        (#"{"queue":{"appBundleId":"a","accountId":"b","deviceId":"c"},"payment":{"productIdentifier":"p","quantity":2,"simulatesAskToBuyInSandbox":true},"storefront":"FRA","idempotencyKey":"k"}"#, true),
-        (#" { "queue" : { "appBundleId" : "a" } ,"payment":{ "quantity" : 1 , "simulatesAskToBuyInSandbox" : false } } "#, true),
-        (#"{}"#, true),
-        (#"{"queue":{},"payment":{}}"#, true),
-        (#"{"queue":{"app_bundle_id":"a"}}"#, false),
-        (#"{"payment":{"quantity":"2"}}"#, false),
-        (#"{"payment":{"quantity":2.0}}"#, false),
-        (#"{"payment":{"quantity":-1}}"#, false),
-        (#"{"payment":{"quantity":2147483648}}"#, false),
-        (#"{"payment":{"requestData":"AAE="}}"#, false),
-        (#"{"payment":{"simulatesAskToBuyInSandbox":null}}"#, false),
-        (#"{"storefront":"FRA","storefront":"USA"}"#, false),
-        (#"{"queue":{"accountId":"a","accountId":"b"}}"#, false),
-        (#"{"storefront":null}"#, false),
-        (#"{"storefront":"\u0046RA"}"#, false),
-        (#"{"storefront":"FRÄ"}"#, false),
-        (#"{"newerField":1}"#, false),
-        (#"{"queue":"a"}"#, false),
-        (#"[]"#, false),
-        (#""#, false),
-    ])
+    @Test(
+        "bodies of other shapes are left to swift-protobuf; spacing does not matter",
+        arguments: [
+            (
+                #"{"queue":{"appBundleId":"a","accountId":"b","deviceId":"c"},"payment":{"productIdentifier":"p","quantity":2,"simulatesAskToBuyInSandbox":true},"storefront":"FRA","idempotencyKey":"k"}"#,
+                true
+            ),
+            (#" { "queue" : { "appBundleId" : "a" } ,"payment":{ "quantity" : 1 , "simulatesAskToBuyInSandbox" : false } } "#, true),
+            (#"{}"#, true),
+            (#"{"queue":{},"payment":{}}"#, true),
+            (#"{"queue":{"app_bundle_id":"a"}}"#, false),
+            (#"{"payment":{"quantity":"2"}}"#, false),
+            (#"{"payment":{"quantity":2.0}}"#, false),
+            (#"{"payment":{"quantity":-1}}"#, false),
+            (#"{"payment":{"quantity":2147483648}}"#, false),
+            (#"{"payment":{"requestData":"AAE="}}"#, false),
+            (#"{"payment":{"simulatesAskToBuyInSandbox":null}}"#, false),
+            (#"{"storefront":"FRA","storefront":"USA"}"#, false),
+            (#"{"queue":{"accountId":"a","accountId":"b"}}"#, false),
+            (#"{"storefront":null}"#, false),
+            (#"{"storefront":"\u0046RA"}"#, false),
+            (#"{"storefront":"FRÄ"}"#, false),
+            (#"{"newerField":1}"#, false),
+            (#"{"queue":"a"}"#, false),
+            (#"[]"#, false),
+            (#""#, false)
+        ])
     func shapes(body: String, readDirectly: Bool) throws {
         let bytes = Array(body.utf8)
         let read = RequestJSON.addPayment(bytes)

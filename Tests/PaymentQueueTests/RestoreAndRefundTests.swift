@@ -10,24 +10,35 @@ struct RestoreAndRefundTests {
     let monthly = "com.storebus.demo.puzzle.premium.monthly"
 
     func buy(_ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, _ product: String, username: String = "") async throws -> String {
-        let id = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, .with {
-            $0.queue = queue
-            $0.payment = .with { $0.productIdentifier = product; $0.quantity = 1; $0.applicationUsername = username }
-            $0.storefront = "USA"
-        }).transaction.transactionIdentifier
+        let id = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+            .with {
+                $0.queue = queue
+                $0.payment = .with {
+                    $0.productIdentifier = product; $0.quantity = 1; $0.applicationUsername = username
+                }
+                $0.storefront = "USA"
+            }
+        ).transaction.transactionIdentifier
         _ = await waitUntil {
             (try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions
                 .first { $0.transactionIdentifier == id }?.transactionState) == .purchased
         }
-        _ = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction, .with { $0.queue = queue; $0.transactionIdentifier = id })
+        _ = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.finishTransaction,
+            .with {
+                $0.queue = queue; $0.transactionIdentifier = id
+            })
         return id
     }
 
     func restore(_ client: RPCClient, _ queue: Storebus_PaymentQueue_V1_QueueRef, username: String? = nil) async throws -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
-        try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
-            $0.queue = queue
-            if let username { $0.applicationUsername = username }
-        })
+        try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions,
+            .with {
+                $0.queue = queue
+                if let username { $0.applicationUsername = username }
+            })
     }
 
     @Test("restore on a new device gives a restored transaction per completed non-consumable and subscription purchase, pointing at the original; twice gives two each")
@@ -105,10 +116,21 @@ struct RestoreAndRefundTests {
         let (fixture, client) = try await PaymentQueueFixture.started()
         let phone = queueRef()
         _ = try await buy(client, phone, removeAds)
-        _ = try await buy(client, phone, removeAds)  // held: no second charge
-        let charges = { try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with { $0.appBundleID = puzzle; $0.accountID = "alice" }).charges.count }
+        _ = try await buy(client, phone, removeAds) // held: no second charge
+        let charges = {
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "alice"
+                }
+            ).charges.count
+        }
         #expect(try await charges() == 1)
-        let cleared = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions, .with { $0.appBundleID = puzzle; $0.accountID = "alice" })
+        let cleared = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions,
+            .with {
+                $0.appBundleID = puzzle; $0.accountID = "alice"
+            })
         #expect(cleared.clearedCount == 2)
         #expect(try await restore(client, phone).restoredCount == 0)
         _ = try await buy(client, phone, removeAds)
@@ -123,11 +145,13 @@ struct RestoreAndRefundTests {
         _ = try await buy(client, queueRef(device: "phone"), removeAds)
         let tablet = queueRef(device: "tablet")
         func keyed(_ key: String, _ queue: Storebus_PaymentQueue_V1_QueueRef, username: String? = nil) async throws -> Storebus_PaymentQueue_V1_RestoreCompletedTransactionsResponse {
-            try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with {
-                $0.queue = queue
-                $0.idempotencyKey = key
-                if let username { $0.applicationUsername = username }
-            })
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions,
+                .with {
+                    $0.queue = queue
+                    $0.idempotencyKey = key
+                    if let username { $0.applicationUsername = username }
+                })
         }
         func outcomes() async throws -> [String] {
             try await fixture.events(tablet, client: client).compactMap { event in
@@ -141,7 +165,11 @@ struct RestoreAndRefundTests {
         // Given a restore that finished under key r-1, and the sandbox failing restores since
         let first = try await keyed("r-1", tablet)
         #expect(first.restoredCount == 1)
-        try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
+        try await client.setPolicy(
+            account: "alice",
+            .with {
+                $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed
+            })
         // When it is retried, then it answers as it did the first time and nothing more happens
         let retried = try await keyed("r-1", tablet)
         #expect(retried.restoreID == first.restoreID && retried.restoredCount == 1)
@@ -171,17 +199,21 @@ struct RestoreAndRefundTests {
         var bought: [String] = []
         for _ in 0..<3 { bought.append(try await buy(client, phone, coins)) }
         func transactions(_ token: String) async throws -> Storebus_PaymentQueue_V1_ListAccountTransactionsResponse {
-            try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions, .with {
-                $0.appBundleID = puzzle; $0.accountID = "alice"; $0.includeFinished = true; $0.pageSize = 2; $0.pageToken = token
-            })
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "alice"; $0.includeFinished = true; $0.pageSize = 2; $0.pageToken = token
+                })
         }
         let first = try await transactions("")
         let second = try await transactions(first.nextPageToken)
         #expect((first.transactions + second.transactions).map(\.transactionIdentifier) == bought)
         #expect(first.transactions.count == 2 && !first.nextPageToken.isEmpty && second.nextPageToken.isEmpty)
-        let charges = try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges, .with {
-            $0.appBundleID = puzzle; $0.accountID = "alice"; $0.pageSize = 1
-        })
+        let charges = try await client.call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
+            .with {
+                $0.appBundleID = puzzle; $0.accountID = "alice"; $0.pageSize = 1
+            })
         #expect(charges.charges.map(\.transactionIdentifier) == [bought[0]] && !charges.nextPageToken.isEmpty)
         let refused = await #expect(throws: RPCError.self) { try await transactions("bm90IGEgdG9rZW4") }
         #expect(refused?.code == .invalidArgument && refused?.details.fieldViolations.first?.field == "pageToken")
@@ -193,7 +225,11 @@ struct RestoreAndRefundTests {
 extension PaymentQueueFixture {
     /// Every event of a queue so far.
     func events(_ queue: Storebus_PaymentQueue_V1_QueueRef, client: RPCClient) async throws -> [Storebus_PaymentQueue_V1_QueueEvent] {
-        let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with { $0.key = queue.key; $0.limit = 1000 })
+        let page = try await client.call(
+            Storebus_Eventlog_V1_EventLog.readEvents,
+            .with {
+                $0.key = queue.key; $0.limit = 1000
+            })
         return try page.events.map { try Storebus_PaymentQueue_V1_QueueEvent(jsonString: try $0.payload.jsonString()) }
     }
 }
@@ -207,10 +243,11 @@ struct PaymentQueueExtrasTests {
         let added = try await client.addPayment(queue, levelPack)
         #expect(added.downloads.isEmpty, "not while purchasing")
         var purchased: Storebus_PaymentQueue_V1_PaymentTransaction?
-        #expect(await waitUntil {
-            purchased = try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first
-            return purchased?.transactionState == .purchased
-        })
+        #expect(
+            await waitUntil {
+                purchased = try? await client.call(Storebus_PaymentQueue_V1_PaymentQueue.listTransactions, .with { $0.queue = queue }).transactions.first
+                return purchased?.transactionState == .purchased
+            })
         let download = try #require(purchased?.downloads.first)
         #expect(download.contentIdentifier == levelPack && download.contentVersion == "1.0" && download.contentLength == 86528)
         #expect(download.transactionIdentifier == added.transactionIdentifier && download.state == .waiting)
@@ -227,7 +264,11 @@ struct PaymentQueueExtrasTests {
     func failingRestore() async throws {
         let (fixture, client) = try await PaymentQueueFixture.started()
         let queue = queueRef()
-        try await client.setPolicy(account: "alice", .with { $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed })
+        try await client.setPolicy(
+            account: "alice",
+            .with {
+                $0.mode = .fail; $0.failError = .cloudServiceNetworkConnectionFailed
+            })
         let answer = try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.restoreCompletedTransactions, .with { $0.queue = queue })
         let events = try await fixture.events(queue, client: client)
         let failed = try #require(events.last?.restoreCompletedTransactionsFailed)
@@ -242,15 +283,29 @@ struct PaymentQueueExtrasTests {
     func configuredRestriction() async throws {
         let fixture = try PaymentQueueFixture { directory in
             let path = directory.path("payment-queue.json")
-            try Data(#"""
-            {"service": {"policies": [{"app": "com.storebus.demo.puzzle", "account": "kid", "policy": {"mode": "POLICY_MODE_APPROVE", "purchasesRestricted": true}}]}}
-            """#.utf8).write(to: URL(fileURLWithPath: path))
+            try Data(
+                #"""
+                {"service": {"policies": [{"app": "com.storebus.demo.puzzle", "account": "kid", "policy": {"mode": "POLICY_MODE_APPROVE", "purchasesRestricted": true}}]}}
+                """#.utf8
+            ).write(to: URL(fileURLWithPath: path))
             return path
         }
         try await fixture.start()
         let client = try fixture.client()
-        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "kid" }).canMakePayments == false)
-        #expect(try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments, .with { $0.appBundleID = puzzle; $0.accountID = "parent" }).canMakePayments)
+        #expect(
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "kid"
+                }
+            ).canMakePayments == false)
+        #expect(
+            try await client.call(
+                Storebus_PaymentQueue_V1_PaymentQueue.canMakePayments,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = "parent"
+                }
+            ).canMakePayments)
         await client.shutdown()
         await fixture.stop()
 
@@ -258,9 +313,11 @@ struct PaymentQueueExtrasTests {
         // does not start.
         let overlong = try PaymentQueueFixture { directory in
             let path = directory.path("payment-queue.json")
-            try Data(#"""
-            {"service": {"policies": [{"app": "com.storebus.demo.puzzle", "policy": {"mode": "POLICY_MODE_APPROVE", "delayMs": 700000}}]}}
-            """#.utf8).write(to: URL(fileURLWithPath: path))
+            try Data(
+                #"""
+                {"service": {"policies": [{"app": "com.storebus.demo.puzzle", "policy": {"mode": "POLICY_MODE_APPROVE", "delayMs": 700000}}]}}
+                """#.utf8
+            ).write(to: URL(fileURLWithPath: path))
             return path
         }
         let refused = await #expect(throws: (any Error).self) { try await overlong.start() }

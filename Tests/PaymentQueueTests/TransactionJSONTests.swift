@@ -1,9 +1,10 @@
 import Foundation
-@testable import PaymentQueue
 import StoreBusStorage
 import StoreSchema
 import SwiftProtobuf
 import Testing
+
+@testable import PaymentQueue
 
 @Suite("Transactions' JSON written directly, byte for byte as swift-protobuf writes it")
 struct TransactionJSONTests {
@@ -12,8 +13,10 @@ struct TransactionJSONTests {
     /// Random text mixing what JSON escapes (quote, backslash, C0 and C1 controls, DEL) with ASCII,
     /// two-, three- and four-byte UTF-8.
     static func text<G: RandomNumberGenerator>(_ generator: inout G) -> String {
-        let pieces: [String] = ["a", "Z", "0", " ", "\"", "\\", "/", "\u{0}", "\u{8}", "\u{9}", "\u{A}", "\u{C}", "\u{D}", "\u{1F}",
-                                "\u{7F}", "\u{80}", "\u{9F}", "\u{A0}", "é", "\u{2028}", "€", "😀", "{", "}"]
+        let pieces: [String] = [
+            "a", "Z", "0", " ", "\"", "\\", "/", "\u{0}", "\u{8}", "\u{9}", "\u{A}", "\u{C}", "\u{D}", "\u{1F}",
+            "\u{7F}", "\u{80}", "\u{9F}", "\u{A0}", "é", "\u{2028}", "€", "😀", "{", "}"
+        ]
         guard Int.random(in: 0..<4, using: &generator) > 0 else { return "" }
         return (0..<Int.random(in: 1..<12, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
     }
@@ -53,19 +56,22 @@ struct TransactionJSONTests {
             }
         }
         for _ in 0..<Int.random(in: 0..<3, using: &generator) {
-            transaction.downloads.append(.with {
-                $0.contentIdentifier = text(&generator)
-                $0.contentVersion = text(&generator)
-                $0.contentLength = maybe() ? Int64.random(in: -1...Int64.max, using: &generator) : 0
-                $0.transactionIdentifier = text(&generator)
-                $0.state = Storebus_PaymentQueue_V1_DownloadState.allCases.randomElement(using: &generator)!
-                // In progress now and then: written by swift-protobuf (the doubles).
-                if Int.random(in: 0..<8, using: &generator) == 0 { $0.progress = Double.random(in: 0...1, using: &generator) }
-            })
+            transaction.downloads.append(
+                .with {
+                    $0.contentIdentifier = text(&generator)
+                    $0.contentVersion = text(&generator)
+                    $0.contentLength = maybe() ? Int64.random(in: -1...Int64.max, using: &generator) : 0
+                    $0.transactionIdentifier = text(&generator)
+                    $0.state = Storebus_PaymentQueue_V1_DownloadState.allCases.randomElement(using: &generator)!
+                    // In progress now and then: written by swift-protobuf (the doubles).
+                    if Int.random(in: 0..<8, using: &generator) == 0 { $0.progress = Double.random(in: 0...1, using: &generator) }
+                })
         }
         transaction.storefront = text(&generator)
         if maybe() {
-            transaction.queue = .with { $0.appBundleID = text(&generator); $0.accountID = text(&generator); $0.deviceID = text(&generator) }
+            transaction.queue = .with {
+                $0.appBundleID = text(&generator); $0.accountID = text(&generator); $0.deviceID = text(&generator)
+            }
         }
         transaction.finished = maybe()
         transaction.productType = Storebus_Catalog_V1_ProductType.allCases.randomElement(using: &generator)!
@@ -106,7 +112,9 @@ struct TransactionJSONTests {
             #expect(written == expected)
             if written != expected { break }
         }
-        var request = Storebus_PaymentQueue_V1_AddPaymentRequest.with { $0.storefront = "FRA"; $0.payment.productIdentifier = "coins" }
+        var request = Storebus_PaymentQueue_V1_AddPaymentRequest.with {
+            $0.storefront = "FRA"; $0.payment.productIdentifier = "coins"
+        }
         var binary: [UInt8] = try request.serializedBytes()
         binary += [0x98, 0x06, 0x01]
         request = try Storebus_PaymentQueue_V1_AddPaymentRequest(serializedBytes: binary)
@@ -119,7 +127,9 @@ struct TransactionJSONTests {
         for count in [0, 1, 2, 3, 1, 2] {
             for removed in [false, true] {
                 let transactions = (0..<count).map { _ in Self.transaction(&generator) }
-                let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = "com.example.app"; $0.accountID = Self.text(&generator); $0.deviceID = "" }
+                let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+                    $0.appBundleID = "com.example.app"; $0.accountID = Self.text(&generator); $0.deviceID = ""
+                }
                 var event = Storebus_PaymentQueue_V1_QueueEvent()
                 event.queue = queue
                 if removed { event.removedTransactions.transactions = transactions } else { event.updatedTransactions.transactions = transactions }
@@ -128,7 +138,9 @@ struct TransactionJSONTests {
         }
         // A queue with unknown fields (from a binary peer) goes through swift-protobuf, in place of
         // what the writer had begun.
-        var binary: [UInt8] = try Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = "com.example.app"; $0.accountID = "a" }.serializedBytes()
+        var binary: [UInt8] = try Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = "com.example.app"; $0.accountID = "a"
+        }.serializedBytes()
         binary += [0x98, 0x06, 0x01]
         let queue = try Storebus_PaymentQueue_V1_QueueRef(serializedBytes: binary)
         let transactions = [Self.transaction(&generator)]

@@ -1,7 +1,8 @@
-import Testing
-@testable import PaymentQueue
 import StoreBus
 import StoreSchema
+import Testing
+
+@testable import PaymentQueue
 
 /// The transaction state machine as a table: every (state, event) pair, with the facts that change
 /// an answer, without a database.
@@ -20,27 +21,27 @@ struct TransactionStateMachineTests {
             .decide: .move(to: .purchased), .approve: .refused("is purchasing, not waiting for Ask to Buy"),
             .decline: .refused("is purchasing, not waiting for Ask to Buy"), .clearHistory: .move(to: .failed, failure: Machine.cleared),
             .finish: .refused("is purchasing and cannot be finished yet"),
-            .refund: .refused("is purchasing: only purchased transactions can be refunded, restored ones through their original"),
+            .refund: .refused("is purchasing: only purchased transactions can be refunded, restored ones through their original")
         ],
         .purchased: [
             .decide: .unchanged, .approve: .refused("is purchased, not waiting for Ask to Buy"),
-            .decline: .refused("is purchased, not waiting for Ask to Buy"), .clearHistory: .unchanged, .finish: .leaveQueue, .refund: .revoke,
+            .decline: .refused("is purchased, not waiting for Ask to Buy"), .clearHistory: .unchanged, .finish: .leaveQueue, .refund: .revoke
         ],
         .failed: [
             .decide: .unchanged, .approve: .refused("is failed, not waiting for Ask to Buy"),
             .decline: .refused("is failed, not waiting for Ask to Buy"), .clearHistory: .unchanged, .finish: .leaveQueue,
-            .refund: .refused("is failed: only purchased transactions can be refunded, restored ones through their original"),
+            .refund: .refused("is failed: only purchased transactions can be refunded, restored ones through their original")
         ],
         .restored: [
             .decide: .unchanged, .approve: .refused("is restored, not waiting for Ask to Buy"),
             .decline: .refused("is restored, not waiting for Ask to Buy"), .clearHistory: .unchanged, .finish: .leaveQueue,
-            .refund: .refused("is restored: only purchased transactions can be refunded, restored ones through their original"),
+            .refund: .refused("is restored: only purchased transactions can be refunded, restored ones through their original")
         ],
         .deferred: [
             .decide: .unchanged, .approve: .move(to: .purchased), .decline: .move(to: .failed, failure: Machine.declined),
             .clearHistory: .move(to: .failed, failure: Machine.cleared), .finish: .refused("is deferred and cannot be finished yet"),
-            .refund: .refused("is deferred: only purchased transactions can be refunded, restored ones through their original"),
-        ],
+            .refund: .refused("is deferred: only purchased transactions can be refunded, restored ones through their original")
+        ]
     ]
 
     @Test("every state and event, with plain facts", arguments: states)
@@ -88,8 +89,13 @@ struct TransactionStateMachineTests {
     @Test("applying a move sets the state, the error and the interruption on the record; other steps change nothing")
     func applyingSteps() {
         var record = TransactionRecord(
-            id: "1", queue: .with { $0.appBundleID = "a"; $0.accountID = "b"; $0.deviceID = "c" }, state: .purchasing,
-            payment: .with { $0.productIdentifier = "p"; $0.quantity = 1 }, productType: .consumable, storefront: "USA",
+            id: "1",
+            queue: .with {
+                $0.appBundleID = "a"; $0.accountID = "b"; $0.deviceID = "c"
+            }, state: .purchasing,
+            payment: .with {
+                $0.productIdentifier = "p"; $0.quantity = 1
+            }, productType: .consumable, storefront: "USA",
             price: "0.99", currency: "USD", error: nil, policy: .with { $0.mode = .interrupt }, decideAtMS: 0, nowMS: 0, downloads: "[]"
         )
         record.decide(at: 5)

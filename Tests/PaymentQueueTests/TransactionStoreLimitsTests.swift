@@ -7,6 +7,7 @@ import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
+
 @testable import PaymentQueue
 
 /// Clearing an account, restores and replay weights, and the stored record.
@@ -55,7 +56,9 @@ extension TransactionStoreTests {
         let refund = try await fixture.store.refund(paid.transactionIdentifier)
         #expect(refund.revoked == ["removeads"])
         #expect(try await fixture.store.transaction(again.transactionIdentifier)?.hasCancellationDate == true, "the re-buy stood on the refunded purchase")
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet"
+        }
         #expect(try await fixture.store.restore(queue: tablet, applicationUsername: nil).count == 0, "nothing left to restore")
     }
 
@@ -83,13 +86,18 @@ extension TransactionStoreTests {
         // their bytes are few, their JSON is not.
         let name = String(repeating: "\u{1}", count: QueueNames.maxBytes - 1)
         func queue(_ device: String) -> Storebus_PaymentQueue_V1_QueueRef {
-            .with { $0.appBundleID = name + "a"; $0.accountID = name + "a"; $0.deviceID = name + device }
+            .with {
+                $0.appBundleID = name + "a"; $0.accountID = name + "a"; $0.deviceID = name + device
+            }
         }
         let tablet = queue("t"), phone = queue("p")
         func buy(_ index: Int) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
             let product = String(repeating: "\u{1}", count: PaymentQueueHandlers.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
             let new = TransactionStore.NewTransaction(
-                queue: tablet, payment: .with { $0.productIdentifier = product; $0.quantity = 1 },
+                queue: tablet,
+                payment: .with {
+                    $0.productIdentifier = product; $0.quantity = 1
+                },
                 productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",
                 start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
             )
@@ -117,12 +125,19 @@ extension TransactionStoreTests {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
         var new = TransactionStore.NewTransaction(
-            queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "levels"; $0.quantity = 1 },
+            queue: StoreFixture.queue,
+            payment: .with {
+                $0.productIdentifier = "levels"; $0.quantity = 1
+            },
             productType: .nonConsumable, storefront: "FRA", price: "0.99", currency: "EUR",
             start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
         )
         // Some 4 KB of hosted content: far more than the room a weight leaves to grow.
-        new.downloads = (0..<40).map { index in .with { $0.contentIdentifier = "level-pack-\(index)-" + String(repeating: "x", count: 60); $0.contentVersion = "1.0"; $0.contentLength = 1 << 20 } }
+        new.downloads = (0..<40).map { index in
+            .with {
+                $0.contentIdentifier = "level-pack-\(index)-" + String(repeating: "x", count: 60); $0.contentVersion = "1.0"; $0.contentLength = 1 << 20
+            }
+        }
         for decideWhenDue in [false, true] {
             let created = try await fixture.store.create(new, decideWhenDue: decideWhenDue).transaction
             #expect(created.transactionState == .purchasing && created.downloads.isEmpty)
@@ -146,11 +161,19 @@ extension TransactionStoreTests {
             let table = try Row.fetchAll(db, sql: "PRAGMA table_info(pq_transaction)").map { $0["name"] as String }
             // Every field set, and no two alike: a value read from another column's place shows.
             var record = TransactionRecord(
-                id: "9000000000000000001", queue: .with { $0.appBundleID = "app"; $0.accountID = "account"; $0.deviceID = "device" },
+                id: "9000000000000000001",
+                queue: .with {
+                    $0.appBundleID = "app"; $0.accountID = "account"; $0.deviceID = "device"
+                },
                 state: .restored,
-                payment: .with { $0.productIdentifier = "product"; $0.quantity = 3; $0.applicationUsername = "user"; $0.requestData = Data([1, 2]); $0.simulatesAskToBuyInSandbox = true },
+                payment: .with {
+                    $0.productIdentifier = "product"; $0.quantity = 3; $0.applicationUsername = "user"; $0.requestData = Data([1, 2]); $0.simulatesAskToBuyInSandbox = true
+                },
                 productType: .autoRenewableSubscription, storefront: "storefront", price: "1.99", currency: "currency",
-                error: .make(.paymentInvalid, "message"), policy: .with { $0.mode = .interrupt; $0.failError = .storeProductNotAvailable },
+                error: .make(.paymentInvalid, "message"),
+                policy: .with {
+                    $0.mode = .interrupt; $0.failError = .storeProductNotAvailable
+                },
                 decideAtMS: 11, nowMS: 12, downloads: "[{\"contentIdentifier\":\"c\"}]"
             )
             record.originalID = original.transactionIdentifier
@@ -197,7 +220,9 @@ extension TransactionStoreTests {
     func largeRestoreIsChunked() async throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet"
+        }
         for index in 0..<130 {
             let purchase = try await fixture.purchase("level.\(index)", type: .nonConsumable, queue: tablet)
             _ = try await fixture.store.decide(purchase.transactionIdentifier)
@@ -214,7 +239,9 @@ extension TransactionStoreTests {
     @Test("queue names must be NFC, 1 to 255 bytes, without |, a line break or NUL; a refusal names the field")
     func queueNames() throws {
         func queue(account: String, device: String = "phone") -> Storebus_PaymentQueue_V1_QueueRef {
-            .with { $0.appBundleID = "com.example.app"; $0.accountID = account; $0.deviceID = device }
+            .with {
+                $0.appBundleID = "com.example.app"; $0.accountID = account; $0.deviceID = device
+            }
         }
         try queue(account: "caf\u{e9}").validate()
         try queue(account: String(repeating: "a", count: 255)).validate()
@@ -224,7 +251,7 @@ extension TransactionStoreTests {
             ("kate", "pa|\u{301}d", "queue.deviceId"), ("", "phone", "queue.accountId"),
             (String(repeating: "a", count: 256), "phone", "queue.accountId"), ("kate", "line\r\nbreak", "queue.deviceId"),
             // SQLite, handed a C string, would take it for "kate".
-            ("kate\u{0}x", "phone", "queue.accountId"),
+            ("kate\u{0}x", "phone", "queue.accountId")
         ] {
             let refused = #expect(throws: RPCError.self, "\(account)/\(device)") { try queue(account: account, device: device).validate() }
             #expect(refused?.code == .invalidArgument)

@@ -7,6 +7,7 @@ import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
+
 @testable import PaymentQueue
 
 /// A store on a fresh SQLite file in a temporary directory (no doorbell: followers would poll).
@@ -32,7 +33,10 @@ struct StoreFixture {
         policy: Storebus_PaymentQueue_V1_PaymentPolicy = .with { $0.mode = .approve }, askToBuy: Bool = false, key: String? = nil
     ) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         let new = TransactionStore.NewTransaction(
-            queue: queue, payment: .with { $0.productIdentifier = product; $0.quantity = 1; $0.simulatesAskToBuyInSandbox = askToBuy },
+            queue: queue,
+            payment: .with {
+                $0.productIdentifier = product; $0.quantity = 1; $0.simulatesAskToBuyInSandbox = askToBuy
+            },
             productType: type, storefront: "FRA", price: "0.99", currency: "EUR",
             start: .purchasing(policy: policy, decideAt: Date()), idempotency: key.map { ($0, "digest-\(product)") }
         )
@@ -80,7 +84,7 @@ struct TransactionStoreTests {
                 "SELECT COUNT(*) FROM pq_transaction WHERE queue_key = 'q' AND finished = 0",
                 "SELECT id FROM pq_transaction WHERE queue_key = 'q' AND finished = 0 ORDER BY created_ms, id",
                 TransactionStore.dueSQL.replacingOccurrences(of: "?", with: "0"),
-                TransactionStore.nextDueSQL,
+                TransactionStore.nextDueSQL
             ].map { sql in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ")
             }
@@ -96,7 +100,9 @@ struct TransactionStoreTests {
         let fixture = try StoreFixture(maxUnfinished: 3)
         defer { fixture.remove() }
         // Given a purchased and finished non-consumable on another device of the account
-        let tablet = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }
+        let tablet = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet"
+        }
         let original = try await fixture.purchase("removeads", type: .nonConsumable, queue: tablet)
         _ = try await fixture.store.decide(original.transactionIdentifier)
         _ = try await fixture.store.finish(original.transactionIdentifier, queue: tablet)
@@ -206,7 +212,11 @@ struct TransactionStoreTests {
         // Given a payment deferred for Ask to Buy and one still PURCHASING (its policy answers later)
         let deferred = try await fixture.purchase("coins", askToBuy: true)
         #expect(try await fixture.store.decide(deferred.transactionIdentifier)?.transactionState == .deferred)
-        let waiting = try await fixture.purchase("gems", policy: .with { $0.mode = .approve; $0.delayMs = 600_000 })
+        let waiting = try await fixture.purchase(
+            "gems",
+            policy: .with {
+                $0.mode = .approve; $0.delayMs = 600_000
+            })
         // When the account's history is cleared
         _ = try await fixture.store.clear(app: StoreFixture.queue.appBundleID, account: "alice")
         // Then each is heard FAILED (paymentCancelled), then removed
@@ -252,7 +262,11 @@ struct TransactionStoreTests {
         // An ordinary purchase, and a payment the sandbox failed, were never deferred
         let bought = try await fixture.purchase("coins")
         _ = try await fixture.store.decide(bought.transactionIdentifier)
-        let failed = try await fixture.purchase("coins", policy: .with { $0.mode = .fail; $0.failError = .paymentInvalid })
+        let failed = try await fixture.purchase(
+            "coins",
+            policy: .with {
+                $0.mode = .fail; $0.failError = .paymentInvalid
+            })
         _ = try await fixture.store.decide(failed.transactionIdentifier)
         for (id, approve) in [(bought.transactionIdentifier, true), (failed.transactionIdentifier, false)] {
             let refused = await #expect(throws: RPCError.self) { _ = try await fixture.store.answerAskToBuy(id, approve: approve) }
@@ -267,11 +281,15 @@ struct TransactionStoreTests {
         // Given five purchases of alice on two devices, decided (charged), and one of bob
         var bought: [String] = []
         for (index, device) in ["phone", "tablet", "phone", "tablet", "phone"].enumerated() {
-            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+                $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device
+            }
             bought.append(try await fixture.purchase("coins\(index)", queue: queue).transactionIdentifier)
             try await fixture.store.decide(bought.last!)
         }
-        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
+        let bob = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone"
+        }
         try await fixture.store.decide(try await fixture.purchase("coins", queue: bob).transactionIdentifier)
         let app = StoreFixture.queue.appBundleID
         // When they are listed two at a time
@@ -296,7 +314,10 @@ struct TransactionStoreTests {
         // And tokens that the listing did not give are refused
         let chargesToken = try await fixture.store.charges(app: app, account: "alice", limit: 1).nextPageToken
         let transactionsToken = try await fixture.store.accountTransactions(app: app, account: "alice", includeFinished: true, limit: 1).nextPageToken
-        for (token, listing) in [("not a token", "transactions"), (chargesToken, "transactions"), (transactionsToken, "charges"), (Data("transactions\nsoon".utf8).base64EncodedString(), "transactions"), (Data("charges\n1\n2".utf8).base64EncodedString(), "charges")] {
+        for (token, listing) in [
+            ("not a token", "transactions"), (chargesToken, "transactions"), (transactionsToken, "charges"), (Data("transactions\nsoon".utf8).base64EncodedString(), "transactions"),
+            (Data("charges\n1\n2".utf8).base64EncodedString(), "charges")
+        ] {
             let refused = await #expect(throws: RPCError.self, "\(listing) \(token)") {
                 if listing == "charges" {
                     _ = try await fixture.store.charges(app: app, account: "alice", pageToken: token)
@@ -318,9 +339,14 @@ struct TransactionStoreTests {
         // purchased non-consumables restored on a tablet
         let username = String(repeating: "\u{1}", count: 1024)
         func new(_ product: String, device: String, _ start: TransactionStore.NewTransaction.Start, type: Storebus_Catalog_V1_ProductType = .consumable) -> TransactionStore.NewTransaction {
-            let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device }
+            let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+                $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = device
+            }
             return TransactionStore.NewTransaction(
-                queue: queue, payment: .with { $0.productIdentifier = product; $0.quantity = 1; $0.applicationUsername = username; $0.requestData = Data(count: 4096) },
+                queue: queue,
+                payment: .with {
+                    $0.productIdentifier = product; $0.quantity = 1; $0.applicationUsername = username; $0.requestData = Data(count: 4096)
+                },
                 productType: type, storefront: "FRA", price: "0.99", currency: "EUR", start: start, idempotency: nil
             )
         }
@@ -331,12 +357,20 @@ struct TransactionStoreTests {
             let bought = try await fixture.store.create(new("level\(index)", device: "phone", .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), type: .nonConsumable))
             try await fixture.store.decide(bought.transaction.transactionIdentifier)
         }
-        #expect(try await fixture.store.restore(queue: .with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet" }, applicationUsername: nil).count == 30)
+        #expect(
+            try await fixture.store.restore(
+                queue: .with {
+                    $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "alice"; $0.deviceID = "tablet"
+                }, applicationUsername: nil
+            ).count == 30)
         // When they are listed a thousand at a time
         var sizes: [Int] = [], ids: [String] = [], restored = 0, token = ""
         repeat {
             let page = try await fixture.store.accountTransactions(app: StoreFixture.queue.appBundleID, account: "alice", includeFinished: true, pageToken: token, limit: 1000)
-            sizes.append(try Storebus_PaymentQueue_V1_ListAccountTransactionsResponse.with { $0.transactions = page.transactions; $0.nextPageToken = page.nextPageToken }.jsonUTF8Data().count)
+            sizes.append(
+                try Storebus_PaymentQueue_V1_ListAccountTransactionsResponse.with {
+                    $0.transactions = page.transactions; $0.nextPageToken = page.nextPageToken
+                }.jsonUTF8Data().count)
             ids += page.transactions.map(\.transactionIdentifier)
             restored += page.transactions.filter { $0.transactionState == .restored }.count
             token = page.nextPageToken
@@ -354,11 +388,14 @@ struct TransactionStoreTests {
         // control characters (six bytes each in JSON), with 4 KiB of requestData.
         let control = "\u{1}"
         let name = String(repeating: control, count: QueueNames.maxBytes)
-        let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = name; $0.accountID = name; $0.deviceID = name }
+        let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = name; $0.accountID = name; $0.deviceID = name
+        }
         try queue.validate()
         func add(_ index: Int) async throws {
             let new = TransactionStore.NewTransaction(
-                queue: queue, payment: .with {
+                queue: queue,
+                payment: .with {
                     $0.productIdentifier = String(repeating: control, count: PaymentQueueHandlers.maxProductIdentifierBytes - 5) + String(format: "%05d", index)
                     $0.quantity = 1
                     $0.applicationUsername = String(repeating: control, count: PaymentQueueHandlers.maxApplicationUsernameBytes)
@@ -424,7 +461,9 @@ struct TransactionStoreTests {
     func ledgerThroughTransactions() async throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
-        let bob = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone" }
+        let bob = Storebus_PaymentQueue_V1_QueueRef.with {
+            $0.appBundleID = StoreFixture.queue.appBundleID; $0.accountID = "bob"; $0.deviceID = "phone"
+        }
         // Products interleaved so that the account index's order (by product) is not the charges' order.
         var alices: [String] = []
         for product in ["gems", "coins", "gems", "acorns", "coins"] {
@@ -446,10 +485,11 @@ struct TransactionStoreTests {
 
         let plans = try await fixture.database.pool.read { db -> [String] in
             let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pq_charge' AND sql IS NOT NULL")
-            return [indexes.joined(separator: ",")] + (try [TransactionStore.holdsSQL.sql, TransactionStore.ledgerSQL].map { sql in
-                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.replacingOccurrences(of: "?", with: "'x'"))
-                    .map { $0["detail"] as String }.joined(separator: "; ")
-            })
+            return [indexes.joined(separator: ",")]
+                + (try [TransactionStore.holdsSQL.sql, TransactionStore.ledgerSQL].map { sql in
+                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.replacingOccurrences(of: "?", with: "'x'"))
+                        .map { $0["detail"] as String }.joined(separator: "; ")
+                })
         }
         #expect(plans[0].isEmpty, "pq_charge has no index of its own but its keys: \(plans[0])")
         for plan in plans.dropFirst() {
@@ -460,7 +500,11 @@ struct TransactionStoreTests {
     @Test("policies: FAIL gives the chosen SKError, ASK_TO_BUY defers until approved or declined, INTERRUPT fails and marks the purchase")
     func policies() async throws {
         let fixture = try StoreFixture()
-        let failing = try await fixture.purchase("coins", policy: .with { $0.mode = .fail; $0.failError = .paymentCancelled })
+        let failing = try await fixture.purchase(
+            "coins",
+            policy: .with {
+                $0.mode = .fail; $0.failError = .paymentCancelled
+            })
         let failed = try #require(try await fixture.store.decide(failing.transactionIdentifier))
         #expect(failed.transactionState == .failed && failed.error.code == .paymentCancelled)
 
@@ -480,104 +524,6 @@ struct TransactionStoreTests {
         #expect(try await fixture.store.decide(interrupted.transactionIdentifier)?.transactionState == .failed)
         let charged = try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges
         #expect(charged.map(\.transactionIdentifier) == [asked.transactionIdentifier], "only the approved Ask to Buy was charged")
-        fixture.remove()
-    }
-
-    @Test("finishTransaction: not while PURCHASING or DEFERRED; twice is OK; the transaction leaves the queue with a removed event")
-    func finishing() async throws {
-        let fixture = try StoreFixture()
-        let transaction = try await fixture.purchase("coins")
-        let id = transaction.transactionIdentifier
-        let early = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: StoreFixture.queue) }
-        #expect(early?.code == .failedPrecondition)
-        try await fixture.store.decide(id)
-        #expect(try await fixture.store.unfinished(StoreFixture.queue).transactions.map(\.transactionIdentifier) == [id])
-        #expect(try await fixture.store.finish(id, queue: StoreFixture.queue) == false)
-        #expect(try await fixture.store.finish(id, queue: StoreFixture.queue) == true, "finishing twice is OK")
-        let (unfinished, keySeq) = try await fixture.store.unfinished(StoreFixture.queue)
-        #expect(unfinished.isEmpty)
-        #expect(keySeq == 3)
-        let last = try #require(try await fixture.events().last)
-        #expect(last.removedTransactions.transactions.map(\.transactionIdentifier) == [id])
-
-        var otherAccount = StoreFixture.queue
-        otherAccount.accountID = "mallory"
-        let denied = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: otherAccount) }
-        #expect(denied?.code == .permissionDenied)
-        var otherDevice = StoreFixture.queue
-        otherDevice.deviceID = "tablet"
-        let notHere = await #expect(throws: RPCError.self) { _ = try await fixture.store.finish(id, queue: otherDevice) }
-        #expect(notHere?.code == .notFound)
-        fixture.remove()
-    }
-
-    @Test("an idempotency key returns the transaction it created for the same payment, and refuses a different one")
-    func idempotency() async throws {
-        let fixture = try StoreFixture()
-        let first = try await fixture.purchase("coins", key: "k1")
-        let again = try await fixture.purchase("coins", key: "k1")
-        #expect(again.transactionIdentifier == first.transactionIdentifier)
-        let found = try await fixture.store.transaction(forKey: "k1", app: StoreFixture.queue.appBundleID, account: "alice", digest: "digest-coins")
-        #expect(found?.transactionIdentifier == first.transactionIdentifier)
-        let reused = await #expect(throws: RPCError.self) { _ = try await fixture.purchase("pack", key: "k1") }
-        #expect(reused?.code == .failedPrecondition)
-        fixture.remove()
-    }
-
-    @Test("a new transaction's AddPayment answer, written directly, is swift-protobuf's bytes for it; a retry returns the same transaction")
-    func createdTransactionAnswer() async throws {
-        let fixture = try StoreFixture()
-        for (index, name) in ["coins", "pack ünï \"quoted\"", "gems\u{01}"].enumerated() {
-            let new = TransactionStore.NewTransaction(
-                queue: StoreFixture.queue, payment: .with { $0.productIdentifier = name; $0.quantity = 1; $0.applicationUsername = "user \(index)" },
-                productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
-                start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: ("key \(index)", "digest \(index)")
-            )
-            let created = try await fixture.store.create(new, decideWhenDue: true)
-            #expect(created.transaction.transactionState == .purchasing)
-            let answer = try TransactionJSON.addPaymentResponse(created.transaction)
-            #expect(answer == (try Storebus_PaymentQueue_V1_AddPaymentResponse.with { $0.transaction = created.transaction }.jsonUTF8Bytes() as [UInt8]))
-            let retry = try await fixture.store.create(new, decideWhenDue: true)
-            #expect(retry.transaction.transactionIdentifier == created.transaction.transactionIdentifier)
-        }
-        fixture.remove()
-    }
-
-    @Test("identifiers and data survive a reopen of the database")
-    func durable() async throws {
-        let fixture = try StoreFixture()
-        let first = try await fixture.purchase("coins")
-        try fixture.database.close()
-        let reopened = try StoreDatabase(directory: fixture.directory.url, name: "payment-queue", migrator: PaymentQueueSchema.migrator)
-        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: reopened, publisher: nil))
-        #expect(try await store.due() == [first.transactionIdentifier], "still PURCHASING: decided after a restart")
-        // Identifiers count on from the last given: the first of a new database is one past the
-        // base, the next (after the reopen) one more.
-        let second = try await store.create(TransactionStore.NewTransaction(
-            queue: StoreFixture.queue, payment: .with { $0.productIdentifier = "coins"; $0.quantity = 1 },
-            productType: .consumable, storefront: "FRA", price: "0.99", currency: "EUR",
-            start: .purchasing(policy: .with { $0.mode = .approve }, decideAt: Date()), idempotency: nil
-        )).transaction
-        #expect(Int64(first.transactionIdentifier) == TransactionStore.identifierBase + 1)
-        #expect(Int64(second.transactionIdentifier) == TransactionStore.identifierBase + 2)
-        try await store.setPolicy(.with { $0.mode = .fail; $0.failError = .paymentNotAllowed; $0.purchasesRestricted = true }, app: "a", account: "")
-        let policy = try await store.policy(app: "a", account: "bob")
-        #expect(policy.isDefault && policy.policy.purchasesRestricted && policy.policy.failError == .paymentNotAllowed)
-        fixture.remove()
-    }
-
-    @Test("an account's own policy comes before the app's default, whichever was set first; other accounts get the default")
-    func accountPolicyBeforeDefault() async throws {
-        let fixture = try StoreFixture()
-        let store = fixture.store
-        try await store.setPolicy(.with { $0.mode = .askToBuy }, app: "a", account: "alice")
-        try await store.setPolicy(.with { $0.mode = .fail; $0.failError = .paymentInvalid }, app: "a", account: "")
-        let own = try await store.policy(app: "a", account: "alice")
-        #expect(!own.isDefault && own.policy.mode == .askToBuy)
-        let other = try await store.policy(app: "a", account: "bob")
-        #expect(other.isDefault && other.policy.mode == .fail && other.policy.failError == .paymentInvalid)
-        let elsewhere = try await store.policy(app: "b", account: "alice")
-        #expect(elsewhere.isDefault && elsewhere.policy.mode == .approve)
         fixture.remove()
     }
 }

@@ -131,8 +131,9 @@ struct ReceiptClientTests {
     }
 
     static func storectl(_ cluster: StoreCluster, _ arguments: [String], name: String) async throws -> (status: Int32?, output: String) {
-        let process = ServiceProcess(name: "storectl", arguments: arguments + ["--gateway", cluster.gatewayEndpoints[0]],
-                                     logFile: cluster.directory.url.appendingPathComponent("storectl-\(name).log"))
+        let process = ServiceProcess(
+            name: "storectl", arguments: arguments + ["--gateway", cluster.gatewayEndpoints[0]],
+            logFile: cluster.directory.url.appendingPathComponent("storectl-\(name).log"))
         try process.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey, "TMPDIR": cluster.directory.path("tmp")])
         let status = await process.waitForExit(timeout: .seconds(60))
         return (status, process.output)

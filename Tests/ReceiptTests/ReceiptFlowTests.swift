@@ -67,10 +67,12 @@ struct ReceiptFlowTests {
             // When the purchase is refunded (an issue in the app), then the receipt shows its
             // cancellation date on it and its copy, and the entitlement is revoked, saying why
             let admin = try cluster.admin()
-            _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
-                $0.transactionIdentifier = packBought.id
-                $0.revocationReason = .appIssue
-            })
+            _ = try await admin.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction,
+                .with {
+                    $0.transactionIdentifier = packBought.id
+                    $0.revocationReason = .appIssue
+                })
             receipt = try await Self.receipt(alice) { $0.inApp.allSatisfy { $0.cancellationDate != nil } }
             #expect(receipt.inApp.count == 2)
             entitlements = try await alice.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements
@@ -84,10 +86,12 @@ struct ReceiptFlowTests {
             #expect(!transaction.signedTransactionInfo.isEmpty)
 
             // When the history is cleared, then no purchase is left in the receipt
-            _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions, .with {
-                $0.appBundleID = puzzle
-                $0.accountID = "alice"
-            })
+            _ = try await admin.call(
+                Storebus_PaymentQueue_V1_PaymentQueueAdmin.clearAccountTransactions,
+                .with {
+                    $0.appBundleID = puzzle
+                    $0.accountID = "alice"
+                })
             receipt = try await Self.receipt(alice) { $0.inApp.isEmpty }
             #expect(try await alice.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements.isEmpty)
             await alice.close()
@@ -145,7 +149,8 @@ struct ReceiptFlowTests {
         @Sendable func find(_ recorder: Recorder) -> String? {
             for callback in recorder.callbacks {
                 if case .updatedTransactions(let transactions, _) = callback.event,
-                   let restored = transactions.first(where: { $0.transactionState == .restored && $0.payment.productIdentifier == product }) {
+                    let restored = transactions.first(where: { $0.transactionState == .restored && $0.payment.productIdentifier == product })
+                {
                     return restored.transactionIdentifier
                 }
             }

@@ -10,8 +10,10 @@ struct ReceiptFormatTests {
     func datesMatchFoundation() throws {
         var random = SeededRandom(seed: 1707)
         let style = Date.ISO8601FormatStyle(timeZone: .gmt)
-        var samples: [Date] = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400), Date(timeIntervalSince1970: -1),
-                               Date(timeIntervalSince1970: 4_107_542_399), Date(timeIntervalSince1970: 1_709_164_800.999)]
+        var samples: [Date] = [
+            Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400), Date(timeIntervalSince1970: -1),
+            Date(timeIntervalSince1970: 4_107_542_399), Date(timeIntervalSince1970: 1_709_164_800.999)
+        ]
         // From 1583: before the Gregorian calendar began, Foundation writes Julian dates; receipts
         // use the proleptic Gregorian calendar throughout, as RFC 3339 does.
         for _ in 0..<20_000 { samples.append(Date(timeIntervalSince1970: Double(Int64.random(in: -12_212_553_600...253_402_300_799, using: &random)))) }

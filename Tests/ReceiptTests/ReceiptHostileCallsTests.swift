@@ -7,13 +7,17 @@ import Testing
 
 @Suite("Hostile calls straight to the receipt service process")
 struct ReceiptHostileCallsTests {
-    @Test("every hostile value in every field of every receipt, health and diagnostics method, then 800 calls with several changes or broken JSON, with no principal, the account's, another's or a mangled one: each answered once, never INTERNAL or UNKNOWN; the service keeps running and a purchase still reaches the receipt")
+    @Test(
+        "every hostile value in every field of every receipt, health and diagnostics method, then 800 calls with several changes or broken JSON, with no principal, the account's, another's or a mangled one: each answered once, never INTERNAL or UNKNOWN; the service keeps running and a purchase still reaches the receipt"
+    )
     func hostileCalls() async throws {
         try await StoreCluster(gatewayCount: 1).running { cluster in
             let peer = try RawPeer(endpoint: cluster.receiptEndpoint)
-            let templates = HostileCalls.templates(account: "hostile", services: [
-                Storebus_Receipt_V1_Receipt.serviceName, Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName,
-            ])
+            let templates = HostileCalls.templates(
+                account: "hostile",
+                services: [
+                    Storebus_Receipt_V1_Receipt.serviceName, Storebus_Health_V1_Health.serviceName, Storebus_Diagnostics_V1_Diagnostics.serviceName
+                ])
             #expect(templates.count == Storebus_Receipt_V1_Receipt.methods.count + 3)
             let principal = ["\(Principal.appKey): \(puzzle)", "\(Principal.accountKey): hostile", "\(Principal.deviceKey): d"]
             let systematic = HostileCalls.everyValueInEveryField(templates) { path in

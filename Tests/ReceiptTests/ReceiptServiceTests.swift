@@ -19,8 +19,12 @@ struct ReceiptServiceTests {
             let request: [String: Any] = ["receipt-data": data, "password": puzzleSharedSecret, "exclude-old-transactions": false]
             try JSONSerialization.data(withJSONObject: request).write(to: URL(fileURLWithPath: work.path("request.json")))
             let url = "http://\(bought.cluster.receiptHTTPAddress)/verifyReceipt"
-            let curl = try await runCommand("/usr/bin/curl", ["-sS", "--max-time", "30", "-H", "Content-Type: application/json",
-                                                                                "-d", "@\(work.path("request.json"))", url])
+            let curl = try await runCommand(
+                "/usr/bin/curl",
+                [
+                    "-sS", "--max-time", "30", "-H", "Content-Type: application/json",
+                    "-d", "@\(work.path("request.json"))", url
+                ])
             #expect(curl.status == 0, "curl: \(curl.output)")
             let http = try #require(try JSONSerialization.jsonObject(with: Data(curl.output.utf8)) as? [String: Any], "not JSON: \(curl.output)")
             let bus = try await bought.verify(bought.receipt, password: puzzleSharedSecret)

@@ -1,12 +1,13 @@
 import Foundation
 import Receipt
-@testable import ReceiptFormat
 import StoreBus
 import StoreBusSDK
 import StoreBusTesting
 import StoreSchema
 import SwiftASN1
 import Testing
+
+@testable import ReceiptFormat
 
 /// verifyReceipt's answers, and receipts and signed transactions as other tools see them: openssl,
 /// Apple's app-store-server-library.
@@ -27,10 +28,12 @@ struct ReceiptVerificationTests {
         }
 
         func verify(data: String, password: String? = nil) async throws -> Storebus_Receipt_V1_VerifyReceiptResponse {
-            try await alice.call(Storebus_Receipt_V1_Receipt.verifyReceipt, .with {
-                $0.receiptData = data
-                if let password { $0.password = password }
-            })
+            try await alice.call(
+                Storebus_Receipt_V1_Receipt.verifyReceipt,
+                .with {
+                    $0.receiptData = data
+                    if let password { $0.password = password }
+                })
         }
 
     }
@@ -115,7 +118,7 @@ struct ReceiptVerificationTests {
                 ("another content type", otherType),
                 ("signed by another authority", try ReceiptSignature.sign(payload: payload, with: stranger.current(), at: Date())),
                 ("not a receipt, signed by the deployment", try ReceiptSignature.sign(payload: [0x05, 0x00], with: own.current(), at: Date())),
-                ("not a receipt, signed elsewhere", try ReceiptSignature.sign(payload: [0x05, 0x00], with: stranger.current(), at: Date())),
+                ("not a receipt, signed elsewhere", try ReceiptSignature.sign(payload: [0x05, 0x00], with: stranger.current(), at: Date()))
             ]
             for (name, input) in inputs {
                 let status = try await bought.verify(input).status
@@ -207,17 +210,29 @@ struct ReceiptVerificationTests {
             let certificates = try await bought.alice.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init())
             try certificates.rootCertificatePem.write(toFile: work.path("root.pem"), atomically: true, encoding: .utf8)
             try Data(bought.receipt).write(to: URL(fileURLWithPath: work.path("receipt.der")))
-            let accepted = try await runCommand("/usr/bin/openssl", ["cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
-                                                                   "-CAfile", work.path("root.pem"), "-out", work.path("payload.der")])
+            let accepted = try await runCommand(
+                "/usr/bin/openssl",
+                [
+                    "cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
+                    "-CAfile", work.path("root.pem"), "-out", work.path("payload.der")
+                ])
             #expect(accepted.status == 0, "openssl: \(accepted.output)")
             let content = try Data(contentsOf: URL(fileURLWithPath: work.path("payload.der")))
             #expect(Array(content) == (try ReceiptSignature.attachedPayload(of: bought.receipt)))
             // Another root: a self-signed P-256 certificate made by openssl itself
-            let made = try await runCommand("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                                                               "-subj", "/CN=Not StoreBus", "-days", "2", "-keyout", work.path("other.key"), "-out", work.path("other.pem")])
+            let made = try await runCommand(
+                "/usr/bin/openssl",
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=Not StoreBus", "-days", "2", "-keyout", work.path("other.key"), "-out", work.path("other.pem")
+                ])
             #expect(made.status == 0, "openssl req: \(made.output)")
-            let rejected = try await runCommand("/usr/bin/openssl", ["cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
-                                                                   "-CAfile", work.path("other.pem"), "-out", "/dev/null"])
+            let rejected = try await runCommand(
+                "/usr/bin/openssl",
+                [
+                    "cms", "-verify", "-inform", "DER", "-in", work.path("receipt.der"),
+                    "-CAfile", work.path("other.pem"), "-out", "/dev/null"
+                ])
             #expect(rejected.status != 0)
             #expect(rejected.output.contains("unable to get") || rejected.output.contains("Verify error"), "openssl: \(rejected.output)")
         }
@@ -242,8 +257,12 @@ struct ReceiptVerificationTests {
             payload["productId"] = "com.storebus.demo.puzzle.removeads"
             let changed = [parts[0], Self.base64URL(try JSONSerialization.data(withJSONObject: payload)), parts[2]].joined(separator: ".")
             let script = deployDirectory.deletingLastPathComponent().appendingPathComponent("scripts/apple-library-check.py").path
-            let result = try await runCommand(python, [script, work.path("root.der"), puzzle, "--transaction", jws, "--transaction", changed,
-                                                     "--receipt", Data(bought.receipt).base64EncodedString()])
+            let result = try await runCommand(
+                python,
+                [
+                    script, work.path("root.der"), puzzle, "--transaction", jws, "--transaction", changed,
+                    "--receipt", Data(bought.receipt).base64EncodedString()
+                ])
             let lines = result.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             try #require(lines.count == 3, "the script said: \(result.output)")
             #expect(lines[0]["ok"] as? Bool == true, "\(lines[0])")
@@ -280,10 +299,10 @@ struct ReceiptVerificationTests {
         let parts = jws.split(separator: ".").map(String.init)
         let foreignParts = foreign.split(separator: ".").map(String.init)
         for candidate in [
-            [foreignParts[0], parts[1], parts[2]].joined(separator: "."),  // another chain's header
-            [parts[1], parts[0], parts[2]].joined(separator: "."),  // header and payload swapped
-            foreign,  // signed by another authority
-            parts[0] + "." + parts[1],  // no signature
+            [foreignParts[0], parts[1], parts[2]].joined(separator: "."), // another chain's header
+            [parts[1], parts[0], parts[2]].joined(separator: "."), // header and payload swapped
+            foreign, // signed by another authority
+            parts[0] + "." + parts[1] // no signature
         ] {
             await #expect(throws: JWS.Failure.self) { _ = try await JWS.verify(candidate, as: JWSTransactionDecodedPayload.self, roots: [authority.root]) }
         }

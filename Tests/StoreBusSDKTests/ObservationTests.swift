@@ -1,4 +1,5 @@
 import Testing
+
 @testable import StoreBusSDK
 
 /// The observer stream's state machine, transition by transition.
@@ -89,7 +90,7 @@ struct ObservationTests {
         Row(from: "closed", history: closed, event: .loopPass(listening: true), actions: .endLoop, phase: .closed, position: 3, asksForReplay: false),
         Row(from: "closed", history: closed, event: .handedOver(seq: 9, replayCompleted: false), actions: [], phase: .closed, position: 3, asksForReplay: false),
         Row(from: "closed", history: closed, event: .logReplaced, actions: [], phase: .closed, position: 3, asksForReplay: false),
-        Row(from: "closed", history: closed, event: .closed, actions: [], phase: .closed, position: 3, asksForReplay: false),
+        Row(from: "closed", history: closed, event: .closed, actions: [], phase: .closed, position: 3, asksForReplay: false)
     ]
 
     @Test("each event from each phase asks for its actions and leaves the phase, position and replay as the table says", arguments: table)

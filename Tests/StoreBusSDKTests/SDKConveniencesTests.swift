@@ -10,14 +10,16 @@ import Testing
 @Suite(.serialized)
 struct SDKConveniencesTests {
     static func policy(_ admin: StoreConnection, account: String, _ mode: Storebus_PaymentQueue_V1_PolicyMode, error: Storebus_PaymentQueue_V1_SKError = .unknown) async throws {
-        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = account
-            $0.policy = .with {
-                $0.mode = mode
-                $0.failError = error
-            }
-        })
+        _ = try await admin.call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy,
+            .with {
+                $0.appBundleID = puzzle
+                $0.accountID = account
+                $0.policy = .with {
+                    $0.mode = mode
+                    $0.failError = error
+                }
+            })
     }
 
     /// A products delegate that keeps what it is told.
@@ -34,7 +36,9 @@ struct SDKConveniencesTests {
         }
     }
 
-    @Test("purchase awaits the outcome: success, pending for Ask to Buy, userCancelled; transactionUpdates sees each; verified transactions and current entitlements check the JWS; a restored transaction has its original")
+    @Test(
+        "purchase awaits the outcome: success, pending for Ask to Buy, userCancelled; transactionUpdates sees each; verified transactions and current entitlements check the JWS; a restored transaction has its original"
+    )
     func purchaseOutcomes() async throws {
         try await StoreCluster(gatewayCount: 1).running { cluster in
             let admin = try cluster.admin()

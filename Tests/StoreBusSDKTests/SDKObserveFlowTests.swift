@@ -7,6 +7,7 @@ import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+
 @testable import StoreBusSDK
 
 /// The observer loop while nobody listens, while the store is out of reach, and with slow consumers.

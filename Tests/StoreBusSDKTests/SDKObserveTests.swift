@@ -7,6 +7,7 @@ import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+
 @testable import StoreBusSDK
 
 /// An RPC server answering the gateway's methods as `router` scripts them, for tests of the SDK's
@@ -51,7 +52,9 @@ struct SDKObserveTests {
         router.register(Storebus_Gateway_V1_Gateway.authenticate) { request, _ in
             .with {
                 $0.sessionID = "session"
-                $0.queue = .with { $0.appBundleID = request.appBundleID; $0.accountID = request.accountID; $0.deviceID = request.deviceID }
+                $0.queue = .with {
+                    $0.appBundleID = request.appBundleID; $0.accountID = request.accountID; $0.deviceID = request.deviceID
+                }
             }
         }
         router.register(Storebus_Gateway_V1_Gateway.observe) { request, _ in
@@ -281,7 +284,11 @@ struct SDKObserveTests {
         configuration.observerHold = .milliseconds(200)
         let queue = try PaymentQueue(configuration: configuration)
 
-        queue.finishTransaction(PaymentTransaction(.with { $0.transactionIdentifier = "1000000000000007"; $0.transactionState = .purchased }))
+        queue.finishTransaction(
+            PaymentTransaction(
+                .with {
+                    $0.transactionIdentifier = "1000000000000007"; $0.transactionState = .purchased
+                }))
         #expect(await waitUntil { finishes.withLock { $0.count } >= 2 })
         try await Task.sleep(for: .milliseconds(300))
         #expect(finishes.withLock { $0 } == ["1000000000000007", "1000000000000007"])
@@ -301,7 +308,13 @@ struct SDKObserveTests {
                 return .init()
             }
             try await beforeReplay()
-            return .with { $0.events = [.with { $0.seq = seq; $0.replayComplete.replayedCount = 0 }] }
+            return .with {
+                $0.events = [
+                    .with {
+                        $0.seq = seq; $0.replayComplete.replayedCount = 0
+                    }
+                ]
+            }
         }
         return router
     }
@@ -396,8 +409,9 @@ struct SDKObserveTests {
             #expect(error.status == .invalidArgument && error.message.contains("payment.quantity"), "\(error)")
         }
         #expect(started.duration(to: .now) < .seconds(10), "refused without waiting for a gateway")
-        #expect(PaymentQueue.paymentFailureCode(StoreError(RPCError.invalidArgument(field: "payment.quantity", "x"))) == .paymentInvalid,
-                "add(_:) reports it as a FAILED transaction with paymentInvalid")
+        #expect(
+            PaymentQueue.paymentFailureCode(StoreError(RPCError.invalidArgument(field: "payment.quantity", "x"))) == .paymentInvalid,
+            "add(_:) reports it as a FAILED transaction with paymentInvalid")
         await queue.close()
     }
 
@@ -432,7 +446,11 @@ struct SDKObserveTests {
             // The first takes long: a later payment sent meanwhile would overtake it.
             if product == "a" { try await Task.sleep(for: .milliseconds(200)) }
             log.withLock { $0.append("end \(product)") }
-            return .with { $0.transaction = .with { $0.transactionIdentifier = product; $0.transactionState = .purchasing } }
+            return .with {
+                $0.transaction = .with {
+                    $0.transactionIdentifier = product; $0.transactionState = .purchasing
+                }
+            }
         }
         let queue = try PaymentQueue(configuration: gateway.configuration)
         for product in ["a", "b", "c"] { queue.add(Payment(productIdentifier: product)) }
@@ -464,7 +482,7 @@ struct SDKObserveTests {
             (.unavailable, .cloudServiceNetworkConnectionFailed), (.deadlineExceeded, .cloudServiceNetworkConnectionFailed),
             (.cancelled, .cloudServiceNetworkConnectionFailed), (.permissionDenied, .cloudServicePermissionDenied),
             (.unauthenticated, .cloudServicePermissionDenied), (.invalidArgument, .clientInvalid),
-            (.resourceExhausted, .clientInvalid), (.internalError, .unknown),
+            (.resourceExhausted, .clientInvalid), (.internalError, .unknown)
         ]
         for (status, code) in cases {
             #expect(PaymentQueue.restoreFailureCode(StoreError(RPCError(status, "test"))) == code, "\(status)")
@@ -507,7 +525,11 @@ struct SDKObserveTests {
                         let seq = request.afterSeq + offset
                         return .with {
                             $0.seq = seq
-                            $0.updatedTransactions.transactions = [.with { $0.transactionIdentifier = "t\(seq)"; $0.transactionState = .purchased }]
+                            $0.updatedTransactions.transactions = [
+                                .with {
+                                    $0.transactionIdentifier = "t\(seq)"; $0.transactionState = .purchased
+                                }
+                            ]
                         }
                     }
                 }

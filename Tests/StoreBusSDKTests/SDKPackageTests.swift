@@ -33,35 +33,37 @@ struct SDKPackageTests {
         let package = directory.url.appendingPathComponent("shop")
         try FileManager.default.createDirectory(at: package.appendingPathComponent("Sources/Shop"), withIntermediateDirectories: true)
         try """
-            // swift-tools-version: 6.1
-            import PackageDescription
+        // swift-tools-version: 6.1
+        import PackageDescription
 
-            let package = Package(
-                name: "shop",
-                platforms: [.macOS(.v15)],
-                dependencies: [
-                    \(pathLine)
-                ],
-                targets: [
-                    .executableTarget(name: "Shop", dependencies: [
-                        \(productLine)
-                    ]),
-                ]
-            )
-            """.write(to: package.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        let package = Package(
+            name: "shop",
+            platforms: [.macOS(.v15)],
+            dependencies: [
+                \(pathLine)
+            ],
+            targets: [
+                .executableTarget(name: "Shop", dependencies: [
+                    \(productLine)
+                ]),
+            ]
+        )
+        """.write(to: package.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
 
         try await StoreCluster(gatewayCount: 1, gatewaysOnTCP: true, gatewayKeys: true).running { cluster in
             // The guide's example as it is, but for the deployment it is run against: this cluster's
             // gateway, its key and the app key instead of `make run`'s.
-            let source = example
+            let source =
+                example
                 .replacingOccurrences(of: "tcp://127.0.0.1:7300", with: cluster.gatewayEndpoints[0])
                 .replacingOccurrences(of: "../storebus/data/keys/gateway.pub", with: cluster.gatewayPublicKeyFile!)
                 .replacingOccurrences(of: "storebus-local-demo-app-key", with: appKey)
             try source.write(to: package.appendingPathComponent("Sources/Shop/Shop.swift"), atomically: true, encoding: .utf8)
             // Built in a scratch folder of StoreBus's own build directory, so a second run is quick.
             let scratch = root.appendingPathComponent(".build/sdk-example").path
-            let build = try await runCommand("/bin/sh", ["-c", #"cd "$0" && exec swift build --scratch-path "$1" --product Shop"#, package.path, scratch],
-                                             log: directory.path("build.log"))
+            let build = try await runCommand(
+                "/bin/sh", ["-c", #"cd "$0" && exec swift build --scratch-path "$1" --product Shop"#, package.path, scratch],
+                log: directory.path("build.log"))
             try #require(build.status == 0, "the example package does not build:\n\(build.output.suffix(4000))")
             let run = try await runCommand("\(scratch)/debug/Shop", [], log: directory.path("run.log"))
             #expect(run.status == 0, "\(run.output)")

@@ -27,19 +27,21 @@ struct ServicesStore: ScenarioStore {
     }
 
     func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws {
-        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy, .with {
-            $0.appBundleID = puzzle
-            $0.accountID = account
-            $0.policy = .with {
-                switch policy {
-                case .approve: $0.mode = .approve
-                case .askToBuy: $0.mode = .askToBuy
-                case .fail(let code):
-                    $0.mode = .fail
-                    $0.failError = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
+        _ = try await admin.call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.setPaymentPolicy,
+            .with {
+                $0.appBundleID = puzzle
+                $0.accountID = account
+                $0.policy = .with {
+                    switch policy {
+                    case .approve: $0.mode = .approve
+                    case .askToBuy: $0.mode = .askToBuy
+                    case .fail(let code):
+                        $0.mode = .fail
+                        $0.failError = Storebus_PaymentQueue_V1_SKError(rawValue: code.rawValue) ?? .unknown
+                    }
                 }
-            }
-        })
+            })
     }
 
     func approveAskToBuy(_ id: String) async throws {
@@ -47,10 +49,12 @@ struct ServicesStore: ScenarioStore {
     }
 
     func refund(_ id: String) async throws {
-        _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction, .with {
-            $0.transactionIdentifier = id
-            $0.revocationReason = .appIssue
-        })
+        _ = try await admin.call(
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction,
+            .with {
+                $0.transactionIdentifier = id
+                $0.revocationReason = .appIssue
+            })
     }
 }
 
@@ -62,10 +66,12 @@ struct MemoryStore: ScenarioStore {
     init() throws {
         let folder = deployDirectory.appendingPathComponent("content/puzzle-levelpack1")
         let files = try ["levels.json", "palette.txt"].map { name in (path: name, bytes: Array(try Data(contentsOf: folder.appendingPathComponent(name)))) }
-        store = try InMemoryStore(app: puzzle, products: [
-            .init(id: coins, kind: .consumable, title: "100 Coins", price: "0.99"),
-            .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99", hostedContent: files),
-        ])
+        store = try InMemoryStore(
+            app: puzzle,
+            products: [
+                .init(id: coins, kind: .consumable, title: "100 Coins", price: "0.99"),
+                .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99", hostedContent: files)
+            ])
     }
 
     func queue(account: String, device: String, downloads: URL) throws -> PaymentQueue { store.queue(account: account, device: device, downloads: downloads) }

@@ -17,20 +17,22 @@ private let appendPath = Storebus_Testkit_V1_Journal.append.path
 
 @Suite("Bad input never crashes a process and always gets an answer")
 struct BadInputTests {
-    @Test("each malformed message gets a status code and the process keeps serving", arguments: [
-        (["no delimiter here"], "", StatusCode.invalidArgument, "delimiter"),
-        (["", "XXXX\n1", "{}"], "", .invalidArgument, "unknown header tag"),
-        (["", "SB1Q\n7\n1000\n\(countPath)", "{}", "extra frame"], "7", .invalidArgument, "body frame"),
-        (["", "SB1Q\n8\n1000"], "8", .invalidArgument, "at least 4 lines"),
-        (["", "SB1Q\n9\nsoon\n\(countPath)", "{}"], "9", .invalidArgument, "timeout"),
-        (["", "SB1Q\n10\n1000\nnot-a-path", "{}"], "10", .invalidArgument, "method"),
-        (["", "SB1Q\n11\n1000\n\(countPath)\nBad Key: x", "{}"], "11", .invalidArgument, "metadata"),
-        (["", "SB1Q\n12\n1000\n/storebus.nothing.v1.Nope/Call", "{}"], "12", .unimplemented, "unknown method"),
-        (["", "SB1Q\n13\n1000\n\(appendPath)", "{\"key\": "], "13", .invalidArgument, "not valid JSON"),
-        (["", "SB1Q\n14\n1000\n\(appendPath)", "{\"key\": [1], \"text\": \"x\"}"], "14", .invalidArgument, "key"),
-        (["", "SB1Q\n15\n1000\n\(appendPath)", "{\"key\": \"\(String(repeating: "k", count: 300))\"}"], "15", .invalidArgument, "key"),
-        (["", "SB1Q\n16\n0\n\(countPath)", "{}"], "16", .deadlineExceeded, "deadline"),
-    ])
+    @Test(
+        "each malformed message gets a status code and the process keeps serving",
+        arguments: [
+            (["no delimiter here"], "", StatusCode.invalidArgument, "delimiter"),
+            (["", "XXXX\n1", "{}"], "", .invalidArgument, "unknown header tag"),
+            (["", "SB1Q\n7\n1000\n\(countPath)", "{}", "extra frame"], "7", .invalidArgument, "body frame"),
+            (["", "SB1Q\n8\n1000"], "8", .invalidArgument, "at least 4 lines"),
+            (["", "SB1Q\n9\nsoon\n\(countPath)", "{}"], "9", .invalidArgument, "timeout"),
+            (["", "SB1Q\n10\n1000\nnot-a-path", "{}"], "10", .invalidArgument, "method"),
+            (["", "SB1Q\n11\n1000\n\(countPath)\nBad Key: x", "{}"], "11", .invalidArgument, "metadata"),
+            (["", "SB1Q\n12\n1000\n/storebus.nothing.v1.Nope/Call", "{}"], "12", .unimplemented, "unknown method"),
+            (["", "SB1Q\n13\n1000\n\(appendPath)", "{\"key\": "], "13", .invalidArgument, "not valid JSON"),
+            (["", "SB1Q\n14\n1000\n\(appendPath)", "{\"key\": [1], \"text\": \"x\"}"], "14", .invalidArgument, "key"),
+            (["", "SB1Q\n15\n1000\n\(appendPath)", "{\"key\": \"\(String(repeating: "k", count: 300))\"}"], "15", .invalidArgument, "key"),
+            (["", "SB1Q\n16\n0\n\(countPath)", "{}"], "16", .deadlineExceeded, "deadline")
+        ])
     func malformedMessages(frames: [String], requestID: String, code: StatusCode, mentions: String) async throws {
         let journal = try JournalFixture()
         try await journal.start()
@@ -48,9 +50,11 @@ struct BadInputTests {
         await journal.stop()
     }
 
-    @Test("a malformed cancel is never answered (an answer could be mistaken for the call's result)", arguments: [
-        ["", "SB1C"], ["", "SB1C\n28\nextra"], ["", "SB1C\n29", "unexpected body"],
-    ])
+    @Test(
+        "a malformed cancel is never answered (an answer could be mistaken for the call's result)",
+        arguments: [
+            ["", "SB1C"], ["", "SB1C\n28\nextra"], ["", "SB1C\n29", "unexpected body"]
+        ])
     func malformedCancel(frames: [String]) async throws {
         let journal = try JournalFixture()
         try await journal.start()
@@ -63,7 +67,9 @@ struct BadInputTests {
         await journal.stop()
     }
 
-    @Test("a request that reuses the id of a call still running is refused on an empty id line, however it is refused (duplicate, malformed, unknown method); the running call keeps the only answer with its id")
+    @Test(
+        "a request that reuses the id of a call still running is refused on an empty id line, however it is refused (duplicate, malformed, unknown method); the running call keeps the only answer with its id"
+    )
     func reusedRunningID() async throws {
         let journal = try JournalFixture()
         try await journal.start()
@@ -79,7 +85,7 @@ struct BadInputTests {
             (["", "SB1Q\nrun\n1000\n/storebus.nothing.v1.Nope/Call", "{}"], .invalidArgument, "DUPLICATE_REQUEST_ID"),
             (["", "SB1Q\nrun\nsoon\n\(countPath)", "{}"], .invalidArgument, "MALFORMED_MESSAGE"),
             (["", "SB1Q\nrun\n1000\n\(countPath)", "{}", "extra frame"], .invalidArgument, "MALFORMED_MESSAGE"),
-            (["", "SB1Q\nrun\n1000\nnot-a-path", "{}"], .invalidArgument, "MALFORMED_MESSAGE"),
+            (["", "SB1Q\nrun\n1000\nnot-a-path", "{}"], .invalidArgument, "MALFORMED_MESSAGE")
         ]
         for refusal in refusals {
             try peer.send(strings: refusal.frames)
@@ -132,7 +138,7 @@ struct BadInputTests {
             let templates: [[String]] = [
                 ["", "SB1Q\n1\n1000\n\(countPath)", "{}"],
                 ["", "SB1Q\n2\n1000\n\(appendPath)", "{\"key\":\"k\",\"text\":\"t\"}"],
-                ["", "SB1C\n3"],
+                ["", "SB1C\n3"]
             ]
             var sent = 0
             for round in 0..<10_000 {
@@ -172,7 +178,11 @@ struct BadInputTests {
         let stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
         #expect(stats.malformedMessages > 1_000)
         let before = try await client.call(Storebus_Testkit_V1_Journal.countEntries, .init()).count
-        let appended = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "after-fuzz"; $0.text = "ok" })
+        let appended = try await client.call(
+            Storebus_Testkit_V1_Journal.append,
+            .with {
+                $0.key = "after-fuzz"; $0.text = "ok"
+            })
         #expect(appended.keySeq == 1)
         #expect(try await client.call(Storebus_Testkit_V1_Journal.countEntries, .init()).count == before + 1)
         let health = try await client.call(Storebus_Health_V1_Health.check, .init())
@@ -188,12 +198,16 @@ struct ProcessLifecycleTests {
     func bindFailure() async throws {
         let directory = try TemporaryDirectory(prefix: "bind")
         defer { directory.remove() }
-        let first = ServiceProcess(name: "storebus-testkit-journal", arguments: ["--rpc-endpoint", "tcp://127.0.0.1:*", "--event-endpoint", directory.ipcEndpoint("ev1"), "--data-dir", directory.path("d1")], logFile: directory.url.appendingPathComponent("first.log"))
+        let first = ServiceProcess(
+            name: "storebus-testkit-journal", arguments: ["--rpc-endpoint", "tcp://127.0.0.1:*", "--event-endpoint", directory.ipcEndpoint("ev1"), "--data-dir", directory.path("d1")],
+            logFile: directory.url.appendingPathComponent("first.log"))
         try first.start()
         #expect(await waitUntil { first.output.contains(" ready rpc=") })
         let ready = try #require(first.output.split(separator: "\n").first { $0.contains(" ready rpc=") })
         let endpoint = String(ready.split(separator: " ").first { $0.hasPrefix("rpc=") }!.dropFirst(4))
-        let second = ServiceProcess(name: "storebus-testkit-journal", arguments: ["--rpc-endpoint", endpoint, "--event-endpoint", directory.ipcEndpoint("ev2"), "--data-dir", directory.path("d2")], logFile: directory.url.appendingPathComponent("second.log"))
+        let second = ServiceProcess(
+            name: "storebus-testkit-journal", arguments: ["--rpc-endpoint", endpoint, "--event-endpoint", directory.ipcEndpoint("ev2"), "--data-dir", directory.path("d2")],
+            logFile: directory.url.appendingPathComponent("second.log"))
         try second.start()
         let status = await second.waitForExit(timeout: .seconds(20))
         #expect(status != nil && status != 0)
@@ -205,7 +219,10 @@ struct ProcessLifecycleTests {
     func unwritableDataDirectory() async throws {
         let directory = try TemporaryDirectory(prefix: "ro")
         defer { directory.remove() }
-        let process = ServiceProcess(name: "storebus-testkit-journal", arguments: ["--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"), "--data-dir", "/proc/storebus-cannot-write-here"], logFile: directory.url.appendingPathComponent("ro.log"))
+        let process = ServiceProcess(
+            name: "storebus-testkit-journal",
+            arguments: ["--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"), "--data-dir", "/proc/storebus-cannot-write-here"],
+            logFile: directory.url.appendingPathComponent("ro.log"))
         try process.start()
         let status = await process.waitForExit(timeout: .seconds(20))
         #expect(status != nil && status != 0)
@@ -217,7 +234,11 @@ struct ProcessLifecycleTests {
         let journal = try JournalFixture()
         try await journal.start()
         let client = try journal.client()
-        _ = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "x"; $0.text = "kept" })
+        _ = try await client.call(
+            Storebus_Testkit_V1_Journal.append,
+            .with {
+                $0.key = "x"; $0.text = "kept"
+            })
         #expect(await journal.process.stop(grace: .seconds(10)) == 0)
         try await journal.start()
         #expect(try await client.call(Storebus_Testkit_V1_Journal.countEntries, .init()).count == 1)
@@ -229,10 +250,12 @@ struct ProcessLifecycleTests {
     func failingServiceExitsNonZero() async throws {
         let directory = try TemporaryDirectory(prefix: "fail")
         defer { directory.remove() }
-        let process = ServiceProcess(name: "storebus-testkit-journal", arguments: [
-            "--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"), "--data-dir", directory.path("data"),
-            "--fail-after-ms", "300",
-        ], logFile: directory.url.appendingPathComponent("fail.log"))
+        let process = ServiceProcess(
+            name: "storebus-testkit-journal",
+            arguments: [
+                "--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"), "--data-dir", directory.path("data"),
+                "--fail-after-ms", "300"
+            ], logFile: directory.url.appendingPathComponent("fail.log"))
         try process.start()
         let status = await process.waitForExit(timeout: .seconds(20))
         if status == nil { await process.kill() }

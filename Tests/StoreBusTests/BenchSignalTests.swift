@@ -10,7 +10,7 @@ struct BenchSignalTests {
         return entries.compactMap { entry -> (pid_t, [String])? in
             // fields[1]: the parent's id.
             guard let pid = pid_t(entry), let fields = ProcessStat.fields(of: pid), fields.count > 1,
-                  pid_t(fields[1]) == parent, let arguments = commandLine(of: pid)
+                pid_t(fields[1]) == parent, let arguments = commandLine(of: pid)
             else { return nil }
             return (pid, arguments)
         }
@@ -32,10 +32,12 @@ struct BenchSignalTests {
     func sigtermStopsServices() async throws {
         let directory = try TemporaryDirectory(prefix: "bsig")
         defer { directory.remove() }
-        let bench = ServiceProcess(name: "storebus-bench", arguments: [
-            "run", "--only", "flows", "--rounds", "1", "--flows", "100000000", "--paced-rate", "0",
-            "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path,
-        ], logFile: directory.url.appendingPathComponent("bench.log"))
+        let bench = ServiceProcess(
+            name: "storebus-bench",
+            arguments: [
+                "run", "--only", "flows", "--rounds", "1", "--flows", "100000000", "--paced-rate", "0",
+                "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path
+            ], logFile: directory.url.appendingPathComponent("bench.log"))
         try bench.start()
         var services: [(pid: pid_t, arguments: [String])] = []
         defer {
@@ -82,10 +84,12 @@ struct BenchSignalTests {
     func pacedOnly() async throws {
         let directory = try TemporaryDirectory(prefix: "bpaced")
         defer { directory.remove() }
-        let bench = ServiceProcess(name: "storebus-bench", arguments: [
-            "run", "--only", "flows", "--rounds", "1", "--flows", "128", "--devices", "8", "--paced-rate", "100", "--no-closed-loop",
-            "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path,
-        ], logFile: directory.url.appendingPathComponent("bench.log"))
+        let bench = ServiceProcess(
+            name: "storebus-bench",
+            arguments: [
+                "run", "--only", "flows", "--rounds", "1", "--flows", "128", "--devices", "8", "--paced-rate", "100", "--no-closed-loop",
+                "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path
+            ], logFile: directory.url.appendingPathComponent("bench.log"))
         try bench.start()
         defer { bench.signal(SIGKILL) }
         let status = await bench.waitForExit(timeout: .seconds(120))

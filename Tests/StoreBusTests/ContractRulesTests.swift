@@ -1,9 +1,9 @@
 import Foundation
 import Logging
-import Synchronization
 import StoreBus
 import StoreBusServer
 import StoreSchema
+import Synchronization
 import Testing
 
 /// The per-call policy the contract declares (proto-schemas/storebus/options/v1/options.proto's
@@ -42,15 +42,19 @@ struct ContractRulesTests {
         #expect(filled.queue.deviceID == "phone")
     }
 
-    @Test("another app, account or device is PERMISSION_DENIED with its reason, before any field rule", arguments: [
-        ("com.other.app", "alice", "phone", "OTHER_APP"),
-        ("com.example.app", "bob", "phone", "OTHER_ACCOUNT"),
-        ("com.example.app", "alice", "tablet", "OTHER_DEVICE"),
-    ])
+    @Test(
+        "another app, account or device is PERMISSION_DENIED with its reason, before any field rule",
+        arguments: [
+            ("com.other.app", "alice", "phone", "OTHER_APP"),
+            ("com.example.app", "bob", "phone", "OTHER_ACCOUNT"),
+            ("com.example.app", "alice", "tablet", "OTHER_DEVICE")
+        ])
     func refusesOthers(app: String, account: String, device: String, reason: String) throws {
         // A product identifier too long as well: the principal's refusal comes first.
         let request = Storebus_PaymentQueue_V1_AddPaymentRequest.with {
-            $0.queue = .with { $0.appBundleID = app; $0.accountID = account; $0.deviceID = device }
+            $0.queue = .with {
+                $0.appBundleID = app; $0.accountID = account; $0.deviceID = device
+            }
             $0.payment.productIdentifier = String(repeating: "x", count: 300)
         }
         #expect {
@@ -70,7 +74,9 @@ struct ContractRulesTests {
         }
     }
 
-    static let queue = Storebus_PaymentQueue_V1_QueueRef.with { $0.appBundleID = "a"; $0.accountID = "b"; $0.deviceID = "c" }
+    static let queue = Storebus_PaymentQueue_V1_QueueRef.with {
+        $0.appBundleID = "a"; $0.accountID = "b"; $0.deviceID = "c"
+    }
 
     static func update(_ change: (inout Storebus_PaymentQueue_V1_DownloadUpdate) -> Void = { _ in }) -> Storebus_PaymentQueue_V1_DownloadUpdate {
         var update = Storebus_PaymentQueue_V1_DownloadUpdate.with {
@@ -84,15 +90,57 @@ struct ContractRulesTests {
 
     static let violations: [(String, Storebus_PaymentQueue_V1_UpdateDownloadsRequest, String, String)] = [
         ("no update", .with { $0.queue = queue }, "updates", "must be 1 to 100 items"),
-        ("101 updates", .with { $0.queue = queue; $0.updates = Array(repeating: update(), count: 101) }, "updates", "must be 1 to 100 items"),
-        ("empty id", .with { $0.queue = queue; $0.updates = [update(), update { $0.transactionIdentifier = "" }] }, "updates[1].transactionIdentifier", "must be 1 to 64 bytes"),
-        ("id of 65 bytes", .with { $0.queue = queue; $0.updates = [update { $0.transactionIdentifier = String(repeating: "9", count: 65) }] }, "updates[0].transactionIdentifier", "must be 1 to 64 bytes"),
+        (
+            "101 updates",
+            .with {
+                $0.queue = queue; $0.updates = Array(repeating: update(), count: 101)
+            }, "updates", "must be 1 to 100 items"
+        ),
+        (
+            "empty id",
+            .with {
+                $0.queue = queue; $0.updates = [update(), update { $0.transactionIdentifier = "" }]
+            }, "updates[1].transactionIdentifier", "must be 1 to 64 bytes"
+        ),
+        (
+            "id of 65 bytes",
+            .with {
+                $0.queue = queue; $0.updates = [update { $0.transactionIdentifier = String(repeating: "9", count: 65) }]
+            }, "updates[0].transactionIdentifier", "must be 1 to 64 bytes"
+        ),
         // 128 two-byte characters: 256 bytes, though 128 characters.
-        ("content id of 256 bytes", .with { $0.queue = queue; $0.updates = [update { $0.contentIdentifier = String(repeating: "é", count: 128) }] }, "updates[0].contentIdentifier", "must be 1 to 255 bytes"),
-        ("no action", .with { $0.queue = queue; $0.updates = [update { $0.action = .unspecified }] }, "updates[0].action", "must be one of"),
-        ("unknown action", .with { $0.queue = queue; $0.updates = [update { $0.action = .UNRECOGNIZED(99) }] }, "updates[0].action", "must be one of"),
-        ("long URL", .with { $0.queue = queue; $0.updates = [update { $0.contentURL = String(repeating: "u", count: 2049) }] }, "updates[0].contentUrl", "must be at most 2048 bytes"),
-        ("queue name with |", .with { $0.queue = .with { $0.appBundleID = "a|b"; $0.accountID = "b"; $0.deviceID = "c" }; $0.updates = [update()] }, "queue.appBundleId", "must not contain"),
+        (
+            "content id of 256 bytes",
+            .with {
+                $0.queue = queue; $0.updates = [update { $0.contentIdentifier = String(repeating: "é", count: 128) }]
+            }, "updates[0].contentIdentifier", "must be 1 to 255 bytes"
+        ),
+        (
+            "no action",
+            .with {
+                $0.queue = queue; $0.updates = [update { $0.action = .unspecified }]
+            }, "updates[0].action", "must be one of"
+        ),
+        (
+            "unknown action",
+            .with {
+                $0.queue = queue; $0.updates = [update { $0.action = .UNRECOGNIZED(99) }]
+            }, "updates[0].action", "must be one of"
+        ),
+        (
+            "long URL",
+            .with {
+                $0.queue = queue; $0.updates = [update { $0.contentURL = String(repeating: "u", count: 2049) }]
+            }, "updates[0].contentUrl", "must be at most 2048 bytes"
+        ),
+        (
+            "queue name with |",
+            .with {
+                $0.queue = .with {
+                    $0.appBundleID = "a|b"; $0.accountID = "b"; $0.deviceID = "c"
+                }; $0.updates = [update()]
+            }, "queue.appBundleId", "must not contain"
+        )
     ]
 
     @Test("each broken rule is INVALID_ARGUMENT naming the field as JSON does, nested and indexed", arguments: violations)
@@ -111,7 +159,9 @@ struct ContractRulesTests {
             $0.updates = Array(repeating: Self.update { $0.contentIdentifier = String(repeating: "é", count: 127) }, count: 100)
         }
         #expect(try Self.intercepted(request) == request)
-        let policy = Storebus_PaymentQueue_V1_SetPaymentPolicyRequest.with { $0.appBundleID = "a"; $0.policy.mode = .approve; $0.policy.delayMs = 600_000 }
+        let policy = Storebus_PaymentQueue_V1_SetPaymentPolicyRequest.with {
+            $0.appBundleID = "a"; $0.policy.mode = .approve; $0.policy.delayMs = 600_000
+        }
         #expect(try Self.intercepted(policy) == policy)
         var slower = policy
         slower.policy.delayMs = 600_001
@@ -120,7 +170,9 @@ struct ContractRulesTests {
 
     @Test("the idempotency key: the metadata fills the field; both and different, or too long, are refused")
     func idempotencyKey() throws {
-        let base = Storebus_PaymentQueue_V1_AddPaymentRequest.with { $0.queue = Self.queue; $0.payment.productIdentifier = "coins" }
+        let base = Storebus_PaymentQueue_V1_AddPaymentRequest.with {
+            $0.queue = Self.queue; $0.payment.productIdentifier = "coins"
+        }
         let filled = try Self.intercepted(base, metadata: [WireProtocol.idempotencyKeyMetadata: "k1"])
         #expect(filled.idempotencyKey == "k1")
         var own = base
@@ -133,7 +185,9 @@ struct ContractRulesTests {
             (error as! RPCError).details.fieldViolations.first?.field == "idempotency-key"
         }
         // A request without such a field ignores the metadata.
-        let finish = Storebus_PaymentQueue_V1_FinishTransactionRequest.with { $0.queue = Self.queue; $0.transactionIdentifier = "1" }
+        let finish = Storebus_PaymentQueue_V1_FinishTransactionRequest.with {
+            $0.queue = Self.queue; $0.transactionIdentifier = "1"
+        }
         #expect(try Self.intercepted(finish, metadata: [WireProtocol.idempotencyKeyMetadata: "k1"]) == finish)
     }
 
@@ -147,7 +201,9 @@ struct ContractRulesTests {
         }
 
         func append(_ request: Storebus_Testkit_V1_AppendRequest, context: ServerContext) async throws -> Storebus_Testkit_V1_AppendResponse {
-            let seq = counts.value.withLock { $0 += 1; return $0 }
+            let seq = counts.value.withLock {
+                $0 += 1; return $0
+            }
             return .with { $0.seq = UInt64(seq) }
         }
 
@@ -164,11 +220,17 @@ struct ContractRulesTests {
         let server = try TestServer(extra: router)
         let rpc = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
         let client = Storebus_Testkit_V1_Journal.Client(rpc)
-        let first = try? await client.append(.with { $0.key = "k"; $0.text = "one" })
+        let first = try? await client.append(
+            .with {
+                $0.key = "k"; $0.text = "one"
+            })
         #expect(first?.seq == 1)
         var refused: RPCError?
         do {
-            _ = try await client.append(.with { $0.key = ""; $0.text = "two" })
+            _ = try await client.append(
+                .with {
+                    $0.key = ""; $0.text = "two"
+                })
         } catch {
             refused = error
         }

@@ -16,7 +16,9 @@ struct DirectStatementsTests {
 
     private static let insert = "INSERT INTO t (id, s, n, b, f) VALUES (?, ?, ?, ?, ?)"
 
-    @Test("values bound directly are stored as GRDB stores them and read back the same, directly and through GRDB's rows: accents and emoji, empty text and blobs (not NULL), NULLs, the integer extremes; text with NUL whole")
+    @Test(
+        "values bound directly are stored as GRDB stores them and read back the same, directly and through GRDB's rows: accents and emoji, empty text and blobs (not NULL), NULLs, the integer extremes; text with NUL whole"
+    )
     func roundTrip() throws {
         let queue = try Self.database()
         let texts: [String?] = ["", "plain", "a\u{0}b", "é中😀", String(repeating: "x", count: 10_000), nil]

@@ -12,9 +12,11 @@ struct DoorbellBoardTests {
         let context = try ZeroMQ.Context()
         let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: context)
         let heard = Mutex<[String]>([])
-        let board = try DoorbellBoard(endpoints: publisher.boundEndpoints, log: "test", context: context, heard: { doorbell in
-            heard.withLock { $0.append(doorbell.key) }
-        })
+        let board = try DoorbellBoard(
+            endpoints: publisher.boundEndpoints, log: "test", context: context,
+            heard: { doorbell in
+                heard.withLock { $0.append(doorbell.key) }
+            })
         // Rings `key` until the board has heard it: a subscription's first doorbells can be lost
         // while it connects; once one is heard, every doorbell rung before it has been handled.
         func ringUntilHeard(_ key: String) async throws {
@@ -39,7 +41,7 @@ struct DoorbellBoardTests {
         let ticket = board.ticket(key: "k", beyond: 5)
         publisher.ring([
             Doorbell(log: "test", key: "other", seq: 1, keySeq: 9),
-            Doorbell(log: "test", key: "k", seq: 2, keySeq: 5),
+            Doorbell(log: "test", key: "k", seq: 2, keySeq: 5)
         ])
         try await ringUntilHeard("marker")
         started = ContinuousClock.now

@@ -6,6 +6,7 @@ import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+
 @testable import StoreBus
 
 @Suite("Event follower")
@@ -44,7 +45,9 @@ struct EventFollowerTests {
         // When the follower runs until it has applied five events
         let run = Task {
             try await follower.follow(after: 0) { event in
-                let count = applied.withLock { list -> Int in list.append(event.seq); return list.count }
+                let count = applied.withLock { list -> Int in
+                    list.append(event.seq); return list.count
+                }
                 if count == 5 { throw CancellationError() }
             }
         }
@@ -84,10 +87,11 @@ struct EventFollowerTests {
         #expect(await waitUntil { applied.withLock { $0 } == [1, 2] })
         // (The subscription may still be joining: ring until a read shows the follower heard it.)
         let before = reads.load(ordering: .relaxed)
-        #expect(await waitUntil {
-            publisher.ring([Doorbell(log: "test", key: "k", seq: 100, keySeq: 100)])
-            return reads.load(ordering: .relaxed) > before
-        })
+        #expect(
+            await waitUntil {
+                publisher.ring([Doorbell(log: "test", key: "k", seq: 100, keySeq: 100)])
+                return reads.load(ordering: .relaxed) > before
+            })
 
         // When a second passes with that announcement standing
         let start = reads.load(ordering: .relaxed)
@@ -126,7 +130,9 @@ struct EventFollowerTests {
         let run = Task { try await follower.follow(after: 10) { _ in applied.wrappingAdd(1, ordering: .relaxed) } }
         let outcome = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
             group.addTask { await run.result }
-            group.addTask { try? await Task.sleep(for: .seconds(5)); return nil }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5)); return nil
+            }
             let first = await group.next()!
             // (The group waits for both: the follow has to end for the one awaiting it to.)
             run.cancel()

@@ -24,7 +24,11 @@ struct EventLogProcessTests {
         // When entries are appended to two keys
         for index in 1...30 {
             let key = index % 3 == 0 ? "b" : "a"
-            let answer = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = key; $0.text = "entry \(index)" })
+            let answer = try await client.call(
+                Storebus_Testkit_V1_Journal.append,
+                .with {
+                    $0.key = key; $0.text = "entry \(index)"
+                })
             #expect(answer.seq == UInt64(index))
         }
         // Then the whole-log follower sees seq 1...30 and the key follower key_seq 1...20 of "a"
@@ -55,7 +59,11 @@ struct EventLogProcessTests {
         var lost = 0
         for index in 1...6 {
             do {
-                _ = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "k\(index % 2)"; $0.text = "before \(index)" })
+                _ = try await client.call(
+                    Storebus_Testkit_V1_Journal.append,
+                    .with {
+                        $0.key = "k\(index % 2)"; $0.text = "before \(index)"
+                    })
                 acknowledged += 1
             } catch {
                 // The 6th append committed, then the process died before answering.
@@ -69,14 +77,22 @@ struct EventLogProcessTests {
         // When it is restarted and more entries are appended
         try await journal.start()
         for index in 7...10 {
-            _ = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "k\(index % 2)"; $0.text = "after \(index)" })
+            _ = try await client.call(
+                Storebus_Testkit_V1_Journal.append,
+                .with {
+                    $0.key = "k\(index % 2)"; $0.text = "after \(index)"
+                })
         }
         let committed = try await client.call(Storebus_Testkit_V1_Journal.countEntries, .init()).count
         #expect(committed == 10, "the unanswered append was committed")
 
         // Then the follower has every committed event once, in order, the unannounced one included.
         // Delivery is ordered, so once a sentinel appended last has arrived, any duplicate would have too.
-        let sentinel = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "sentinel"; $0.text = "last" })
+        let sentinel = try await client.call(
+            Storebus_Testkit_V1_Journal.append,
+            .with {
+                $0.key = "sentinel"; $0.text = "last"
+            })
         #expect(await waitUntil { seen.events.last?.seq == sentinel.seq })
         #expect(seen.events.map(\.seq) == Array(1...(committed + 1)))
         following.cancel()
@@ -91,7 +107,11 @@ struct EventLogProcessTests {
         try await journal.start()
         let client = try journal.client()
         for index in 1...12 {
-            _ = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "q"; $0.text = "\(index)" })
+            _ = try await client.call(
+                Storebus_Testkit_V1_Journal.append,
+                .with {
+                    $0.key = "q"; $0.text = "\(index)"
+                })
         }
         // A consumer that applies events and remembers its position stops after 5 events
         let first = Collected()
@@ -111,7 +131,11 @@ struct EventLogProcessTests {
         let second = Collected()
         let secondFollower = try journal.follower(client: client, key: "q")
         let resumed = Task { try await secondFollower.follow(after: position) { second.append($0) } }
-        _ = try await client.call(Storebus_Testkit_V1_Journal.append, .with { $0.key = "q"; $0.text = "13" })
+        _ = try await client.call(
+            Storebus_Testkit_V1_Journal.append,
+            .with {
+                $0.key = "q"; $0.text = "13"
+            })
         #expect(await waitUntil { second.count == 8 })
         #expect(second.events.map(\.keySeq) == Array(6...13))
         resumed.cancel()

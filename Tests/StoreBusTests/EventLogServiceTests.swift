@@ -16,7 +16,11 @@ struct EventLogServiceTests {
         let sizes = Array(repeating: 300 * 1024, count: 16) + [1536 * 1024]
         for (index, size) in sizes.enumerated() {
             _ = try await writer.write { _, batch in
-                try batch.append(key: "big", Storebus_Testkit_V1_AppendRequest.with { $0.key = "big"; $0.text = String(repeating: "\(index % 10)", count: size) })
+                try batch.append(
+                    key: "big",
+                    Storebus_Testkit_V1_AppendRequest.with {
+                        $0.key = "big"; $0.text = String(repeating: "\(index % 10)", count: size)
+                    })
             }
         }
         let server = try TestServer(extra: try EventLogHandlers(database: database).router)
@@ -25,11 +29,13 @@ struct EventLogServiceTests {
             var position: UInt64 = 0
             var pages: [Int] = []
             while position < UInt64(sizes.count) {
-                let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
-                    $0.key = "big"
-                    $0.afterSeq = position
-                    $0.limit = EventLogHandlers.maxPageSize
-                })
+                let page = try await client.call(
+                    Storebus_Eventlog_V1_EventLog.readEvents,
+                    .with {
+                        $0.key = "big"
+                        $0.afterSeq = position
+                        $0.limit = EventLogHandlers.maxPageSize
+                    })
                 #expect(page.headSeq == UInt64(sizes.count))
                 #expect(page.events.map(\.keySeq) == Array(position + 1...position + UInt64(page.events.count)), "consecutive")
                 pages.append(page.events.count)
@@ -49,17 +55,23 @@ struct EventLogServiceTests {
         let (directory, database, writer) = try Self.eventLog("huge")
         defer { directory.remove() }
         _ = try await writer.write { _, batch in
-            try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "one" })
+            try batch.append(
+                key: "k",
+                Storebus_Testkit_V1_AppendRequest.with {
+                    $0.key = "k"; $0.text = "one"
+                })
         }
         let server = try TestServer(extra: try EventLogHandlers(database: database).router)
         try await withRPCClient(endpoints: [server.endpoint]) { client in
             // Binding such a position to SQLite used to trap: the process died.
             for position in [UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max - 1, .max] {
                 for key in ["k", ""] {
-                    let page = try await client.call(Storebus_Eventlog_V1_EventLog.readEvents, .with {
-                        $0.key = key
-                        $0.afterSeq = position
-                    })
+                    let page = try await client.call(
+                        Storebus_Eventlog_V1_EventLog.readEvents,
+                        .with {
+                            $0.key = key
+                            $0.afterSeq = position
+                        })
                     #expect(page.events.isEmpty, "after \(position) in \(key.isEmpty ? "the whole log" : "key k")")
                     #expect(page.headSeq == 1)
                 }

@@ -1,11 +1,14 @@
 import Testing
+
 @testable import StoreBus
 
 @Suite("Wire frames")
 struct FramesTests {
-    @Test("a header splits into the lines split(separator:) gives, empty ones kept", arguments: [
-        "", "\n", "\n\n", "SB1Q", "SB1Q\n", "\nSB1Q", "SB1Q\nreq-1\n\n/a.B/C\nk: v", "a\n\n\nb\n", "é\nü\n",
-    ])
+    @Test(
+        "a header splits into the lines split(separator:) gives, empty ones kept",
+        arguments: [
+            "", "\n", "\n\n", "SB1Q", "SB1Q\n", "\nSB1Q", "SB1Q\nreq-1\n\n/a.B/C\nk: v", "a\n\n\nb\n", "é\nü\n"
+        ])
     func headerLines(header: String) {
         let bytes = Array(header.utf8)
         let lines = Frames.lines(bytes)
@@ -13,13 +16,15 @@ struct FramesTests {
         #expect(lines.count == bytes.count { $0 == 0x0A } + 1)
     }
 
-    @Test("a metadata line parses only as `key: value` with a valid key and no carriage return", arguments: [
-        ("session: abc", true), ("session:abc", true), ("session: ", true), ("x-1_a.b: v v", true),
-        ("Session: abc", false), (": abc", false), ("session abc", false), ("sess ion: abc", false),
-        ("session: abc\r", false), ("session: \(String(repeating: "t", count: 150))\r", false),
-        ("\(String(repeating: "k", count: 64)): v", true), ("\(String(repeating: "k", count: 65)): v", false),
-        ("clé: v", false),
-    ])
+    @Test(
+        "a metadata line parses only as `key: value` with a valid key and no carriage return",
+        arguments: [
+            ("session: abc", true), ("session:abc", true), ("session: ", true), ("x-1_a.b: v v", true),
+            ("Session: abc", false), (": abc", false), ("session abc", false), ("sess ion: abc", false),
+            ("session: abc\r", false), ("session: \(String(repeating: "t", count: 150))\r", false),
+            ("\(String(repeating: "k", count: 64)): v", true), ("\(String(repeating: "k", count: 65)): v", false),
+            ("clé: v", false)
+        ])
     func metadataLine(line: String, valid: Bool) throws {
         let parsed = Metadata(lines: [ArraySlice(line.utf8)])
         #expect((parsed != nil) == valid)
@@ -43,17 +48,19 @@ struct FramesTests {
         }
     }
 
-    @Test("a response header that is not exactly tag, request id and status code is refused", arguments: [
-        "SB1R\nreq-1",
-        "SB1R\nreq-1\n",
-        "SB1R\nreq-1\n0\n",
-        "SB1R\nreq-1\n0\nextra",
-        "SB1Q\nreq-1\n0",
-        "SB1R\nreq-1\nOK",
-        "SB1R\nreq-1\n99999999999",
-        "SB1Rx\nreq-1\n0",
-        "",
-    ])
+    @Test(
+        "a response header that is not exactly tag, request id and status code is refused",
+        arguments: [
+            "SB1R\nreq-1",
+            "SB1R\nreq-1\n",
+            "SB1R\nreq-1\n0\n",
+            "SB1R\nreq-1\n0\nextra",
+            "SB1Q\nreq-1\n0",
+            "SB1R\nreq-1\nOK",
+            "SB1R\nreq-1\n99999999999",
+            "SB1Rx\nreq-1\n0",
+            ""
+        ])
     func malformedResponseHeader(header: String) {
         #expect(Frames.parseAtClient([[], Array(header.utf8), []]) == nil)
     }

@@ -44,7 +44,9 @@ struct GroupCommitTests {
         defer { directory.remove() }
         let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
         let (writer, reactor, context) = try Self.writer(database, onLoop: onLoop)
-        let note = Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "note" }
+        let note = Storebus_Testkit_V1_AppendRequest.with {
+            $0.key = "k"; $0.text = "note"
+        }
         _ = try await writer.write { _, batch in try batch.append(key: "a", note) }
         // Its own writes pass; the commit refuses the row that names no note, and the whole group
         // goes with it.
@@ -75,7 +77,9 @@ struct GroupCommitTests {
         defer { directory.remove() }
         let database = try StoreDatabase(directory: directory.url, name: "group", migrator: Self.migrator())
         let writer = EventLogWriter(logName: "group", database: database, publisher: nil)
-        let note = Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "note" }
+        let note = Storebus_Testkit_V1_AppendRequest.with {
+            $0.key = "k"; $0.text = "note"
+        }
         let keys = 5000
         try await writer.write { _, batch in
             for key in 0..<keys { try batch.append(key: "k\(key)", note) }
@@ -104,7 +108,11 @@ struct GroupCommitTests {
                     do {
                         _ = try await writer.write { db, batch in
                             try db.execute(sql: "INSERT INTO note (id, text) VALUES (?, ?)", arguments: [index, "note \(index)"])
-                            try batch.append(key: "k\(index % 7)", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "\(index)" })
+                            try batch.append(
+                                key: "k\(index % 7)",
+                                Storebus_Testkit_V1_AppendRequest.with {
+                                    $0.key = "k"; $0.text = "\(index)"
+                                })
                             if index % 5 == 0 { throw Refused() }
                             return index
                         }
@@ -156,7 +164,11 @@ struct GroupCommitTests {
         let committedOnLoop = try await Task(executorPreference: ReactorExecutor(reactor: reactor)) {
             try await writer.write { db, batch in
                 try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'on the loop')")
-                try batch.append(key: "k", Storebus_Testkit_V1_AppendRequest.with { $0.key = "k"; $0.text = "1" })
+                try batch.append(
+                    key: "k",
+                    Storebus_Testkit_V1_AppendRequest.with {
+                        $0.key = "k"; $0.text = "1"
+                    })
                 return reactor.isInLoop
             }
         }.value

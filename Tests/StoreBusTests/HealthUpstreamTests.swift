@@ -4,6 +4,7 @@ import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
+
 @testable import StoreBus
 
 @Suite("Health/Check of a process that forwards calls")
@@ -52,7 +53,7 @@ struct HealthUpstreamTests {
             upstream = try HeldUpstream(process: "storebus-catalog")
             upstreamClient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.server.endpoint]))
             server = try front([
-                HealthUpstream(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], client: upstreamClient, timeout: .seconds(30)),
+                HealthUpstream(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], client: upstreamClient, timeout: .seconds(30))
             ])
             client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
         }
@@ -152,7 +153,7 @@ struct HealthUpstreamTests {
         let nobodyClient = try RPCClient(configuration: ClientConfiguration(endpoints: [nowhere.ipcEndpoint("nobody")]))
         let server = try Self.front([
             HealthUpstream(name: "payment-queue", process: "storebus-payment-queue", services: ["storebus.payment_queue.v1.PaymentQueue"], client: otherClient, timeout: .seconds(30)),
-            HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .seconds(30)),
+            HealthUpstream(name: "receipt", process: "storebus-receipt", services: ["storebus.receipt.v1.Receipt"], client: nobodyClient, timeout: .seconds(30))
         ])
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
 

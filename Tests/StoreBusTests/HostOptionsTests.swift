@@ -26,17 +26,21 @@ struct HostOptionsTests {
         return (status, process.output)
     }
 
-    @Test("a config file whose service section is not a JSON object stops the process with a sentence naming the file and the key", arguments: [
-        "null", "\"x\"", "1", "[]",
-    ])
+    @Test(
+        "a config file whose service section is not a JSON object stops the process with a sentence naming the file and the key",
+        arguments: [
+            "null", "\"x\"", "1", "[]"
+        ])
     func serviceSectionNotAnObject(value: String) async throws {
         let directory = try TemporaryDirectory(prefix: "cfg")
         defer { directory.remove() }
         let config = try writeConfig(#"{"service": \#(value)}"#, in: directory)
-        let (status, output) = try await exitOf("storebus-testkit-journal", [
-            "--config", config, "--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"),
-            "--data-dir", directory.path("data"),
-        ], in: directory)
+        let (status, output) = try await exitOf(
+            "storebus-testkit-journal",
+            [
+                "--config", config, "--rpc-endpoint", directory.ipcEndpoint("rpc"), "--event-endpoint", directory.ipcEndpoint("ev"),
+                "--data-dir", directory.path("data")
+            ], in: directory)
         // 1 is the exit status of a thrown error; a trap would end the process with a signal instead.
         #expect(status == 1, "\(output)")
         #expect(output.contains(config) && output.contains("\"service\" must be a JSON object"), "\(output)")

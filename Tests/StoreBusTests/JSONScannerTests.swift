@@ -46,10 +46,12 @@ struct JSONScannerTests {
         #expect(JSONScanner.elements(of: scalars, in: scalars.indices)?.map { text($0, in: scalars) } == ["1", "-2.5e3", #""a\"b""#, "true", "null", "[]", "{}"])
     }
 
-    @Test("text that is not one well-formed array is nil, never a partial list", arguments: [
-        "", "[", "]", "[1,]", "[,1]", "[1 2]", "[1]x", "[1] [2]", "{}", "\"[1]\"", "[01]", "[\"a]", "[{\"a\":}]", "[tru]",
-        "[[{\"a\":1]}]", "[{\"a\":[1}]]", "[[1}]", "[{\"a\":1,]}]", "[{\"a\" 1}]", "[{1:2}]",
-    ])
+    @Test(
+        "text that is not one well-formed array is nil, never a partial list",
+        arguments: [
+            "", "[", "]", "[1,]", "[,1]", "[1 2]", "[1]x", "[1] [2]", "{}", "\"[1]\"", "[01]", "[\"a]", "[{\"a\":}]", "[tru]",
+            "[[{\"a\":1]}]", "[{\"a\":[1}]]", "[[1}]", "[{\"a\":1,]}]", "[{\"a\" 1}]", "[{1:2}]"
+        ])
     func malformedArrays(source: String) {
         let json = Array(source.utf8)
         #expect(JSONScanner.elements(of: json, in: json.indices) == nil)
@@ -79,7 +81,9 @@ struct JSONScannerTests {
         #expect(JSONScanner.elements(of: json, in: 2..<10) == nil, "cut before the closing bracket")
     }
 
-    @Test("an object's members and, in the same pass, those of one member's object: as two calls find them; nil for the nested list when that member is absent or not an object, nil for all when anything is malformed")
+    @Test(
+        "an object's members and, in the same pass, those of one member's object: as two calls find them; nil for the nested list when that member is absent or not an object, nil for all when anything is malformed"
+    )
     func nestedMembersInOnePass() throws {
         let json = Array(#"{"seq":"3", "payload" : {"a":[1,{"b":"\"}"}], "c":{"d":null}} ,"time":"x"}"#.utf8)
         let both = try #require(JSONScanner.members(of: json, in: json.indices, andOf: "payload"))
@@ -125,7 +129,7 @@ struct JSONScannerTests {
     func namedValues() throws {
         let names = ["b", "absent", "a", "d"].map { Array($0.utf8) }
         let samples = [
-            #"{"a":1,"b":{"c":[2]},"a":"x","eé":null}"#, #" { } "#, #"{"d":[{"b":1}],"b":"\"}"}"#, #"{"ab":1,"":2,"a":3}"#,
+            #"{"a":1,"b":{"c":[2]},"a":"x","eé":null}"#, #" { } "#, #"{"d":[{"b":1}],"b":"\"}"}"#, #"{"ab":1,"":2,"a":3}"#
         ]
         for sample in samples {
             let json = Array(sample.utf8)
@@ -154,7 +158,10 @@ struct JSONScannerTests {
             for position in 0...length {
                 var plain = Array(repeating: UInt8(ascii: "a"), count: length)
                 #expect(JSONScanner.elements(of: Array(("[\"" + String(decoding: plain, as: UTF8.self) + "\"]").utf8), in: 0..<(length + 4)) != nil)
-                for (insert, valid) in [("\\n", true), ("\\\\", true), ("\\u00e9", true), ("\\u00g9", false), ("\\x", false), ("\u{1}", false), ("\u{1f}", false), ("\"", false), (" ", true), ("!", true), ("\u{7f}", true), ("é", true)] {
+                for (insert, valid) in [
+                    ("\\n", true), ("\\\\", true), ("\\u00e9", true), ("\\u00g9", false), ("\\x", false), ("\u{1}", false), ("\u{1f}", false), ("\"", false), (" ", true), ("!", true),
+                    ("\u{7f}", true), ("é", true)
+                ] {
                     plain = Array(repeating: UInt8(ascii: "a"), count: length)
                     plain.insert(contentsOf: Array(insert.utf8), at: position)
                     let json = Array("[\"".utf8) + plain + Array("\"]".utf8)

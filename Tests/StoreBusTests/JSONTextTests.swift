@@ -1,18 +1,21 @@
 import Foundation
-import Testing
 import StoreBusTesting
+import Testing
+
 @testable import StoreBusStorage
 
 @Suite("Hand-written JSON text of the event log")
 struct JSONTextTests {
-    @Test("timestamps read as RFC 3339 UTC with milliseconds, as Foundation writes them", arguments: [
-        (Int64(0), "1970-01-01T00:00:00.000Z"),
-        (-1, "1969-12-31T23:59:59.999Z"),
-        (951_782_400_000, "2000-02-29T00:00:00.000Z"),
-        (1_709_208_000_123, "2024-02-29T12:00:00.123Z"),
-        (1_795_222_923_456, "2026-11-21T01:02:03.456Z"),
-        (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
-    ])
+    @Test(
+        "timestamps read as RFC 3339 UTC with milliseconds, as Foundation writes them",
+        arguments: [
+            (Int64(0), "1970-01-01T00:00:00.000Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (1_709_208_000_123, "2024-02-29T12:00:00.123Z"),
+            (1_795_222_923_456, "2026-11-21T01:02:03.456Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z")
+        ])
     func fixedTimestamps(milliseconds: Int64, expected: String) {
         #expect(Self.timestampText(milliseconds) == expected)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import StoreBus
 
 @Suite("Reactor job queue")

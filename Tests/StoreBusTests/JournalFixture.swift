@@ -47,7 +47,6 @@ final class JournalFixture: Sendable {
     }
 }
 
-
 /// Events collected by a follower running in the background.
 final class Collected: Sendable {
     private let state = Mutex<[Storebus_Eventlog_V1_Event]>([])
@@ -55,4 +54,3 @@ final class Collected: Sendable {
     var events: [Storebus_Eventlog_V1_Event] { state.withLock { $0 } }
     var count: Int { state.withLock { $0.count } }
 }
-

@@ -60,7 +60,11 @@ struct PositionWaiterTests {
                 group.addTask { (target, await waiter.wait(index % 2, reaching: target, timeout: target > 200 ? .milliseconds(50) : nil)) }
             }
             for key in 0..<2 {
-                for _ in 0..<200 { group.addTask { waiter.bump(key); return (0, true) } }
+                for _ in 0..<200 {
+                    group.addTask {
+                        waiter.bump(key); return (0, true)
+                    }
+                }
             }
             var results: [(UInt64, Bool)] = []
             for await result in group { results.append(result) }

@@ -5,8 +5,8 @@ import StoreBusTesting
 import StoreSchema
 import Testing
 import ZeroMQ
-@testable import StoreBus
 
+@testable import StoreBus
 
 @Suite("RPC client balancing and retries")
 struct RPCBalancingTests {
@@ -32,7 +32,7 @@ struct RPCBalancingTests {
     @Test("a request never waits on an endpoint that is not connected")
     func skipsUnconnectedEndpoints() async throws {
         let live = try TestServer()
-        let deadEndpoint = "tcp://127.0.0.1:9"  // discard port: nothing listens there
+        let deadEndpoint = "tcp://127.0.0.1:9" // discard port: nothing listens there
         try await withRPCClient(endpoints: [deadEndpoint, live.endpoint]) { client in
             for index in 0..<50 {
                 let reply = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.payload = "\(index)" }, options: CallOptions(timeout: .seconds(5)))
@@ -119,11 +119,13 @@ struct RPCBalancingTests {
 
 @Suite("JSON bodies")
 struct JSONCodecTests {
-    @Test("the error names the field whose value has the wrong shape, not a path inside it", arguments: [
-        (#"{"payload":{"a":{"b":1}}}"#, "payload"),
-        (#"{"payload":[1]}"#, "payload"),
-        (#"{"delayMs":{"x":1}}"#, "delayMs"),
-    ])
+    @Test(
+        "the error names the field whose value has the wrong shape, not a path inside it",
+        arguments: [
+            (#"{"payload":{"a":{"b":1}}}"#, "payload"),
+            (#"{"payload":[1]}"#, "payload"),
+            (#"{"delayMs":{"x":1}}"#, "delayMs")
+        ])
     func wrongShapes(body: String, field: String) {
         let error = #expect(throws: RPCError.self) {
             _ = try JSONCodec.decode(Storebus_Diagnostics_V1_EchoRequest.self, from: Array(body.utf8))

@@ -5,6 +5,7 @@ import StoreBusTesting
 import StoreSchema
 import Testing
 import ZeroMQ
+
 @testable import StoreBus
 
 /// An in-process server on a free loopback port with the built-in services plus `extra` methods.
@@ -74,10 +75,12 @@ struct RPCTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<500 {
                     group.addTask {
-                        let reply = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with {
-                            $0.payload = "call-\(index)"
-                            $0.delayMs = UInt32(index % 3)
-                        })
+                        let reply = try await client.call(
+                            Storebus_Diagnostics_V1_Diagnostics.echo,
+                            .with {
+                                $0.payload = "call-\(index)"
+                                $0.delayMs = UInt32(index % 3)
+                            })
                         #expect(reply.payload == "call-\(index)")
                     }
                 }
@@ -106,8 +109,10 @@ struct RPCTests {
     func headerCheckedBeforeSending() async throws {
         let server = try TestServer()
         try await withRPCClient(endpoints: [server.endpoint]) { client in
-            for metadata: Metadata in [["note": String(repeating: "x", count: WireProtocol.maxHeaderBytes)], ["note": "two\nlines"], ["note": "carriage\rreturn"],
-                                      ["session": String(repeating: "t", count: 300) + "\n"], ["Bad Key": "v"]] {
+            for metadata: Metadata in [
+                ["note": String(repeating: "x", count: WireProtocol.maxHeaderBytes)], ["note": "two\nlines"], ["note": "carriage\rreturn"],
+                ["session": String(repeating: "t", count: 300) + "\n"], ["Bad Key": "v"]
+            ] {
                 let started = ContinuousClock.now
                 let refused = await #expect(throws: RPCError.self) {
                     _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.payload = "x" }, options: CallOptions(timeout: .seconds(10), metadata: metadata))
@@ -186,10 +191,12 @@ struct RPCTests {
                 for index in 0..<200 {
                     group.addTask(executorPreference: client.executor) {
                         for round in 0..<5 {
-                            let reply = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with {
-                                $0.payload = "call-\(index)-\(round)"
-                                $0.delayMs = UInt32((index + round) % 3)
-                            })
+                            let reply = try await client.call(
+                                Storebus_Diagnostics_V1_Diagnostics.echo,
+                                .with {
+                                    $0.payload = "call-\(index)-\(round)"
+                                    $0.delayMs = UInt32((index + round) % 3)
+                                })
                             #expect(reply.payload == "call-\(index)-\(round)")
                         }
                     }
@@ -288,13 +295,15 @@ struct RPCTests {
         await server.stop()
     }
 
-    @Test("invalid JSON and a wrong field type are INVALID_ARGUMENT naming the field", arguments: [
-        ("{not json", ""),
-        ("[1,2]", ""),
-        (#"{"payload": "x", "delayMs": "soon"}"#, "delayMs"),
-        (#"{"payload": 12}"#, "payload"),
-        (#"{"delayMs": -5}"#, "delayMs"),
-    ])
+    @Test(
+        "invalid JSON and a wrong field type are INVALID_ARGUMENT naming the field",
+        arguments: [
+            ("{not json", ""),
+            ("[1,2]", ""),
+            (#"{"payload": "x", "delayMs": "soon"}"#, "delayMs"),
+            (#"{"payload": 12}"#, "payload"),
+            (#"{"delayMs": -5}"#, "delayMs")
+        ])
     func invalidBodies(body: String, field: String) async throws {
         let server = try TestServer()
         try await withRPCClient(endpoints: [server.endpoint]) { client in
@@ -442,7 +451,7 @@ struct RPCTests {
                 try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .with { $0.delayMs = 10_000 })
             }
             var stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
-            while stats.inFlight < 1 {  // the echo is running on the server
+            while stats.inFlight < 1 { // the echo is running on the server
                 try await Task.sleep(for: .milliseconds(5))
                 stats = try await client.call(Storebus_Diagnostics_V1_Diagnostics.getServerStats, .init())
             }
@@ -466,4 +475,3 @@ extension Result {
         return nil
     }
 }
-

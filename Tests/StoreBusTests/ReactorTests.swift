@@ -5,6 +5,7 @@ import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+
 @testable import StoreBus
 
 @Suite("Reactor and component lifecycles")
@@ -112,7 +113,7 @@ struct ReactorTests {
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
         _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init())
         await client.shutdown()
-        await client.shutdown()  // twice is harmless
+        await client.shutdown() // twice is harmless
         let error = await #expect(throws: RPCError.self) {
             _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init(), options: CallOptions(timeout: .seconds(30)))
         }
@@ -131,8 +132,12 @@ struct ReactorTests {
         try await Task.sleep(for: .milliseconds(50))
         running.cancel()
         let finished = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await running.value; return true }
-            group.addTask { try? await Task.sleep(for: .seconds(10)); return false }
+            group.addTask {
+                await running.value; return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10)); return false
+            }
             let first = await group.next()!
             group.cancelAll()
             return first

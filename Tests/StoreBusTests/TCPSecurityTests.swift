@@ -11,7 +11,9 @@ struct TCPSecurityTests {
         for endpoint in ["tcp://127.0.0.1:7301", "tcp://127.9.8.7:1", "tcp://localhost:7300", "tcp://[::1]:7300", "tcp://10.0.0.1:5;127.0.0.1:7300"] {
             #expect(TCPSecurity.isLoopback(endpoint), "\(endpoint)")
         }
-        for endpoint in ["tcp://0.0.0.0:7300", "tcp://*:7300", "tcp://10.0.0.1:7300", "tcp://127.0.0.1.example.com:1", "tcp://[::]:7300", "tcp://eth0:7300", "ipc:///tmp/x", "tcp://127.0.0.1:5;10.0.0.1:7300"] {
+        for endpoint in [
+            "tcp://0.0.0.0:7300", "tcp://*:7300", "tcp://10.0.0.1:7300", "tcp://127.0.0.1.example.com:1", "tcp://[::]:7300", "tcp://eth0:7300", "ipc:///tmp/x", "tcp://127.0.0.1:5;10.0.0.1:7300"
+        ] {
             #expect(!TCPSecurity.isLoopback(endpoint), "\(endpoint)")
         }
     }

@@ -7,6 +7,7 @@ import StoreSchema
 import Synchronization
 import Testing
 import ZeroMQ
+
 @testable import StoreBusStorage
 
 @Suite("WAL sync thread")
@@ -19,7 +20,9 @@ struct WALSyncerTests {
     }
 
     static func note(_ text: String) -> Storebus_Testkit_V1_AppendRequest {
-        .with { $0.key = "k"; $0.text = text }
+        .with {
+            $0.key = "k"; $0.text = text
+        }
     }
 
     /// A database with a sync thread (the group commit tests' tables), in a directory of its own, and
@@ -30,7 +33,9 @@ struct WALSyncerTests {
         return (directory, database, try #require(database.syncer))
     }
 
-    @Test("with a sync thread, a commit is not answered, rung, served by ReadEvents, nor shown by reads (their errors included) or writes after it, until a sync after it", .timeLimit(.minutes(1)), arguments: [false, true])
+    @Test(
+        "with a sync thread, a commit is not answered, rung, served by ReadEvents, nor shown by reads (their errors included) or writes after it, until a sync after it", .timeLimit(.minutes(1)),
+        arguments: [false, true])
     func nothingShownBeforeItsSync(onLoop: Bool) async throws {
         let (directory, database, syncer) = try Self.synced("synced")
         defer { directory.remove() }
@@ -40,9 +45,11 @@ struct WALSyncerTests {
         reactor?.start()
         let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: context)
         let heard = Mutex<[String]>([])
-        let board = try DoorbellBoard(endpoints: publisher.boundEndpoints, log: "walsync", context: context, heard: { doorbell in
-            heard.withLock { $0.append("\(doorbell.key)/\(doorbell.keySeq)") }
-        })
+        let board = try DoorbellBoard(
+            endpoints: publisher.boundEndpoints, log: "walsync", context: context,
+            heard: { doorbell in
+                heard.withLock { $0.append("\(doorbell.key)/\(doorbell.keySeq)") }
+            })
         let writer = EventLogWriter(logName: "walsync", database: database, publisher: publisher, reactor: reactor)
         let server = try TestServer(extra: try EventLogHandlers(database: database).router)
         // Writes to another key until the board hears one: its subscription is then connected.

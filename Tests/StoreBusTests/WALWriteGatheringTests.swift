@@ -16,7 +16,9 @@ struct WALWriteGatheringTests {
         bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
     }
 
-    @Test("commits of every size, from one frame to more than the shim gathers at once, are in the WAL file when they return and are read by another connection, whether the commit syncs or not", arguments: ["FULL", "NORMAL"])
+    @Test(
+        "commits of every size, from one frame to more than the shim gathers at once, are in the WAL file when they return and are read by another connection, whether the commit syncs or not",
+        arguments: ["FULL", "NORMAL"])
     func commitsReachTheFile(synchronous: String) throws {
         #expect(storebus_sqlite3_register_wal_coalescing() == SQLITE_OK)
         let vfs = try #require(sqlite3_vfs_find(nil))

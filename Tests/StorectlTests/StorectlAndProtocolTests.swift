@@ -106,9 +106,11 @@ struct StorectlAndProtocolTests {
         // health checks who answers: the gateway at the catalog's endpoint is no catalog; an endpoint
         // that is not one is a sentence, and the other entries are still checked.
         // (The helper adds --gateway: the gateway is checked too.)
-        let (healthStatus, health) = try await storectl(store, [
-            "health", "--service", "catalog=\(store.gatewayEndpoints[0])", "--service", "queue=not-an-endpoint",
-        ], name: "health")
+        let (healthStatus, health) = try await storectl(
+            store,
+            [
+                "health", "--service", "catalog=\(store.gatewayEndpoints[0])", "--service", "queue=not-an-endpoint"
+            ], name: "health")
         #expect(healthStatus != 0, "\(health)")
         #expect(health.contains("catalog not found (storebus-gateway answers there)"), "\(health)")
         #expect(health.contains("queue cannot be checked"), "\(health)")
@@ -216,7 +218,13 @@ struct StorectlAndProtocolTests {
         // Wait until every purchase is decided (the authority may decide several in one event).
         let head = Mutex<UInt64>(0)
         let settled = await waitUntil {
-            guard let page = try? await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 0; $0.credit = 500 }) else { return false }
+            guard
+                let page = try? await connection.call(
+                    Storebus_Gateway_V1_Gateway.observe,
+                    .with {
+                        $0.afterSeq = 0; $0.credit = 500
+                    })
+            else { return false }
             let purchased = Set(page.events.flatMap(\.updatedTransactions.transactions).filter { $0.transactionState == .purchased }.map(\.transactionIdentifier))
             head.withLock { $0 = page.headSeq }
             return purchased == Set(ids)
@@ -229,10 +237,12 @@ struct StorectlAndProtocolTests {
         var position: UInt64 = 0
         var seen: [UInt64] = []
         while position < last {
-            let page = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                $0.afterSeq = position
-                $0.credit = 5
-            })
+            let page = try await connection.call(
+                Storebus_Gateway_V1_Gateway.observe,
+                .with {
+                    $0.afterSeq = position
+                    $0.credit = 5
+                })
             #expect(page.events.count <= 5)
             #expect(page.headSeq == last)
             seen += page.events.map(\.seq)
@@ -242,19 +252,23 @@ struct StorectlAndProtocolTests {
 
         // Nothing new: the call is held for its wait, then answered empty.
         let started = ContinuousClock.now
-        let idle = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
-            $0.afterSeq = last
-            $0.waitMs = 400
-        })
+        let idle = try await connection.call(
+            Storebus_Gateway_V1_Gateway.observe,
+            .with {
+                $0.afterSeq = last
+                $0.waitMs = 400
+            })
         #expect(idle.events.isEmpty)
         #expect(started.duration(to: .now) >= .milliseconds(350))
 
         // A held call answers as soon as the queue changes.
         let held = Task {
-            try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with {
-                $0.afterSeq = last
-                $0.waitMs = 10_000
-            })
+            try await connection.call(
+                Storebus_Gateway_V1_Gateway.observe,
+                .with {
+                    $0.afterSeq = last
+                    $0.waitMs = 10_000
+                })
         }
         try await Task.sleep(for: .milliseconds(200))
         let heldStart = ContinuousClock.now
@@ -281,14 +295,22 @@ struct StorectlAndProtocolTests {
             }
         }
         do {
-            _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 1; $0.credit = 501 })
+            _ = try await connection.call(
+                Storebus_Gateway_V1_Gateway.observe,
+                .with {
+                    $0.afterSeq = 1; $0.credit = 501
+                })
             Issue.record("credit over the limit was accepted")
         } catch let error as StoreError {
             #expect(error.status == .invalidArgument && error.message.contains("credit"))
         }
         // A replay answer holds two callbacks: a credit of 1 cannot take it.
         do {
-            _ = try await connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.replay = true; $0.credit = 1 })
+            _ = try await connection.call(
+                Storebus_Gateway_V1_Gateway.observe,
+                .with {
+                    $0.replay = true; $0.credit = 1
+                })
             Issue.record("a replay with credit 1 was accepted")
         } catch let error as StoreError {
             #expect(error.status == .invalidArgument && error.message.contains("credit"))
@@ -299,16 +321,30 @@ struct StorectlAndProtocolTests {
         let now = last + 1
         let first = try StoreConnection(configuration: store.configuration(account: "ivan", gateways: [0]))
         let parked = (0..<8).map { _ in
-            Task { try await first.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = now; $0.waitMs = 5_000 }) }
+            Task {
+                try await first.call(
+                    Storebus_Gateway_V1_Gateway.observe,
+                    .with {
+                        $0.afterSeq = now; $0.waitMs = 5_000
+                    })
+            }
         }
         try await Task.sleep(for: .milliseconds(300))
         let ninthStart = ContinuousClock.now
-        let ninth = try await first.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = now; $0.waitMs = 5_000 })
+        let ninth = try await first.call(
+            Storebus_Gateway_V1_Gateway.observe,
+            .with {
+                $0.afterSeq = now; $0.waitMs = 5_000
+            })
         #expect(ninth.events.isEmpty)
         #expect(ninthStart.duration(to: .now) < .seconds(2), "answered at once, not held")
         let other = try PaymentQueue(configuration: store.configuration(account: "judy", gateways: [0]))
         let otherStart = ContinuousClock.now
-        let otherIdle = try await other.connection.call(Storebus_Gateway_V1_Gateway.observe, .with { $0.afterSeq = 0; $0.waitMs = 400 })
+        let otherIdle = try await other.connection.call(
+            Storebus_Gateway_V1_Gateway.observe,
+            .with {
+                $0.afterSeq = 0; $0.waitMs = 400
+            })
         #expect(otherIdle.events.isEmpty)
         #expect(otherStart.duration(to: .now) >= .milliseconds(350), "another queue's call is still held")
         for call in parked { call.cancel() }
@@ -366,7 +402,8 @@ struct StorectlCurveTests {
         // And without the key, or with another, it gets no answer
         let (plainStatus, plain) = try await storectl(["products", "com.storebus.demo.puzzle.coins100", "--gateway", gateway, "--timeout", "2"], "products-plain")
         #expect(plainStatus != 0, "\(plain)")
-        let (wrongStatus, wrong) = try await storectl(["products", "com.storebus.demo.puzzle.coins100", "--gateway", gateway, "--gateway-key", "\(keys)/gateway.pub", "--timeout", "2"], "products-wrong-key")
+        let (wrongStatus, wrong) = try await storectl(
+            ["products", "com.storebus.demo.puzzle.coins100", "--gateway", gateway, "--gateway-key", "\(keys)/gateway.pub", "--timeout", "2"], "products-wrong-key")
         #expect(wrongStatus != 0, "\(wrong)")
         let (healthStatus, health) = try await storectl(["health", "--gateway", gateway, "--gateway-key", store.gatewayPublicKeyFile!], "health-curve")
         #expect(healthStatus == 0 && health.contains("download behind it serving"), "\(health)")

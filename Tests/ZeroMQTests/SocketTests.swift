@@ -2,6 +2,7 @@ import CZeroMQ
 import Foundation
 import StoreBusTesting
 import Testing
+
 @testable import ZeroMQ
 
 @Suite("ZeroMQ sockets")
@@ -271,9 +272,9 @@ extension SocketTests {
         var policies: [Int: Int] = [:]
         for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") {
             guard let tid = Int(entry),
-                  let name = try? String(contentsOfFile: "/proc/self/task/\(entry)/comm", encoding: .utf8),
-                  name.hasPrefix("ZMQbg/IO"),
-                  let fields = ProcessStat.fields(of: pid_t(tid))
+                let name = try? String(contentsOfFile: "/proc/self/task/\(entry)/comm", encoding: .utf8),
+                name.hasPrefix("ZMQbg/IO"),
+                let fields = ProcessStat.fields(of: pid_t(tid))
             else { continue }
             // From field 3 (the state) on, so the policy, field 41, is the 39th.
             if fields.count > 38, let policy = Int(fields[38]) { policies[tid] = policy }

@@ -18,7 +18,6 @@ final class ClientLoop {
         var restingUntil: ContinuousClock.Instant?
     }
 
-
     let configuration: ClientConfiguration
     let reactor: Reactor
     let logger: Logger
@@ -65,10 +64,11 @@ final class ClientLoop {
                 maxMessageBytes: configuration.maxMessageBytes, highWaterMark: configuration.highWaterMark,
                 heartbeatInterval: configuration.heartbeatInterval, heartbeatTimeout: configuration.heartbeatTimeout
             )
-            try socket.set(.reconnect(
-                interval: configuration.reconnectInterval.socketMilliseconds,
-                max: configuration.reconnectIntervalMax.socketMilliseconds
-            ))
+            try socket.set(
+                .reconnect(
+                    interval: configuration.reconnectInterval.socketMilliseconds,
+                    max: configuration.reconnectIntervalMax.socketMilliseconds
+                ))
             if let serverKey = configuration.serverPublicKey {
                 let own = try CurveKeyPair.generate()
                 try socket.set(.curveClient(serverKey: serverKey, publicKey: own.publicKey, secretKey: own.secretKey))
@@ -172,7 +172,8 @@ final class ClientLoop {
     /// instance connected.
     private func giveUpWaiting(_ id: UInt64) {
         guard let call = pending[id], call.endpoint == nil, call.attempts == 0,
-              !endpoints.contains(where: \.connected) else { return }
+            !endpoints.contains(where: \.connected)
+        else { return }
         pending[id] = nil
         call.finish(.failure(notSent(call, "(none is connected)")))
     }
@@ -295,7 +296,7 @@ final class ClientLoop {
                 continue
             }
             guard let id = Frames.parseDecimal(response.requestID), let call = pending[id], call.endpoint == index else {
-                continue  // an answer to a call that timed out, was cancelled, or was retried elsewhere
+                continue // an answer to a call that timed out, was cancelled, or was retried elsewhere
             }
             endpoints[index].inFlight -= 1
             call.endpoint = nil
@@ -304,7 +305,8 @@ final class ClientLoop {
                 rest(index, after: raw)
             }
             if response.code == .unavailable, call.retryable, call.attempts < configuration.maxAttempts,
-               ContinuousClock.now + configuration.retryBackoff < call.deadline {
+                ContinuousClock.now + configuration.retryBackoff < call.deadline
+            {
                 reactor.schedule(at: .now + configuration.retryBackoff) { [self] in
                     if let call = self.pending[id], call.endpoint == nil { self.dispatch(call) }
                 }
@@ -332,7 +334,7 @@ final class ClientLoop {
             guard let event = SocketEvent(message) else { continue }
             if event.event == .handshakeSucceeded {
                 endpoints[index].connected = true
-                endpoints[index].restingUntil = nil  // a new connection: perhaps a restarted server
+                endpoints[index].restingUntil = nil // a new connection: perhaps a restarted server
                 logger.debug("Connected", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
                 flushWaiting()
             } else if event.event == .disconnected {
@@ -346,7 +348,7 @@ final class ClientLoop {
                 failOver(from: index)
                 if sent {
                     replaceSocket(index)
-                    return  // the old monitor is closed; the new one reports from here on
+                    return // the old monitor is closed; the new one reports from here on
                 }
             }
         }

@@ -1,7 +1,7 @@
 import Logging
 import StoreSchema
-import Synchronization
 import SwiftProtobuf
+import Synchronization
 import ZeroMQ
 
 /// A response before decoding: status code and proto3 JSON body.
@@ -107,7 +107,7 @@ public final class RPCClient: Sendable {
     /// call would only end at its deadline, as if it might have run. Metadata keys must be valid, values
     /// hold no line break, and the header stay within ``WireProtocol/maxHeaderBytes``.
     static func checkHeader(path: String, metadata: Metadata) throws(RPCError) {
-        var bytes = 64 + path.utf8.count  // tag, request id, timeout and line breaks: at most 64
+        var bytes = 64 + path.utf8.count // tag, request id, timeout and line breaks: at most 64
         for entry in metadata.entries {
             let (key, value) = (entry.key, entry.value)
             guard Metadata.isValidKey(key) else {

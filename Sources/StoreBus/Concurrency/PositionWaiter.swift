@@ -136,7 +136,8 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
                 return nil
             }
             guard let key = state.registered.removeValue(forKey: id), var waiting = state.waiters[key],
-                  let waiter = waiting.removeValue(forKey: id) else { return nil }
+                let waiter = waiting.removeValue(forKey: id)
+            else { return nil }
             state.waiters[key] = waiting.isEmpty ? nil : waiting
             return waiter.continuation
         }

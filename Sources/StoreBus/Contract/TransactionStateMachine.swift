@@ -92,7 +92,7 @@ public enum TransactionStateMachine {
         case (.deferred, .decline):
             return .move(to: .failed, failure: declined)
         case (.purchased, .approve) where facts.asksToBuy || facts.policy == .askToBuy,
-             (.failed, .decline) where facts.asksToBuy || facts.policy == .askToBuy:
+            (.failed, .decline) where facts.asksToBuy || facts.policy == .askToBuy:
             return .unchanged
         case (_, .approve), (_, .decline):
             return .refused("is \(state), not waiting for Ask to Buy")
@@ -131,4 +131,3 @@ extension TransactionStateMachine {
         RPCError(.failedPrecondition, "transaction \(RPCError.echo(id)) \(predicate)")
     }
 }
-

@@ -301,7 +301,7 @@ public final class Reactor: @unchecked Sendable {
             let snapshot = handlers
             for (index, entry) in snapshot.enumerated() {
                 guard index < handlers.count, handlers[index].socket === entry.socket,
-                      poller.returnedEvents(at: index + 1).contains(.readable)
+                    poller.returnedEvents(at: index + 1).contains(.readable)
                 else { continue }
                 entry.onReadable()
                 runLocalJobs()

@@ -1,9 +1,10 @@
+import ZeroMQ
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import ZeroMQ
 
 /// How StoreBus's sockets secure their TCP links: the ``ZeroMQ/EndpointPolicy`` of a process's
 /// context, applied by `Socket.bind` and `Socket.connect` to every `tcp://` endpoint (in-process and
@@ -81,7 +82,8 @@ extension TCPSecurity {
             return
         case .plainOnLoopback:
             guard Self.isLoopback(endpoint) else {
-                throw ZMQError(code: EACCES, operation: "\(binding ? "zmq_bind" : "zmq_connect")(\(endpoint)): plain TCP is allowed on loopback only; configure CURVE keys, or say plain TCP explicitly")
+                throw ZMQError(
+                    code: EACCES, operation: "\(binding ? "zmq_bind" : "zmq_connect")(\(endpoint)): plain TCP is allowed on loopback only; configure CURVE keys, or say plain TCP explicitly")
             }
         case .curve(let links):
             if links.plainEndpoints.contains(endpoint) { return }

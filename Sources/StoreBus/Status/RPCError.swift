@@ -31,7 +31,11 @@ public struct RPCError: Error, Sendable, CustomStringConvertible {
     /// INVALID_ARGUMENT naming the offending field (its proto3 JSON path).
     public static func invalidArgument(field: String, _ description: String) -> RPCError {
         var details = Storebus_Common_V1_ErrorStatus()
-        details.fieldViolations = [.with { $0.field = field; $0.description_p = description }]
+        details.fieldViolations = [
+            .with {
+                $0.field = field; $0.description_p = description
+            }
+        ]
         let message = field.isEmpty ? description : "invalid field \"\(field)\": \(description)"
         return RPCError(.invalidArgument, message, details: details)
     }
@@ -40,7 +44,9 @@ public struct RPCError: Error, Sendable, CustomStringConvertible {
     /// name is the caller's input: it is kept only as ``echo(_:)`` gives it.
     public static func resource(_ code: StatusCode, type: String, name: String, _ message: String) -> RPCError {
         var details = Storebus_Common_V1_ErrorStatus()
-        details.resource = .with { $0.resourceType = type; $0.resourceName = echo(name); $0.description_p = message }
+        details.resource = .with {
+            $0.resourceType = type; $0.resourceName = echo(name); $0.description_p = message
+        }
         return RPCError(code, message, details: details)
     }
 

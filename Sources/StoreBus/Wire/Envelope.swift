@@ -136,17 +136,18 @@ public enum Frames {
         }
         let methodBytes = lines[3]
         guard !methodBytes.isEmpty, methodBytes.count <= WireProtocol.maxMethodBytes, methodBytes.first == 0x2F,
-              let method = String(validating: methodBytes, as: UTF8.self)
+            let method = String(validating: methodBytes, as: UTF8.self)
         else {
             return .malformed(envelope: envelope, requestID: requestID, reason: "the method must be a path like /package.Service/Method")
         }
         guard let metadata = Metadata(lines: lines.dropFirst(4)) else {
             return .malformed(envelope: envelope, requestID: requestID, reason: "metadata lines must be \"key: value\" with lower-case keys")
         }
-        return .request(InboundRequest(
-            envelope: envelope, requestID: requestID, method: method,
-            timeoutMilliseconds: timeout, metadata: metadata, body: frames[delimiter + 2]
-        ))
+        return .request(
+            InboundRequest(
+                envelope: envelope, requestID: requestID, method: method,
+                timeoutMilliseconds: timeout, metadata: metadata, body: frames[delimiter + 2]
+            ))
     }
 
     /// Builds the frames of a response.
@@ -193,8 +194,8 @@ public enum Frames {
         // Three lines: tag, request id, status code (found without splitting: this runs per answer).
         let header = frames[delimiter + 1]
         guard let firstBreak = header.firstIndex(of: 0x0A),
-              let secondBreak = header[(firstBreak + 1)...].firstIndex(of: 0x0A),
-              header[..<firstBreak].elementsEqual(WireProtocol.responseTag)
+            let secondBreak = header[(firstBreak + 1)...].firstIndex(of: 0x0A),
+            header[..<firstBreak].elementsEqual(WireProtocol.responseTag)
         else { return nil }
         let codeBytes = header[(secondBreak + 1)...]
         guard !codeBytes.contains(0x0A), let code = parseDecimal(codeBytes), code <= UInt64(Int32.max) else { return nil }

@@ -20,23 +20,27 @@ public enum JSONScanner {
         members(of: json, in: range, nestedIn: Array(name.utf8))
     }
 
-    private static func members(of json: [UInt8], in range: Range<Int>, nestedIn nestedName: [UInt8]?) -> (members: [(name: String, value: Range<Int>)], nested: [(name: String, value: Range<Int>)]?)? {
+    private static func members(of json: [UInt8], in range: Range<Int>, nestedIn nestedName: [UInt8]?) -> (members: [(name: String, value: Range<Int>)], nested: [(name: String, value: Range<Int>)]?)?
+    {
         precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
         return json.withUnsafeBufferPointer { text in
             let start = skipSpace(text, range.lowerBound, range.upperBound)
             guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
             var result: [(name: String, value: Range<Int>)] = []
             var nested: [(name: String, value: Range<Int>)]?
-            let objectEnd = skipObject(text, start, range.upperBound, depth: 0, value: { name, valueStart, depth in
-                guard let nestedName, text[valueStart] == UInt8(ascii: "{"), UnsafeBufferPointer(rebasing: text[name]).elementsEqual(nestedName) else {
-                    return skipValue(text, valueStart, range.upperBound, depth: depth)
+            let objectEnd = skipObject(
+                text, start, range.upperBound, depth: 0,
+                value: { name, valueStart, depth in
+                    guard let nestedName, text[valueStart] == UInt8(ascii: "{"), UnsafeBufferPointer(rebasing: text[name]).elementsEqual(nestedName) else {
+                        return skipValue(text, valueStart, range.upperBound, depth: depth)
+                    }
+                    guard depth <= maxDepth else { return nil }
+                    var inner: [(name: String, value: Range<Int>)] = []
+                    let end = skipObject(text, valueStart, range.upperBound, depth: depth) { collect(text, $0, $1, into: &inner) }
+                    nested = inner
+                    return end
                 }
-                guard depth <= maxDepth else { return nil }
-                var inner: [(name: String, value: Range<Int>)] = []
-                let end = skipObject(text, valueStart, range.upperBound, depth: depth) { collect(text, $0, $1, into: &inner) }
-                nested = inner
-                return end
-            }) { collect(text, $0, $1, into: &result) }
+            ) { collect(text, $0, $1, into: &result) }
             guard let objectEnd, skipSpace(text, objectEnd, range.upperBound) == range.upperBound else { return nil }
             return (result, nested)
         }
@@ -92,7 +96,7 @@ public enum JSONScanner {
             guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
             var values = [Range<Int>?](repeating: nil, count: names.count)
             guard let objectEnd = skipObject(text, start, range.upperBound, depth: 0, member: { pick(text, $0, $1, names, into: &values) }),
-                  skipSpace(text, objectEnd, range.upperBound) == range.upperBound
+                skipSpace(text, objectEnd, range.upperBound) == range.upperBound
             else { return nil }
             return values
         }
@@ -283,7 +287,7 @@ public enum JSONScanner {
                 guard index + 1 < end else { return nil }
                 switch json[index + 1] {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
-                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                     index += 2
                 case UInt8(ascii: "u"):
                     guard index + 6 <= end, json[(index + 2)..<(index + 6)].allSatisfy(isHexDigit) else { return nil }
@@ -292,7 +296,7 @@ public enum JSONScanner {
                     return nil
                 }
             default:
-                return nil  // a raw control character
+                return nil // a raw control character
             }
         }
         return nil

@@ -47,7 +47,7 @@ public enum ReadChunkJSON {
             return (response, data)
         }
         guard let value = JSONScanner.member("data", of: json, in: 0..<json.count),
-              value.count >= 2, json[value.lowerBound] == UInt8(ascii: "\""), json[value.upperBound - 1] == UInt8(ascii: "\"")
+            value.count >= 2, json[value.lowerBound] == UInt8(ascii: "\""), json[value.upperBound - 1] == UInt8(ascii: "\"")
         else { return try whole() }
         let inner = (value.lowerBound + 1)..<(value.upperBound - 1)
         guard let data = json.withUnsafeBufferPointer({ Base64.decode(UnsafeBufferPointer(rebasing: $0[inner])) }) else { return try whole() }

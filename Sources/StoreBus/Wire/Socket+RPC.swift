@@ -8,10 +8,11 @@ extension Socket {
         try set(.maxMessageSize(maxMessageBytes))
         try set(.sendHighWaterMark(highWaterMark))
         try set(.receiveHighWaterMark(highWaterMark))
-        try set(.heartbeat(
-            interval: heartbeatInterval.socketMilliseconds,
-            timeout: heartbeatTimeout.socketMilliseconds,
-            ttl: heartbeatTimeout.socketMilliseconds
-        ))
+        try set(
+            .heartbeat(
+                interval: heartbeatInterval.socketMilliseconds,
+                timeout: heartbeatTimeout.socketMilliseconds,
+                ttl: heartbeatTimeout.socketMilliseconds
+            ))
     }
 }

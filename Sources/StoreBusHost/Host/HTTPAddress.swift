@@ -8,7 +8,8 @@ public struct HTTPAddress: Sendable, Equatable {
     /// Parses `text`; a ``StartupError`` naming `setting` when it is not `host:port`.
     public init(_ text: String, setting: String) throws {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port),
-              colon > text.startIndex else {
+            colon > text.startIndex
+        else {
             throw StartupError("\(setting) must be host:port, such as 127.0.0.1:7383, not \(RPCError.echo(text))")
         }
         host = String(text[..<colon])

@@ -60,8 +60,8 @@ public struct HostSettings: Sendable {
             let file: ConfigFile
             do {
                 let decoder = JSONDecoder()
-            decoder.userInfo[.storeBusConfigDirectory] = URL(fileURLWithPath: path).deletingLastPathComponent()
-            file = try decoder.decode(ConfigFile.self, from: data)
+                decoder.userInfo[.storeBusConfigDirectory] = URL(fileURLWithPath: path).deletingLastPathComponent()
+                file = try decoder.decode(ConfigFile.self, from: data)
             } catch {
                 throw StartupError("the config file \(path) is not valid: \(Self.describe(error))")
             }
@@ -103,7 +103,8 @@ public struct HostSettings: Sendable {
         if plainTCP { configuration.plainTCP = true }
         if let path = curveKey ?? environment["STOREBUS_CURVE_KEY"].flatMap({ $0.isEmpty ? nil : $0 }) {
             guard configuration.curve != nil else {
-                throw StartupError("a CURVE key file is given (\(curveKey != nil ? "--curve-key" : "STOREBUS_CURVE_KEY")) but the config file has no curve section naming the keys of the other services")
+                throw StartupError(
+                    "a CURVE key file is given (\(curveKey != nil ? "--curve-key" : "STOREBUS_CURVE_KEY")) but the config file has no curve section naming the keys of the other services")
             }
             configuration.curve?.keyFile = path
         }
@@ -132,7 +133,7 @@ public struct HostSettings: Sendable {
     static func describe(_ error: any Error, under prefix: String? = nil) -> String {
         switch error {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-             DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
             let path = ((prefix.map { [$0] } ?? []) + context.codingPath.map(\.stringValue)).joined(separator: ".")
             return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
         default:

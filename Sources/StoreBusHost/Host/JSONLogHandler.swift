@@ -31,7 +31,7 @@ public struct JSONLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let explicit { merged.merge(explicit) { _, new in new } }
         var object: [String: Any] = [
-            "time": Self.timestamp(), "level": level.rawValue, "label": label, "message": message.description, "source": source,
+            "time": Self.timestamp(), "level": level.rawValue, "label": label, "message": message.description, "source": source
         ]
         if !merged.isEmpty { object["metadata"] = merged.mapValues(Self.plain) }
         guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }

@@ -21,7 +21,7 @@ public enum MetricsEndpoint {
         factory.defaultDurationHistogramBuckets = [
             .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
             .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
-            .seconds(1), .seconds(2), .seconds(5), .seconds(10),
+            .seconds(1), .seconds(2), .seconds(5), .seconds(10)
         ]
         factory.defaultValueHistogramBuckets = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
         MetricsSystem.bootstrap(factory)

@@ -1,10 +1,10 @@
 import Foundation
 import Logging
 import ServiceLifecycle
-import Synchronization
 import StoreBus
 import StoreBusServer
 import StoreSchema
+import Synchronization
 import ZeroMQ
 
 /// Runs a StoreBus process: the RPC server with the built-in Health and Diagnostics services, an
@@ -60,11 +60,13 @@ public final class ServiceHost: Sendable {
             } catch {
                 throw StartupError("cannot start the CURVE authenticator: \(error)")
             }
-            logger.info("TCP links use CURVE", metadata: [
-                "public.key": "\(links.keyPair.publicKey)", "allowed.keys": "\(allowedKeys.count)",
-                "open.endpoints": "\(links.openEndpoints.sorted().joined(separator: ","))",
-                "plain.endpoints": "\(links.plainEndpoints.sorted().joined(separator: ","))",
-            ])
+            logger.info(
+                "TCP links use CURVE",
+                metadata: [
+                    "public.key": "\(links.keyPair.publicKey)", "allowed.keys": "\(allowedKeys.count)",
+                    "open.endpoints": "\(links.openEndpoints.sorted().joined(separator: ","))",
+                    "plain.endpoints": "\(links.plainEndpoints.sorted().joined(separator: ","))"
+                ])
         } else {
             authenticator = nil
         }
@@ -153,11 +155,13 @@ public final class ServiceHost: Sendable {
             configuration: serverConfiguration,
             router: full, context: context, reactor: reactor, statistics: statistics, logger: logger
         )
-        logger.info("Serving", metadata: [
-            "rpc.endpoints": "\(server.boundEndpoints.joined(separator: ","))",
-            "event.endpoints": "\(publisher?.boundEndpoints.joined(separator: ",") ?? "")",
-            "data.directory": "\(configuration.dataDirectory ?? "")",
-        ])
+        logger.info(
+            "Serving",
+            metadata: [
+                "rpc.endpoints": "\(server.boundEndpoints.joined(separator: ","))",
+                "event.endpoints": "\(publisher?.boundEndpoints.joined(separator: ",") ?? "")",
+                "data.directory": "\(configuration.dataDirectory ?? "")"
+            ])
         // A line tests and launchers can wait for, with the resolved endpoints.
         let ready = ReadyLine(text: "\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
         let signals = configuration.handlesSignals
@@ -165,12 +169,13 @@ public final class ServiceHost: Sendable {
         if let address = configuration.metricsAddress {
             background.append(MetricsEndpoint.server(address: try HTTPAddress(address, setting: "the metrics address"), process: process, logger: logger))
         }
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server)] + background.map { .init(service: $0) }
-                + (signals ? [.init(service: ready, successTerminationBehavior: .ignore)] : []),
-            gracefulShutdownSignals: signals ? [.sigterm, .sigint] : [],
-            logger: logger
-        ))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: server)] + background.map { .init(service: $0) }
+                    + (signals ? [.init(service: ready, successTerminationBehavior: .ignore)] : []),
+                gracefulShutdownSignals: signals ? [.sigterm, .sigint] : [],
+                logger: logger
+            ))
         var failure: (any Error)?
         do {
             // Run as a service of another group (a test's), the process's group stops with that one.
@@ -249,8 +254,10 @@ final class RefusalLog: Sendable {
             return state.suppressed
         }
         guard let suppressed else { return }
-        logger.warning("Refused a connection at the CURVE handshake", metadata: [
-            "peer.address": "\(address)", "reason": "\(reason)", "refused.since.last": "\(suppressed)",
-        ])
+        logger.warning(
+            "Refused a connection at the CURVE handshake",
+            metadata: [
+                "peer.address": "\(address)", "reason": "\(reason)", "refused.since.last": "\(suppressed)"
+            ])
     }
 }

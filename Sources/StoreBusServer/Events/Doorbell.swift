@@ -57,7 +57,7 @@ public struct Doorbell: Sendable, Equatable {
         guard frames.count == 2 || frames.count == 3, frames[0].last == 0x0A, let slash = frames[0].firstIndex(of: 0x2F) else { return nil }
         let lines = Frames.lines(frames[1])
         guard lines.count == 3, lines[0].elementsEqual(WireProtocol.doorbellTag),
-              let seq = Frames.parseDecimal(lines[1]), let keySeq = Frames.parseDecimal(lines[2])
+            let seq = Frames.parseDecimal(lines[1]), let keySeq = Frames.parseDecimal(lines[2])
         else { return nil }
         self.log = String(decoding: frames[0][..<slash], as: UTF8.self)
         self.key = String(decoding: frames[0][(slash + 1)..<(frames[0].count - 1)], as: UTF8.self)

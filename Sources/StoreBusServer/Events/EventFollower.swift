@@ -78,7 +78,8 @@ public final class EventFollower: Sendable {
         if configuration.doorbellEndpoints.isEmpty {
             bell = nil
         } else {
-            let prefix = configuration.key.isEmpty
+            let prefix =
+                configuration.key.isEmpty
                 ? Doorbell.topicPrefix(log: configuration.log)
                 : Doorbell.topic(log: configuration.log, key: configuration.key)
             bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefix: prefix, context: context)
@@ -128,7 +129,7 @@ public final class EventFollower: Sendable {
             var next = position
             for event in page.events {
                 let at = keyed ? event.keySeq : event.seq
-                if at <= next { continue }  // already applied (overlapping page)
+                if at <= next { continue } // already applied (overlapping page)
                 guard at == next + 1 else {
                     logger.error("Gap in the event log; not skipping", metadata: ["expected": "\(next + 1)", "got": "\(at)"])
                     gap = true
@@ -146,10 +147,13 @@ public final class EventFollower: Sendable {
                 try? await Task.sleep(for: configuration.retryDelay)
                 continue
             }
-            if position < page.headSeq { continue }  // more pages
+            if position < page.headSeq { continue } // more pages
             if position > page.headSeq {
                 logger.error("The event log ends before the follower's position", metadata: ["queue.seq": "\(position)", "head": "\(page.headSeq)"])
-                throw RPCError(.outOfRange, "the \(configuration.log) event log\(keyed ? " of \(configuration.key)" : "") ends at \(page.headSeq), before position \(position) where this follower stands: the log was replaced, or the position is not from it")
+                throw RPCError(
+                    .outOfRange,
+                    "the \(configuration.log) event log\(keyed ? " of \(configuration.key)" : "") ends at \(page.headSeq), before position \(position) where this follower stands: the log was replaced, or the position is not from it"
+                )
             }
             // Caught up: wait for a doorbell beyond our position, or poll after idlePoll.
             if let bell {
@@ -185,11 +189,12 @@ public final class EventFollower: Sendable {
 
     /// A page of the log after `position`, decoded as `Page`.
     private func read<Page: EventLogPage>(_ type: Page.Type, after position: UInt64) async throws(RPCError) -> Page {
-        let body = try JSONCodec.encode(Storebus_Eventlog_V1_ReadEventsRequest.with {
-            $0.key = configuration.key
-            $0.afterSeq = position
-            $0.limit = configuration.pageSize
-        })
+        let body = try JSONCodec.encode(
+            Storebus_Eventlog_V1_ReadEventsRequest.with {
+                $0.key = configuration.key
+                $0.afterSeq = position
+                $0.limit = configuration.pageSize
+            })
         let response = try await client.callRaw(
             path: Storebus_Eventlog_V1_EventLog.readEvents.path, idempotent: true, body: body, options: CallOptions(timeout: .seconds(5))
         )

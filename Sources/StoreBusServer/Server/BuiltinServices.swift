@@ -26,11 +26,12 @@ public enum BuiltinServices {
         upstreams: [HealthUpstream] = []
     ) -> RPCRouter {
         var router = RPCRouter()
-        router.register(HealthHandlers(
-            process: process,
-            hosted: Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : [])),
-            isServing: isServing, upstreams: upstreams
-        ))
+        router.register(
+            HealthHandlers(
+                process: process,
+                hosted: Set(services + [Storebus_Health_V1_Health.serviceName] + (diagnostics ? [Storebus_Diagnostics_V1_Diagnostics.serviceName] : [])),
+                isServing: isServing, upstreams: upstreams
+            ))
         if diagnostics { router.register(DiagnosticsHandlers(statistics: statistics)) }
         return router
     }

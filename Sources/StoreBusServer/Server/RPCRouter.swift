@@ -55,9 +55,10 @@ public struct RPCRouter: Sendable {
     ) {
         let decode = decoder(for: method, codec.decode)
         let encode = codec.encode
-        handlers[method.path] = Entry(handler: { body, context in
-            try encode(try await handler(try decode(body, context), context))
-        }, placement: placement)
+        handlers[method.path] = Entry(
+            handler: { body, context in
+                try encode(try await handler(try decode(body, context), context))
+            }, placement: placement)
     }
 
     /// Answers `method` with a handler that writes its response's JSON itself (the contract's
@@ -69,9 +70,10 @@ public struct RPCRouter: Sendable {
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> PrewrittenResponse<Response>
     ) {
         let decode = decoder(for: method, codec.decode)
-        handlers[method.path] = Entry(handler: { body, context in
-            try await handler(try decode(body, context), context).json
-        }, placement: placement)
+        handlers[method.path] = Entry(
+            handler: { body, context in
+                try await handler(try decode(body, context), context).json
+            }, placement: placement)
     }
 
     /// Reads a request with `decode` after the interceptors' admission checks, then runs their

@@ -103,7 +103,6 @@ public final class RPCServer: Service, Sendable {
     }
 }
 
-
 /// The server's loop-confined state.
 final class ServerLoop {
     struct Key: Hashable {
@@ -235,10 +234,12 @@ final class ServerLoop {
         let idText = String(decoding: request.requestID, as: UTF8.self)
         // With a forwarder's caller-request-id, a caller's call can be followed from the gateway's
         // log to the service's.
-        logger.debug("Request", metadata: [
-            "request.id": "\(idText)", "rpc.method": "\(request.method)",
-            "caller.request.id": "\(request.metadata[WireProtocol.callerRequestIDMetadata] ?? "")",
-        ])
+        logger.debug(
+            "Request",
+            metadata: [
+                "request.id": "\(idText)", "rpc.method": "\(request.method)",
+                "caller.request.id": "\(request.metadata[WireProtocol.callerRequestIDMetadata] ?? "")"
+            ])
         let context = ServerContext(method: request.method, requestID: idText, deadline: deadline, metadata: request.metadata, logger: logger)
         let body = request.body
         let handler = entry.handler
@@ -272,7 +273,7 @@ final class ServerLoop {
         case .pool:
             task = Task(executorPreference: globalConcurrentExecutor, operation: operation)
         }
-        guard inFlight[key]?.token == token else { return }  // answered already
+        guard inFlight[key]?.token == token else { return } // answered already
         inFlight[key]?.task = task
         if let deadline {
             inFlight[key]?.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
@@ -286,7 +287,7 @@ final class ServerLoop {
     }
 
     private func complete(_ key: Key, token: UInt64, outcome: Result<[UInt8], any Error>) {
-        guard let entry = inFlight[key], entry.token == token else { return }  // dropped: deadline or cancel
+        guard let entry = inFlight[key], entry.token == token else { return } // dropped: deadline or cancel
         inFlight[key] = nil
         if let timer = entry.timer { reactor.cancel(timer) }
         switch outcome {
@@ -313,9 +314,11 @@ final class ServerLoop {
             send(envelope: envelope, requestID: requestID, error: RPCError(.cancelled, "the request was cancelled", cause: error))
         default:
             callMetrics.record(method: method, code: .internalError, since: started)
-            logger.error("Handler failed", metadata: [
-                "request.id": "\(String(decoding: requestID, as: UTF8.self))", "error": "\(String(reflecting: error))",
-            ])
+            logger.error(
+                "Handler failed",
+                metadata: [
+                    "request.id": "\(String(decoding: requestID, as: UTF8.self))", "error": "\(String(reflecting: error))"
+                ])
             send(envelope: envelope, requestID: requestID, error: RPCError(.internalError, "internal error"))
         }
     }
@@ -341,9 +344,11 @@ final class ServerLoop {
         // The caller's socket has the same MAXMSGSIZE as ours: a larger answer would make it drop the
         // connection, failing every other call in flight on it. The caller hears why instead.
         guard Int64(body.count) <= configuration.maxMessageBytes else {
-            logger.warning("Answer over the message limit replaced by RESOURCE_EXHAUSTED", metadata: [
-                "request.id": "\(String(decoding: requestID, as: UTF8.self))", "bytes": "\(body.count)",
-            ])
+            logger.warning(
+                "Answer over the message limit replaced by RESOURCE_EXHAUSTED",
+                metadata: [
+                    "request.id": "\(String(decoding: requestID, as: UTF8.self))", "bytes": "\(body.count)"
+                ])
             let error = RPCError(.resourceExhausted, "the answer (\(body.count) bytes) is larger than the message limit (\(configuration.maxMessageBytes) bytes)")
             return send(envelope: envelope, requestID: requestID, error: error)
         }

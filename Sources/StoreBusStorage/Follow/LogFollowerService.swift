@@ -27,21 +27,27 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
     public func run() async throws {
         let (log, reducer, applied, logger) = (log, reducer, applied, logger)
         try await cancelWhenGracefulShutdown {
-            try await follower.followAlways(as: Reducer.Page.self, start: {
-                let start = try await log.position()
-                applied?.advance(log.name, to: start)
-                return start
-            }, { records in
-                guard let last = records.last?.seq else { return }
-                try await log.apply(through: last) { db in try reducer.apply(records, in: db) }
-                applied?.advance(log.name, to: last)
-            }, replaced: { error in
-                logger.warning("A followed event log was replaced; applying it again from its start", metadata: [
-                    "log": "\(log.name)", "error": "\(error.message)",
-                ])
-                try await log.forget { db in try reducer.forget(in: db) }
-                applied?.reset(log.name)
-            })
+            try await follower.followAlways(
+                as: Reducer.Page.self,
+                start: {
+                    let start = try await log.position()
+                    applied?.advance(log.name, to: start)
+                    return start
+                },
+                { records in
+                    guard let last = records.last?.seq else { return }
+                    try await log.apply(through: last) { db in try reducer.apply(records, in: db) }
+                    applied?.advance(log.name, to: last)
+                },
+                replaced: { error in
+                    logger.warning(
+                        "A followed event log was replaced; applying it again from its start",
+                        metadata: [
+                            "log": "\(log.name)", "error": "\(error.message)"
+                        ])
+                    try await log.forget { db in try reducer.forget(in: db) }
+                    applied?.reset(log.name)
+                })
         }
         await follower.shutdown()
     }

@@ -104,7 +104,8 @@ struct LoadCommand: AsyncParsableCommand {
         let limit = count ?? Int.max
         let end = start + .milliseconds(Int64(duration * 1000))
         let mode = rate > 0 ? "offered \(rate) flows/s" : "closed loop"
-        FileHandle.standardError.write(Data("load: \(devices) devices, \(mode), \(Int(duration)) s, mix \(mix), gateways \(endpoints.joined(separator: ",")), \(sampler.processes.count) local processes metered\n".utf8))
+        FileHandle.standardError.write(
+            Data("load: \(devices) devices, \(mode), \(Int(duration)) s, mix \(mix), gateways \(endpoints.joined(separator: ",")), \(sampler.processes.count) local processes metered\n".utf8))
 
         let live = Task { [liveInterval] in
             while !Task.isCancelled {

@@ -121,14 +121,19 @@ struct LoadResults {
     func table() -> String {
         var lines: [String] = []
         let rate = Double(recorder.completed) / max(elapsed, 0.001)
-        lines.append(String(format: "flows %d completed, %d failed in %.1f s: %.1f flows/s (%@, %d devices)",
-                            recorder.completed, recorder.failed, elapsed, rate, offeredRate > 0 ? String(format: "offered %.1f/s", offeredRate) : "closed loop", devices))
+        lines.append(
+            String(
+                format: "flows %d completed, %d failed in %.1f s: %.1f flows/s (%@, %d devices)",
+                recorder.completed, recorder.failed, elapsed, rate, offeredRate > 0 ? String(format: "offered %.1f/s", offeredRate) : "closed loop", devices))
         func section(_ title: String, _ rows: [Row]) {
             lines.append("")
-            lines.append(title.padding(toLength: 28, withPad: " ", startingAt: 0) + "count".leftPadded(8) + "p50 ms".leftPadded(10) + "p90 ms".leftPadded(10) + "p99 ms".leftPadded(10) + "p99.9 ms".leftPadded(10) + "max ms".leftPadded(10))
+            lines.append(
+                title.padding(toLength: 28, withPad: " ", startingAt: 0) + "count".leftPadded(8) + "p50 ms".leftPadded(10) + "p90 ms".leftPadded(10) + "p99 ms".leftPadded(10)
+                    + "p99.9 ms".leftPadded(10) + "max ms".leftPadded(10))
             for row in rows {
-                lines.append(row.name.padding(toLength: 28, withPad: " ", startingAt: 0) + "\(row.count)".leftPadded(8)
-                    + [row.p50, row.p90, row.p99, row.p999, row.max].map { String(format: "%.1f", $0).leftPadded(10) }.joined())
+                lines.append(
+                    row.name.padding(toLength: 28, withPad: " ", startingAt: 0) + "\(row.count)".leftPadded(8)
+                        + [row.p50, row.p90, row.p99, row.p999, row.max].map { String(format: "%.1f", $0).leftPadded(10) }.joined())
             }
         }
         section("flow (from scheduled start)", flowRows)
@@ -143,9 +148,12 @@ struct LoadResults {
         let processes = processFigures
         if !processes.isEmpty {
             lines.append("")
-            lines.append("process".padding(toLength: 32, withPad: " ", startingAt: 0) + "CPU s".leftPadded(10) + "CPU µs/flow".leftPadded(14) + "peak RSS MB".leftPadded(14) + (soakWarmUp != nil ? "after warm-up MB".leftPadded(22) : ""))
+            lines.append(
+                "process".padding(toLength: 32, withPad: " ", startingAt: 0) + "CPU s".leftPadded(10) + "CPU µs/flow".leftPadded(14) + "peak RSS MB".leftPadded(14)
+                    + (soakWarmUp != nil ? "after warm-up MB".leftPadded(22) : ""))
             for process in processes {
-                var line = "\(process.name) (\(process.pid))".padding(toLength: 32, withPad: " ", startingAt: 0)
+                var line =
+                    "\(process.name) (\(process.pid))".padding(toLength: 32, withPad: " ", startingAt: 0)
                     + String(format: "%.2f", process.cpuSeconds).leftPadded(10) + String(format: "%.0f", process.cpuMicrosPerFlow).leftPadded(14)
                     + String(format: "%.1f", process.peakResidentMB).leftPadded(14)
                 if let first = process.soakFirstMB, let low = process.soakLowMB, let high = process.soakHighMB {
@@ -156,8 +164,10 @@ struct LoadResults {
         }
         if let verdict = soakVerdict {
             lines.append("")
-            lines.append(String(format: "soak: memory %@ after %.0f s of warm-up (every process within 10%% of its first sample); median latency %.1f ms in the first third, %.1f ms in the last: %@",
-                                verdict.flat ? "flat" : "NOT flat", verdict.warmUpSeconds, verdict.p50FirstThirdMs, verdict.p50LastThirdMs, verdict.drifted ? "drifted" : "no drift"))
+            lines.append(
+                String(
+                    format: "soak: memory %@ after %.0f s of warm-up (every process within 10%% of its first sample); median latency %.1f ms in the first third, %.1f ms in the last: %@",
+                    verdict.flat ? "flat" : "NOT flat", verdict.warmUpSeconds, verdict.p50FirstThirdMs, verdict.p50LastThirdMs, verdict.drifted ? "drifted" : "no drift"))
         }
         return lines.joined(separator: "\n")
     }

@@ -23,11 +23,11 @@ final class ProcessSampler: Sendable {
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             // The executable's name from its command line: /proc/<pid>/comm cuts names at 15 bytes.
             guard let pid = pid_t(entry), pid != own,
-                  let commandLine = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
-                  let first = commandLine.split(separator: 0).first,
-                  case let name = (String(decoding: first, as: UTF8.self) as NSString).lastPathComponent,
-                  name.hasPrefix(prefix), !name.hasPrefix("storebus-bench"), !name.hasPrefix("storebus-testkit"),
-                  let cpu = CPUMeter.seconds(pid: pid)
+                let commandLine = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+                let first = commandLine.split(separator: 0).first,
+                case let name = (String(decoding: first, as: UTF8.self) as NSString).lastPathComponent,
+                name.hasPrefix(prefix), !name.hasPrefix("storebus-bench"), !name.hasPrefix("storebus-testkit"),
+                let cpu = CPUMeter.seconds(pid: pid)
             else { continue }
             found.append(Process(name: name, pid: pid, cpuAtStart: cpu))
         }
