@@ -53,7 +53,7 @@ struct HealthUpstreamTests {
             upstream = try HeldUpstream(process: "storebus-catalog")
             upstreamClient = try RPCClient(configuration: ClientConfiguration(endpoints: [upstream.server.endpoint]))
             server = try front([
-                HealthUpstream(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], client: upstreamClient, timeout: .seconds(30))
+                HealthUpstream(name: "catalog", process: "storebus-catalog", services: ["storebus.catalog.v1.Catalog"], client: upstreamClient, timeout: .seconds(90))
             ])
             client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
         }
@@ -116,14 +116,16 @@ struct HealthUpstreamTests {
         let front = try HeldCatalogFront()
         let (upstream, client) = (front.upstream, front.client)
 
-        // Given a caller with 20 s that starts the check, and hears before its deadline (after 15 s,
+        // Given a caller with 40 s that starts the check, and hears before its deadline (after 30 s,
         // three quarters of it) that the upstream has not answered in its time. It calls over a raw
-        // connection and waits a minute itself: only the front's clock counts, and the 5 s between
-        // its answer and its deadline hold while other tests, or another process, keep the cores
-        // busy (with 8 s, and 2 s to spare, a run beside stress-ng --cpu 2 missed it).
+        // connection and waits two minutes itself: only the front's clock counts, and the 10 s
+        // between its answer and its deadline hold while other tests, or another process, keep the
+        // cores busy (the check's timer wakes on Swift's cooperative pool, which the target's other
+        // tests share: with 20 s, and 5 s to spare, a whole StoreBusTests run beside stress-ng
+        // --cpu 2 missed it once; with 8 s, and 2 s to spare, a lone run did).
         let peer = try RawPeer(endpoint: front.server.endpoint)
-        try peer.send(strings: ["", "SB1Q\n1\n20000\n\(Storebus_Health_V1_Health.check.path)", "{}"])
-        let message = try #require(try await peer.receive(timeout: .seconds(60)))
+        try peer.send(strings: ["", "SB1Q\n1\n40000\n\(Storebus_Health_V1_Health.check.path)", "{}"])
+        let message = try #require(try await peer.receive(timeout: .seconds(120)))
         let frames = try #require(Frames.parseAtClient(message.frames))
         #expect(frames.code == .ok, "\(String(decoding: frames.body, as: UTF8.self))")
         let hasty = try JSONCodec.decode(Storebus_Health_V1_HealthCheckResponse.self, from: frames.body)
