@@ -16,10 +16,6 @@ import Synchronization
 public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
     /// The metadata entry that carries the session token.
     public static let sessionMetadataKey = "session"
-    /// Longest Observe hold.
-    public static let maxWaitMilliseconds: UInt32 = 30_000
-    /// Most callbacks one Observe answer may carry.
-    public static let maxCredit: UInt32 = 500
     /// Credit of an Observe call that grants none.
     public static let defaultCredit: UInt32 = 64
     /// Longest a parked Observe trusts doorbells alone before reading the log again.

@@ -38,9 +38,6 @@ struct Waiters {
         defer { parked.removeAll() }
         return Array(parked.values)
     }
-
-    /// How many waits are parked.
-    var count: Int { parked.count }
 }
 
 extension PaymentQueue {

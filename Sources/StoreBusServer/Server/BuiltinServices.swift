@@ -3,9 +3,6 @@ import StoreSchema
 
 /// The services every StoreBus process answers besides its own: Health and Diagnostics.
 public enum BuiltinServices {
-    /// Longest Echo delay accepted, in milliseconds.
-    public static let maxEchoDelayMilliseconds: UInt32 = 60_000
-
     /// A router answering `storebus.health.v1.Health` and `storebus.diagnostics.v1.Diagnostics`.
     ///
     /// - Parameters:
@@ -80,7 +77,7 @@ struct DiagnosticsHandlers: Storebus_Diagnostics_V1_Diagnostics.Handlers {
     var loopSafe: LoopSafeMethods { .all(of: Storebus_Diagnostics_V1_Diagnostics.self) }
 
     func echo(_ request: Storebus_Diagnostics_V1_EchoRequest, context: ServerContext) async throws -> Storebus_Diagnostics_V1_EchoResponse {
-        // The contract bounds delayMs (BuiltinServices.maxEchoDelayMilliseconds).
+        // The contract bounds delayMs (60,000: diagnostics.proto's rule).
         if request.delayMs > 0 {
             // Throws CancellationError when the deadline passes or the caller cancels: the work stops.
             try await Task.sleep(for: .milliseconds(Int(request.delayMs)))

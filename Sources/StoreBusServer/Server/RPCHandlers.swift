@@ -58,11 +58,6 @@ public struct LoopSafeMethods: Sendable {
         return methods
     }
 
-    /// Runs `method` on the reactor.
-    public mutating func insert<Request, Response>(_ method: MethodDescriptor<Request, Response>) {
-        paths.insert(method.path)
-    }
-
     /// Where `method` runs.
     public func placement<Request, Response>(of method: MethodDescriptor<Request, Response>) -> RPCRouter.Placement {
         paths.contains(method.path) ? .loop : .pool

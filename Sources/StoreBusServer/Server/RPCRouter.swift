@@ -108,9 +108,6 @@ public struct RPCRouter: Sendable {
 
     /// Every registered method path, sorted.
     public var methods: [String] { handlers.keys.sorted() }
-
-    /// Where `path` runs (nil: not registered).
-    public func placement(of path: String) -> Placement? { handlers[path]?.placement }
 }
 
 /// A response already written as its proto3 JSON, by a handler that assembles it from stored JSON
