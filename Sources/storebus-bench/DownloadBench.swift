@@ -32,17 +32,23 @@ struct DownloadBench {
 
     private func measure(_ cluster: StoreCluster, _ fixture: HostedContentFixture) async throws {
         let package = try packageFile(cluster, Self.big)
-        let context = try ZeroMQ.Context(ioThreads: 1)
+        let context = try ZeroMQ.Context(ioThreads: 1, batchScheduledIO: false)
         let floorEndpoint = "ipc://\(fixture.directory.path("floor.sock"))"
         try Self.startChunkServer(context: context, endpoint: floorEndpoint, file: package)
         var bare: [Double] = [], single: [Double] = [], concurrent: [Double] = []
         var idleP99: [Double] = [], duringP99: [Double] = [], readerRate: [Double] = []
+        var bareIdleP99: [Double] = [], bareDuringP99: [Double] = []
         let megabytes = Double(Self.big.packageLength) / Double(1 << 20)
         for round in 0..<rounds {
             bare.append(megabytes / (try Self.pullOverPlainZeroMQ(context: context, endpoint: floorEndpoint, length: Self.big.packageLength)))
             single.append(megabytes / (try await download(cluster, fixture, pack: Self.big, devices: 1, round: round)))
             let total = Double(Self.devices) * Double(Self.mid.packageLength) / Double(1 << 20)
             concurrent.append(total / (try await download(cluster, fixture, pack: Self.mid, devices: Self.devices, round: round)))
+            let bareEcho = try await onThread("bench") {
+                try Self.bareEchoDuringChunks(context: context, endpoint: floorEndpoint, length: Self.big.packageLength)
+            }
+            bareIdleP99.append(bareEcho.idleP99)
+            bareDuringP99.append(bareEcho.duringP99)
             let echo = try await echoDuringDownload(cluster, fixture, round: round)
             idleP99.append(echo.idleP99)
             duringP99.append(echo.duringP99)
@@ -62,6 +68,9 @@ struct DownloadBench {
         report("rpc_rtt_p99_download_idle_us", median(idleP99), "us")
         report("rpc_rtt_p99_during_download_us", median(duringP99), "us")
         report("rpc_rtt_p99_during_download_over_idle", median(zip(duringP99, idleP99).map { $0 / $1 }), "ratio")
+        report("bare_zmq_rtt_p99_chunks_idle_us", median(bareIdleP99), "us")
+        report("bare_zmq_rtt_p99_during_chunks_us", median(bareDuringP99), "us")
+        report("bare_zmq_rtt_p99_during_chunks_over_idle", median(zip(bareDuringP99, bareIdleP99).map { $0 / $1 }), "ratio")
         report("download_1mib_reader_mb_per_s", median(readerRate), "MB/s")
     }
 
@@ -174,8 +183,9 @@ struct DownloadBench {
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
-    /// The floor's server: a ROUTER thread answering each request (an 8-byte offset) with the
-    /// package's bytes from there, a chunk at most.
+    /// The floor's server: a ROUTER thread answering each chunk request (16 bytes: an offset and a
+    /// length, at most 1 MiB) with the package's bytes from there, and echoing any other request, as
+    /// the download service answers ReadChunk and Echo on one socket.
     static func startChunkServer(context: ZeroMQ.Context, endpoint: String, file: URL) throws {
         let descriptor = open(file.path, O_RDONLY)
         guard descriptor >= 0 else { throw ClusterFailure(description: "cannot open \(file.path)") }
@@ -188,18 +198,66 @@ struct DownloadBench {
             }
             defer { router.close() }
             ready.signal()
-            var buffer = [UInt8](repeating: 0, count: chunk)
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
             while true {
                 guard let message = try? router.receive() else { return } // ETERM at shutdown
                 var frames = message.frames
-                let offset = frames[frames.count - 1].withUnsafeBytes { $0.loadUnaligned(as: Int64.self) }
-                let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, chunk, off_t(offset)) }
-                frames[frames.count - 1] = Array(buffer[0..<max(0, count)])
+                let request = frames[frames.count - 1]
+                if request.count == 16 {
+                    let (offset, wanted) = request.withUnsafeBytes { ($0.loadUnaligned(as: Int64.self), $0.loadUnaligned(fromByteOffset: 8, as: Int64.self)) }
+                    let size = Int(min(max(wanted, 0), Int64(buffer.count)))
+                    let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, size, off_t(offset)) }
+                    frames[frames.count - 1] = Array(buffer[0..<max(0, count)])
+                }
                 do { try router.send(frames: frames) } catch { return }
             }
         }
         thread.start()
         ready.wait()
+    }
+
+    /// A chunk request to the floor's server.
+    static func chunkRequest(offset: Int64, length: Int) -> [UInt8] {
+        withUnsafeBytes(of: offset) { Array($0) } + withUnsafeBytes(of: Int64(length)) { Array($0) }
+    }
+
+    /// The floor of the Echo-during-download figure: Echo round trips (p99, µs) to the floor's chunk
+    /// server, idle and while a reader on another connection pulls 1 MiB chunks from it, `window` in
+    /// flight, over and over.
+    static func bareEchoDuringChunks(context: ZeroMQ.Context, endpoint: String, length: Int64) throws -> (idleP99: Double, duringP99: Double) {
+        let echo = TransportBench(body: (try? JSONCodec.encode(RunBenchmarks.echoRequest)) ?? [], iterations: 2_000, window: 1)
+        let idle = try echo.roundTrips(endpoint: endpoint, context: context)
+        let stop = StopFlag()
+        let done = DispatchSemaphore(value: 0)
+        let readerFailure = LockedBox<String?>(nil)
+        let reader = Thread {
+            defer { done.signal() }
+            do {
+                let dealer = try Socket(context: context, type: .dealer)
+                defer { dealer.close() }
+                try dealer.connect(endpoint)
+                let chunk: Int64 = 1 << 20
+                var next: Int64 = 0, inFlight = 0
+                while !stop.raised || inFlight > 0 {
+                    while !stop.raised && inFlight < window {
+                        try dealer.send(frames: [chunkRequest(offset: next, length: Int(chunk))])
+                        next = next + chunk >= length ? 0 : next + chunk
+                        inFlight += 1
+                    }
+                    _ = try dealer.receive()
+                    inFlight -= 1
+                }
+            } catch {
+                readerFailure.set("\(error)")
+            }
+        }
+        reader.start()
+        Thread.sleep(forTimeInterval: 0.3)
+        let during = try echo.roundTrips(endpoint: endpoint, context: context)
+        stop.raise()
+        done.wait()
+        if let failure = readerFailure.get() { throw ClusterFailure(description: "the floor's reader failed: \(failure)") }
+        return (Double(idle.valueAtPercentile(99)) / 1000, Double(during.valueAtPercentile(99)) / 1000)
     }
 
     /// Seconds to pull `length` bytes in chunks, `window` requests in flight, over plain libzmq.
@@ -213,7 +271,7 @@ struct DownloadBench {
         var inFlight = 0
         while received < length {
             while inFlight < window && next < length {
-                try dealer.send(frames: [withUnsafeBytes(of: next) { Array($0) }])
+                try dealer.send(frames: [chunkRequest(offset: next, length: chunk)])
                 next += Int64(chunk)
                 inFlight += 1
             }

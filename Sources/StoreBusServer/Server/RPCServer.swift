@@ -123,7 +123,7 @@ final class ServerLoop {
         let method: String
         let started: ContinuousClock.Instant
         var task: Task<Void, Never>?
-        var timer: TimerID?
+        var timer: TimerID? = nil
     }
 
     let socket: Socket
@@ -139,6 +139,10 @@ final class ServerLoop {
     private var inFlight: [Key: Entry] = [:]
     private let callMetrics: RPCCallMetrics
     private var nextToken: UInt64 = 1
+    /// The token of the loop-placed call being started inline (0 when none), and its outcome if it
+    /// finished before its first suspension.
+    private var startingInline: UInt64 = 0
+    private var inlineOutcome: Result<[UInt8], any Error>?
     private var draining = false
 
     init(socket: Socket, router: RPCRouter, reactor: Reactor, statistics: ServerStatistics, configuration: ServerConfiguration, logger: Logger) {
@@ -246,7 +250,6 @@ final class ServerLoop {
         let token = nextToken
         nextToken += 1
         guard let box else { return }
-        inFlight[key] = Entry(token: token, method: request.method, started: started)
         let statistics = self.statistics
         let reactor = self.reactor
         let operation: @Sendable () async -> Void = {
@@ -268,13 +271,19 @@ final class ServerLoop {
         switch entry.placement {
         case .loop:
             // Runs here until its first suspension: a handler that answers from memory has answered
-            // when this returns, with no timer set and no thread hop.
+            // when this returns (``complete(_:token:outcome:)`` sends it at once), with no entry in
+            // the table, no timer set and no thread hop.
+            startingInline = token
             task = Task.immediate(executorPreference: executor, operation: operation)
+            startingInline = 0
+            if let outcome = inlineOutcome {
+                inlineOutcome = nil
+                return answer(key, method: request.method, started: started, outcome: outcome)
+            }
         case .pool:
             task = Task(executorPreference: globalConcurrentExecutor, operation: operation)
         }
-        guard inFlight[key]?.token == token else { return } // answered already
-        inFlight[key]?.task = task
+        inFlight[key] = Entry(token: token, method: request.method, started: started, task: task)
         if let deadline {
             inFlight[key]?.timer = reactor.schedule(at: deadline) { [unowned self] in self.expire(key, token: token) }
         }
@@ -287,18 +296,27 @@ final class ServerLoop {
     }
 
     private func complete(_ key: Key, token: UInt64, outcome: Result<[UInt8], any Error>) {
+        if token == startingInline {
+            // Finished inside `start`, before it made an entry: it answers.
+            inlineOutcome = outcome
+            return
+        }
         guard let entry = inFlight[key], entry.token == token else { return } // dropped: deadline or cancel
         inFlight[key] = nil
         if let timer = entry.timer { reactor.cancel(timer) }
+        answer(key, method: entry.method, started: entry.started, outcome: outcome)
+        finishIfDrained()
+    }
+
+    private func answer(_ key: Key, method: String, started: ContinuousClock.Instant, outcome: Result<[UInt8], any Error>) {
         switch outcome {
         case .success(let body):
             ServerStatistics.bump(statistics.requestsSucceeded)
-            callMetrics.record(method: entry.method, code: .ok, since: entry.started)
+            callMetrics.record(method: method, code: .ok, since: started)
             send(envelope: key.envelope, requestID: key.requestID, code: .ok, body: body)
         case .failure(let error):
-            complete(key.envelope, key.requestID, method: entry.method, started: entry.started, failure: error)
+            complete(key.envelope, key.requestID, method: method, started: started, failure: error)
         }
-        finishIfDrained()
     }
 
     /// Answers a request whose handler threw: its RPCError as is, anything else as INTERNAL (logged,
