@@ -169,6 +169,9 @@ public struct PaymentQueueHandlers: Storebus_PaymentQueue_V1_PaymentQueue.Handle
             queue: request.queue, payment: payment, productType: type, storefront: storefront,
             price: record?.price ?? "", currency: record?.currencyCode ?? "", start: start, idempotency: idempotency
         )
+        if let record, record.productType == .autoRenewableSubscription || record.productType == .nonRenewingSubscription {
+            new.subscription = (record.subscriptionPeriod.iso8601, record.productType == .autoRenewableSubscription ? record.subscriptionGroupIdentifier : "")
+        }
         new.downloads = (record?.hostedContent ?? []).map { content in
             .with {
                 $0.contentIdentifier = content.contentIdentifier

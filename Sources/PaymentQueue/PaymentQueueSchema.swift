@@ -142,6 +142,43 @@ public enum PaymentQueueSchema {
             // Why a refunded purchase was refunded (RevocationReason), for receipts.
             try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN revoked_reason INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("payment_queue_v9_subscriptions") { db in
+            // Subscriptions (docs/subscriptions.md): what each transaction of one bought, the
+            // subscription per account and group that renewals extend, and each app's renewal rate.
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN period TEXT NOT NULL DEFAULT ''")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN sub_group TEXT NOT NULL DEFAULT ''")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN expires_ms INTEGER")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN web_order INTEGER")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN sub_original_id TEXT")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN renewal INTEGER NOT NULL DEFAULT 0")
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_subscription (
+                        app TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        grp TEXT NOT NULL,
+                        product_id TEXT NOT NULL,
+                        auto_renew_product_id TEXT NOT NULL,
+                        auto_renew INTEGER NOT NULL,
+                        original_id TEXT NOT NULL,
+                        original_ms INTEGER NOT NULL,
+                        latest_id TEXT NOT NULL,
+                        expires_ms INTEGER NOT NULL,
+                        status INTEGER NOT NULL,
+                        expiration_intent INTEGER NOT NULL DEFAULT 0,
+                        renewals INTEGER NOT NULL DEFAULT 0,
+                        device TEXT NOT NULL,
+                        period TEXT NOT NULL,
+                        price TEXT NOT NULL,
+                        currency TEXT NOT NULL,
+                        storefront TEXT NOT NULL,
+                        PRIMARY KEY (app, account, grp)
+                    )
+                    """)
+            // The renewal engine's question, "which periods have ended?", over active ones only.
+            try db.execute(sql: "CREATE INDEX pq_subscription_due ON pq_subscription (expires_ms) WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue)")
+            try db.execute(sql: "CREATE TABLE pq_renewal_rate (app TEXT PRIMARY KEY, rate INTEGER NOT NULL)")
+        }
         return migrator
     }
 }

@@ -20,6 +20,10 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     public var catalogCacheMilliseconds = 1000
     /// Sandbox policies applied at start (admin SetPaymentPolicy changes them at run time).
     public var policies: [ConfiguredPolicy] = []
+    /// How fast subscriptions renew for apps without a rate of their own (Subscriptions.SetRenewalRate
+    /// sets one), as RenewalRate's name: `RENEWAL_RATE_REAL_TIME` for production. Default
+    /// `RENEWAL_RATE_MONTHLY_RENEWAL_EVERY_FIVE_MINUTES`, Apple's sandbox.
+    public var renewalRate = RenewalClock.defaultRate
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7302`, doorbells on
     /// `tcp://127.0.0.1:7312`, data in `data/payment-queue`
@@ -29,7 +33,7 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     /// The defaults.
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case catalogEndpoints, durability, catalogCacheMilliseconds, policies }
+    enum CodingKeys: String, CodingKey { case catalogEndpoints, durability, catalogCacheMilliseconds, policies, renewalRate }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -38,6 +42,13 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
         durability = try container.value(.durability, default: defaults.durability)
         catalogCacheMilliseconds = try container.value(.catalogCacheMilliseconds, default: defaults.catalogCacheMilliseconds)
         policies = try container.value(.policies, default: defaults.policies)
+        if let name = try container.decodeIfPresent(String.self, forKey: .renewalRate) {
+            guard let rate = RenewalClock.rate(named: name) else {
+                let names = RenewalClock.rates.map(RenewalClock.name(of:)).joined(separator: ", ")
+                throw DecodingError.dataCorruptedError(forKey: .renewalRate, in: container, debugDescription: "\(name) is not a renewal rate (\(names))")
+            }
+            renewalRate = rate
+        }
     }
 
     /// Throws a ``StartupError`` naming the first setting that cannot work (checked once flags and
@@ -164,15 +175,18 @@ public struct PaymentQueueService: Service {
             if policy.mode == .unspecified { policy.mode = .approve }
             try await store.setPolicy(policy, app: entry.app, account: entry.account)
         }
+        try await store.setRenewalRate(configuration.renewalRate, app: "")
         let authority = PaymentAuthority(store: store, logger: host.logger)
+        let renewals = RenewalEngine(store: store, logger: host.logger)
         var router = try EventLogHandlers(database: database).router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
         router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority))
+        router.register(SubscriptionsHandlers(store: store, catalog: catalog, engine: renewals))
         try await host.serve(
             router: router,
-            services: [Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName, Storebus_Eventlog_V1_EventLog.serviceName],
-            background: [authority],
+            services: ServiceRegistry.paymentQueue.services + [Storebus_Eventlog_V1_EventLog.serviceName],
+            background: [authority, renewals],
             publisher: publisher,
             onShutdown: {
                 await catalogClient.shutdown()

@@ -20,7 +20,7 @@ enum TransactionJSON {
 
     /// The field numbers written here, per message (the tests hold them against proto-schemas/).
     static let fieldsWritten: [String: [Int]] = [
-        "PaymentTransaction": Array(1...17),
+        "PaymentTransaction": Array(1...21),
         "Payment": Array(1...5),
         "StoreKitError": [1, 2],
         "Download": Array(1...9),
@@ -203,7 +203,15 @@ enum TransactionJSON {
             fields.bool("isTrialPeriod", transaction.isTrialPeriod)
             fields.string("price", transaction.price)
             fields.string("currencyCode", transaction.currencyCode)
-            return fields.enumeration("cancellationReason", transaction.cancellationReason.rawValue, names: Names.revocationReason)
+            guard fields.enumeration("cancellationReason", transaction.cancellationReason.rawValue, names: Names.revocationReason) else { return false }
+            fields.string("subscriptionOriginalIdentifier", transaction.subscriptionOriginalIdentifier)
+            if transaction.webOrderLineItemID != 0 {
+                // proto3 JSON writes 64-bit integers as strings.
+                fields.string("webOrderLineItemId", String(transaction.webOrderLineItemID))
+            }
+            guard fields.enumeration("transactionReason", transaction.transactionReason.rawValue, names: Names.transactionReason) else { return false }
+            fields.string("subscriptionGroupIdentifier", transaction.subscriptionGroupIdentifier)
+            return true
         }
     }
 
@@ -270,6 +278,9 @@ enum TransactionJSON {
         }
         static let revocationReason = names(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
             try Transaction.with { $0.cancellationReason = value }.jsonUTF8Bytes()
+        }
+        static let transactionReason = names(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in
+            try Transaction.with { $0.transactionReason = value }.jsonUTF8Bytes()
         }
         static let downloadState = names(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in
             try Storebus_PaymentQueue_V1_Download.with { $0.state = value }.jsonUTF8Bytes()

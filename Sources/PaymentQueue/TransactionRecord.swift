@@ -47,13 +47,25 @@ struct TransactionRecord: Sendable, Equatable {
     var downloads: String
     /// What the transaction weighs against its queue's launch-replay budget while unfinished.
     var replayBytes: Int
+    /// Subscriptions: the product's period when it was bought (ISO 8601, "P1M"); empty otherwise.
+    var period: String
+    /// Auto-renewable subscriptions: the product's subscription group; empty otherwise.
+    var group: String
+    /// Subscriptions, once PURCHASED: the end of the period it pays for.
+    var expiresMS: Int64?
+    /// Subscriptions, once PURCHASED: the period's billing line (web_order_line_item_id).
+    var webOrder: Int64?
+    /// Subscriptions, once PURCHASED: the subscription's first purchase (itself for that one).
+    var subscriptionOriginalID: String?
+    /// Whether the store made it, renewing a subscription (transactionReason RENEWAL).
+    var renewal: Bool
 
     /// Every column, in the order ``init(_:)`` reads them.
     static let columns = """
         id, app, account, device, queue_key, state, product_id, product_type, quantity, application_username,
         request_data, ask_to_buy, storefront, price, currency, error_code, error_message, original_id, policy_mode,
         policy_error, decide_at_ms, interrupted, resolved_by, created_ms, date_ms, finished, revoked_ms, cleared,
-        downloads, replay_bytes, revoked_reason
+        downloads, replay_bytes, revoked_reason, period, sub_group, expires_ms, web_order, sub_original_id, renewal
         """
     static let selectByID = CachedSQL("SELECT \(columns) FROM pq_transaction WHERE id = ?")
     static let insertSQL = CachedSQL("INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))")
@@ -91,6 +103,12 @@ struct TransactionRecord: Sendable, Equatable {
         downloads = row.text(28)
         replayBytes = row.int(29)
         revokedReason = Storebus_PaymentQueue_V1_RevocationReason(rawValue: row.int(30)) ?? .unspecified
+        period = row.text(31)
+        group = row.text(32)
+        expiresMS = row.optionalInt64(33)
+        webOrder = row.optionalInt64(34)
+        subscriptionOriginalID = row.optionalText(35)
+        renewal = row.bool(36)
     }
 
     /// A new unfinished transaction of `queue` (the fields not given start empty).
@@ -131,6 +149,12 @@ struct TransactionRecord: Sendable, Equatable {
         cleared = false
         self.downloads = downloads
         replayBytes = 0
+        period = ""
+        group = ""
+        expiresMS = nil
+        webOrder = nil
+        subscriptionOriginalID = nil
+        renewal = false
     }
 
     /// The transaction with identifier `id`, if any.
@@ -172,6 +196,12 @@ struct TransactionRecord: Sendable, Equatable {
             $0.text(downloads)
             $0.int(replayBytes)
             $0.int(revokedReason.rawValue)
+            $0.text(period)
+            $0.text(group)
+            $0.int(expiresMS)
+            $0.int(webOrder)
+            $0.text(subscriptionOriginalID)
+            $0.bool(renewal)
         }
     }
 
@@ -250,6 +280,11 @@ struct TransactionRecord: Sendable, Equatable {
         if state == .purchased || state == .restored {
             transaction.downloads = try offeredDownloads()
         }
+        if let expiresMS { transaction.expiresDate = TransactionStore.timestamp(milliseconds: expiresMS) }
+        if let subscriptionOriginalID { transaction.subscriptionOriginalIdentifier = subscriptionOriginalID }
+        if let webOrder { transaction.webOrderLineItemID = webOrder }
+        if state == .purchased { transaction.transactionReason = renewal ? .renewal : .purchase }
+        transaction.subscriptionGroupIdentifier = group
         if let revokedMS {
             transaction.cancellationDate = TransactionStore.timestamp(milliseconds: revokedMS)
             transaction.cancellationReason = revokedReason

@@ -61,6 +61,23 @@ enum ReceiptSchema {
             try db.execute(sql: "CREATE UNIQUE INDEX rc_device_queue ON rc_device (app, account, device) WHERE revoked = 0")
         }
         FollowedLog.registerMigration(&migrator, replacing: "rc_follow")
+        migrator.registerMigration("receipt_v2_periods") { db in
+            // A subscription period's own billing line (PaymentTransaction.web_order_line_item_id):
+            // each renewal has its own. NULL for purchases recorded before, and for other products.
+            try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN web_order INTEGER")
+            // An auto-renewable subscription's renewal state, from the payment queue's
+            // subscription_changed events (auto-renew turned off or on, expiry): a subscription
+            // without a row renews as its latest purchase.
+            try db.execute(
+                sql: """
+                    CREATE TABLE rc_subscription (
+                        app TEXT NOT NULL, account TEXT NOT NULL, grp TEXT NOT NULL, original_id TEXT NOT NULL,
+                        auto_renew INTEGER NOT NULL, auto_renew_product_id TEXT NOT NULL, status INTEGER NOT NULL,
+                        expiration_intent INTEGER NOT NULL, seq INTEGER NOT NULL,
+                        PRIMARY KEY (app, account, grp)
+                    ) STRICT
+                    """)
+        }
         return migrator
     }
 }

@@ -32,6 +32,8 @@ public struct StoredPurchase: Sendable, Equatable {
     public var currency: String
     /// The event position that last changed it.
     public var seq: UInt64
+    /// A subscription period's billing line, as the payment queue gave it (nil before it did).
+    public var webOrder: Int64?
 
     /// Whether it stays in the app receipt: every purchase but a consumable once finished.
     public var inReceipt: Bool { productType != .consumable || !finished }
@@ -40,7 +42,7 @@ public struct StoredPurchase: Sendable, Equatable {
     /// took a fifth of a 100-purchase VerifyReceipt).
     static let columns = """
         id, app, account, device, product_id, product_type, quantity, state, purchase_ms, original_id, original_purchase_ms,
-        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared
+        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order
         """
 
     init(_ row: Row) {
@@ -66,6 +68,7 @@ public struct StoredPurchase: Sendable, Equatable {
         currency = row[19]
         seq = UInt64(row[20] as Int64)
         cleared = row[21]
+        webOrder = row[22]
     }
 }
 
@@ -96,6 +99,21 @@ public final class ReceiptStore: Sendable {
             try db.execute(
                 sql: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
                 arguments: [Int64(seq), cleared.appBundleID, cleared.accountID, Int64(seq)])
+        case .subscriptionChanged(let changed):
+            // The renewal state purchases and renewals do not show (auto-renew, expiry), for
+            // pending_renewal_info: one row per account and group, the latest.
+            let subscription = changed.subscription
+            try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO rc_subscription (app, account, grp, original_id, auto_renew, auto_renew_product_id, status,
+                        expiration_intent, seq)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                subscription.queue.appBundleID, subscription.queue.accountID, subscription.subscriptionGroupIdentifier,
+                subscription.originalTransactionIdentifier, subscription.autoRenewStatus, subscription.autoRenewProductIdentifier,
+                subscription.status.rawValue, Int(subscription.expirationIntent), Int64(seq)
+            ])
         case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
             // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
             // changes no receipt.
@@ -108,15 +126,23 @@ public final class ReceiptStore: Sendable {
         guard transaction.transactionState == .purchased || transaction.transactionState == .restored else { return }
         let purchaseMS = milliseconds(transaction.transactionDate)
         let restored = transaction.transactionState == .restored && transaction.hasOriginalTransaction
-        let originalID = restored ? transaction.originalTransaction.transactionIdentifier : transaction.transactionIdentifier
-        let originalMS = restored ? milliseconds(transaction.originalTransaction.transactionDate) : purchaseMS
+        var originalID = restored ? transaction.originalTransaction.transactionIdentifier : transaction.transactionIdentifier
+        var originalMS = restored ? milliseconds(transaction.originalTransaction.transactionDate) : purchaseMS
+        let subscriptionOriginal = restored ? transaction.originalTransaction.subscriptionOriginalIdentifier : transaction.subscriptionOriginalIdentifier
+        if !subscriptionOriginal.isEmpty && subscriptionOriginal != originalID {
+            // A renewal, or a resubscription: the subscription's first purchase, recorded before it.
+            originalID = subscriptionOriginal
+            originalMS =
+                try Int64.fetchOne(db.cachedStatement(sql: "SELECT purchase_ms FROM rc_transaction WHERE id = ?"), arguments: [subscriptionOriginal]) ?? originalMS
+        }
+        let webOrder = restored ? transaction.originalTransaction.webOrderLineItemID : transaction.webOrderLineItemID
         let queue = transaction.queue
         try db.cachedStatement(
             sql: """
                 INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
                     original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
-                    storefront, application_username, price, currency, seq)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    storefront, application_username, price, currency, seq, web_order)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
                     expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
                     cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
@@ -129,7 +155,8 @@ public final class ReceiptStore: Sendable {
             transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
             transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
             transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
-            transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq)
+            transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
+            webOrder == 0 ? nil : webOrder
         ])
         try db.cachedStatement(
             sql: """

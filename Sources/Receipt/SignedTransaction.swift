@@ -71,10 +71,10 @@ public enum SignedTransaction {
         return NSDecimalNumber(decimal: rounded).int64Value
     }
 
-    /// The id of a subscription purchase across devices: StoreBus derives it from the original
-    /// transaction id (a restored copy has its original's).
+    /// The billing line of a subscription period: the payment queue's, else (purchases recorded
+    /// before the payment queue gave one) derived from the original transaction id.
     static func webOrderLineItemID(_ purchase: StoredPurchase) -> Int64 {
-        (Int64(purchase.originalID) ?? 0) + 1_000_000_000_000
+        purchase.webOrder ?? (Int64(purchase.originalID) ?? 0) + 1_000_000_000_000
     }
 
     /// Apple's numeric storefront ids of some ISO 3166-1 alpha-3 storefronts.

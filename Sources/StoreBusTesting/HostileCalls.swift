@@ -243,6 +243,15 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("pageSize", .value("10")), ("pageToken", .value("\"\""))
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset.path: .object([]),
+            Storebus_PaymentQueue_V1_Subscriptions.setRenewalRate.path: .object([
+                ("appBundleId", .value(app)), ("rate", .value("\"RENEWAL_RATE_MONTHLY_RENEWAL_EVERY_FIVE_MINUTES\""))
+            ]),
+            Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate.path: .object([("appBundleId", .value(app))]),
+            Storebus_PaymentQueue_V1_Subscriptions.listSubscriptions.path: appAndAccount,
+            Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew.path: .object([
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("subscriptionGroupIdentifier", .value("\"puzzle.premium\"")),
+                ("autoRenewStatus", .value("false"))
+            ]),
             Storebus_Receipt_V1_Receipt.refreshReceipt.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("deviceId", .value("\"d\"")), ("applicationVersion", .value("\"1\""))
             ]),

@@ -174,11 +174,16 @@ public final class StoreCluster: Sendable {
     public func start() async throws {
         try catalog.start(environment: environment)
         try await catalog.waitUntilServing(endpoint: directory.ipcEndpoint("catalog"))
-        try queue.start(environment: environment)
-        try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
+        try await startPaymentQueue()
         try await startReceipt()
         try await startDownload()
         for index in gateways.indices { try await startGateway(index) }
+    }
+
+    /// Starts the payment queue (again) and waits until it serves.
+    public func startPaymentQueue() async throws {
+        try queue.start(environment: environment)
+        try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
     }
 
     /// Starts the download service (again) and waits until it serves.
@@ -260,8 +265,7 @@ extension StoreCluster {
     public func replacePaymentQueueDatabase() async throws {
         await queue.stop()
         try FileManager.default.removeItem(atPath: directory.path("data"))
-        try queue.start(environment: environment)
-        try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
+        try await startPaymentQueue()
     }
 }
 

@@ -32,7 +32,7 @@ struct StoreFixture {
         _ product: String, type: Storebus_Catalog_V1_ProductType = .consumable, queue: Storebus_PaymentQueue_V1_QueueRef = StoreFixture.queue,
         policy: Storebus_PaymentQueue_V1_PaymentPolicy = .with { $0.mode = .approve }, askToBuy: Bool = false, key: String? = nil
     ) async throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
-        let new = TransactionStore.NewTransaction(
+        var new = TransactionStore.NewTransaction(
             queue: queue,
             payment: .with {
                 $0.productIdentifier = product; $0.quantity = 1; $0.simulatesAskToBuyInSandbox = askToBuy
@@ -40,6 +40,9 @@ struct StoreFixture {
             productType: type, storefront: "FRA", price: "0.99", currency: "EUR",
             start: .purchasing(policy: policy, decideAt: Date()), idempotency: key.map { ($0, "digest-\(product)") }
         )
+        // As the catalog describes subscriptions: a period, and a group for auto-renewable ones.
+        if type == .autoRenewableSubscription { new.subscription = ("P1M", "group") }
+        if type == .nonRenewingSubscription { new.subscription = ("P1M", "") }
         return try await store.create(new).transaction
     }
 

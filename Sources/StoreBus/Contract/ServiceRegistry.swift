@@ -70,7 +70,10 @@ public enum ServiceRegistry {
     /// Transactions and their state machine, the sandbox authority; keeps the event log.
     public static let paymentQueue = ServiceEntry(
         name: "payment-queue", process: "storebus-payment-queue",
-        services: [Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName],
+        services: [
+            Storebus_PaymentQueue_V1_PaymentQueue.serviceName, Storebus_PaymentQueue_V1_PaymentQueueAdmin.serviceName,
+            Storebus_PaymentQueue_V1_Subscriptions.serviceName
+        ],
         rpcPort: 7302, eventPort: 7312, upstreams: ["catalog"], keepsData: true
     )
     /// Signed receipts, verification, entitlements; follows the payment queue's log.

@@ -14,6 +14,7 @@ public enum StoreBusContract {
         ContractService(Storebus_Health_V1_Health.self),
         ContractService(Storebus_PaymentQueue_V1_PaymentQueue.self),
         ContractService(Storebus_PaymentQueue_V1_PaymentQueueAdmin.self),
+        ContractService(Storebus_PaymentQueue_V1_Subscriptions.self),
         ContractService(Storebus_Receipt_V1_Receipt.self),
         ContractService(Storebus_Testkit_V1_Echo.self),
         ContractService(Storebus_Testkit_V1_Journal.self),

@@ -334,6 +334,112 @@ public nonisolated enum Storebus_PaymentQueue_V1_DownloadAction: SwiftProtobuf.E
 
 }
 
+/// Where an auto-renewable subscription stands (the App Store Server API's status values).
+public nonisolated enum Storebus_PaymentQueue_V1_SubscriptionStatus: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// Its period runs: the customer is entitled.
+  case active // = 1
+
+  /// Its last period ended and it did not renew.
+  case expired // = 2
+
+  /// A renewal charge failed; the store retries it.
+  case billingRetry // = 3
+
+  /// A renewal charge failed; the customer stays entitled until the grace period ends.
+  case gracePeriod // = 4
+
+  /// Refunded or revoked.
+  case revoked // = 5
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .active
+    case 2: self = .expired
+    case 3: self = .billingRetry
+    case 4: self = .gracePeriod
+    case 5: self = .revoked
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .active: return 1
+    case .expired: return 2
+    case .billingRetry: return 3
+    case .gracePeriod: return 4
+    case .revoked: return 5
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Storebus_PaymentQueue_V1_SubscriptionStatus] = [
+    .unspecified,
+    .active,
+    .expired,
+    .billingRetry,
+    .gracePeriod,
+    .revoked,
+  ]
+
+}
+
+/// Why a purchased transaction exists (Apple's transactionReason).
+public nonisolated enum Storebus_PaymentQueue_V1_TransactionReason: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// Not a purchase (PURCHASING, DEFERRED, FAILED, RESTORED).
+  case unspecified // = 0
+
+  /// The customer bought it.
+  case purchase // = 1
+
+  /// The store renewed an auto-renewable subscription at the end of its period.
+  case renewal // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .purchase
+    case 2: self = .renewal
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .purchase: return 1
+    case .renewal: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Storebus_PaymentQueue_V1_TransactionReason] = [
+    .unspecified,
+    .purchase,
+    .renewal,
+  ]
+
+}
+
 /// Why a purchase was refunded or revoked (Apple's cancellation_reason and revocationReason).
 public nonisolated enum Storebus_PaymentQueue_V1_RevocationReason: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -773,11 +879,135 @@ public nonisolated struct Storebus_PaymentQueue_V1_PaymentTransaction: @unchecke
     set {_uniqueStorage()._cancellationReason = newValue}
   }
 
+  /// StoreBus extension, subscriptions only: the first purchase of the subscription this transaction
+  /// pays a period of (its own identifier for that first purchase), receipts' original_transaction_id.
+  /// Unlike original_transaction, it is set on PURCHASED transactions: a renewal is a purchase.
+  public var subscriptionOriginalIdentifier: String {
+    get {_storage._subscriptionOriginalIdentifier}
+    set {_uniqueStorage()._subscriptionOriginalIdentifier = newValue}
+  }
+
+  /// StoreBus extension, subscriptions only: the period's billing line (Apple's web_order_line_item_id),
+  /// unique across StoreBus, a new one for every renewal.
+  public var webOrderLineItemID: Int64 {
+    get {_storage._webOrderLineItemID}
+    set {_uniqueStorage()._webOrderLineItemID = newValue}
+  }
+
+  /// StoreBus extension: why the transaction exists (Apple's transactionReason); unspecified for
+  /// transactions that are not PURCHASED.
+  public var transactionReason: Storebus_PaymentQueue_V1_TransactionReason {
+    get {_storage._transactionReason}
+    set {_uniqueStorage()._transactionReason = newValue}
+  }
+
+  /// StoreBus extension, auto-renewable subscriptions only: the product's subscription group.
+  public var subscriptionGroupIdentifier: String {
+    get {_storage._subscriptionGroupIdentifier}
+    set {_uniqueStorage()._subscriptionGroupIdentifier = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// An account's subscription in one subscription group.
+public nonisolated struct Storebus_PaymentQueue_V1_Subscription: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The group.
+  public var subscriptionGroupIdentifier: String = String()
+
+  /// The product of the period running (or of the last one).
+  public var productIdentifier: String = String()
+
+  /// The subscription's first purchase: every renewal names it.
+  public var originalTransactionIdentifier: String = String()
+
+  /// The transaction of the period running (or of the last one).
+  public var latestTransactionIdentifier: String = String()
+
+  /// When the first purchase was made.
+  public var originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_originalPurchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_originalPurchaseDate = newValue}
+  }
+  /// Returns true if `originalPurchaseDate` has been explicitly set.
+  public var hasOriginalPurchaseDate: Bool {self._originalPurchaseDate != nil}
+  /// Clears the value of `originalPurchaseDate`. Subsequent reads from it will return its default value.
+  public mutating func clearOriginalPurchaseDate() {self._originalPurchaseDate = nil}
+
+  /// When the period running ends (or the last one ended).
+  public var expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_expiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_expiresDate = newValue}
+  }
+  /// Returns true if `expiresDate` has been explicitly set.
+  public var hasExpiresDate: Bool {self._expiresDate != nil}
+  /// Clears the value of `expiresDate`. Subsequent reads from it will return its default value.
+  public mutating func clearExpiresDate() {self._expiresDate = nil}
+
+  /// Whether it renews at the end of the period.
+  public var autoRenewStatus: Bool = false
+
+  /// The product it renews as.
+  public var autoRenewProductIdentifier: String = String()
+
+  /// Where it stands.
+  public var status: Storebus_PaymentQueue_V1_SubscriptionStatus = .unspecified
+
+  /// Why it expired, as receipts' expiration_intent (1 cancelled by the customer, 2 billing error,
+  /// 3 price increase not agreed, 4 product not for sale, 5 other); 0 while not expired.
+  public var expirationIntent: Int32 = 0
+
+  /// How many times it renewed.
+  public var renewalCount: UInt32 = 0
+
+  /// The queue its renewals are delivered to: the one of its latest purchase.
+  public var queue: Storebus_PaymentQueue_V1_QueueRef {
+    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_queue = newValue}
+  }
+  /// Returns true if `queue` has been explicitly set.
+  public var hasQueue: Bool {self._queue != nil}
+  /// Clears the value of `queue`. Subsequent reads from it will return its default value.
+  public mutating func clearQueue() {self._queue = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+}
+
+/// QueueEvent.subscription_changed: the subscription as it is now.
+public nonisolated struct Storebus_PaymentQueue_V1_SubscriptionChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The account's subscription in its group.
+  public var subscription: Storebus_PaymentQueue_V1_Subscription {
+    get {_subscription ?? Storebus_PaymentQueue_V1_Subscription()}
+    set {_subscription = newValue}
+  }
+  /// Returns true if `subscription` has been explicitly set.
+  public var hasSubscription: Bool {self._subscription != nil}
+  /// Clears the value of `subscription`. Subsequent reads from it will return its default value.
+  public mutating func clearSubscription() {self._subscription = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _subscription: Storebus_PaymentQueue_V1_Subscription? = nil
 }
 
 /// Arguments of PaymentQueue.CanMakePayments.
@@ -1158,98 +1388,112 @@ public nonisolated struct Storebus_PaymentQueue_V1_EntitlementsRevoked: Sendable
 
 /// Payload of the payment queue's event log (storebus.eventlog.v1.Event with type
 /// "storebus.payment_queue.v1.QueueEvent"); one event per change to one queue.
-public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
+public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// What happened. Members with `delivered_as` reach observers as that callback (through the
   /// gateway); the others are for followers only.
-  public var event: Storebus_PaymentQueue_V1_QueueEvent.OneOf_Event? = nil
+  public var event: OneOf_Event? {
+    get {return _storage._event}
+    set {_uniqueStorage()._event = newValue}
+  }
 
   /// Transactions added or changed state.
   public var updatedTransactions: Storebus_PaymentQueue_V1_TransactionsUpdated {
     get {
-      if case .updatedTransactions(let v)? = event {return v}
+      if case .updatedTransactions(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_TransactionsUpdated()
     }
-    set {event = .updatedTransactions(newValue)}
+    set {_uniqueStorage()._event = .updatedTransactions(newValue)}
   }
 
   /// Transactions finished.
   public var removedTransactions: Storebus_PaymentQueue_V1_TransactionsRemoved {
     get {
-      if case .removedTransactions(let v)? = event {return v}
+      if case .removedTransactions(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_TransactionsRemoved()
     }
-    set {event = .removedTransactions(newValue)}
+    set {_uniqueStorage()._event = .removedTransactions(newValue)}
   }
 
   /// A restore delivered all its transactions.
   public var restoreCompletedTransactionsFinished: Storebus_PaymentQueue_V1_RestoreFinished {
     get {
-      if case .restoreCompletedTransactionsFinished(let v)? = event {return v}
+      if case .restoreCompletedTransactionsFinished(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_RestoreFinished()
     }
-    set {event = .restoreCompletedTransactionsFinished(newValue)}
+    set {_uniqueStorage()._event = .restoreCompletedTransactionsFinished(newValue)}
   }
 
   /// A restore failed.
   public var restoreCompletedTransactionsFailed: Storebus_PaymentQueue_V1_RestoreFailed {
     get {
-      if case .restoreCompletedTransactionsFailed(let v)? = event {return v}
+      if case .restoreCompletedTransactionsFailed(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_RestoreFailed()
     }
-    set {event = .restoreCompletedTransactionsFailed(newValue)}
+    set {_uniqueStorage()._event = .restoreCompletedTransactionsFailed(newValue)}
   }
 
   /// The account lost products (refund, cleared history).
   public var revokedEntitlements: Storebus_PaymentQueue_V1_EntitlementsRevoked {
     get {
-      if case .revokedEntitlements(let v)? = event {return v}
+      if case .revokedEntitlements(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_EntitlementsRevoked()
     }
-    set {event = .revokedEntitlements(newValue)}
+    set {_uniqueStorage()._event = .revokedEntitlements(newValue)}
   }
 
   /// StoreBus extension for followers (the receipt service): purchases refunded. No observer
   /// callback; revoked_entitlements tells observers what the account lost.
   public var refundedTransactions: Storebus_PaymentQueue_V1_TransactionsRefunded {
     get {
-      if case .refundedTransactions(let v)? = event {return v}
+      if case .refundedTransactions(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_TransactionsRefunded()
     }
-    set {event = .refundedTransactions(newValue)}
+    set {_uniqueStorage()._event = .refundedTransactions(newValue)}
   }
 
   /// StoreBus extension for followers: the account's purchase history in the app was cleared (the
   /// sandbox's "clear purchase history", or a reset). No observer callback.
   public var historyCleared: Storebus_PaymentQueue_V1_HistoryCleared {
     get {
-      if case .historyCleared(let v)? = event {return v}
+      if case .historyCleared(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_HistoryCleared()
     }
-    set {event = .historyCleared(newValue)}
+    set {_uniqueStorage()._event = .historyCleared(newValue)}
   }
 
   /// Downloads of the queue's transactions changed state.
   public var updatedDownloads: Storebus_PaymentQueue_V1_DownloadsUpdated {
     get {
-      if case .updatedDownloads(let v)? = event {return v}
+      if case .updatedDownloads(let v)? = _storage._event {return v}
       return Storebus_PaymentQueue_V1_DownloadsUpdated()
     }
-    set {event = .updatedDownloads(newValue)}
+    set {_uniqueStorage()._event = .updatedDownloads(newValue)}
+  }
+
+  /// StoreBus extension for followers (the receipt service): an auto-renewable subscription's
+  /// renewal state changed in a way its transactions do not show (auto-renew turned off or on, the
+  /// subscription expired). No observer callback: StoreKit tells apps nothing of these.
+  public var subscriptionChanged: Storebus_PaymentQueue_V1_SubscriptionChanged {
+    get {
+      if case .subscriptionChanged(let v)? = _storage._event {return v}
+      return Storebus_PaymentQueue_V1_SubscriptionChanged()
+    }
+    set {_uniqueStorage()._event = .subscriptionChanged(newValue)}
   }
 
   /// The queue it happened to.
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
-    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
-    set {_queue = newValue}
+    get {_storage._queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_uniqueStorage()._queue = newValue}
   }
   /// Returns true if `queue` has been explicitly set.
-  public var hasQueue: Bool {self._queue != nil}
+  public var hasQueue: Bool {_storage._queue != nil}
   /// Clears the value of `queue`. Subsequent reads from it will return its default value.
-  public mutating func clearQueue() {self._queue = nil}
+  public mutating func clearQueue() {_uniqueStorage()._queue = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1274,12 +1518,16 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
     case historyCleared(Storebus_PaymentQueue_V1_HistoryCleared)
     /// Downloads of the queue's transactions changed state.
     case updatedDownloads(Storebus_PaymentQueue_V1_DownloadsUpdated)
+    /// StoreBus extension for followers (the receipt service): an auto-renewable subscription's
+    /// renewal state changed in a way its transactions do not show (auto-renew turned off or on, the
+    /// subscription expired). No observer callback: StoreKit tells apps nothing of these.
+    case subscriptionChanged(Storebus_PaymentQueue_V1_SubscriptionChanged)
 
   }
 
   public init() {}
 
-  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 /// Payload of QueueEvent.updated_downloads: paymentQueue(_:updatedDownloads:).
@@ -1835,6 +2083,14 @@ nonisolated extension Storebus_PaymentQueue_V1_DownloadAction: SwiftProtobuf._Pr
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DOWNLOAD_ACTION_UNSPECIFIED\0\u{1}DOWNLOAD_ACTION_START\0\u{1}DOWNLOAD_ACTION_PAUSE\0\u{1}DOWNLOAD_ACTION_RESUME\0\u{1}DOWNLOAD_ACTION_CANCEL\0\u{1}DOWNLOAD_ACTION_COMPLETE\0\u{1}DOWNLOAD_ACTION_FAIL\0")
 }
 
+nonisolated extension Storebus_PaymentQueue_V1_SubscriptionStatus: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SUBSCRIPTION_STATUS_UNSPECIFIED\0\u{1}SUBSCRIPTION_STATUS_ACTIVE\0\u{1}SUBSCRIPTION_STATUS_EXPIRED\0\u{1}SUBSCRIPTION_STATUS_BILLING_RETRY\0\u{1}SUBSCRIPTION_STATUS_GRACE_PERIOD\0\u{1}SUBSCRIPTION_STATUS_REVOKED\0")
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_TransactionReason: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TRANSACTION_REASON_UNSPECIFIED\0\u{1}TRANSACTION_REASON_PURCHASE\0\u{1}TRANSACTION_REASON_RENEWAL\0")
+}
+
 nonisolated extension Storebus_PaymentQueue_V1_RevocationReason: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REVOCATION_REASON_UNSPECIFIED\0\u{1}REVOCATION_REASON_OTHER\0\u{1}REVOCATION_REASON_APP_ISSUE\0")
 }
@@ -2192,7 +2448,7 @@ nonisolated extension Storebus_PaymentQueue_V1_UpdateDownloadsResponse: SwiftPro
 
 nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PaymentTransaction"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0\u{3}subscription_original_identifier\0\u{3}web_order_line_item_id\0\u{3}transaction_reason\0\u{3}subscription_group_identifier\0")
 
   fileprivate class _StorageClass {
     var _transactionIdentifier: String = String()
@@ -2212,6 +2468,10 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
     var _price: String = String()
     var _currencyCode: String = String()
     var _cancellationReason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified
+    var _subscriptionOriginalIdentifier: String = String()
+    var _webOrderLineItemID: Int64 = 0
+    var _transactionReason: Storebus_PaymentQueue_V1_TransactionReason = .unspecified
+    var _subscriptionGroupIdentifier: String = String()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2239,6 +2499,10 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       _price = source._price
       _currencyCode = source._currencyCode
       _cancellationReason = source._cancellationReason
+      _subscriptionOriginalIdentifier = source._subscriptionOriginalIdentifier
+      _webOrderLineItemID = source._webOrderLineItemID
+      _transactionReason = source._transactionReason
+      _subscriptionGroupIdentifier = source._subscriptionGroupIdentifier
     }
   }
 
@@ -2274,6 +2538,10 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         case 15: try { try decoder.decodeSingularStringField(value: &_storage._price) }()
         case 16: try { try decoder.decodeSingularStringField(value: &_storage._currencyCode) }()
         case 17: try { try decoder.decodeSingularEnumField(value: &_storage._cancellationReason) }()
+        case 18: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionOriginalIdentifier) }()
+        case 19: try { try decoder.decodeSingularInt64Field(value: &_storage._webOrderLineItemID) }()
+        case 20: try { try decoder.decodeSingularEnumField(value: &_storage._transactionReason) }()
+        case 21: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionGroupIdentifier) }()
         default: break
         }
       }
@@ -2337,6 +2605,18 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       if _storage._cancellationReason != .unspecified {
         try visitor.visitSingularEnumField(value: _storage._cancellationReason, fieldNumber: 17)
       }
+      if !_storage._subscriptionOriginalIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._subscriptionOriginalIdentifier, fieldNumber: 18)
+      }
+      if _storage._webOrderLineItemID != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._webOrderLineItemID, fieldNumber: 19)
+      }
+      if _storage._transactionReason != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._transactionReason, fieldNumber: 20)
+      }
+      if !_storage._subscriptionGroupIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._subscriptionGroupIdentifier, fieldNumber: 21)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2363,10 +2643,137 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         if _storage._price != rhs_storage._price {return false}
         if _storage._currencyCode != rhs_storage._currencyCode {return false}
         if _storage._cancellationReason != rhs_storage._cancellationReason {return false}
+        if _storage._subscriptionOriginalIdentifier != rhs_storage._subscriptionOriginalIdentifier {return false}
+        if _storage._webOrderLineItemID != rhs_storage._webOrderLineItemID {return false}
+        if _storage._transactionReason != rhs_storage._transactionReason {return false}
+        if _storage._subscriptionGroupIdentifier != rhs_storage._subscriptionGroupIdentifier {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_Subscription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Subscription"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}subscription_group_identifier\0\u{3}product_identifier\0\u{3}original_transaction_identifier\0\u{3}latest_transaction_identifier\0\u{3}original_purchase_date\0\u{3}expires_date\0\u{3}auto_renew_status\0\u{3}auto_renew_product_identifier\0\u{1}status\0\u{3}expiration_intent\0\u{3}renewal_count\0\u{1}queue\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.subscriptionGroupIdentifier) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.productIdentifier) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.originalTransactionIdentifier) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.latestTransactionIdentifier) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._originalPurchaseDate) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._expiresDate) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.autoRenewStatus) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.autoRenewProductIdentifier) }()
+      case 9: try { try decoder.decodeSingularEnumField(value: &self.status) }()
+      case 10: try { try decoder.decodeSingularInt32Field(value: &self.expirationIntent) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.renewalCount) }()
+      case 12: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.subscriptionGroupIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.subscriptionGroupIdentifier, fieldNumber: 1)
+    }
+    if !self.productIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.productIdentifier, fieldNumber: 2)
+    }
+    if !self.originalTransactionIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.originalTransactionIdentifier, fieldNumber: 3)
+    }
+    if !self.latestTransactionIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.latestTransactionIdentifier, fieldNumber: 4)
+    }
+    try { if let v = self._originalPurchaseDate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._expiresDate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    if self.autoRenewStatus != false {
+      try visitor.visitSingularBoolField(value: self.autoRenewStatus, fieldNumber: 7)
+    }
+    if !self.autoRenewProductIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.autoRenewProductIdentifier, fieldNumber: 8)
+    }
+    if self.status != .unspecified {
+      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 9)
+    }
+    if self.expirationIntent != 0 {
+      try visitor.visitSingularInt32Field(value: self.expirationIntent, fieldNumber: 10)
+    }
+    if self.renewalCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.renewalCount, fieldNumber: 11)
+    }
+    try { if let v = self._queue {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_Subscription, rhs: Storebus_PaymentQueue_V1_Subscription) -> Bool {
+    if lhs.subscriptionGroupIdentifier != rhs.subscriptionGroupIdentifier {return false}
+    if lhs.productIdentifier != rhs.productIdentifier {return false}
+    if lhs.originalTransactionIdentifier != rhs.originalTransactionIdentifier {return false}
+    if lhs.latestTransactionIdentifier != rhs.latestTransactionIdentifier {return false}
+    if lhs._originalPurchaseDate != rhs._originalPurchaseDate {return false}
+    if lhs._expiresDate != rhs._expiresDate {return false}
+    if lhs.autoRenewStatus != rhs.autoRenewStatus {return false}
+    if lhs.autoRenewProductIdentifier != rhs.autoRenewProductIdentifier {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.expirationIntent != rhs.expirationIntent {return false}
+    if lhs.renewalCount != rhs.renewalCount {return false}
+    if lhs._queue != rhs._queue {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_SubscriptionChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SubscriptionChanged"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}subscription\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._subscription) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._subscription {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_SubscriptionChanged, rhs: Storebus_PaymentQueue_V1_SubscriptionChanged) -> Bool {
+    if lhs._subscription != rhs._subscription {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2996,176 +3403,231 @@ nonisolated extension Storebus_PaymentQueue_V1_EntitlementsRevoked: SwiftProtobu
 
 nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueueEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0\u{3}refunded_transactions\0\u{3}history_cleared\0\u{3}updated_downloads\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0\u{3}refunded_transactions\0\u{3}history_cleared\0\u{3}updated_downloads\0\u{3}subscription_changed\0")
+
+  fileprivate class _StorageClass {
+    var _event: Storebus_PaymentQueue_V1_QueueEvent.OneOf_Event?
+    var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _event = source._event
+      _queue = source._queue
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try {
-        var v: Storebus_PaymentQueue_V1_TransactionsUpdated?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .updatedTransactions(let m) = current {v = m}
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try {
+          var v: Storebus_PaymentQueue_V1_TransactionsUpdated?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .updatedTransactions(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .updatedTransactions(v)
+          }
+        }()
+        case 2: try {
+          var v: Storebus_PaymentQueue_V1_TransactionsRemoved?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .removedTransactions(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .removedTransactions(v)
+          }
+        }()
+        case 3: try {
+          var v: Storebus_PaymentQueue_V1_RestoreFinished?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .restoreCompletedTransactionsFinished(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .restoreCompletedTransactionsFinished(v)
+          }
+        }()
+        case 4: try {
+          var v: Storebus_PaymentQueue_V1_RestoreFailed?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .restoreCompletedTransactionsFailed(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .restoreCompletedTransactionsFailed(v)
+          }
+        }()
+        case 5: try {
+          var v: Storebus_PaymentQueue_V1_EntitlementsRevoked?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .revokedEntitlements(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .revokedEntitlements(v)
+          }
+        }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._queue) }()
+        case 7: try {
+          var v: Storebus_PaymentQueue_V1_TransactionsRefunded?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .refundedTransactions(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .refundedTransactions(v)
+          }
+        }()
+        case 8: try {
+          var v: Storebus_PaymentQueue_V1_HistoryCleared?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .historyCleared(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .historyCleared(v)
+          }
+        }()
+        case 9: try {
+          var v: Storebus_PaymentQueue_V1_DownloadsUpdated?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .updatedDownloads(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .updatedDownloads(v)
+          }
+        }()
+        case 10: try {
+          var v: Storebus_PaymentQueue_V1_SubscriptionChanged?
+          var hadOneofValue = false
+          if let current = _storage._event {
+            hadOneofValue = true
+            if case .subscriptionChanged(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._event = .subscriptionChanged(v)
+          }
+        }()
+        default: break
         }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .updatedTransactions(v)
-        }
-      }()
-      case 2: try {
-        var v: Storebus_PaymentQueue_V1_TransactionsRemoved?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .removedTransactions(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .removedTransactions(v)
-        }
-      }()
-      case 3: try {
-        var v: Storebus_PaymentQueue_V1_RestoreFinished?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .restoreCompletedTransactionsFinished(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .restoreCompletedTransactionsFinished(v)
-        }
-      }()
-      case 4: try {
-        var v: Storebus_PaymentQueue_V1_RestoreFailed?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .restoreCompletedTransactionsFailed(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .restoreCompletedTransactionsFailed(v)
-        }
-      }()
-      case 5: try {
-        var v: Storebus_PaymentQueue_V1_EntitlementsRevoked?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .revokedEntitlements(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .revokedEntitlements(v)
-        }
-      }()
-      case 6: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
-      case 7: try {
-        var v: Storebus_PaymentQueue_V1_TransactionsRefunded?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .refundedTransactions(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .refundedTransactions(v)
-        }
-      }()
-      case 8: try {
-        var v: Storebus_PaymentQueue_V1_HistoryCleared?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .historyCleared(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .historyCleared(v)
-        }
-      }()
-      case 9: try {
-        var v: Storebus_PaymentQueue_V1_DownloadsUpdated?
-        var hadOneofValue = false
-        if let current = self.event {
-          hadOneofValue = true
-          if case .updatedDownloads(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.event = .updatedDownloads(v)
-        }
-      }()
-      default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    switch self.event {
-    case .updatedTransactions?: try {
-      guard case .updatedTransactions(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
-    }()
-    case .removedTransactions?: try {
-      guard case .removedTransactions(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-    }()
-    case .restoreCompletedTransactionsFinished?: try {
-      guard case .restoreCompletedTransactionsFinished(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
-    }()
-    case .restoreCompletedTransactionsFailed?: try {
-      guard case .restoreCompletedTransactionsFailed(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
-    }()
-    case .revokedEntitlements?: try {
-      guard case .revokedEntitlements(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    }()
-    default: break
-    }
-    try { if let v = self._queue {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
-    } }()
-    switch self.event {
-    case .refundedTransactions?: try {
-      guard case .refundedTransactions(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-    }()
-    case .historyCleared?: try {
-      guard case .historyCleared(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
-    }()
-    case .updatedDownloads?: try {
-      guard case .updatedDownloads(let v)? = self.event else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
-    }()
-    default: break
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      switch _storage._event {
+      case .updatedTransactions?: try {
+        guard case .updatedTransactions(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+      }()
+      case .removedTransactions?: try {
+        guard case .removedTransactions(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      }()
+      case .restoreCompletedTransactionsFinished?: try {
+        guard case .restoreCompletedTransactionsFinished(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+      }()
+      case .restoreCompletedTransactionsFailed?: try {
+        guard case .restoreCompletedTransactionsFailed(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      }()
+      case .revokedEntitlements?: try {
+        guard case .revokedEntitlements(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      }()
+      default: break
+      }
+      try { if let v = _storage._queue {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+      switch _storage._event {
+      case .refundedTransactions?: try {
+        guard case .refundedTransactions(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      }()
+      case .historyCleared?: try {
+        guard case .historyCleared(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      }()
+      case .updatedDownloads?: try {
+        guard case .updatedDownloads(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      }()
+      case .subscriptionChanged?: try {
+        guard case .subscriptionChanged(let v)? = _storage._event else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      }()
+      default: break
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEvent, rhs: Storebus_PaymentQueue_V1_QueueEvent) -> Bool {
-    if lhs.event != rhs.event {return false}
-    if lhs._queue != rhs._queue {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._event != rhs_storage._event {return false}
+        if _storage._queue != rhs_storage._queue {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

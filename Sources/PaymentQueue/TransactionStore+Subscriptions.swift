@@ -1,0 +1,272 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+
+// Subscriptions (docs/subscriptions.md): the period a purchase starts, the renewals that follow it on
+// the store's clock, and the clock's rate per app.
+extension TransactionStore {
+    /// First web order line item id; later ones count on from it, across restarts and resets.
+    public static let webOrderBase: Int64 = 2_000_000_000_000_000
+    /// Most renewals one round of the renewal engine commits together: a backlog is worked through
+    /// in writes this size, between which purchases and other calls take their turn.
+    public static let renewalsPerRound = 128
+
+    // MARK: The store's clock
+
+    static let renewalRateSQL: CachedSQL = """
+        SELECT app, rate FROM pq_renewal_rate WHERE app = ?1
+        UNION ALL SELECT app, rate FROM pq_renewal_rate WHERE app = '' LIMIT 1
+        """
+
+    /// The rate an app's subscriptions renew at: its own, else the deployment's (the row of app
+    /// ''), else ``RenewalClock/defaultRate``.
+    static func renewalRate(_ db: Database, app: String) throws -> (rate: Storebus_PaymentQueue_V1_RenewalRate, setForApp: Bool) {
+        let found = try db.fetchFirst(cached: renewalRateSQL, bind: { $0.text(app) }) { row in (row.text(0), row.int(1)) }
+        guard let found, let rate = Storebus_PaymentQueue_V1_RenewalRate(rawValue: found.1), rate != .unspecified else {
+            return (RenewalClock.defaultRate, false)
+        }
+        return (rate, !app.isEmpty && found.0 == app)
+    }
+
+    /// The rate an app's subscriptions renew at, and whether it is the app's own.
+    public func renewalRate(app: String) async throws -> (rate: Storebus_PaymentQueue_V1_RenewalRate, setForApp: Bool) {
+        try await database.read { db in try Self.renewalRate(db, app: app) }
+    }
+
+    /// Sets an app's rate (app '' for the deployment's default); unspecified removes the app's own.
+    /// Periods already running keep their ends. Returns the rate now in effect.
+    @discardableResult
+    public func setRenewalRate(_ rate: Storebus_PaymentQueue_V1_RenewalRate, app: String) async throws -> Storebus_PaymentQueue_V1_RenewalRate {
+        // No event: a rate changes no queue (policies are written the same way).
+        try await database.write { db in
+            if rate == .unspecified {
+                try db.cachedStatement(sql: "DELETE FROM pq_renewal_rate WHERE app = ?").execute(arguments: [app])
+            } else {
+                try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_renewal_rate (app, rate) VALUES (?, ?)").execute(arguments: [app, rate.rawValue])
+            }
+            return try Self.renewalRate(db, app: app).rate
+        }
+    }
+
+    // MARK: Purchases
+
+    static let lastWebOrderSQL: CachedSQL = "SELECT value FROM pq_sequence WHERE name = 'web_order'"
+
+    /// The next web order line item id.
+    static func nextWebOrder(_ db: Database) throws -> Int64 {
+        let last = try db.fetchFirst(cached: lastWebOrderSQL) { row in row.int64(0) }
+        let value = (last ?? 0) + 1
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_sequence (name, value) VALUES ('web_order', ?)").execute(arguments: [value])
+        return webOrderBase + value
+    }
+
+    static let periodFieldsSQL: CachedSQL = "UPDATE pq_transaction SET expires_ms = ?, web_order = ?, sub_original_id = ? WHERE id = ?"
+
+    /// A PURCHASED transaction, at `ms`: when it buys a subscription, sets the period it pays for
+    /// (its end, its web order line item, the subscription's first purchase) on `record` and on its
+    /// row if it has one, and moves the account's subscription in the group on. Returns whether the
+    /// purchase is charged: not when the account already holds the auto-renewable subscription
+    /// bought ("already subscribed": a purchased transaction in the period running, no charge).
+    ///
+    /// Another product of the group while a period runs takes over at once, with a period of its
+    /// own from now; the group's subscription keeps its first purchase.
+    static func startPeriod(_ db: Database, _ record: inout TransactionRecord, at ms: Int64) throws -> Bool {
+        guard record.productType == .autoRenewableSubscription || record.productType == .nonRenewingSubscription,
+            let period = RenewalClock.Period(iso8601: record.period)
+        else { return true }
+        let rate = try renewalRate(db, app: record.app).rate
+        guard record.productType == .autoRenewableSubscription, !record.group.isEmpty else {
+            record.expiresMS = RenewalClock.end(of: period, startingAt: ms, rate: rate)
+            record.webOrder = try nextWebOrder(db)
+            record.subscriptionOriginalID = record.id
+            try savePeriod(db, record)
+            return true
+        }
+        let existing = try SubscriptionRecord.fetch(db, app: record.app, account: record.account, group: record.group)
+        if let current = existing, current.status == .active, current.expiresMS > ms, current.productID == record.productID {
+            record.expiresMS = current.expiresMS
+            record.subscriptionOriginalID = current.originalID
+            record.webOrder = try TransactionRecord.fetch(db, id: current.latestID)?.webOrder
+            try savePeriod(db, record)
+            return false
+        }
+        record.expiresMS = RenewalClock.end(of: period, startingAt: ms, rate: rate)
+        record.webOrder = try nextWebOrder(db)
+        var subscription = SubscriptionRecord(starting: record, at: ms, expiresMS: record.expiresMS!)
+        if let existing {
+            // A resubscription (or a change of product) in the group keeps the group's first purchase.
+            subscription.originalID = existing.originalID
+            subscription.originalMS = existing.originalMS
+            subscription.renewals = existing.renewals
+        }
+        record.subscriptionOriginalID = subscription.originalID
+        try subscription.save(db)
+        try savePeriod(db, record)
+        return true
+    }
+
+    /// Writes a subscription purchase's period fields to its row (none yet: the insert writes them).
+    private static func savePeriod(_ db: Database, _ record: TransactionRecord) throws {
+        try db.execute(cached: periodFieldsSQL) {
+            $0.int(record.expiresMS)
+            $0.int(record.webOrder)
+            $0.text(record.subscriptionOriginalID)
+            $0.text(record.id)
+        }
+    }
+
+    // MARK: Renewals
+
+    /// Active subscriptions whose period has ended by a time (`?`), earliest first, at most `?`.
+    static let renewalsDueSQL = """
+        SELECT app, account, grp FROM pq_subscription
+        WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue) AND expires_ms <= ? ORDER BY expires_ms LIMIT ?
+        """
+    /// The earliest end of an active subscription's period.
+    static let nextRenewalSQL = "SELECT MIN(expires_ms) FROM pq_subscription WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue)"
+
+    /// Renews (or, with auto-renew off, expires) the subscriptions whose period has ended by `now`,
+    /// each period its own transaction, at most `limit` of them, in one write: whatever stops the
+    /// process, a period is renewed once or not yet. Returns how many it renewed, whether more are
+    /// due, when the next period ends, and whether any due one waits on its queue (no room).
+    public func renewDue(
+        now: Date = Date(), limit: Int = TransactionStore.renewalsPerRound
+    ) async throws -> (
+        renewed: Int, moreDue: Bool, next: Date?, blocked: Int
+    ) {
+        let nowMS = Self.milliseconds(now)
+        let maxUnfinished = self.maxUnfinished
+        return try await writer.write { db, batch in
+            let due = try Row.fetchAll(db.cachedStatement(sql: Self.renewalsDueSQL), arguments: [nowMS, limit])
+            var renewed = 0, blocked = 0
+            for row in due {
+                guard var subscription = try SubscriptionRecord.fetch(db, app: row[0], account: row[1], group: row[2]) else { continue }
+                while subscription.status == .active && subscription.expiresMS <= nowMS && renewed < limit {
+                    guard subscription.autoRenew else {
+                        // The customer turned auto-renew off: the period ran out (intent 1, voluntary).
+                        try Self.expire(db, &batch, &subscription, intent: 1)
+                        break
+                    }
+                    guard try Self.renew(db, &batch, &subscription, now: nowMS, maxUnfinished: maxUnfinished) else {
+                        blocked += 1
+                        break
+                    }
+                    renewed += 1
+                }
+            }
+            let next = try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL))
+            let moreDue = (next.map { $0 <= nowMS } ?? false) && blocked < due.count
+            return (renewed, moreDue, next.map(EpochMilliseconds.date), blocked)
+        }
+    }
+
+    /// One renewal of `subscription`: a PURCHASED transaction (reason RENEWAL) in the queue of its
+    /// latest purchase, for the period that starts where the last ended, charged, announced, and the
+    /// subscription moved on to it. False, with nothing written, when that queue has no room for
+    /// another unfinished transaction: the renewal waits until the app finishes some.
+    static func renew(
+        _ db: Database, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, now nowMS: Int64, maxUnfinished: Int
+    ) throws -> Bool {
+        guard let period = RenewalClock.Period(iso8601: subscription.period) else {
+            // Not a period this store can renew (a row written by hand): it ends here.
+            try expire(db, &batch, &subscription, intent: 5)
+            return true
+        }
+        let queue = subscription.queue
+        let load = try unfinishedLoad(db, queueKey: queue.key)
+        guard load.count < maxUnfinished else { return false }
+        let start = subscription.expiresMS
+        var record = TransactionRecord(
+            id: try nextIdentifier(db), queue: queue, state: .purchased,
+            payment: .with {
+                $0.productIdentifier = subscription.autoRenewProductID
+                $0.quantity = 1
+            },
+            productType: .autoRenewableSubscription, storefront: subscription.storefront, price: subscription.price,
+            currency: subscription.currency, error: nil, policy: .with { $0.mode = .approve }, decideAtMS: start, nowMS: nowMS,
+            downloads: "[]"
+        )
+        record.dateMS = start
+        record.period = subscription.period
+        record.group = subscription.group
+        record.renewal = true
+        record.expiresMS = RenewalClock.end(of: period, startingAt: start, rate: try renewalRate(db, app: subscription.app).rate)
+        record.webOrder = try nextWebOrder(db)
+        record.subscriptionOriginalID = subscription.originalID
+        let transaction = try record.transaction(db)
+        record.replayBytes = try replayWeight(transaction)
+        guard load.bytes + record.replayBytes <= maxUnfinishedReplayBytes else { return false }
+        try announce(&batch, key: queue.key, [transaction], queue: queue)
+        try record.insert(db)
+        try charge(db, record, at: start)
+        subscription.productID = subscription.autoRenewProductID
+        subscription.latestID = record.id
+        subscription.expiresMS = record.expiresMS!
+        subscription.renewals += 1
+        try subscription.save(db)
+        return true
+    }
+
+    /// When the earliest active subscription's period ends, if any is active.
+    public func nextRenewal() async throws -> Date? {
+        try await database.read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL)).map(EpochMilliseconds.date)
+        }
+    }
+
+    /// Ends `subscription` at the end of its period, for `intent` (receipts' expiration_intent), and
+    /// tells followers.
+    static func expire(_ db: Database, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, intent: Int) throws {
+        subscription.status = .expired
+        subscription.expirationIntent = intent
+        try subscription.save(db)
+        try announce(&batch, subscription)
+    }
+
+    /// Tells followers (the receipt service) the subscription's state: a `subscription_changed` event
+    /// in the log of its queue.
+    static func announce(_ batch: inout EventLogWriter.Batch, _ subscription: SubscriptionRecord) throws {
+        let queue = subscription.queue
+        try batch.append(
+            key: queue.key,
+            Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.queue = queue
+                $0.subscriptionChanged.subscription = subscription.message
+            })
+    }
+
+    // MARK: Auto-renew
+
+    /// Turns auto-renew off or on for the account's subscription in `group`; returns the subscription.
+    /// NOT_FOUND when the account never subscribed in the group; FAILED_PRECONDITION once it expired.
+    /// Setting what is already set changes nothing and announces nothing.
+    public func setAutoRenew(_ on: Bool, app: String, account: String, group: String) async throws -> Storebus_PaymentQueue_V1_Subscription {
+        try await writer.write { db, batch in
+            guard var subscription = try SubscriptionRecord.fetch(db, app: app, account: account, group: group) else {
+                throw RPCError.resource(.notFound, type: "subscription", name: group, "account \(RPCError.echo(account)) has no subscription in group \(RPCError.echo(group))")
+            }
+            guard subscription.status != .expired && subscription.status != .revoked else {
+                throw RPCError(.failedPrecondition, "the subscription in group \(RPCError.echo(group)) has ended; buy it again to resubscribe")
+            }
+            guard subscription.autoRenew != on else { return subscription.message }
+            subscription.autoRenew = on
+            try subscription.save(db)
+            try Self.announce(&batch, subscription)
+            return subscription.message
+        }
+    }
+
+    // MARK: Reading
+
+    /// An account's subscriptions in an app, one per group it ever subscribed in, by group.
+    public func subscriptions(app: String, account: String) async throws -> [Storebus_PaymentQueue_V1_Subscription] {
+        try await database.read { db in
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT \(SubscriptionRecord.columns) FROM pq_subscription WHERE app = ? AND account = ? ORDER BY grp"),
+                arguments: [app, account]
+            ).map { SubscriptionRecord($0).message }
+        }
+    }
+}
