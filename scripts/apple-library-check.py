@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks StoreBus's signed data with Apple's own App Store Server Library (PyPI).
 
-Usage: apple-library-check.py ROOT_DER BUNDLE_ID [--transaction JWS]... [--receipt BASE64]...
+Usage: apple-library-check.py ROOT_DER BUNDLE_ID [--transaction JWS]... [--renewal JWS]... [--receipt BASE64]...
 
-Each --transaction is verified with SignedDataVerifier (StoreBus's root in place of Apple's, online
-checks off, environment Sandbox) and printed as one JSON line: {"ok": true, "payload": {...}} or
+Each --transaction (a JWSTransactionDecodedPayload) and --renewal (a JWSRenewalInfoDecodedPayload) is
+verified with SignedDataVerifier (StoreBus's root in place of Apple's, online checks off,
+environment Sandbox) and printed as one JSON line: {"ok": true, "payload": {...}} or
 {"ok": false, "error": "..."}. Each --receipt is read with ReceiptUtility, which prints the
 transaction id it finds: {"ok": true, "transactionId": "..."}. The receipt tests run it.
 """
@@ -26,8 +27,11 @@ def main() -> None:
     pairs = list(zip(rest[0::2], rest[1::2]))
     for kind, value in pairs:
         try:
-            if kind == "--transaction":
-                decoded = verifier.verify_and_decode_signed_transaction(value)
+            if kind in ("--transaction", "--renewal"):
+                if kind == "--transaction":
+                    decoded = verifier.verify_and_decode_signed_transaction(value)
+                else:
+                    decoded = verifier.verify_and_decode_renewal_info(value)
                 fields = (field.name for field in attr.fields(type(decoded)))
                 values = {name: getattr(decoded, name) for name in fields if not name.endswith("Raw")}
                 payload = {name: getattr(value, "value", value) for name, value in values.items() if value is not None}

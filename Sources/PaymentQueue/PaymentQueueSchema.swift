@@ -179,6 +179,16 @@ public enum PaymentQueueSchema {
             try db.execute(sql: "CREATE INDEX pq_subscription_due ON pq_subscription (expires_ms) WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue)")
             try db.execute(sql: "CREATE TABLE pq_renewal_rate (app TEXT PRIMARY KEY, rate INTEGER NOT NULL)")
         }
+        migrator.registerMigration("payment_queue_v10_billing_retry") { db in
+            // Billing retry (docs/subscriptions.md): when the next retry is due, when retrying ends,
+            // when the grace period ends; and each app's sandbox billing controls.
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN retry_at_ms INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN retry_until_ms INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN grace_until_ms INTEGER NOT NULL DEFAULT 0")
+            let retrying = [Storebus_PaymentQueue_V1_SubscriptionStatus.billingRetry, .gracePeriod].map { String($0.rawValue) }.joined(separator: ", ")
+            try db.execute(sql: "CREATE INDEX pq_subscription_retry ON pq_subscription (retry_at_ms) WHERE status IN (\(retrying))")
+            try db.execute(sql: "CREATE TABLE pq_billing (app TEXT PRIMARY KEY, billing_retry INTEGER NOT NULL, grace INTEGER NOT NULL)")
+        }
         return migrator
     }
 }

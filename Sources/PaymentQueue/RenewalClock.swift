@@ -80,6 +80,31 @@ public enum RenewalClock {
         }
     }
 
+    /// How billing retry goes for a subscription of `period` at `rate`, in milliseconds: the grace
+    /// period (Apple's: 6 days for weekly subscriptions, 16 for the others), how long the store
+    /// retries (60 days), and the time between retries (a twelfth of that), on the store's clock: a
+    /// day lasts a thirtieth of a month at the monthly rates, and at the fixed ones a month lasts a
+    /// period and the grace period one period.
+    public static func billing(of period: Period, rate: Storebus_PaymentQueue_V1_RenewalRate) -> (grace: Int64, retry: Int64, interval: Int64) {
+        let graceDays: Int64 = period.unit == .week || (period.unit == .day && period.count <= 7) ? 6 : 16
+        // Thirty days on the store's clock, and the grace period.
+        let month: Int64
+        let grace: Int64
+        switch rate {
+        case .realTime, .UNRECOGNIZED:
+            month = 30 * 86_400_000
+            grace = graceDays * 86_400_000
+        case .oneRenewalEveryFifteenMinutes, .oneRenewalEveryFiveMinutes, .oneRenewalEveryMinute, .oneRenewalEveryTwoSeconds:
+            month = end(of: period, startingAt: 0, rate: rate)
+            grace = month
+        default:
+            month = scaledMilliseconds(of: Period(unit: .month, count: 1), rate: rate == .unspecified ? defaultRate : rate)
+            grace = graceDays * month / 30
+        }
+        let retry = 2 * month
+        return (grace, retry, max(1, retry / 12))
+    }
+
     /// A period's length at a rate that scales months (Apple's tables: a week, a month; two, three
     /// and six months are that many months, a year twelve; a day is two fifteenths of a month, so
     /// that the sandbox's three-day trial lasts its two minutes).

@@ -29,10 +29,16 @@ struct SubscriptionRecord: Sendable, Equatable {
     var price: String
     var currency: String
     var storefront: String
+    /// In billing retry: when the next retry is due, when retrying ends, and (in a grace period)
+    /// when the grace period ends; 0 otherwise.
+    var retryAtMS: Int64 = 0
+    var retryUntilMS: Int64 = 0
+    var graceUntilMS: Int64 = 0
 
     static let columns = """
         app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms, latest_id,
-        expires_ms, status, expiration_intent, renewals, device, period, price, currency, storefront
+        expires_ms, status, expiration_intent, renewals, device, period, price, currency, storefront,
+        retry_at_ms, retry_until_ms, grace_until_ms
         """
 
     init(_ row: Row) {
@@ -54,6 +60,9 @@ struct SubscriptionRecord: Sendable, Equatable {
         price = row[15]
         currency = row[16]
         storefront = row[17]
+        retryAtMS = row[18]
+        retryUntilMS = row[19]
+        graceUntilMS = row[20]
     }
 
     /// A subscription starting with `purchase`, a PURCHASED transaction of its first period ending at
@@ -89,10 +98,11 @@ struct SubscriptionRecord: Sendable, Equatable {
 
     /// Writes the record, replacing the row of its account and group.
     func save(_ db: Database) throws {
-        let placeholders = Array(repeating: "?", count: 18).joined(separator: ", ")
+        let placeholders = Array(repeating: "?", count: 21).joined(separator: ", ")
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_subscription (\(Self.columns)) VALUES (\(placeholders))").execute(arguments: [
             app, account, group, productID, autoRenewProductID, autoRenew, originalID, originalMS, latestID,
-            expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront
+            expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront,
+            retryAtMS, retryUntilMS, graceUntilMS
         ])
     }
 
@@ -120,6 +130,10 @@ struct SubscriptionRecord: Sendable, Equatable {
             $0.expirationIntent = Int32(expirationIntent)
             $0.renewalCount = UInt32(clamping: renewals)
             $0.queue = queue
+            if status == .billingRetry || status == .gracePeriod {
+                $0.billingRetryEndsDate = TransactionStore.timestamp(milliseconds: retryUntilMS)
+            }
+            if status == .gracePeriod { $0.gracePeriodExpiresDate = TransactionStore.timestamp(milliseconds: graceUntilMS) }
         }
     }
 }

@@ -39,6 +39,15 @@ public struct SubscriptionsHandlers: Storebus_PaymentQueue_V1_Subscriptions.Hand
         }
     }
 
+    public func setBillingControls(
+        _ request: Storebus_PaymentQueue_V1_SetBillingControlsRequest, context: ServerContext
+    ) async throws -> Storebus_PaymentQueue_V1_SetBillingControlsResponse {
+        try await catalog.checkApp(request.appBundleID)
+        let controls = try await store.setBillingControls(request.controls, app: request.appBundleID)
+        engine.poke()
+        return .with { $0.controls = controls }
+    }
+
     public func setAutoRenew(_ request: Storebus_PaymentQueue_V1_SetAutoRenewRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_SetAutoRenewResponse {
         try await catalog.checkApp(request.appBundleID)
         let subscription = try await store.setAutoRenew(

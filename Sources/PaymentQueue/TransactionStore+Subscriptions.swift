@@ -149,6 +149,11 @@ extension TransactionStore {
                         try Self.expire(db, &batch, &subscription, intent: 1)
                         break
                     }
+                    let billing = try Self.billingControls(db, app: subscription.app)
+                    if billing.billingRetryOnRenewal {
+                        try Self.enterBillingRetry(db, &batch, &subscription, grace: billing.gracePeriodEnabled)
+                        break
+                    }
                     guard try Self.renew(db, &batch, &subscription, now: nowMS, maxUnfinished: maxUnfinished) else {
                         blocked += 1
                         break
@@ -156,8 +161,19 @@ extension TransactionStore {
                     renewed += 1
                 }
             }
-            let next = try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL))
-            let moreDue = (next.map { $0 <= nowMS } ?? false) && blocked < due.count
+            let retries = try Row.fetchAll(db.cachedStatement(sql: Self.retriesDueSQL), arguments: [nowMS, limit])
+            for row in retries {
+                guard var subscription = try SubscriptionRecord.fetch(db, app: row[0], account: row[1], group: row[2]) else { continue }
+                switch try Self.retry(db, &batch, &subscription, now: nowMS, maxUnfinished: maxUnfinished) {
+                case true?: renewed += 1
+                case nil: blocked += 1
+                default: break
+                }
+            }
+            let nextPeriod = try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL))
+            let nextRetry = try Int64.fetchOne(db.cachedStatement(sql: Self.nextRetrySQL))
+            let next = [nextPeriod, nextRetry].compactMap { $0 }.min()
+            let moreDue = (next.map { $0 <= nowMS } ?? false) && blocked < due.count + retries.count
             return (renewed, moreDue, next.map(EpochMilliseconds.date), blocked)
         }
     }
@@ -209,10 +225,12 @@ extension TransactionStore {
         return true
     }
 
-    /// When the earliest active subscription's period ends, if any is active.
+    /// When the earliest active subscription's period ends, or the earliest retry of one in billing
+    /// retry is due, if any.
     public func nextRenewal() async throws -> Date? {
         try await database.read { db in
-            try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL)).map(EpochMilliseconds.date)
+            let next = [try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL)), try Int64.fetchOne(db.cachedStatement(sql: Self.nextRetrySQL))]
+            return next.compactMap { $0 }.min().map(EpochMilliseconds.date)
         }
     }
 

@@ -90,6 +90,7 @@ public struct ReceiptBook: Sendable {
     func entitlements(app: String, account: String, now: Date = Date()) async throws -> [Storebus_Receipt_V1_Entitlement] {
         let nowMS = ReceiptStore.milliseconds(now)
         let purchases = try await store.purchases(app: app, account: account).filter { $0.productType != .consumable }
+        let states = purchases.contains { $0.productType == .autoRenewableSubscription } ? try await store.renewalStates(app: app, account: account) : [:]
         let byProduct = Dictionary(grouping: purchases, by: \.productID)
         return byProduct.keys.sorted().compactMap { product in
             let candidates = byProduct[product] ?? []
@@ -103,6 +104,20 @@ public struct ReceiptBook: Sendable {
                     (a.expiresMS ?? .max, a.state == .purchased ? 1 : 0, a.purchaseMS) < (b.expiresMS ?? .max, b.state == .purchased ? 1 : 0, b.purchaseMS)
                 } ?? candidates.max { $0.purchaseMS < $1.purchaseMS }
             guard let chosen else { return nil }
+            // In a grace period, a subscription whose period ended still entitles its customer.
+            if chosen.productType == .autoRenewableSubscription, !active(chosen), let state = states[chosen.originalID],
+                state.status == .gracePeriod, state.graceUntilMS > nowMS, chosen.cancellationMS == nil
+            {
+                return .with {
+                    $0.productIdentifier = product
+                    $0.productType = chosen.productType
+                    $0.originalTransactionIdentifier = chosen.originalID
+                    $0.purchaseDate = Google_Protobuf_Timestamp(milliseconds: chosen.originalPurchaseMS)
+                    if let expires = chosen.expiresMS { $0.expiresDate = Google_Protobuf_Timestamp(milliseconds: expires) }
+                    $0.active = true
+                    $0.reason = "in the billing grace period until \(UTCDate.rfc3339(Self.date(state.graceUntilMS)))"
+                }
+            }
             return .with {
                 $0.productIdentifier = product
                 $0.productType = chosen.productType
@@ -111,23 +126,52 @@ public struct ReceiptBook: Sendable {
                 if let expires = chosen.expiresMS { $0.expiresDate = Google_Protobuf_Timestamp(milliseconds: expires) }
                 $0.revoked = chosen.cancellationMS != nil
                 $0.active = active(chosen)
-                $0.reason = Self.reason(chosen, nowMS: nowMS)
+                $0.reason = Self.reason(chosen, nowMS: nowMS, expirationIntent: states[chosen.originalID]?.expirationIntent ?? 0)
+            }
+        }
+    }
+
+    /// The account's auto-renewable subscriptions by group, each with its status and its latest
+    /// transaction and renewal info signed at `now` (the App Store Server API's statuses).
+    func subscriptionStatuses(app: String, account: String, now: Date = Date()) async throws -> [Storebus_Receipt_V1_SubscriptionGroupStatus] {
+        let purchases = try await store.purchases(app: app, account: account)
+        let states = try await store.renewalStates(app: app, account: account)
+        let key = try authority.current(now: now)
+        let statuses = SubscriptionStatus.all(purchases, states: states, now: now)
+        let byGroup = Dictionary(grouping: statuses) { $0.latest.group }
+        return try byGroup.keys.sorted().map { group in
+            try .with {
+                $0.subscriptionGroupIdentifier = group
+                $0.lastTransactions = try (byGroup[group] ?? []).map { status in
+                    try .with {
+                        $0.originalTransactionID = status.originalID
+                        $0.status = Int32(status.status)
+                        $0.signedTransactionInfo = try SignedTransaction.sign(status.latest, environment: configuration.environment, with: key, at: now)
+                        $0.signedRenewalInfo = try JWS.sign(status.renewalInfo(environment: configuration.environment, signedDate: now), with: key)
+                    }
+                }
             }
         }
     }
 
     /// Why a purchase holds its product, or no longer does.
-    static func reason(_ purchase: StoredPurchase, nowMS: Int64) -> String {
+    static func reason(_ purchase: StoredPurchase, nowMS: Int64, expirationIntent: Int = 0) -> String {
         if let cancelled = purchase.cancellationMS {
             let why = purchase.cancellationReason == .appIssue ? " (an issue in the app)" : ""
             return "refunded on \(UTCDate.rfc3339(date(cancelled)))\(why)"
         }
         if let expires = purchase.expiresMS {
-            return expires > nowMS ? "subscribed until \(UTCDate.rfc3339(date(expires)))" : "expired on \(UTCDate.rfc3339(date(expires)))"
+            guard expires <= nowMS else { return "subscribed until \(UTCDate.rfc3339(date(expires)))" }
+            return "expired on \(UTCDate.rfc3339(date(expires)))\(Self.expirationReasons[expirationIntent].map { ": \($0)" } ?? "")"
         }
         let how = purchase.state == .restored ? "restored" : "purchased"
         return "\(how) on \(UTCDate.rfc3339(date(purchase.state == .restored ? purchase.purchaseMS : purchase.originalPurchaseMS)))"
     }
+
+    /// Why a subscription expired, by receipts' expiration_intent.
+    static let expirationReasons = [
+        1: "auto-renew turned off", 2: "billing error", 3: "price increase not agreed", 4: "product no longer for sale", 5: "other reason"
+    ]
 
     static func date(_ ms: Int64) -> Date { EpochMilliseconds.date(ms) }
 

@@ -89,6 +89,27 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         }
     }
 
+    public func getSubscriptionStatuses(
+        _ request: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, context: ServerContext
+    ) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
+        try await catalog.checkApp(request.appBundleID)
+        let asOf = try await Self.reach(request.minSeq, book: book, context)
+        let groups: [Storebus_Receipt_V1_SubscriptionGroupStatus]
+        do {
+            groups = try await book.subscriptionStatuses(app: request.appBundleID, account: request.accountID)
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            // Never an unsigned status in place of a signed one.
+            throw RPCError(.internalError, "the subscription statuses could not be signed", cause: error)
+        }
+        return .with {
+            $0.data = groups
+            $0.environment = book.configuration.environment.rawValue
+            $0.asOfSeq = asOf
+        }
+    }
+
     public func getSigningCertificates(_ request: Storebus_Receipt_V1_GetSigningCertificatesRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetSigningCertificatesResponse {
         let authority = book.authority
         return try .with {

@@ -65,6 +65,10 @@ enum ReceiptSchema {
             // A subscription period's own billing line (PaymentTransaction.web_order_line_item_id):
             // each renewal has its own. NULL for purchases recorded before, and for other products.
             try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN web_order INTEGER")
+            // Whether the store made it renewing a subscription (transactionReason RENEWAL), and the
+            // subscription group of an auto-renewable subscription's purchase.
+            try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN renewal INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN sub_group TEXT NOT NULL DEFAULT ''")
             // An auto-renewable subscription's renewal state, from the payment queue's
             // subscription_changed events (auto-renew turned off or on, expiry): a subscription
             // without a row renews as its latest purchase.
@@ -77,6 +81,10 @@ enum ReceiptSchema {
                         PRIMARY KEY (app, account, grp)
                     ) STRICT
                     """)
+        }
+        migrator.registerMigration("receipt_v3_grace") { db in
+            // A subscription's grace period end, while in one (its customer stays entitled).
+            try db.execute(sql: "ALTER TABLE rc_subscription ADD COLUMN grace_until_ms INTEGER NOT NULL DEFAULT 0")
         }
         return migrator
     }

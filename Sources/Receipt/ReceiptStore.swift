@@ -34,6 +34,10 @@ public struct StoredPurchase: Sendable, Equatable {
     public var seq: UInt64
     /// A subscription period's billing line, as the payment queue gave it (nil before it did).
     public var webOrder: Int64?
+    /// Whether the store made it, renewing a subscription.
+    public var renewal: Bool
+    /// An auto-renewable subscription's group (empty for other products).
+    public var group: String
 
     /// Whether it stays in the app receipt: every purchase but a consumable once finished.
     public var inReceipt: Bool { productType != .consumable || !finished }
@@ -42,7 +46,7 @@ public struct StoredPurchase: Sendable, Equatable {
     /// took a fifth of a 100-purchase VerifyReceipt).
     static let columns = """
         id, app, account, device, product_id, product_type, quantity, state, purchase_ms, original_id, original_purchase_ms,
-        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order
+        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order, renewal, sub_group
         """
 
     init(_ row: Row) {
@@ -69,6 +73,8 @@ public struct StoredPurchase: Sendable, Equatable {
         seq = UInt64(row[20] as Int64)
         cleared = row[21]
         webOrder = row[22]
+        renewal = row[23]
+        group = row[24]
     }
 }
 
@@ -106,13 +112,14 @@ public final class ReceiptStore: Sendable {
             try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO rc_subscription (app, account, grp, original_id, auto_renew, auto_renew_product_id, status,
-                        expiration_intent, seq)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        expiration_intent, seq, grace_until_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
                 subscription.queue.appBundleID, subscription.queue.accountID, subscription.subscriptionGroupIdentifier,
                 subscription.originalTransactionIdentifier, subscription.autoRenewStatus, subscription.autoRenewProductIdentifier,
-                subscription.status.rawValue, Int(subscription.expirationIntent), Int64(seq)
+                subscription.status.rawValue, Int(subscription.expirationIntent), Int64(seq),
+                subscription.hasGracePeriodExpiresDate ? milliseconds(subscription.gracePeriodExpiresDate) : 0
             ])
         case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
             // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
@@ -141,8 +148,8 @@ public final class ReceiptStore: Sendable {
             sql: """
                 INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
                     original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
-                    storefront, application_username, price, currency, seq, web_order)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    storefront, application_username, price, currency, seq, web_order, renewal, sub_group)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
                     expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
                     cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
@@ -156,7 +163,8 @@ public final class ReceiptStore: Sendable {
             transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
             transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
             transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
-            webOrder == 0 ? nil : webOrder
+            webOrder == 0 ? nil : webOrder, transaction.transactionReason == .renewal,
+            restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier
         ])
         try db.cachedStatement(
             sql: """
@@ -171,6 +179,30 @@ public final class ReceiptStore: Sendable {
         try await database.read { db in
             let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0") ORDER BY purchase_ms, id"
             return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [app, account]).map(StoredPurchase.init)
+        }
+    }
+
+    /// The renewal state of the account's auto-renewable subscriptions that the payment queue told
+    /// (auto-renew changes, expiry), by original transaction id.
+    public func renewalStates(app: String, account: String) async throws -> [String: RenewalState] {
+        try await database.read { db in
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT original_id, grp, auto_renew, auto_renew_product_id, status, expiration_intent, grace_until_ms
+                        FROM rc_subscription WHERE app = ? AND account = ?
+                        """
+                ), arguments: [app, account])
+            return Dictionary(
+                rows.map { row in
+                    (
+                        row[0] as String,
+                        RenewalState(
+                            group: row[1], autoRenew: row[2], autoRenewProductID: row[3],
+                            status: Storebus_PaymentQueue_V1_SubscriptionStatus(rawValue: row[4]) ?? .unspecified, expirationIntent: row[5],
+                            graceUntilMS: row[6])
+                    )
+                }, uniquingKeysWith: { first, _ in first })
         }
     }
 

@@ -37,6 +37,8 @@ public struct ReceiptVerification: Sendable {
     public var latest: [StoredPurchase]?
     /// A fresh receipt holding `latest`.
     public var latestReceipt: [UInt8]?
+    /// How each auto-renewable subscription of `latest` renews (pending_renewal_info).
+    var renewals: [SubscriptionStatus] = []
     /// When the request was answered.
     public var requestDate: Date
 
@@ -113,6 +115,9 @@ extension ReceiptBook {
                     latest.removeAll { $0.productType == .autoRenewableSubscription && !keep.contains($0.id) }
                 }
                 answer.latest = latest
+                let originals = Set(latest.filter { $0.productType == .autoRenewableSubscription }.map(\.originalID))
+                let states = try await store.renewalStates(app: owner.app, account: owner.account)
+                answer.renewals = SubscriptionStatus.all(current, states: states, now: now).filter { originals.contains($0.originalID) }
                 answer.latestReceipt = try await refresh(
                     app: owner.app, account: owner.account, device: owner.device,
                     applicationVersion: receipt.applicationVersion, properties: nil, held: current, now: now
@@ -163,6 +168,7 @@ extension ReceiptVerification {
             }
         }
         if let latestReceipt { response.latestReceipt = Data(latestReceipt).base64EncodedString() }
+        response.pendingRenewalInfo = renewals.map(\.message)
         return response
     }
 
@@ -185,15 +191,7 @@ extension ReceiptVerification {
         json["receipt"] = body
         if let latest {
             json["latest_receipt_info"] = latest.sorted { $0.purchaseMS > $1.purchaseMS }.map { AppleDates.inApp(ReceiptBook.entry($0), known: $0) }
-            json["pending_renewal_info"] = Dictionary(grouping: latest.filter { $0.productType == .autoRenewableSubscription }, by: \.originalID)
-                .sorted { $0.key < $1.key }
-                .compactMap { original, periods -> [String: Any]? in
-                    guard let last = periods.max(by: { $0.purchaseMS < $1.purchaseMS }) else { return nil }
-                    return [
-                        "auto_renew_product_id": last.productID, "product_id": last.productID, "original_transaction_id": original,
-                        "auto_renew_status": last.cancellationMS == nil ? "1" : "0"
-                    ]
-                }
+            json["pending_renewal_info"] = renewals.map(\.appleJSON)
         }
         if let latestReceipt { json["latest_receipt"] = Data(latestReceipt).base64EncodedString() }
         return json

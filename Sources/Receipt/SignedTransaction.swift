@@ -24,7 +24,8 @@ public enum SignedTransaction {
         payload.inAppOwnershipType = "PURCHASED"
         payload.signedDate = ReceiptStore.milliseconds(signedDate)
         payload.environment = environment.rawValue
-        payload.transactionReason = "PURCHASE"
+        payload.transactionReason = purchase.renewal ? "RENEWAL" : "PURCHASE"
+        if !purchase.group.isEmpty { payload.subscriptionGroupIdentifier = purchase.group }
         payload.storefront = purchase.storefront
         payload.storefrontId = storefrontIDs[purchase.storefront]
         if let price = milliunits(purchase.price), !purchase.currency.isEmpty {

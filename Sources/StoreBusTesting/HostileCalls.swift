@@ -247,6 +247,9 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("rate", .value("\"RENEWAL_RATE_MONTHLY_RENEWAL_EVERY_FIVE_MINUTES\""))
             ]),
             Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate.path: .object([("appBundleId", .value(app))]),
+            Storebus_PaymentQueue_V1_Subscriptions.setBillingControls.path: .object([
+                ("appBundleId", .value(app)), ("controls", .value("{\"billingRetryOnRenewal\":false,\"gracePeriodEnabled\":true}"))
+            ]),
             Storebus_PaymentQueue_V1_Subscriptions.listSubscriptions.path: appAndAccount,
             Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("subscriptionGroupIdentifier", .value("\"puzzle.premium\"")),
@@ -261,6 +264,9 @@ extension HostileCalls {
             Storebus_Receipt_V1_Receipt.getEntitlements.path: .object([("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("minSeq", .value("\"0\""))]),
             Storebus_Receipt_V1_Receipt.getTransaction.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("transactionId", .value(someID)), ("minSeq", .value("\"0\""))
+            ]),
+            Storebus_Receipt_V1_Receipt.getSubscriptionStatuses.path: .object([
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("minSeq", .value("\"0\""))
             ]),
             Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
             Storebus_Receipt_V1_Receipt.rotateSigningKey.path: .object([]),

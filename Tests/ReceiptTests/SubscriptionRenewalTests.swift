@@ -81,7 +81,10 @@ struct SubscriptionRenewalTests {
 
             // Every renewal the store made reached the device once, no more; the periods follow
             // each other without a gap or an overlap.
-            try await Task.sleep(for: .seconds(1))
+            let made = Int(subscription.renewalCount)
+            #expect(await recorder.wait(timeout: .seconds(60)) { Self.renewals($0).count >= made })
+            // A moment more, for a repeat to show if there were one.
+            try await Task.sleep(for: .milliseconds(500))
             let heard = Self.renewals(recorder)
             #expect(heard.count == Int(subscription.renewalCount), "renewals made \(subscription.renewalCount), heard \(heard.count)")
             #expect(Set(heard.map(\.transactionIdentifier)).count == heard.count, "a renewal was heard twice")
@@ -109,10 +112,141 @@ struct SubscriptionRenewalTests {
             for (earlier, later) in zip(periods, periods.dropFirst()) {
                 #expect(earlier.expiresDate == later.purchaseDate)
             }
+            try await Self.checkSigned(cluster, sam: sam, original: bought.id, renewal: try #require(heard.last).transactionIdentifier)
             recorder.cancel()
             await sam.close()
             await phone.close()
             await admin.close()
         }
+    }
+
+    static func setRate(_ admin: StoreConnection, _ rate: Storebus_PaymentQueue_V1_RenewalRate) async throws {
+        _ = try await admin.call(
+            Storebus_PaymentQueue_V1_Subscriptions.setRenewalRate,
+            .with {
+                $0.appBundleID = puzzle
+                $0.rate = rate
+            })
+    }
+
+    static func setBilling(_ admin: StoreConnection, retry: Bool, grace: Bool) async throws {
+        _ = try await admin.call(
+            Storebus_PaymentQueue_V1_Subscriptions.setBillingControls,
+            .with {
+                $0.appBundleID = puzzle
+                $0.controls.billingRetryOnRenewal = retry
+                $0.controls.gracePeriodEnabled = grace
+            })
+    }
+
+    @Test(
+        "billing retry through a deployment: in the grace period the customer stays entitled and receipts say so; once charges work the next retry renews, heard by the device; without recovery the subscription expires, intent 2"
+    )
+    func billingRetry() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let admin = try cluster.admin()
+            // A month lasts 30 s and a grace period 16 s: long enough to look at in a busy machine.
+            try await Self.setRate(admin, .monthlyRenewalEveryThirtySeconds)
+            try await Self.setBilling(admin, retry: true, grace: true)
+            let (phone, recorder) = try await cluster.launch(account: "rita")
+            let bought = try await phone.addPayment(Payment(productIdentifier: Self.monthly))
+            #expect(await recorder.purchased(bought.id))
+            let inGrace = try await waitUntil(timeout: .seconds(90), interval: .milliseconds(50)) {
+                try await Self.subscription(admin, account: "rita")?.status == .gracePeriod
+            }
+            #expect(inGrace)
+            let rita = try StoreConnection(configuration: cluster.configuration(account: "rita", gateways: [0]))
+            let entitlement = try #require(try await rita.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements.first { $0.productIdentifier == Self.monthly })
+            #expect(entitlement.active && entitlement.reason.hasPrefix("in the billing grace period until "), "\(entitlement.reason)")
+            let receiptData = try await rita.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .init()).receiptData
+            let verified = try await rita.call(
+                Storebus_Receipt_V1_Receipt.verifyReceipt,
+                .with {
+                    $0.receiptData = receiptData
+                    $0.password = puzzleSharedSecret
+                })
+            let pending = try #require(verified.pendingRenewalInfo.first)
+            #expect(pending.isInBillingRetryPeriod && pending.hasGracePeriodExpiresDate && pending.autoRenewStatus)
+
+            // Charges work again: the next retry renews, and the device hears the renewal.
+            try await Self.setBilling(admin, retry: false, grace: false)
+            #expect(await recorder.wait(timeout: .seconds(60)) { !Self.renewals($0).isEmpty })
+            let renewal = try #require(Self.renewals(recorder).first)
+            #expect(renewal.subscriptionOriginalIdentifier == bought.id)
+            let recovered = try #require(try await Self.subscription(admin, account: "rita"))
+            #expect(recovered.status == .active || recovered.renewalCount > 1)
+
+            // Without recovery: retrying ends, and the subscription expires for a billing error.
+            try await Self.setRate(admin, .oneRenewalEveryTwoSeconds)
+            try await Self.setBilling(admin, retry: true, grace: false)
+            let (other, otherRecorder) = try await cluster.launch(account: "ned")
+            let nedBought = try await other.addPayment(Payment(productIdentifier: Self.monthly))
+            #expect(await otherRecorder.purchased(nedBought.id))
+            let expired = try await waitUntil(timeout: .seconds(60), interval: .milliseconds(100)) {
+                try await Self.subscription(admin, account: "ned")?.status == .expired
+            }
+            #expect(expired)
+            #expect(try await Self.subscription(admin, account: "ned")?.expirationIntent == 2)
+            #expect(Self.renewals(otherRecorder).isEmpty, "a failed charge renews nothing")
+            recorder.cancel()
+            otherRecorder.cancel()
+            await rita.close()
+            await phone.close()
+            await other.close()
+            await admin.close()
+        }
+    }
+
+    /// The ended subscription as a backend sees it: verifyReceipt's pending_renewal_info, the
+    /// subscription statuses, and the signed renewal and renewal info as Apple's library reads them.
+    static func checkSigned(_ cluster: StoreCluster, sam: StoreConnection, original: String, renewal: String) async throws {
+        let refreshed = try await sam.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .init()).receiptData
+        let verified = try await sam.call(
+            Storebus_Receipt_V1_Receipt.verifyReceipt,
+            .with {
+                $0.receiptData = refreshed
+                $0.password = puzzleSharedSecret
+            })
+        #expect(verified.status == 0)
+        let pending = try #require(verified.pendingRenewalInfo.first { $0.originalTransactionID == original })
+        #expect(!pending.autoRenewStatus && pending.expirationIntent == 1 && pending.productID == monthly && pending.autoRenewProductID == monthly)
+        #expect(!pending.isInBillingRetryPeriod)
+
+        let entitlement = try #require(try await sam.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements.first { $0.productIdentifier == monthly })
+        #expect(!entitlement.active && entitlement.reason.hasPrefix("expired on ") && entitlement.reason.hasSuffix(": auto-renew turned off"), "\(entitlement.reason)")
+
+        let statuses = try await sam.call(Storebus_Receipt_V1_Receipt.getSubscriptionStatuses, .init())
+        let group = try #require(statuses.data.first { $0.subscriptionGroupIdentifier == Self.group })
+        let item = try #require(group.lastTransactions.first { $0.originalTransactionID == original })
+        #expect(item.status == 2, "expired")
+
+        let python = deployDirectory.deletingLastPathComponent().appendingPathComponent(".build/python-tools/bin/python").path
+        try #require(FileManager.default.isExecutableFile(atPath: python), "make test-deps installs Apple's library into .build/python-tools")
+        let work = try TemporaryDirectory(prefix: "asl")
+        defer { work.remove() }
+        let certificates = try await sam.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init())
+        try Data(try #require(ReceiptVerificationTests.der(pem: certificates.rootCertificatePem))).write(to: URL(fileURLWithPath: work.path("root.der")))
+        let signedRenewal = try await sam.call(Storebus_Receipt_V1_Receipt.getTransaction, .with { $0.transactionID = renewal }).transaction.signedTransactionInfo
+        let script = deployDirectory.deletingLastPathComponent().appendingPathComponent("scripts/apple-library-check.py").path
+        let result = try await runCommand(
+            python, [script, work.path("root.der"), puzzle, "--transaction", signedRenewal, "--renewal", item.signedRenewalInfo, "--transaction", item.signedTransactionInfo])
+        let lines = result.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        try #require(lines.count == 3, "the script said: \(result.output)")
+        let transaction = try #require(lines[0]["payload"] as? [String: Any], "\(lines[0])")
+        #expect(transaction["transactionId"] as? String == renewal)
+        #expect(transaction["originalTransactionId"] as? String == original)
+        #expect(transaction["transactionReason"] as? String == "RENEWAL")
+        #expect(transaction["type"] as? String == "Auto-Renewable Subscription")
+        #expect(transaction["subscriptionGroupIdentifier"] as? String == Self.group)
+        #expect(transaction["expiresDate"] != nil && transaction["webOrderLineItemId"] != nil)
+        let info = try #require(lines[1]["payload"] as? [String: Any], "\(lines[1])")
+        #expect(info["originalTransactionId"] as? String == original)
+        #expect(info["autoRenewProductId"] as? String == monthly && info["productId"] as? String == monthly)
+        #expect((info["autoRenewStatus"] as? NSNumber)?.intValue == 0)
+        #expect((info["expirationIntent"] as? NSNumber)?.intValue == 1)
+        #expect(info["environment"] as? String == "Sandbox")
+        #expect(lines[2]["ok"] as? Bool == true, "the status's latest transaction: \(lines[2])")
+        let latest = try #require(lines[2]["payload"] as? [String: Any])
+        #expect(latest["originalTransactionId"] as? String == original)
     }
 }

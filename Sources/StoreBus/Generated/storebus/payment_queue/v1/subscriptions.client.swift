@@ -26,6 +26,15 @@ extension Storebus_PaymentQueue_V1_Subscriptions {
             try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate, request, options: options)
         }
 
+        /// Sets how an app's renewal charges go in the sandbox (StoreKit Test's
+        /// shouldEnterBillingRetryOnRenewal and billingGracePeriodIsEnabled): with billing failing, a period
+        /// that ends does not renew, and the subscription enters billing retry (a grace period first, when
+        /// on); once billing works again the next retry recovers it with a new period from then. NOT_FOUND:
+        /// unknown app. Idempotent.
+        public func setBillingControls(_ request: Storebus_PaymentQueue_V1_SetBillingControlsRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_SetBillingControlsResponse {
+            try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.setBillingControls, request, options: options)
+        }
+
         /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
         /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription
         /// expires at the end of the period running (expiration_intent 1); on again before then, it renews.
@@ -111,6 +120,17 @@ extension Storebus_PaymentQueue_V1_SetAutoRenewRequest: ContractChecked {
         do {
             let field = prefix + "subscriptionGroupIdentifier"
             guard !subscriptionGroupIdentifier.isEmpty, subscriptionGroupIdentifier.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be 1 to 255 bytes") }
+        }
+    }
+}
+
+extension Storebus_PaymentQueue_V1_SetBillingControlsRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            guard !appBundleID.isEmpty, appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be 1 to 255 bytes") }
         }
     }
 }

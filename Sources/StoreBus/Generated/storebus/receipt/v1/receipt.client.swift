@@ -42,6 +42,14 @@ extension Storebus_Receipt_V1_Receipt {
             try await rpc.call(Storebus_Receipt_V1_Receipt.getTransaction, request, options: options)
         }
 
+        /// The account's auto-renewable subscriptions, grouped by subscription group, each with its status
+        /// and its latest transaction and renewal info signed (the App Store Server API's Get All
+        /// Subscription Statuses). NOT_FOUND: unknown app. DEADLINE_EXCEEDED: min_seq not reached before the
+        /// deadline. Idempotent.
+        public func getSubscriptionStatuses(_ request: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
+            try await rpc.call(Storebus_Receipt_V1_Receipt.getSubscriptionStatuses, request, options: options)
+        }
+
         /// The certificates receipts and signed transactions chain to: the root to trust, the intermediate,
         /// every signing leaf (current first) and their keys as a JWKS document. No side effects.
         public func getSigningCertificates(_ request: Storebus_Receipt_V1_GetSigningCertificatesRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_GetSigningCertificatesResponse {
@@ -91,6 +99,29 @@ extension Storebus_Receipt_V1_RefreshReceiptRequest: ContractChecked {
 }
 
 extension Storebus_Receipt_V1_VerifyReceiptRequest: ContractChecked {
+}
+
+extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: ContractChecked {
+    /// Fills the fields naming the principal's app, account or device when empty, then refuses
+    /// any other, in field order (``ContractChecked/applyPrincipal(_:)``).
+    public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
+        if appBundleID.isEmpty { appBundleID = principal.app }
+        if accountID.isEmpty { accountID = principal.account }
+        try principal.authorize(app: appBundleID)
+        try principal.authorize(account: accountID)
+    }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "accountId"
+            try QueueNames.check(accountID, field: field)
+        }
+    }
 }
 
 extension Storebus_Receipt_V1_GetEntitlementsRequest: ContractChecked {

@@ -16,6 +16,12 @@ extension Storebus_PaymentQueue_V1_Subscriptions {
         /// The rate an app's subscriptions renew at (the deployment's default until one is set). NOT_FOUND:
         /// unknown app. Idempotent.
         func getRenewalRate(_ request: Storebus_PaymentQueue_V1_GetRenewalRateRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetRenewalRateResponse
+        /// Sets how an app's renewal charges go in the sandbox (StoreKit Test's
+        /// shouldEnterBillingRetryOnRenewal and billingGracePeriodIsEnabled): with billing failing, a period
+        /// that ends does not renew, and the subscription enters billing retry (a grace period first, when
+        /// on); once billing works again the next retry recovers it with a new period from then. NOT_FOUND:
+        /// unknown app. Idempotent.
+        func setBillingControls(_ request: Storebus_PaymentQueue_V1_SetBillingControlsRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_SetBillingControlsResponse
         /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
         /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription
         /// expires at the end of the period running (expiration_intent 1); on again before then, it renews.
@@ -38,6 +44,9 @@ extension RPCRouter {
         }
         register(Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate)) { request, context in
             try await handlers.getRenewalRate(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_Subscriptions.setBillingControls, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.setBillingControls], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.setBillingControls)) { request, context in
+            try await handlers.setBillingControls(request, context: context)
         }
         register(Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew)) { request, context in
             try await handlers.setAutoRenew(request, context: context)

@@ -26,6 +26,11 @@ extension Storebus_Receipt_V1_Receipt {
         /// Transaction Info). NOT_FOUND: no such transaction of the account in the app, or not applied yet
         /// (see min_seq). DEADLINE_EXCEEDED: min_seq not reached before the deadline. Idempotent.
         func getTransaction(_ request: Storebus_Receipt_V1_GetTransactionRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionResponse
+        /// The account's auto-renewable subscriptions, grouped by subscription group, each with its status
+        /// and its latest transaction and renewal info signed (the App Store Server API's Get All
+        /// Subscription Statuses). NOT_FOUND: unknown app. DEADLINE_EXCEEDED: min_seq not reached before the
+        /// deadline. Idempotent.
+        func getSubscriptionStatuses(_ request: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse
         /// The certificates receipts and signed transactions chain to: the root to trust, the intermediate,
         /// every signing leaf (current first) and their keys as a JWKS document. No side effects.
         func getSigningCertificates(_ request: Storebus_Receipt_V1_GetSigningCertificatesRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetSigningCertificatesResponse
@@ -52,6 +57,9 @@ extension RPCRouter {
         }
         register(Storebus_Receipt_V1_Receipt.getTransaction, codec: codecs[Storebus_Receipt_V1_Receipt.getTransaction], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getTransaction)) { request, context in
             try await handlers.getTransaction(request, context: context)
+        }
+        register(Storebus_Receipt_V1_Receipt.getSubscriptionStatuses, codec: codecs[Storebus_Receipt_V1_Receipt.getSubscriptionStatuses], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getSubscriptionStatuses)) { request, context in
+            try await handlers.getSubscriptionStatuses(request, context: context)
         }
         register(Storebus_Receipt_V1_Receipt.getSigningCertificates, codec: codecs[Storebus_Receipt_V1_Receipt.getSigningCertificates], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getSigningCertificates)) { request, context in
             try await handlers.getSigningCertificates(request, context: context)

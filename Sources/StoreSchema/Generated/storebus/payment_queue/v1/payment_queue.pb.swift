@@ -915,76 +915,122 @@ public nonisolated struct Storebus_PaymentQueue_V1_PaymentTransaction: @unchecke
 }
 
 /// An account's subscription in one subscription group.
-public nonisolated struct Storebus_PaymentQueue_V1_Subscription: Sendable {
+public nonisolated struct Storebus_PaymentQueue_V1_Subscription: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The group.
-  public var subscriptionGroupIdentifier: String = String()
+  public var subscriptionGroupIdentifier: String {
+    get {_storage._subscriptionGroupIdentifier}
+    set {_uniqueStorage()._subscriptionGroupIdentifier = newValue}
+  }
 
   /// The product of the period running (or of the last one).
-  public var productIdentifier: String = String()
+  public var productIdentifier: String {
+    get {_storage._productIdentifier}
+    set {_uniqueStorage()._productIdentifier = newValue}
+  }
 
   /// The subscription's first purchase: every renewal names it.
-  public var originalTransactionIdentifier: String = String()
+  public var originalTransactionIdentifier: String {
+    get {_storage._originalTransactionIdentifier}
+    set {_uniqueStorage()._originalTransactionIdentifier = newValue}
+  }
 
   /// The transaction of the period running (or of the last one).
-  public var latestTransactionIdentifier: String = String()
+  public var latestTransactionIdentifier: String {
+    get {_storage._latestTransactionIdentifier}
+    set {_uniqueStorage()._latestTransactionIdentifier = newValue}
+  }
 
   /// When the first purchase was made.
   public var originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp {
-    get {_originalPurchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
-    set {_originalPurchaseDate = newValue}
+    get {_storage._originalPurchaseDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._originalPurchaseDate = newValue}
   }
   /// Returns true if `originalPurchaseDate` has been explicitly set.
-  public var hasOriginalPurchaseDate: Bool {self._originalPurchaseDate != nil}
+  public var hasOriginalPurchaseDate: Bool {_storage._originalPurchaseDate != nil}
   /// Clears the value of `originalPurchaseDate`. Subsequent reads from it will return its default value.
-  public mutating func clearOriginalPurchaseDate() {self._originalPurchaseDate = nil}
+  public mutating func clearOriginalPurchaseDate() {_uniqueStorage()._originalPurchaseDate = nil}
 
   /// When the period running ends (or the last one ended).
   public var expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp {
-    get {_expiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
-    set {_expiresDate = newValue}
+    get {_storage._expiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._expiresDate = newValue}
   }
   /// Returns true if `expiresDate` has been explicitly set.
-  public var hasExpiresDate: Bool {self._expiresDate != nil}
+  public var hasExpiresDate: Bool {_storage._expiresDate != nil}
   /// Clears the value of `expiresDate`. Subsequent reads from it will return its default value.
-  public mutating func clearExpiresDate() {self._expiresDate = nil}
+  public mutating func clearExpiresDate() {_uniqueStorage()._expiresDate = nil}
 
   /// Whether it renews at the end of the period.
-  public var autoRenewStatus: Bool = false
+  public var autoRenewStatus: Bool {
+    get {_storage._autoRenewStatus}
+    set {_uniqueStorage()._autoRenewStatus = newValue}
+  }
 
   /// The product it renews as.
-  public var autoRenewProductIdentifier: String = String()
+  public var autoRenewProductIdentifier: String {
+    get {_storage._autoRenewProductIdentifier}
+    set {_uniqueStorage()._autoRenewProductIdentifier = newValue}
+  }
 
   /// Where it stands.
-  public var status: Storebus_PaymentQueue_V1_SubscriptionStatus = .unspecified
+  public var status: Storebus_PaymentQueue_V1_SubscriptionStatus {
+    get {_storage._status}
+    set {_uniqueStorage()._status = newValue}
+  }
 
   /// Why it expired, as receipts' expiration_intent (1 cancelled by the customer, 2 billing error,
   /// 3 price increase not agreed, 4 product not for sale, 5 other); 0 while not expired.
-  public var expirationIntent: Int32 = 0
+  public var expirationIntent: Int32 {
+    get {_storage._expirationIntent}
+    set {_uniqueStorage()._expirationIntent = newValue}
+  }
 
   /// How many times it renewed.
-  public var renewalCount: UInt32 = 0
+  public var renewalCount: UInt32 {
+    get {_storage._renewalCount}
+    set {_uniqueStorage()._renewalCount = newValue}
+  }
 
   /// The queue its renewals are delivered to: the one of its latest purchase.
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
-    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
-    set {_queue = newValue}
+    get {_storage._queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_uniqueStorage()._queue = newValue}
   }
   /// Returns true if `queue` has been explicitly set.
-  public var hasQueue: Bool {self._queue != nil}
+  public var hasQueue: Bool {_storage._queue != nil}
   /// Clears the value of `queue`. Subsequent reads from it will return its default value.
-  public mutating func clearQueue() {self._queue = nil}
+  public mutating func clearQueue() {_uniqueStorage()._queue = nil}
+
+  /// In billing retry (status BILLING_RETRY or GRACE_PERIOD): when the store gives up and the
+  /// subscription expires (expiration_intent 2) unless a retry succeeds before.
+  public var billingRetryEndsDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_storage._billingRetryEndsDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._billingRetryEndsDate = newValue}
+  }
+  /// Returns true if `billingRetryEndsDate` has been explicitly set.
+  public var hasBillingRetryEndsDate: Bool {_storage._billingRetryEndsDate != nil}
+  /// Clears the value of `billingRetryEndsDate`. Subsequent reads from it will return its default value.
+  public mutating func clearBillingRetryEndsDate() {_uniqueStorage()._billingRetryEndsDate = nil}
+
+  /// In a grace period (status GRACE_PERIOD): when it ends; the customer is entitled until then.
+  public var gracePeriodExpiresDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_storage._gracePeriodExpiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._gracePeriodExpiresDate = newValue}
+  }
+  /// Returns true if `gracePeriodExpiresDate` has been explicitly set.
+  public var hasGracePeriodExpiresDate: Bool {_storage._gracePeriodExpiresDate != nil}
+  /// Clears the value of `gracePeriodExpiresDate`. Subsequent reads from it will return its default value.
+  public mutating func clearGracePeriodExpiresDate() {_uniqueStorage()._gracePeriodExpiresDate = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
-  fileprivate var _expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
-  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 /// QueueEvent.subscription_changed: the subscription as it is now.
@@ -1388,90 +1434,87 @@ public nonisolated struct Storebus_PaymentQueue_V1_EntitlementsRevoked: Sendable
 
 /// Payload of the payment queue's event log (storebus.eventlog.v1.Event with type
 /// "storebus.payment_queue.v1.QueueEvent"); one event per change to one queue.
-public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: @unchecked Sendable {
+public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// What happened. Members with `delivered_as` reach observers as that callback (through the
   /// gateway); the others are for followers only.
-  public var event: OneOf_Event? {
-    get {return _storage._event}
-    set {_uniqueStorage()._event = newValue}
-  }
+  public var event: Storebus_PaymentQueue_V1_QueueEvent.OneOf_Event? = nil
 
   /// Transactions added or changed state.
   public var updatedTransactions: Storebus_PaymentQueue_V1_TransactionsUpdated {
     get {
-      if case .updatedTransactions(let v)? = _storage._event {return v}
+      if case .updatedTransactions(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_TransactionsUpdated()
     }
-    set {_uniqueStorage()._event = .updatedTransactions(newValue)}
+    set {event = .updatedTransactions(newValue)}
   }
 
   /// Transactions finished.
   public var removedTransactions: Storebus_PaymentQueue_V1_TransactionsRemoved {
     get {
-      if case .removedTransactions(let v)? = _storage._event {return v}
+      if case .removedTransactions(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_TransactionsRemoved()
     }
-    set {_uniqueStorage()._event = .removedTransactions(newValue)}
+    set {event = .removedTransactions(newValue)}
   }
 
   /// A restore delivered all its transactions.
   public var restoreCompletedTransactionsFinished: Storebus_PaymentQueue_V1_RestoreFinished {
     get {
-      if case .restoreCompletedTransactionsFinished(let v)? = _storage._event {return v}
+      if case .restoreCompletedTransactionsFinished(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_RestoreFinished()
     }
-    set {_uniqueStorage()._event = .restoreCompletedTransactionsFinished(newValue)}
+    set {event = .restoreCompletedTransactionsFinished(newValue)}
   }
 
   /// A restore failed.
   public var restoreCompletedTransactionsFailed: Storebus_PaymentQueue_V1_RestoreFailed {
     get {
-      if case .restoreCompletedTransactionsFailed(let v)? = _storage._event {return v}
+      if case .restoreCompletedTransactionsFailed(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_RestoreFailed()
     }
-    set {_uniqueStorage()._event = .restoreCompletedTransactionsFailed(newValue)}
+    set {event = .restoreCompletedTransactionsFailed(newValue)}
   }
 
   /// The account lost products (refund, cleared history).
   public var revokedEntitlements: Storebus_PaymentQueue_V1_EntitlementsRevoked {
     get {
-      if case .revokedEntitlements(let v)? = _storage._event {return v}
+      if case .revokedEntitlements(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_EntitlementsRevoked()
     }
-    set {_uniqueStorage()._event = .revokedEntitlements(newValue)}
+    set {event = .revokedEntitlements(newValue)}
   }
 
   /// StoreBus extension for followers (the receipt service): purchases refunded. No observer
   /// callback; revoked_entitlements tells observers what the account lost.
   public var refundedTransactions: Storebus_PaymentQueue_V1_TransactionsRefunded {
     get {
-      if case .refundedTransactions(let v)? = _storage._event {return v}
+      if case .refundedTransactions(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_TransactionsRefunded()
     }
-    set {_uniqueStorage()._event = .refundedTransactions(newValue)}
+    set {event = .refundedTransactions(newValue)}
   }
 
   /// StoreBus extension for followers: the account's purchase history in the app was cleared (the
   /// sandbox's "clear purchase history", or a reset). No observer callback.
   public var historyCleared: Storebus_PaymentQueue_V1_HistoryCleared {
     get {
-      if case .historyCleared(let v)? = _storage._event {return v}
+      if case .historyCleared(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_HistoryCleared()
     }
-    set {_uniqueStorage()._event = .historyCleared(newValue)}
+    set {event = .historyCleared(newValue)}
   }
 
   /// Downloads of the queue's transactions changed state.
   public var updatedDownloads: Storebus_PaymentQueue_V1_DownloadsUpdated {
     get {
-      if case .updatedDownloads(let v)? = _storage._event {return v}
+      if case .updatedDownloads(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_DownloadsUpdated()
     }
-    set {_uniqueStorage()._event = .updatedDownloads(newValue)}
+    set {event = .updatedDownloads(newValue)}
   }
 
   /// StoreBus extension for followers (the receipt service): an auto-renewable subscription's
@@ -1479,21 +1522,21 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: @unchecked Sendab
   /// subscription expired). No observer callback: StoreKit tells apps nothing of these.
   public var subscriptionChanged: Storebus_PaymentQueue_V1_SubscriptionChanged {
     get {
-      if case .subscriptionChanged(let v)? = _storage._event {return v}
+      if case .subscriptionChanged(let v)? = event {return v}
       return Storebus_PaymentQueue_V1_SubscriptionChanged()
     }
-    set {_uniqueStorage()._event = .subscriptionChanged(newValue)}
+    set {event = .subscriptionChanged(newValue)}
   }
 
   /// The queue it happened to.
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
-    get {_storage._queue ?? Storebus_PaymentQueue_V1_QueueRef()}
-    set {_uniqueStorage()._queue = newValue}
+    get {_queue ?? Storebus_PaymentQueue_V1_QueueRef()}
+    set {_queue = newValue}
   }
   /// Returns true if `queue` has been explicitly set.
-  public var hasQueue: Bool {_storage._queue != nil}
+  public var hasQueue: Bool {self._queue != nil}
   /// Clears the value of `queue`. Subsequent reads from it will return its default value.
-  public mutating func clearQueue() {_uniqueStorage()._queue = nil}
+  public mutating func clearQueue() {self._queue = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1527,7 +1570,7 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEvent: @unchecked Sendab
 
   public init() {}
 
-  fileprivate var _storage = _StorageClass.defaultInstance
+  fileprivate var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
 }
 
 /// Payload of QueueEvent.updated_downloads: paymentQueue(_:updatedDownloads:).
@@ -2658,88 +2701,160 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
 
 nonisolated extension Storebus_PaymentQueue_V1_Subscription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Subscription"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}subscription_group_identifier\0\u{3}product_identifier\0\u{3}original_transaction_identifier\0\u{3}latest_transaction_identifier\0\u{3}original_purchase_date\0\u{3}expires_date\0\u{3}auto_renew_status\0\u{3}auto_renew_product_identifier\0\u{1}status\0\u{3}expiration_intent\0\u{3}renewal_count\0\u{1}queue\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}subscription_group_identifier\0\u{3}product_identifier\0\u{3}original_transaction_identifier\0\u{3}latest_transaction_identifier\0\u{3}original_purchase_date\0\u{3}expires_date\0\u{3}auto_renew_status\0\u{3}auto_renew_product_identifier\0\u{1}status\0\u{3}expiration_intent\0\u{3}renewal_count\0\u{1}queue\0\u{3}billing_retry_ends_date\0\u{3}grace_period_expires_date\0")
+
+  fileprivate class _StorageClass {
+    var _subscriptionGroupIdentifier: String = String()
+    var _productIdentifier: String = String()
+    var _originalTransactionIdentifier: String = String()
+    var _latestTransactionIdentifier: String = String()
+    var _originalPurchaseDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _expiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _autoRenewStatus: Bool = false
+    var _autoRenewProductIdentifier: String = String()
+    var _status: Storebus_PaymentQueue_V1_SubscriptionStatus = .unspecified
+    var _expirationIntent: Int32 = 0
+    var _renewalCount: UInt32 = 0
+    var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
+    var _billingRetryEndsDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _gracePeriodExpiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _subscriptionGroupIdentifier = source._subscriptionGroupIdentifier
+      _productIdentifier = source._productIdentifier
+      _originalTransactionIdentifier = source._originalTransactionIdentifier
+      _latestTransactionIdentifier = source._latestTransactionIdentifier
+      _originalPurchaseDate = source._originalPurchaseDate
+      _expiresDate = source._expiresDate
+      _autoRenewStatus = source._autoRenewStatus
+      _autoRenewProductIdentifier = source._autoRenewProductIdentifier
+      _status = source._status
+      _expirationIntent = source._expirationIntent
+      _renewalCount = source._renewalCount
+      _queue = source._queue
+      _billingRetryEndsDate = source._billingRetryEndsDate
+      _gracePeriodExpiresDate = source._gracePeriodExpiresDate
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.subscriptionGroupIdentifier) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.productIdentifier) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.originalTransactionIdentifier) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.latestTransactionIdentifier) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._originalPurchaseDate) }()
-      case 6: try { try decoder.decodeSingularMessageField(value: &self._expiresDate) }()
-      case 7: try { try decoder.decodeSingularBoolField(value: &self.autoRenewStatus) }()
-      case 8: try { try decoder.decodeSingularStringField(value: &self.autoRenewProductIdentifier) }()
-      case 9: try { try decoder.decodeSingularEnumField(value: &self.status) }()
-      case 10: try { try decoder.decodeSingularInt32Field(value: &self.expirationIntent) }()
-      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.renewalCount) }()
-      case 12: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionGroupIdentifier) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._productIdentifier) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._originalTransactionIdentifier) }()
+        case 4: try { try decoder.decodeSingularStringField(value: &_storage._latestTransactionIdentifier) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._originalPurchaseDate) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._expiresDate) }()
+        case 7: try { try decoder.decodeSingularBoolField(value: &_storage._autoRenewStatus) }()
+        case 8: try { try decoder.decodeSingularStringField(value: &_storage._autoRenewProductIdentifier) }()
+        case 9: try { try decoder.decodeSingularEnumField(value: &_storage._status) }()
+        case 10: try { try decoder.decodeSingularInt32Field(value: &_storage._expirationIntent) }()
+        case 11: try { try decoder.decodeSingularUInt32Field(value: &_storage._renewalCount) }()
+        case 12: try { try decoder.decodeSingularMessageField(value: &_storage._queue) }()
+        case 13: try { try decoder.decodeSingularMessageField(value: &_storage._billingRetryEndsDate) }()
+        case 14: try { try decoder.decodeSingularMessageField(value: &_storage._gracePeriodExpiresDate) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.subscriptionGroupIdentifier.isEmpty {
-      try visitor.visitSingularStringField(value: self.subscriptionGroupIdentifier, fieldNumber: 1)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._subscriptionGroupIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._subscriptionGroupIdentifier, fieldNumber: 1)
+      }
+      if !_storage._productIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._productIdentifier, fieldNumber: 2)
+      }
+      if !_storage._originalTransactionIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._originalTransactionIdentifier, fieldNumber: 3)
+      }
+      if !_storage._latestTransactionIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._latestTransactionIdentifier, fieldNumber: 4)
+      }
+      try { if let v = _storage._originalPurchaseDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      try { if let v = _storage._expiresDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+      if _storage._autoRenewStatus != false {
+        try visitor.visitSingularBoolField(value: _storage._autoRenewStatus, fieldNumber: 7)
+      }
+      if !_storage._autoRenewProductIdentifier.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._autoRenewProductIdentifier, fieldNumber: 8)
+      }
+      if _storage._status != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._status, fieldNumber: 9)
+      }
+      if _storage._expirationIntent != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._expirationIntent, fieldNumber: 10)
+      }
+      if _storage._renewalCount != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._renewalCount, fieldNumber: 11)
+      }
+      try { if let v = _storage._queue {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      } }()
+      try { if let v = _storage._billingRetryEndsDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+      } }()
+      try { if let v = _storage._gracePeriodExpiresDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+      } }()
     }
-    if !self.productIdentifier.isEmpty {
-      try visitor.visitSingularStringField(value: self.productIdentifier, fieldNumber: 2)
-    }
-    if !self.originalTransactionIdentifier.isEmpty {
-      try visitor.visitSingularStringField(value: self.originalTransactionIdentifier, fieldNumber: 3)
-    }
-    if !self.latestTransactionIdentifier.isEmpty {
-      try visitor.visitSingularStringField(value: self.latestTransactionIdentifier, fieldNumber: 4)
-    }
-    try { if let v = self._originalPurchaseDate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
-    try { if let v = self._expiresDate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
-    } }()
-    if self.autoRenewStatus != false {
-      try visitor.visitSingularBoolField(value: self.autoRenewStatus, fieldNumber: 7)
-    }
-    if !self.autoRenewProductIdentifier.isEmpty {
-      try visitor.visitSingularStringField(value: self.autoRenewProductIdentifier, fieldNumber: 8)
-    }
-    if self.status != .unspecified {
-      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 9)
-    }
-    if self.expirationIntent != 0 {
-      try visitor.visitSingularInt32Field(value: self.expirationIntent, fieldNumber: 10)
-    }
-    if self.renewalCount != 0 {
-      try visitor.visitSingularUInt32Field(value: self.renewalCount, fieldNumber: 11)
-    }
-    try { if let v = self._queue {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
-    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_Subscription, rhs: Storebus_PaymentQueue_V1_Subscription) -> Bool {
-    if lhs.subscriptionGroupIdentifier != rhs.subscriptionGroupIdentifier {return false}
-    if lhs.productIdentifier != rhs.productIdentifier {return false}
-    if lhs.originalTransactionIdentifier != rhs.originalTransactionIdentifier {return false}
-    if lhs.latestTransactionIdentifier != rhs.latestTransactionIdentifier {return false}
-    if lhs._originalPurchaseDate != rhs._originalPurchaseDate {return false}
-    if lhs._expiresDate != rhs._expiresDate {return false}
-    if lhs.autoRenewStatus != rhs.autoRenewStatus {return false}
-    if lhs.autoRenewProductIdentifier != rhs.autoRenewProductIdentifier {return false}
-    if lhs.status != rhs.status {return false}
-    if lhs.expirationIntent != rhs.expirationIntent {return false}
-    if lhs.renewalCount != rhs.renewalCount {return false}
-    if lhs._queue != rhs._queue {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._subscriptionGroupIdentifier != rhs_storage._subscriptionGroupIdentifier {return false}
+        if _storage._productIdentifier != rhs_storage._productIdentifier {return false}
+        if _storage._originalTransactionIdentifier != rhs_storage._originalTransactionIdentifier {return false}
+        if _storage._latestTransactionIdentifier != rhs_storage._latestTransactionIdentifier {return false}
+        if _storage._originalPurchaseDate != rhs_storage._originalPurchaseDate {return false}
+        if _storage._expiresDate != rhs_storage._expiresDate {return false}
+        if _storage._autoRenewStatus != rhs_storage._autoRenewStatus {return false}
+        if _storage._autoRenewProductIdentifier != rhs_storage._autoRenewProductIdentifier {return false}
+        if _storage._status != rhs_storage._status {return false}
+        if _storage._expirationIntent != rhs_storage._expirationIntent {return false}
+        if _storage._renewalCount != rhs_storage._renewalCount {return false}
+        if _storage._queue != rhs_storage._queue {return false}
+        if _storage._billingRetryEndsDate != rhs_storage._billingRetryEndsDate {return false}
+        if _storage._gracePeriodExpiresDate != rhs_storage._gracePeriodExpiresDate {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3405,229 +3520,191 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEvent: SwiftProtobuf.Message
   public static let protoMessageName: String = _protobuf_package + ".QueueEvent"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}updated_transactions\0\u{3}removed_transactions\0\u{3}restore_completed_transactions_finished\0\u{3}restore_completed_transactions_failed\0\u{3}revoked_entitlements\0\u{1}queue\0\u{3}refunded_transactions\0\u{3}history_cleared\0\u{3}updated_downloads\0\u{3}subscription_changed\0")
 
-  fileprivate class _StorageClass {
-    var _event: Storebus_PaymentQueue_V1_QueueEvent.OneOf_Event?
-    var _queue: Storebus_PaymentQueue_V1_QueueRef? = nil
-
-      // This property is used as the initial default value for new instances of the type.
-      // The type itself is protecting the reference to its storage via CoW semantics.
-      // This will force a copy to be made of this reference when the first mutation occurs;
-      // hence, it is safe to mark this as `nonisolated(unsafe)`.
-      static nonisolated(unsafe) let defaultInstance = _StorageClass()
-
-    private init() {}
-
-    init(copying source: _StorageClass) {
-      _event = source._event
-      _queue = source._queue
-    }
-  }
-
-  fileprivate mutating func _uniqueStorage() -> _StorageClass {
-    if !isKnownUniquelyReferenced(&_storage) {
-      _storage = _StorageClass(copying: _storage)
-    }
-    return _storage
-  }
-
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    _ = _uniqueStorage()
-    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
-      while let fieldNumber = try decoder.nextFieldNumber() {
-        // The use of inline closures is to circumvent an issue where the compiler
-        // allocates stack space for every case branch when no optimizations are
-        // enabled. https://github.com/apple/swift-protobuf/issues/1034
-        switch fieldNumber {
-        case 1: try {
-          var v: Storebus_PaymentQueue_V1_TransactionsUpdated?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .updatedTransactions(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .updatedTransactions(v)
-          }
-        }()
-        case 2: try {
-          var v: Storebus_PaymentQueue_V1_TransactionsRemoved?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .removedTransactions(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .removedTransactions(v)
-          }
-        }()
-        case 3: try {
-          var v: Storebus_PaymentQueue_V1_RestoreFinished?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .restoreCompletedTransactionsFinished(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .restoreCompletedTransactionsFinished(v)
-          }
-        }()
-        case 4: try {
-          var v: Storebus_PaymentQueue_V1_RestoreFailed?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .restoreCompletedTransactionsFailed(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .restoreCompletedTransactionsFailed(v)
-          }
-        }()
-        case 5: try {
-          var v: Storebus_PaymentQueue_V1_EntitlementsRevoked?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .revokedEntitlements(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .revokedEntitlements(v)
-          }
-        }()
-        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._queue) }()
-        case 7: try {
-          var v: Storebus_PaymentQueue_V1_TransactionsRefunded?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .refundedTransactions(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .refundedTransactions(v)
-          }
-        }()
-        case 8: try {
-          var v: Storebus_PaymentQueue_V1_HistoryCleared?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .historyCleared(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .historyCleared(v)
-          }
-        }()
-        case 9: try {
-          var v: Storebus_PaymentQueue_V1_DownloadsUpdated?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .updatedDownloads(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .updatedDownloads(v)
-          }
-        }()
-        case 10: try {
-          var v: Storebus_PaymentQueue_V1_SubscriptionChanged?
-          var hadOneofValue = false
-          if let current = _storage._event {
-            hadOneofValue = true
-            if case .subscriptionChanged(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._event = .subscriptionChanged(v)
-          }
-        }()
-        default: break
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Storebus_PaymentQueue_V1_TransactionsUpdated?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .updatedTransactions(let m) = current {v = m}
         }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .updatedTransactions(v)
+        }
+      }()
+      case 2: try {
+        var v: Storebus_PaymentQueue_V1_TransactionsRemoved?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .removedTransactions(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .removedTransactions(v)
+        }
+      }()
+      case 3: try {
+        var v: Storebus_PaymentQueue_V1_RestoreFinished?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .restoreCompletedTransactionsFinished(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .restoreCompletedTransactionsFinished(v)
+        }
+      }()
+      case 4: try {
+        var v: Storebus_PaymentQueue_V1_RestoreFailed?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .restoreCompletedTransactionsFailed(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .restoreCompletedTransactionsFailed(v)
+        }
+      }()
+      case 5: try {
+        var v: Storebus_PaymentQueue_V1_EntitlementsRevoked?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .revokedEntitlements(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .revokedEntitlements(v)
+        }
+      }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._queue) }()
+      case 7: try {
+        var v: Storebus_PaymentQueue_V1_TransactionsRefunded?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .refundedTransactions(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .refundedTransactions(v)
+        }
+      }()
+      case 8: try {
+        var v: Storebus_PaymentQueue_V1_HistoryCleared?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .historyCleared(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .historyCleared(v)
+        }
+      }()
+      case 9: try {
+        var v: Storebus_PaymentQueue_V1_DownloadsUpdated?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .updatedDownloads(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .updatedDownloads(v)
+        }
+      }()
+      case 10: try {
+        var v: Storebus_PaymentQueue_V1_SubscriptionChanged?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .subscriptionChanged(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .subscriptionChanged(v)
+        }
+      }()
+      default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every if/case branch local when no optimizations
-      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-      // https://github.com/apple/swift-protobuf/issues/1182
-      switch _storage._event {
-      case .updatedTransactions?: try {
-        guard case .updatedTransactions(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
-      }()
-      case .removedTransactions?: try {
-        guard case .removedTransactions(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-      }()
-      case .restoreCompletedTransactionsFinished?: try {
-        guard case .restoreCompletedTransactionsFinished(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
-      }()
-      case .restoreCompletedTransactionsFailed?: try {
-        guard case .restoreCompletedTransactionsFailed(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
-      }()
-      case .revokedEntitlements?: try {
-        guard case .revokedEntitlements(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-      }()
-      default: break
-      }
-      try { if let v = _storage._queue {
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
-      } }()
-      switch _storage._event {
-      case .refundedTransactions?: try {
-        guard case .refundedTransactions(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-      }()
-      case .historyCleared?: try {
-        guard case .historyCleared(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
-      }()
-      case .updatedDownloads?: try {
-        guard case .updatedDownloads(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
-      }()
-      case .subscriptionChanged?: try {
-        guard case .subscriptionChanged(let v)? = _storage._event else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
-      }()
-      default: break
-      }
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.event {
+    case .updatedTransactions?: try {
+      guard case .updatedTransactions(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    }()
+    case .removedTransactions?: try {
+      guard case .removedTransactions(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .restoreCompletedTransactionsFinished?: try {
+      guard case .restoreCompletedTransactionsFinished(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case .restoreCompletedTransactionsFailed?: try {
+      guard case .restoreCompletedTransactionsFailed(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    }()
+    case .revokedEntitlements?: try {
+      guard case .revokedEntitlements(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    }()
+    default: break
+    }
+    try { if let v = self._queue {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    switch self.event {
+    case .refundedTransactions?: try {
+      guard case .refundedTransactions(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .historyCleared?: try {
+      guard case .historyCleared(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    }()
+    case .updatedDownloads?: try {
+      guard case .updatedDownloads(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    }()
+    case .subscriptionChanged?: try {
+      guard case .subscriptionChanged(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    }()
+    default: break
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEvent, rhs: Storebus_PaymentQueue_V1_QueueEvent) -> Bool {
-    if lhs._storage !== rhs._storage {
-      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
-        let _storage = _args.0
-        let rhs_storage = _args.1
-        if _storage._event != rhs_storage._event {return false}
-        if _storage._queue != rhs_storage._queue {return false}
-        return true
-      }
-      if !storagesAreEqual {return false}
-    }
+    if lhs.event != rhs.event {return false}
+    if lhs._queue != rhs._queue {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

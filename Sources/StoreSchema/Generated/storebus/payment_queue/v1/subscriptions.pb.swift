@@ -248,6 +248,74 @@ public nonisolated struct Storebus_PaymentQueue_V1_SetAutoRenewResponse: Sendabl
   fileprivate var _subscription: Storebus_PaymentQueue_V1_Subscription? = nil
 }
 
+/// An app's sandbox billing controls.
+public nonisolated struct Storebus_PaymentQueue_V1_BillingControls: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Renewal charges fail: subscriptions whose period ends enter billing retry.
+  public var billingRetryOnRenewal: Bool = false
+
+  /// A subscription entering billing retry gets a grace period first, in which its customer stays
+  /// entitled (Apple's lengths: 6 days for weekly subscriptions, 16 for the others, on the store's
+  /// clock).
+  public var gracePeriodEnabled: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Subscriptions.SetBillingControls.
+public nonisolated struct Storebus_PaymentQueue_V1_SetBillingControlsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The controls.
+  public var controls: Storebus_PaymentQueue_V1_BillingControls {
+    get {_controls ?? Storebus_PaymentQueue_V1_BillingControls()}
+    set {_controls = newValue}
+  }
+  /// Returns true if `controls` has been explicitly set.
+  public var hasControls: Bool {self._controls != nil}
+  /// Clears the value of `controls`. Subsequent reads from it will return its default value.
+  public mutating func clearControls() {self._controls = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _controls: Storebus_PaymentQueue_V1_BillingControls? = nil
+}
+
+/// Reply of Subscriptions.SetBillingControls.
+public nonisolated struct Storebus_PaymentQueue_V1_SetBillingControlsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The controls in effect.
+  public var controls: Storebus_PaymentQueue_V1_BillingControls {
+    get {_controls ?? Storebus_PaymentQueue_V1_BillingControls()}
+    set {_controls = newValue}
+  }
+  /// Returns true if `controls` has been explicitly set.
+  public var hasControls: Bool {self._controls != nil}
+  /// Clears the value of `controls`. Subsequent reads from it will return its default value.
+  public mutating func clearControls() {self._controls = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _controls: Storebus_PaymentQueue_V1_BillingControls? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.payment_queue.v1"
@@ -525,6 +593,114 @@ nonisolated extension Storebus_PaymentQueue_V1_SetAutoRenewResponse: SwiftProtob
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_SetAutoRenewResponse, rhs: Storebus_PaymentQueue_V1_SetAutoRenewResponse) -> Bool {
     if lhs._subscription != rhs._subscription {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_BillingControls: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BillingControls"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}billing_retry_on_renewal\0\u{3}grace_period_enabled\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.billingRetryOnRenewal) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.gracePeriodEnabled) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.billingRetryOnRenewal != false {
+      try visitor.visitSingularBoolField(value: self.billingRetryOnRenewal, fieldNumber: 1)
+    }
+    if self.gracePeriodEnabled != false {
+      try visitor.visitSingularBoolField(value: self.gracePeriodEnabled, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_BillingControls, rhs: Storebus_PaymentQueue_V1_BillingControls) -> Bool {
+    if lhs.billingRetryOnRenewal != rhs.billingRetryOnRenewal {return false}
+    if lhs.gracePeriodEnabled != rhs.gracePeriodEnabled {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_SetBillingControlsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetBillingControlsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{1}controls\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._controls) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    try { if let v = self._controls {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_SetBillingControlsRequest, rhs: Storebus_PaymentQueue_V1_SetBillingControlsRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs._controls != rhs._controls {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_SetBillingControlsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetBillingControlsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}controls\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._controls) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._controls {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_SetBillingControlsResponse, rhs: Storebus_PaymentQueue_V1_SetBillingControlsResponse) -> Bool {
+    if lhs._controls != rhs._controls {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -24,6 +24,16 @@ public enum Storebus_PaymentQueue_V1_Subscriptions: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// Sets how an app's renewal charges go in the sandbox (StoreKit Test's
+    /// shouldEnterBillingRetryOnRenewal and billingGracePeriodIsEnabled): with billing failing, a period
+    /// that ends does not renew, and the subscription enters billing retry (a grace period first, when
+    /// on); once billing works again the next retry recovers it with a new period from then. NOT_FOUND:
+    /// unknown app. Idempotent.
+    public static let setBillingControls = MethodDescriptor<Storebus_PaymentQueue_V1_SetBillingControlsRequest, Storebus_PaymentQueue_V1_SetBillingControlsResponse>(
+        service: serviceName, method: "SetBillingControls", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
     /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription
     /// expires at the end of the period running (expiration_intent 1); on again before then, it renews.
@@ -42,6 +52,6 @@ public enum Storebus_PaymentQueue_V1_Subscriptions: ServiceDescription {
     )
 
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [setRenewalRate.erased, getRenewalRate.erased, setAutoRenew.erased, listSubscriptions.erased]
+    public static let methods: [AnyMethodDescriptor] = [setRenewalRate.erased, getRenewalRate.erased, setBillingControls.erased, setAutoRenew.erased, listSubscriptions.erased]
 }
 

@@ -334,11 +334,138 @@ public nonisolated struct Storebus_Receipt_V1_VerifyReceiptResponse: Sendable {
   /// 21005).
   public var isRetryable: Bool = false
 
+  /// How each auto-renewable subscription in latest_receipt_info renews (status 0 and subscriptions
+  /// present), by original transaction id.
+  public var pendingRenewalInfo: [Storebus_Receipt_V1_PendingRenewalInfo] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _receipt: Storebus_Receipt_V1_AppReceipt? = nil
+}
+
+/// Receipts' pending_renewal_info: how an auto-renewable subscription renews.
+public nonisolated struct Storebus_Receipt_V1_PendingRenewalInfo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The product it renews as.
+  public var autoRenewProductID: String = String()
+
+  /// The product of the period running (or of the last).
+  public var productID: String = String()
+
+  /// The subscription's first purchase.
+  public var originalTransactionID: String = String()
+
+  /// Whether it renews at the end of the period.
+  public var autoRenewStatus: Bool = false
+
+  /// Why it expired (1 cancelled by the customer, 2 billing error, 3 price increase not agreed,
+  /// 4 product not for sale, 5 other); 0 while not expired.
+  public var expirationIntent: Int32 = 0
+
+  /// Whether the store is retrying a failed renewal charge.
+  public var isInBillingRetryPeriod: Bool = false
+
+  /// When the billing grace period ends, while in one.
+  public var gracePeriodExpiresDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_gracePeriodExpiresDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_gracePeriodExpiresDate = newValue}
+  }
+  /// Returns true if `gracePeriodExpiresDate` has been explicitly set.
+  public var hasGracePeriodExpiresDate: Bool {self._gracePeriodExpiresDate != nil}
+  /// Clears the value of `gracePeriodExpiresDate`. Subsequent reads from it will return its default value.
+  public mutating func clearGracePeriodExpiresDate() {self._gracePeriodExpiresDate = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _gracePeriodExpiresDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
+/// Arguments of Receipt.GetSubscriptionStatuses.
+public nonisolated struct Storebus_Receipt_V1_GetSubscriptionStatusesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The account.
+  public var accountID: String = String()
+
+  /// When > 0, answer only once the payment queue's log is applied up to this seq (read your writes).
+  public var minSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Receipt.GetSubscriptionStatuses.
+public nonisolated struct Storebus_Receipt_V1_GetSubscriptionStatusesResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// One per subscription group the account subscribed in, ordered by group.
+  public var data: [Storebus_Receipt_V1_SubscriptionGroupStatus] = []
+
+  /// "Sandbox" or "Production".
+  public var environment: String = String()
+
+  /// Position of the payment queue's event log applied when answering.
+  public var asOfSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The subscriptions of one group (the App Store Server API's SubscriptionGroupIdentifierItem).
+public nonisolated struct Storebus_Receipt_V1_SubscriptionGroupStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The group.
+  public var subscriptionGroupIdentifier: String = String()
+
+  /// Each subscription of the group the account had, by original transaction id.
+  public var lastTransactions: [Storebus_Receipt_V1_LastTransactionsItem] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A subscription's status and its latest signed transaction and renewal info (the App Store Server
+/// API's LastTransactionsItem).
+public nonisolated struct Storebus_Receipt_V1_LastTransactionsItem: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The subscription's first purchase.
+  public var originalTransactionID: String = String()
+
+  /// 1 active, 2 expired, 3 billing retry, 4 billing grace period, 5 revoked.
+  public var status: Int32 = 0
+
+  /// The latest period's transaction, a JWS (JWSTransactionDecodedPayload).
+  public var signedTransactionInfo: String = String()
+
+  /// The renewal info, a JWS (JWSRenewalInfoDecodedPayload).
+  public var signedRenewalInfo: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// Something an account owns in an app.
@@ -987,7 +1114,7 @@ nonisolated extension Storebus_Receipt_V1_AppReceipt: SwiftProtobuf.Message, Swi
 
 nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".VerifyReceiptResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0\u{1}environment\0\u{1}receipt\0\u{3}latest_receipt_info\0\u{3}latest_receipt\0\u{3}is_retryable\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}status\0\u{1}environment\0\u{1}receipt\0\u{3}latest_receipt_info\0\u{3}latest_receipt\0\u{3}is_retryable\0\u{3}pending_renewal_info\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1001,6 +1128,7 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.latestReceiptInfo) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.latestReceipt) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.isRetryable) }()
+      case 7: try { try decoder.decodeRepeatedMessageField(value: &self.pendingRenewalInfo) }()
       default: break
       }
     }
@@ -1029,6 +1157,9 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
     if self.isRetryable != false {
       try visitor.visitSingularBoolField(value: self.isRetryable, fieldNumber: 6)
     }
+    if !self.pendingRenewalInfo.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.pendingRenewalInfo, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1039,6 +1170,231 @@ nonisolated extension Storebus_Receipt_V1_VerifyReceiptResponse: SwiftProtobuf.M
     if lhs.latestReceiptInfo != rhs.latestReceiptInfo {return false}
     if lhs.latestReceipt != rhs.latestReceipt {return false}
     if lhs.isRetryable != rhs.isRetryable {return false}
+    if lhs.pendingRenewalInfo != rhs.pendingRenewalInfo {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_PendingRenewalInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PendingRenewalInfo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}auto_renew_product_id\0\u{3}product_id\0\u{3}original_transaction_id\0\u{3}auto_renew_status\0\u{3}expiration_intent\0\u{3}is_in_billing_retry_period\0\u{3}grace_period_expires_date\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.autoRenewProductID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.productID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.originalTransactionID) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.autoRenewStatus) }()
+      case 5: try { try decoder.decodeSingularInt32Field(value: &self.expirationIntent) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.isInBillingRetryPeriod) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._gracePeriodExpiresDate) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.autoRenewProductID.isEmpty {
+      try visitor.visitSingularStringField(value: self.autoRenewProductID, fieldNumber: 1)
+    }
+    if !self.productID.isEmpty {
+      try visitor.visitSingularStringField(value: self.productID, fieldNumber: 2)
+    }
+    if !self.originalTransactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.originalTransactionID, fieldNumber: 3)
+    }
+    if self.autoRenewStatus != false {
+      try visitor.visitSingularBoolField(value: self.autoRenewStatus, fieldNumber: 4)
+    }
+    if self.expirationIntent != 0 {
+      try visitor.visitSingularInt32Field(value: self.expirationIntent, fieldNumber: 5)
+    }
+    if self.isInBillingRetryPeriod != false {
+      try visitor.visitSingularBoolField(value: self.isInBillingRetryPeriod, fieldNumber: 6)
+    }
+    try { if let v = self._gracePeriodExpiresDate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_PendingRenewalInfo, rhs: Storebus_Receipt_V1_PendingRenewalInfo) -> Bool {
+    if lhs.autoRenewProductID != rhs.autoRenewProductID {return false}
+    if lhs.productID != rhs.productID {return false}
+    if lhs.originalTransactionID != rhs.originalTransactionID {return false}
+    if lhs.autoRenewStatus != rhs.autoRenewStatus {return false}
+    if lhs.expirationIntent != rhs.expirationIntent {return false}
+    if lhs.isInBillingRetryPeriod != rhs.isInBillingRetryPeriod {return false}
+    if lhs._gracePeriodExpiresDate != rhs._gracePeriodExpiresDate {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetSubscriptionStatusesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}min_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 2)
+    }
+    if self.minSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, rhs: Storebus_Receipt_V1_GetSubscriptionStatusesRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.accountID != rhs.accountID {return false}
+    if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetSubscriptionStatusesResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{1}environment\0\u{3}as_of_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.data) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.environment) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.asOfSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.data.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.data, fieldNumber: 1)
+    }
+    if !self.environment.isEmpty {
+      try visitor.visitSingularStringField(value: self.environment, fieldNumber: 2)
+    }
+    if self.asOfSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.asOfSeq, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetSubscriptionStatusesResponse, rhs: Storebus_Receipt_V1_GetSubscriptionStatusesResponse) -> Bool {
+    if lhs.data != rhs.data {return false}
+    if lhs.environment != rhs.environment {return false}
+    if lhs.asOfSeq != rhs.asOfSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_SubscriptionGroupStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SubscriptionGroupStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}subscription_group_identifier\0\u{3}last_transactions\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.subscriptionGroupIdentifier) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.lastTransactions) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.subscriptionGroupIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.subscriptionGroupIdentifier, fieldNumber: 1)
+    }
+    if !self.lastTransactions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.lastTransactions, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_SubscriptionGroupStatus, rhs: Storebus_Receipt_V1_SubscriptionGroupStatus) -> Bool {
+    if lhs.subscriptionGroupIdentifier != rhs.subscriptionGroupIdentifier {return false}
+    if lhs.lastTransactions != rhs.lastTransactions {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_LastTransactionsItem: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LastTransactionsItem"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}original_transaction_id\0\u{1}status\0\u{3}signed_transaction_info\0\u{3}signed_renewal_info\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.originalTransactionID) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.status) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.signedTransactionInfo) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.signedRenewalInfo) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.originalTransactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.originalTransactionID, fieldNumber: 1)
+    }
+    if self.status != 0 {
+      try visitor.visitSingularInt32Field(value: self.status, fieldNumber: 2)
+    }
+    if !self.signedTransactionInfo.isEmpty {
+      try visitor.visitSingularStringField(value: self.signedTransactionInfo, fieldNumber: 3)
+    }
+    if !self.signedRenewalInfo.isEmpty {
+      try visitor.visitSingularStringField(value: self.signedRenewalInfo, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_LastTransactionsItem, rhs: Storebus_Receipt_V1_LastTransactionsItem) -> Bool {
+    if lhs.originalTransactionID != rhs.originalTransactionID {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.signedTransactionInfo != rhs.signedTransactionInfo {return false}
+    if lhs.signedRenewalInfo != rhs.signedRenewalInfo {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -42,6 +42,15 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
         access: .client, cacheable: false
     )
 
+    /// The account's auto-renewable subscriptions, grouped by subscription group, each with its status
+    /// and its latest transaction and renewal info signed (the App Store Server API's Get All
+    /// Subscription Statuses). NOT_FOUND: unknown app. DEADLINE_EXCEEDED: min_seq not reached before the
+    /// deadline. Idempotent.
+    public static let getSubscriptionStatuses = MethodDescriptor<Storebus_Receipt_V1_GetSubscriptionStatusesRequest, Storebus_Receipt_V1_GetSubscriptionStatusesResponse>(
+        service: serviceName, method: "GetSubscriptionStatuses", idempotent: true, streaming: .unary,
+        access: .client, cacheable: false
+    )
+
     /// The certificates receipts and signed transactions chain to: the root to trust, the intermediate,
     /// every signing leaf (current first) and their keys as a JWKS document. No side effects.
     public static let getSigningCertificates = MethodDescriptor<Storebus_Receipt_V1_GetSigningCertificatesRequest, Storebus_Receipt_V1_GetSigningCertificatesResponse>(
@@ -58,6 +67,6 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
     )
 
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSigningCertificates.erased, rotateSigningKey.erased]
+    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSubscriptionStatuses.erased, getSigningCertificates.erased, rotateSigningKey.erased]
 }
 
