@@ -174,6 +174,7 @@ extension Catalog.Product {
                 $0.currencyCode = storefront.currencyCode
             }
             if let content = hostedContent { $0.hostedContent = [content.message(includeFiles: includeFiles)] }
+            if let duration { $0.subscriptionPeriod = duration.message }
             if let subscription {
                 $0.subscriptionPeriod = subscription.period.message
                 $0.subscriptionGroupIdentifier = subscription.groupID

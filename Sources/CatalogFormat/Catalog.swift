@@ -47,6 +47,9 @@ public struct Catalog: Sendable {
         public let localizations: [String: (title: String, description: String)]
         public let subscription: Subscription?
         public let hostedContent: HostedContent?
+        /// Non-renewing subscriptions: how long one lasts, when the catalog says (their purchases
+        /// then get an expiry date).
+        public var duration: Period? = nil
     }
 
     /// An auto-renewable subscription's terms.

@@ -133,11 +133,21 @@ public enum CatalogValidator {
                         hosted = validateHostedContent(content, productID: identifier, path: "\(path).hostedContent", problem: problem)
                     }
                 }
+                var duration: Catalog.Period?
+                if let text = product.duration {
+                    if type != .nonRenewingSubscription {
+                        problem("\(path).duration", "only non-renewing subscriptions have a duration")
+                    } else if let period = Catalog.Period(iso8601: text) {
+                        duration = period
+                    } else {
+                        problem("\(path).duration", "must be an ISO 8601 period such as P1M, P7D or P1Y, not \"\(text)\"")
+                    }
+                }
                 let built = Catalog.Product(
                     identifier: identifier, type: type, clearedForSale: product.clearedForSale ?? true,
                     familyShareable: product.familyShareable ?? false, prices: prices,
                     formattedPrices: formatted(prices, storefronts: storefronts), localizations: localizations,
-                    subscription: subscription, hostedContent: hosted
+                    subscription: subscription, hostedContent: hosted, duration: duration
                 )
                 products[identifier] = built
                 checkAnswerSizes(built, path: path, storefronts: orderedStorefronts, defaultLocale: defaultLocale, problem: problem)

@@ -48,6 +48,9 @@ public struct PaymentQueueHandlers: Storebus_PaymentQueue_V1_PaymentQueue.Handle
     }
 
     public func listTransactions(_ request: Storebus_PaymentQueue_V1_ListTransactionsRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_ListTransactionsResponse {
+        // A device asking for its queue (its launch replay, through the gateway) makes the queue one
+        // of its account's, which hears revocations even while empty.
+        try await store.noteQueue(request.queue)
         let (transactions, keySeq) = try await store.unfinished(request.queue)
         return .with {
             $0.transactions = transactions

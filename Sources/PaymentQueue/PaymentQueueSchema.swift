@@ -189,6 +189,12 @@ public enum PaymentQueueSchema {
             try db.execute(sql: "CREATE INDEX pq_subscription_retry ON pq_subscription (retry_at_ms) WHERE status IN (\(retrying))")
             try db.execute(sql: "CREATE TABLE pq_billing (app TEXT PRIMARY KEY, billing_retry INTEGER NOT NULL, grace INTEGER NOT NULL)")
         }
+        migrator.registerMigration("payment_queue_v11_known_queues") { db in
+            // Queues whose device asked for its transactions: with those holding transactions, every
+            // queue of an account, which revocations reach (an empty one included).
+            try db.execute(sql: "CREATE TABLE pq_queue (queue_key TEXT PRIMARY KEY, app TEXT NOT NULL, account TEXT NOT NULL, device TEXT NOT NULL)")
+            try db.execute(sql: "CREATE INDEX pq_queue_account ON pq_queue (app, account)")
+        }
         return migrator
     }
 }

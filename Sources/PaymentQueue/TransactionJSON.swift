@@ -204,7 +204,7 @@ enum TransactionJSON {
             fields.string("price", transaction.price)
             fields.string("currencyCode", transaction.currencyCode)
             guard fields.enumeration("cancellationReason", transaction.cancellationReason.rawValue, names: Names.revocationReason) else { return false }
-            fields.string("subscriptionOriginalIdentifier", transaction.subscriptionOriginalIdentifier)
+            fields.string("originalTransactionId", transaction.originalTransactionID)
             if transaction.webOrderLineItemID != 0 {
                 // proto3 JSON writes 64-bit integers as strings.
                 fields.string("webOrderLineItemId", String(transaction.webOrderLineItemID))

@@ -281,7 +281,7 @@ struct TransactionRecord: Sendable, Equatable {
             transaction.downloads = try offeredDownloads()
         }
         if let expiresMS { transaction.expiresDate = TransactionStore.timestamp(milliseconds: expiresMS) }
-        if let subscriptionOriginalID { transaction.subscriptionOriginalIdentifier = subscriptionOriginalID }
+        if let subscriptionOriginalID { transaction.originalTransactionID = subscriptionOriginalID }
         if let webOrder { transaction.webOrderLineItemID = webOrder }
         if state == .purchased { transaction.transactionReason = renewal ? .renewal : .purchase }
         transaction.subscriptionGroupIdentifier = group

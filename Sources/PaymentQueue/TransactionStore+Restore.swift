@@ -5,8 +5,9 @@ import StoreBusStorage
 import StoreSchema
 
 extension TransactionStore {
-    /// restoreCompletedTransactions: for every completed non-consumable and auto-renewable purchase
-    /// of the account (with that applicationUsername, when given), a new RESTORED transaction in the
+    /// restoreCompletedTransactions: for every non-consumable and auto-renewable subscription the
+    /// account bought (its first purchase: not a renewal, a resubscription or a non-consumable bought
+    /// again; with that applicationUsername, when given), a new RESTORED transaction in the
     /// requesting queue pointing at the original, then restoreCompletedTransactionsFinished with the
     /// count (0 is a definite answer). Restoring twice restores twice. When the account's policy is
     /// FAIL, the sandbox fails the restore instead: nothing is restored and the queue hears
@@ -41,7 +42,7 @@ extension TransactionStore {
             var sql = """
                 SELECT id FROM pq_transaction
                 WHERE app = ? AND account = ? AND state = ? AND product_type IN (?, ?) AND original_id IS NULL
-                  AND revoked_ms IS NULL AND cleared = 0
+                  AND (sub_original_id IS NULL OR sub_original_id = id) AND revoked_ms IS NULL AND cleared = 0
                 """
             var arguments: StatementArguments = [
                 queue.appBundleID, queue.accountID, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
@@ -95,6 +96,32 @@ extension TransactionStore {
                     }
                 })
             return (restoreID, restored.count)
+        }
+    }
+
+    /// Every queue of an account (`?`, `?`, twice): those that hold its transactions and those that
+    /// asked for theirs (``noteQueue(_:)``), so that a device with an empty queue hears what the
+    /// account loses too.
+    static let accountQueuesSQL = """
+        SELECT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ?
+        UNION SELECT app, account, device, queue_key FROM pq_queue WHERE app = ? AND account = ?
+        ORDER BY queue_key
+        """
+
+    /// Remembers that `queue` exists (its device asked for its transactions), once: every queue of
+    /// its account hears revocations, the empty ones included. Written outside the event log: a
+    /// queue known changes no queue's events.
+    public func noteQueue(_ queue: Storebus_PaymentQueue_V1_QueueRef) async throws {
+        let key = queue.key
+        guard !knownQueues.withLock({ $0.contains(key) }) else { return }
+        try await database.write { db in
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO pq_queue (queue_key, app, account, device) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [key, queue.appBundleID, queue.accountID, queue.deviceID])
+        }
+        knownQueues.withLock { known in
+            // A bound on the memory: past it, a queue asks again (one more INSERT OR IGNORE).
+            if known.count >= 100_000 { known.removeAll() }
+            known.insert(key)
         }
     }
 
@@ -198,8 +225,7 @@ extension TransactionStore {
                 }
                 if revokes {
                     let queues = try Row.fetchAll(
-                        db.cachedStatement(sql: "SELECT DISTINCT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"),
-                        arguments: [record.app, record.account])
+                        db.cachedStatement(sql: Self.accountQueuesSQL), arguments: [record.app, record.account, record.app, record.account])
                     for queueRow in queues {
                         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
                             $0.appBundleID = queueRow["app"]
@@ -294,7 +320,7 @@ extension TransactionStore {
                 app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
                 Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue
             ])
-        let queues = try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT device, queue_key FROM pq_transaction WHERE app = ? AND account = ? ORDER BY queue_key"), arguments: [app, account])
+        let queues = try Row.fetchAll(db.cachedStatement(sql: Self.accountQueuesSQL), arguments: [app, account, app, account])
         try db.cachedStatement(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?").execute(arguments: [app, account])
         for queueRow in queues {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with {

@@ -64,7 +64,8 @@ extension TransactionStore {
 
     static let periodFieldsSQL: CachedSQL = "UPDATE pq_transaction SET expires_ms = ?, web_order = ?, sub_original_id = ? WHERE id = ?"
 
-    /// A PURCHASED transaction, at `ms`: when it buys a subscription, sets the period it pays for
+    /// A PURCHASED transaction, at `ms`: a non-consumable the account holds already gets its first
+    /// purchase as original and no charge. When it buys a subscription, sets the period it pays for
     /// (its end, its web order line item, the subscription's first purchase) on `record` and on its
     /// row if it has one, and moves the account's subscription in the group on. Returns whether the
     /// purchase is charged: not when the account already holds the auto-renewable subscription
@@ -73,6 +74,20 @@ extension TransactionStore {
     /// Another product of the group while a period runs takes over at once, with a period of its
     /// own from now; the group's subscription keeps its first purchase.
     static func startPeriod(_ db: Database, _ record: inout TransactionRecord, at ms: Int64) throws -> Bool {
+        if record.productType == .nonConsumable {
+            // Bought again while held: a purchase with no charge whose original is the first, so
+            // that receipts and restores count the product once.
+            guard
+                let first = try db.fetchFirst(
+                    cached: firstHolderSQL,
+                    bind: {
+                        $0.text(record.app); $0.text(record.account); $0.text(record.productID)
+                    }, read: { $0.text(0) })
+            else { return true }
+            record.subscriptionOriginalID = first
+            try savePeriod(db, record)
+            return false
+        }
         guard record.productType == .autoRenewableSubscription || record.productType == .nonRenewingSubscription,
             let period = RenewalClock.Period(iso8601: record.period)
         else { return true }
@@ -106,6 +121,13 @@ extension TransactionStore {
         try savePeriod(db, record)
         return true
     }
+
+    /// The paid purchase that holds a product for an account (`?`, `?`, `?`): its first charged,
+    /// unrefunded and not cleared purchase (see ``holds(_:app:account:product:)``).
+    static let firstHolderSQL: CachedSQL = """
+        SELECT t.id FROM pq_transaction t INDEXED BY pq_transaction_account JOIN pq_charge c ON c.transaction_id = t.id
+        WHERE t.app = ? AND t.account = ? AND t.product_id = ? AND t.cleared = 0 AND c.refunded = 0 ORDER BY t.created_ms, t.id LIMIT 1
+        """
 
     /// Writes a subscription purchase's period fields to its row (none yet: the insert writes them).
     private static func savePeriod(_ db: Database, _ record: TransactionRecord) throws {

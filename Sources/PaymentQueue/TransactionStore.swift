@@ -4,6 +4,7 @@ import StoreBus
 import StoreBusStorage
 import StoreSchema
 import SwiftProtobuf
+import Synchronization
 
 /// The payment queue's durable state: transactions, idempotency keys, the charge ledger and sandbox
 /// policies. Every change is one database transaction with the `QueueEvent`s that describe it
@@ -62,6 +63,8 @@ public final class TransactionStore: Sendable {
     }
 
     let writer: EventLogWriter
+    /// The queues ``noteQueue(_:)`` has recorded in this process's life.
+    let knownQueues = Mutex<Set<String>>([])
     /// Most unfinished transactions one queue may hold: AddPayment and restore beyond it are
     /// RESOURCE_EXHAUSTED.
     public let maxUnfinished: Int

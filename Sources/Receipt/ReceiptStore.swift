@@ -135,7 +135,7 @@ public final class ReceiptStore: Sendable {
         let restored = transaction.transactionState == .restored && transaction.hasOriginalTransaction
         var originalID = restored ? transaction.originalTransaction.transactionIdentifier : transaction.transactionIdentifier
         var originalMS = restored ? milliseconds(transaction.originalTransaction.transactionDate) : purchaseMS
-        let subscriptionOriginal = restored ? transaction.originalTransaction.subscriptionOriginalIdentifier : transaction.subscriptionOriginalIdentifier
+        let subscriptionOriginal = restored ? transaction.originalTransaction.originalTransactionID : transaction.originalTransactionID
         if !subscriptionOriginal.isEmpty && subscriptionOriginal != originalID {
             // A renewal, or a resubscription: the subscription's first purchase, recorded before it.
             originalID = subscriptionOriginal

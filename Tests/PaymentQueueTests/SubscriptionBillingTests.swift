@@ -59,7 +59,7 @@ struct SubscriptionBillingTests {
         subscription = try await current(fixture)
         #expect(subscription.status == .active && !subscription.hasGracePeriodExpiresDate)
         let renewal = try #require(try await fixture.store.transaction(subscription.latestTransactionIdentifier))
-        #expect(renewal.transactionReason == .renewal && renewal.subscriptionOriginalIdentifier == bought.transactionIdentifier)
+        #expect(renewal.transactionReason == .renewal && renewal.originalTransactionID == bought.transactionIdentifier)
         #expect(renewal.transactionDate == Google_Protobuf_Timestamp(date: Self.start.addingTimeInterval(3)))
         #expect(renewal.expiresDate == renewal.transactionDate.adding(milliseconds: 2_000))
         let statuses = try await fixture.events().compactMap { event -> Storebus_PaymentQueue_V1_SubscriptionStatus? in

@@ -89,7 +89,7 @@ struct SubscriptionStoreTests {
         #expect(bought.transactionState == .purchased)
         #expect(bought.transactionReason == .purchase)
         #expect(milliseconds(bought.expiresDate) - milliseconds(bought.transactionDate) == 300_000, "the sandbox's month")
-        #expect(bought.subscriptionOriginalIdentifier == bought.transactionIdentifier)
+        #expect(bought.originalTransactionID == bought.transactionIdentifier)
         #expect(bought.webOrderLineItemID > TransactionStore.webOrderBase)
         #expect(bought.subscriptionGroupIdentifier == "group")
         let subscriptions = try await fixture.store.subscriptions(app: StoreFixture.queue.appBundleID, account: "alice")
@@ -116,7 +116,7 @@ struct SubscriptionStoreTests {
         var previous = first
         for renewal in transactions.dropFirst() {
             #expect(renewal.transactionState == .purchased && renewal.transactionReason == .renewal)
-            #expect(renewal.subscriptionOriginalIdentifier == first.transactionIdentifier)
+            #expect(renewal.originalTransactionID == first.transactionIdentifier)
             #expect(renewal.transactionDate == previous.expiresDate, "a period starts where the last ended")
             #expect(milliseconds(renewal.expiresDate) - milliseconds(renewal.transactionDate) == 2_000)
             #expect(renewal.webOrderLineItemID > previous.webOrderLineItemID)
@@ -139,13 +139,13 @@ struct SubscriptionStoreTests {
         let first = try await subscribe(fixture, at: now)
         let again = try await subscribe(fixture, at: now.addingTimeInterval(60))
         #expect(again.transactionState == .purchased)
-        #expect(again.expiresDate == first.expiresDate && again.subscriptionOriginalIdentifier == first.transactionIdentifier)
+        #expect(again.expiresDate == first.expiresDate && again.originalTransactionID == first.transactionIdentifier)
         #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.count == 1)
         // After the subscription has expired, buying it again is charged and keeps its original.
         _ = try await fixture.store.setAutoRenew(false, app: StoreFixture.queue.appBundleID, account: "alice", group: "group")
         _ = try await fixture.store.renewDue(now: now.addingTimeInterval(600))
         let resubscribed = try await subscribe(fixture, at: now.addingTimeInterval(700))
-        #expect(resubscribed.subscriptionOriginalIdentifier == first.transactionIdentifier)
+        #expect(resubscribed.originalTransactionID == first.transactionIdentifier)
         #expect(milliseconds(resubscribed.expiresDate) == milliseconds(resubscribed.transactionDate) + 300_000)
         #expect(try await fixture.store.charges(app: StoreFixture.queue.appBundleID, account: "alice").charges.count == 2)
     }

@@ -96,7 +96,7 @@ struct SubscriptionRenewalTests {
             #expect(previous.transactionReason == .purchase && previous.hasExpiresDate)
             for renewal in heard.sorted(by: { $0.transactionIdentifier < $1.transactionIdentifier }) {
                 #expect(renewal.transactionDate == previous.expiresDate, "\(renewal.transactionIdentifier) starts where \(previous.transactionIdentifier) ended")
-                #expect(renewal.subscriptionOriginalIdentifier == bought.id)
+                #expect(renewal.originalTransactionID == bought.id)
                 previous = renewal
             }
             #expect(previous.transactionIdentifier == subscription.latestTransactionIdentifier)
@@ -172,7 +172,7 @@ struct SubscriptionRenewalTests {
             try await Self.setBilling(admin, retry: false, grace: false)
             #expect(await recorder.wait(timeout: .seconds(60)) { !Self.renewals($0).isEmpty })
             let renewal = try #require(Self.renewals(recorder).first)
-            #expect(renewal.subscriptionOriginalIdentifier == bought.id)
+            #expect(renewal.originalTransactionID == bought.id)
             let recovered = try #require(try await Self.subscription(admin, account: "rita"))
             #expect(recovered.status == .active || recovered.renewalCount > 1)
 

@@ -879,12 +879,14 @@ public nonisolated struct Storebus_PaymentQueue_V1_PaymentTransaction: @unchecke
     set {_uniqueStorage()._cancellationReason = newValue}
   }
 
-  /// StoreBus extension, subscriptions only: the first purchase of the subscription this transaction
-  /// pays a period of (its own identifier for that first purchase), receipts' original_transaction_id.
-  /// Unlike original_transaction, it is set on PURCHASED transactions: a renewal is a purchase.
-  public var subscriptionOriginalIdentifier: String {
-    get {_storage._subscriptionOriginalIdentifier}
-    set {_uniqueStorage()._subscriptionOriginalIdentifier = newValue}
+  /// StoreBus extension: receipts' original_transaction_id of a PURCHASED transaction that has one
+  /// other than itself or may have: the first purchase of the subscription it pays a period of (its
+  /// own identifier for that first purchase), or of the non-consumable it buys again. Unlike
+  /// original_transaction (RESTORED transactions only), it is set on purchases: a renewal, or a
+  /// non-consumable bought again, is a purchase.
+  public var originalTransactionID: String {
+    get {_storage._originalTransactionID}
+    set {_uniqueStorage()._originalTransactionID = newValue}
   }
 
   /// StoreBus extension, subscriptions only: the period's billing line (Apple's web_order_line_item_id),
@@ -2491,7 +2493,7 @@ nonisolated extension Storebus_PaymentQueue_V1_UpdateDownloadsResponse: SwiftPro
 
 nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PaymentTransaction"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0\u{3}subscription_original_identifier\0\u{3}web_order_line_item_id\0\u{3}transaction_reason\0\u{3}subscription_group_identifier\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0\u{3}original_transaction_id\0\u{3}web_order_line_item_id\0\u{3}transaction_reason\0\u{3}subscription_group_identifier\0")
 
   fileprivate class _StorageClass {
     var _transactionIdentifier: String = String()
@@ -2511,7 +2513,7 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
     var _price: String = String()
     var _currencyCode: String = String()
     var _cancellationReason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified
-    var _subscriptionOriginalIdentifier: String = String()
+    var _originalTransactionID: String = String()
     var _webOrderLineItemID: Int64 = 0
     var _transactionReason: Storebus_PaymentQueue_V1_TransactionReason = .unspecified
     var _subscriptionGroupIdentifier: String = String()
@@ -2542,7 +2544,7 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       _price = source._price
       _currencyCode = source._currencyCode
       _cancellationReason = source._cancellationReason
-      _subscriptionOriginalIdentifier = source._subscriptionOriginalIdentifier
+      _originalTransactionID = source._originalTransactionID
       _webOrderLineItemID = source._webOrderLineItemID
       _transactionReason = source._transactionReason
       _subscriptionGroupIdentifier = source._subscriptionGroupIdentifier
@@ -2581,7 +2583,7 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         case 15: try { try decoder.decodeSingularStringField(value: &_storage._price) }()
         case 16: try { try decoder.decodeSingularStringField(value: &_storage._currencyCode) }()
         case 17: try { try decoder.decodeSingularEnumField(value: &_storage._cancellationReason) }()
-        case 18: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionOriginalIdentifier) }()
+        case 18: try { try decoder.decodeSingularStringField(value: &_storage._originalTransactionID) }()
         case 19: try { try decoder.decodeSingularInt64Field(value: &_storage._webOrderLineItemID) }()
         case 20: try { try decoder.decodeSingularEnumField(value: &_storage._transactionReason) }()
         case 21: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionGroupIdentifier) }()
@@ -2648,8 +2650,8 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       if _storage._cancellationReason != .unspecified {
         try visitor.visitSingularEnumField(value: _storage._cancellationReason, fieldNumber: 17)
       }
-      if !_storage._subscriptionOriginalIdentifier.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._subscriptionOriginalIdentifier, fieldNumber: 18)
+      if !_storage._originalTransactionID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._originalTransactionID, fieldNumber: 18)
       }
       if _storage._webOrderLineItemID != 0 {
         try visitor.visitSingularInt64Field(value: _storage._webOrderLineItemID, fieldNumber: 19)
@@ -2686,7 +2688,7 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         if _storage._price != rhs_storage._price {return false}
         if _storage._currencyCode != rhs_storage._currencyCode {return false}
         if _storage._cancellationReason != rhs_storage._cancellationReason {return false}
-        if _storage._subscriptionOriginalIdentifier != rhs_storage._subscriptionOriginalIdentifier {return false}
+        if _storage._originalTransactionID != rhs_storage._originalTransactionID {return false}
         if _storage._webOrderLineItemID != rhs_storage._webOrderLineItemID {return false}
         if _storage._transactionReason != rhs_storage._transactionReason {return false}
         if _storage._subscriptionGroupIdentifier != rhs_storage._subscriptionGroupIdentifier {return false}
