@@ -178,6 +178,7 @@ extension Catalog.Product {
             if let subscription {
                 $0.subscriptionPeriod = subscription.period.message
                 $0.subscriptionGroupIdentifier = subscription.groupID
+                $0.subscriptionGroupLevel = Int32(subscription.level)
                 if let offer = subscription.introductoryOffer, let message = offer.message(in: storefront) {
                     $0.introductoryPrice = message
                 }

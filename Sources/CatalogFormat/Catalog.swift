@@ -57,6 +57,8 @@ public struct Catalog: Sendable {
         public let groupID: String
         public let period: Period
         public let introductoryOffer: IntroductoryOffer?
+        /// Its level in the group, 1 the highest; 0 when the catalog gives none.
+        public var level: Int = 0
     }
 
     /// An introductory offer.

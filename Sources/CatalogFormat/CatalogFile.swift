@@ -110,11 +110,15 @@ public struct CatalogFile: Codable, Sendable, Equatable {
         public var period: String?
         /// An offer for new subscribers.
         public var introductoryOffer: IntroductoryOffer?
+        /// The product's level in its group (a `.storekit` file's `groupNumber`): 1 is the highest.
+        /// Buying a higher level is an upgrade, a lower one a downgrade, the same one a crossgrade.
+        public var level: Int?
 
-        public init(groupId: String? = nil, period: String? = nil, introductoryOffer: IntroductoryOffer? = nil) {
+        public init(groupId: String? = nil, period: String? = nil, introductoryOffer: IntroductoryOffer? = nil, level: Int? = nil) {
             self.groupId = groupId
             self.period = period
             self.introductoryOffer = introductoryOffer
+            self.level = level
         }
     }
 

@@ -260,7 +260,11 @@ public enum CatalogValidator {
                 formattedPrices: formatted(prices, storefronts: storefronts)
             )
         }
-        return Catalog.Subscription(groupID: group, period: period, introductoryOffer: offer)
+        var level = 0
+        if let given = subscription.level {
+            if (1...1000).contains(given) { level = given } else { problem("\(path).level", "must be from 1 (the highest) to 1000") }
+        }
+        return Catalog.Subscription(groupID: group, period: period, introductoryOffer: offer, level: level)
     }
 
     /// Most bytes a product's hosted content may hold, one file or all together: 1 TiB. Far more than

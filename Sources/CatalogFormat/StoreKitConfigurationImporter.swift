@@ -6,7 +6,8 @@ import Foundation
 /// Carried over: top-level `products` and `nonRenewingSubscriptions`, `subscriptionGroups` with their
 /// `subscriptions`; for each product `productID`, `referenceName`, `type`, `displayPrice` (as the price
 /// in the file's `settings._storefront`), `familyShareable`, `localizations` (`locale`, `displayName`,
-/// `description`), `recurringSubscriptionPeriod` and `introductoryOffer`; `settings._locale` becomes
+/// `description`), `recurringSubscriptionPeriod`, `groupNumber` (as the subscription's `level`) and
+/// `introductoryOffer`; `settings._locale` becomes
 /// the app's default locale.
 public enum StoreKitConfigurationImporter {
     /// The result of an import.
@@ -105,7 +106,9 @@ public enum StoreKitConfigurationImporter {
         }
         product.localizations = localizations
         if type == "autoRenewableSubscription" {
-            var subscription = CatalogFile.Subscription(groupId: groupID ?? (item["subscriptionGroupID"] as? String), period: item["recurringSubscriptionPeriod"] as? String)
+            var subscription = CatalogFile.Subscription(
+                groupId: groupID ?? (item["subscriptionGroupID"] as? String), period: item["recurringSubscriptionPeriod"] as? String,
+                level: (item["groupNumber"] as? NSNumber)?.intValue)
             if let offer = item["introductoryOffer"] as? [String: Any] {
                 let mode: String? =
                     switch offer["paymentMode"] as? String {
@@ -127,9 +130,6 @@ public enum StoreKitConfigurationImporter {
                 } else {
                     notes.append("\(path) (\(productID)): introductory offer payment mode \"\(offer["paymentMode"] ?? "")\" is unknown; offer skipped")
                 }
-            }
-            if item["groupNumber"] != nil {
-                notes.append("\(path) (\(productID)): groupNumber (the subscription's level in its group) is not carried")
             }
             for key in ["promotionalOffers", "adHocOffers", "codeOffers", "winbackOffers"] {
                 if let offers = item[key] as? [Any], !offers.isEmpty {

@@ -174,6 +174,8 @@ public struct PaymentQueueHandlers: Storebus_PaymentQueue_V1_PaymentQueue.Handle
         )
         if let record, record.productType == .autoRenewableSubscription || record.productType == .nonRenewingSubscription {
             new.subscription = (record.subscriptionPeriod.iso8601, record.productType == .autoRenewableSubscription ? record.subscriptionGroupIdentifier : "")
+            if record.productType == .autoRenewableSubscription, record.hasIntroductoryPrice { new.introductoryOffer = record.introductoryPrice }
+            new.subscriptionLevel = Int(record.subscriptionGroupLevel)
         }
         new.downloads = (record?.hostedContent ?? []).map { content in
             .with {

@@ -195,6 +195,25 @@ public enum PaymentQueueSchema {
             try db.execute(sql: "CREATE TABLE pq_queue (queue_key TEXT PRIMARY KEY, app TEXT NOT NULL, account TEXT NOT NULL, device TEXT NOT NULL)")
             try db.execute(sql: "CREATE INDEX pq_queue_account ON pq_queue (app, account)")
         }
+        migrator.registerMigration("payment_queue_v12_offers_and_upgrades") { db in
+            // Introductory offers (docs/subscriptions.md): the product's offer when bought (its
+            // IntroductoryPrice as JSON, empty when none), whether the period bought is a free trial
+            // or another introductory period, and the periods of a pay-as-you-go offer still to come.
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN offer TEXT NOT NULL DEFAULT ''")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN trial INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN in_intro INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN intro_left INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN intro_period TEXT NOT NULL DEFAULT ''")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN intro_price TEXT NOT NULL DEFAULT ''")
+            // Levels in the group (1 the highest, 0 none) of the product bought, of the product a
+            // subscription runs as and of the one it renews as; a period replaced by an upgrade; the
+            // part of a charge refunded pro rata.
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN sub_level INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN upgraded INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN level INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN auto_renew_level INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_charge ADD COLUMN refunded_amount TEXT NOT NULL DEFAULT ''")
+        }
         return migrator
     }
 }

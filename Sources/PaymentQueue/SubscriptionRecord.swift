@@ -34,11 +34,18 @@ struct SubscriptionRecord: Sendable, Equatable {
     var retryAtMS: Int64 = 0
     var retryUntilMS: Int64 = 0
     var graceUntilMS: Int64 = 0
+    /// A pay-as-you-go introductory offer: its periods still to come, their length and price.
+    var introLeft = 0
+    var introPeriod = ""
+    var introPrice = ""
+    /// The levels in the group of the product it runs as and of the one it renews as.
+    var level = 0
+    var autoRenewLevel = 0
 
     static let columns = """
         app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms, latest_id,
         expires_ms, status, expiration_intent, renewals, device, period, price, currency, storefront,
-        retry_at_ms, retry_until_ms, grace_until_ms
+        retry_at_ms, retry_until_ms, grace_until_ms, intro_left, intro_period, intro_price, level, auto_renew_level
         """
 
     init(_ row: Row) {
@@ -63,6 +70,11 @@ struct SubscriptionRecord: Sendable, Equatable {
         retryAtMS = row[18]
         retryUntilMS = row[19]
         graceUntilMS = row[20]
+        introLeft = row[21]
+        introPeriod = row[22]
+        introPrice = row[23]
+        level = row[24]
+        autoRenewLevel = row[25]
     }
 
     /// A subscription starting with `purchase`, a PURCHASED transaction of its first period ending at
@@ -86,6 +98,8 @@ struct SubscriptionRecord: Sendable, Equatable {
         price = purchase.price
         currency = purchase.currency
         storefront = purchase.storefront
+        level = purchase.level
+        autoRenewLevel = purchase.level
     }
 
     /// The account's subscription in `group`, if it ever subscribed there.
@@ -98,11 +112,11 @@ struct SubscriptionRecord: Sendable, Equatable {
 
     /// Writes the record, replacing the row of its account and group.
     func save(_ db: Database) throws {
-        let placeholders = Array(repeating: "?", count: 21).joined(separator: ", ")
+        let placeholders = Array(repeating: "?", count: 26).joined(separator: ", ")
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_subscription (\(Self.columns)) VALUES (\(placeholders))").execute(arguments: [
             app, account, group, productID, autoRenewProductID, autoRenew, originalID, originalMS, latestID,
             expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront,
-            retryAtMS, retryUntilMS, graceUntilMS
+            retryAtMS, retryUntilMS, graceUntilMS, introLeft, introPeriod, introPrice, level, autoRenewLevel
         ])
     }
 

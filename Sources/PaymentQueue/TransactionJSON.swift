@@ -20,7 +20,7 @@ enum TransactionJSON {
 
     /// The field numbers written here, per message (the tests hold them against proto-schemas/).
     static let fieldsWritten: [String: [Int]] = [
-        "PaymentTransaction": Array(1...21),
+        "PaymentTransaction": Array(1...23),
         "Payment": Array(1...5),
         "StoreKitError": [1, 2],
         "Download": Array(1...9),
@@ -211,6 +211,8 @@ enum TransactionJSON {
             }
             guard fields.enumeration("transactionReason", transaction.transactionReason.rawValue, names: Names.transactionReason) else { return false }
             fields.string("subscriptionGroupIdentifier", transaction.subscriptionGroupIdentifier)
+            fields.bool("isInIntroOfferPeriod", transaction.isInIntroOfferPeriod)
+            fields.bool("isUpgraded", transaction.isUpgraded)
             return true
         }
     }

@@ -59,13 +59,24 @@ struct TransactionRecord: Sendable, Equatable {
     var subscriptionOriginalID: String?
     /// Whether the store made it, renewing a subscription (transactionReason RENEWAL).
     var renewal: Bool
+    /// Auto-renewable subscriptions: the product's introductory offer when bought
+    /// (Storebus_Catalog_V1_IntroductoryPrice as JSON), empty when it had none.
+    var offer: String
+    /// Whether the period bought is a free trial, or another introductory period.
+    var trial: Bool
+    var inIntro: Bool
+    /// Auto-renewable subscriptions: the product's level in its group (1 the highest, 0 none).
+    var level: Int
+    /// Whether an upgrade replaced the period it bought before its end.
+    var upgraded: Bool
 
     /// Every column, in the order ``init(_:)`` reads them.
     static let columns = """
         id, app, account, device, queue_key, state, product_id, product_type, quantity, application_username,
         request_data, ask_to_buy, storefront, price, currency, error_code, error_message, original_id, policy_mode,
         policy_error, decide_at_ms, interrupted, resolved_by, created_ms, date_ms, finished, revoked_ms, cleared,
-        downloads, replay_bytes, revoked_reason, period, sub_group, expires_ms, web_order, sub_original_id, renewal
+        downloads, replay_bytes, revoked_reason, period, sub_group, expires_ms, web_order, sub_original_id, renewal,
+        offer, trial, in_intro, sub_level, upgraded
         """
     static let selectByID = CachedSQL("SELECT \(columns) FROM pq_transaction WHERE id = ?")
     static let insertSQL = CachedSQL("INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))")
@@ -109,6 +120,11 @@ struct TransactionRecord: Sendable, Equatable {
         webOrder = row.optionalInt64(34)
         subscriptionOriginalID = row.optionalText(35)
         renewal = row.bool(36)
+        offer = row.text(37)
+        trial = row.bool(38)
+        inIntro = row.bool(39)
+        level = row.int(40)
+        upgraded = row.bool(41)
     }
 
     /// A new unfinished transaction of `queue` (the fields not given start empty).
@@ -155,6 +171,11 @@ struct TransactionRecord: Sendable, Equatable {
         webOrder = nil
         subscriptionOriginalID = nil
         renewal = false
+        offer = ""
+        trial = false
+        inIntro = false
+        level = 0
+        upgraded = false
     }
 
     /// The transaction with identifier `id`, if any.
@@ -202,6 +223,11 @@ struct TransactionRecord: Sendable, Equatable {
             $0.int(webOrder)
             $0.text(subscriptionOriginalID)
             $0.bool(renewal)
+            $0.text(offer)
+            $0.bool(trial)
+            $0.bool(inIntro)
+            $0.int(level)
+            $0.bool(upgraded)
         }
     }
 
@@ -285,6 +311,9 @@ struct TransactionRecord: Sendable, Equatable {
         if let webOrder { transaction.webOrderLineItemID = webOrder }
         if state == .purchased { transaction.transactionReason = renewal ? .renewal : .purchase }
         transaction.subscriptionGroupIdentifier = group
+        transaction.isTrialPeriod = trial
+        transaction.isInIntroOfferPeriod = inIntro
+        transaction.isUpgraded = upgraded
         if let revokedMS {
             transaction.cancellationDate = TransactionStore.timestamp(milliseconds: revokedMS)
             transaction.cancellationReason = revokedReason

@@ -42,7 +42,7 @@ extension TransactionStore {
             var sql = """
                 SELECT id FROM pq_transaction
                 WHERE app = ? AND account = ? AND state = ? AND product_type IN (?, ?) AND original_id IS NULL
-                  AND (sub_original_id IS NULL OR sub_original_id = id) AND revoked_ms IS NULL AND cleared = 0
+                  AND (sub_original_id IS NULL OR sub_original_id = id) AND (revoked_ms IS NULL OR upgraded = 1) AND cleared = 0
                 """
             var arguments: StatementArguments = [
                 queue.appBundleID, queue.accountID, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
@@ -365,6 +365,7 @@ extension TransactionStore {
             $0.storefront = row["storefront"]
             $0.chargedAt = Self.timestamp(milliseconds: row["charged_ms"])
             $0.refunded = row["refunded"]
+            $0.refundedAmount = row["refunded_amount"]
         }
     }
 }

@@ -62,7 +62,7 @@ extension TransactionStore {
         return webOrderBase + value
     }
 
-    static let periodFieldsSQL: CachedSQL = "UPDATE pq_transaction SET expires_ms = ?, web_order = ?, sub_original_id = ? WHERE id = ?"
+    static let periodFieldsSQL: CachedSQL = "UPDATE pq_transaction SET expires_ms = ?, web_order = ?, sub_original_id = ?, price = ?, trial = ?, in_intro = ? WHERE id = ?"
 
     /// A PURCHASED transaction, at `ms`: a non-consumable the account holds already gets its first
     /// purchase as original and no charge. When it buys a subscription, sets the period it pays for
@@ -72,8 +72,10 @@ extension TransactionStore {
     /// bought ("already subscribed": a purchased transaction in the period running, no charge).
     ///
     /// Another product of the group while a period runs takes over at once, with a period of its
-    /// own from now; the group's subscription keeps its first purchase.
-    static func startPeriod(_ db: Database, _ record: inout TransactionRecord, at ms: Int64) throws -> Bool {
+    /// own from now; the group's subscription keeps its first purchase. An account that never
+    /// subscribed in the group gets the product's introductory offer: a free trial (not charged), a
+    /// period paid up front, or pay-as-you-go periods at the offer's price, renewals included.
+    static func startPeriod(_ db: Database, _ batch: inout EventLogWriter.Batch, _ record: inout TransactionRecord, at ms: Int64) throws -> Bool {
         if record.productType == .nonConsumable {
             // Bought again while held: a purchase with no charge whose original is the first, so
             // that receipts and restores count the product once.
@@ -100,16 +102,83 @@ extension TransactionStore {
             return true
         }
         let existing = try SubscriptionRecord.fetch(db, app: record.app, account: record.account, group: record.group)
-        if let current = existing, current.status == .active, current.expiresMS > ms, current.productID == record.productID {
+        if var current = existing, current.status == .active, current.expiresMS > ms {
+            let running = try TransactionRecord.fetch(db, id: current.latestID)
+            if current.productID != record.productID {
+                // Another product of the group: an upgrade (a higher level) or a crossgrade to a
+                // product of the same length takes over at once; a downgrade, or a crossgrade to
+                // another length, at the next renewal.
+                let atOnce =
+                    record.level > 0 && current.level > 0 && record.level != current.level
+                    ? record.level < current.level : running?.period == record.period
+                if atOnce {
+                    if let running { try cancelForUpgrade(db, &batch, running, at: ms) }
+                    return try startNewPeriod(db, &record, existing: current, at: ms, period: period, rate: rate)
+                }
+                current.autoRenewProductID = record.productID
+                current.autoRenewLevel = record.level
+            } else {
+                // Already subscribed; a change planned for the next renewal is undone.
+                current.autoRenewProductID = record.productID
+                current.autoRenewLevel = record.level
+            }
+            if current.autoRenewProductID != existing?.autoRenewProductID || !current.autoRenew {
+                current.autoRenew = true
+                current.period = record.period
+                current.price = record.price
+                current.currency = record.currency
+                current.storefront = record.storefront
+                try current.save(db)
+                try announce(&batch, current)
+            }
+            // A purchase in the period running, not charged.
             record.expiresMS = current.expiresMS
             record.subscriptionOriginalID = current.originalID
-            record.webOrder = try TransactionRecord.fetch(db, id: current.latestID)?.webOrder
+            record.webOrder = running?.webOrder
             try savePeriod(db, record)
             return false
         }
+        return try startNewPeriod(db, &record, existing: existing, at: ms, period: period, rate: rate)
+    }
+
+    /// A subscription's new period from `ms`, bought by `record`: the group's first purchase (with
+    /// the product's introductory offer), a resubscription, or an upgrade taking over. Returns
+    /// whether it is charged (not a free trial).
+    private static func startNewPeriod(
+        _ db: Database, _ record: inout TransactionRecord, existing: SubscriptionRecord?, at ms: Int64, period: RenewalClock.Period,
+        rate: Storebus_PaymentQueue_V1_RenewalRate
+    ) throws -> Bool {
         record.expiresMS = RenewalClock.end(of: period, startingAt: ms, rate: rate)
         record.webOrder = try nextWebOrder(db)
         var subscription = SubscriptionRecord(starting: record, at: ms, expiresMS: record.expiresMS!)
+        var charged = true
+        // An introductory offer, for an account that never subscribed in the group.
+        if existing == nil, !record.offer.isEmpty, let offer = try? Storebus_Catalog_V1_IntroductoryPrice(jsonString: record.offer),
+            let offerPeriod = RenewalClock.Period(iso8601: offer.subscriptionPeriod.iso8601), offer.numberOfPeriods > 0
+        {
+            let whole = RenewalClock.Period(unit: offerPeriod.unit, count: offerPeriod.count * Int(offer.numberOfPeriods))
+            switch offer.paymentMode {
+            case .freeTrial:
+                record.trial = true
+                record.price = "0"
+                record.expiresMS = RenewalClock.end(of: whole, startingAt: ms, rate: rate)
+                charged = false
+            case .payUpFront:
+                record.inIntro = true
+                record.price = offer.price
+                record.expiresMS = RenewalClock.end(of: whole, startingAt: ms, rate: rate)
+            case .payAsYouGo:
+                record.inIntro = true
+                record.price = offer.price
+                record.expiresMS = RenewalClock.end(of: offerPeriod, startingAt: ms, rate: rate)
+                subscription.introLeft = Int(offer.numberOfPeriods) - 1
+                subscription.introPeriod = offerPeriod.iso8601
+                subscription.introPrice = offer.price
+            default:
+                break
+            }
+            subscription.expiresMS = record.expiresMS!
+        }
         if let existing {
             // A resubscription (or a change of product) in the group keeps the group's first purchase.
             subscription.originalID = existing.originalID
@@ -119,7 +188,7 @@ extension TransactionStore {
         record.subscriptionOriginalID = subscription.originalID
         try subscription.save(db)
         try savePeriod(db, record)
-        return true
+        return charged
     }
 
     /// The paid purchase that holds a product for an account (`?`, `?`, `?`): its first charged,
@@ -129,12 +198,54 @@ extension TransactionStore {
         WHERE t.app = ? AND t.account = ? AND t.product_id = ? AND t.cleared = 0 AND c.refunded = 0 ORDER BY t.created_ms, t.id LIMIT 1
         """
 
+    /// An upgrade at `ms` replaces `running`, the purchase of the period running: it is cancelled
+    /// then (its cancellation date, marked upgraded), the unused part of its charge refunded pro
+    /// rata, and followers (receipts) told with a refundedTransactions event.
+    static func cancelForUpgrade(_ db: Database, _ batch: inout EventLogWriter.Batch, _ running: TransactionRecord, at ms: Int64) throws {
+        guard running.revokedMS == nil else { return }
+        try db.cachedStatement(sql: "UPDATE pq_transaction SET upgraded = 1, revoked_ms = ? WHERE id = ?").execute(arguments: [ms, running.id])
+        if let expires = running.expiresMS, expires > ms, expires > running.dateMS {
+            let unused = Decimal(expires - ms) / Decimal(expires - running.dateMS)
+            if let amount = try String.fetchOne(db.cachedStatement(sql: "SELECT amount FROM pq_charge WHERE transaction_id = ?"), arguments: [running.id]) {
+                try db.cachedStatement(sql: "UPDATE pq_charge SET refunded_amount = ? WHERE transaction_id = ?")
+                    .execute(arguments: [proRata(amount, unused), running.id])
+            }
+        }
+        guard let cancelled = try TransactionRecord.fetch(db, id: running.id) else { return }
+        let transaction = try cancelled.transaction(db)
+        try batch.append(
+            key: cancelled.queueKey,
+            Storebus_PaymentQueue_V1_QueueEvent.with {
+                $0.queue = transaction.queue
+                $0.refundedTransactions.transactions = [transaction]
+            })
+    }
+
+    /// `fraction` of a decimal `amount`, to as many decimals as the amount has (the currency's).
+    static func proRata(_ amount: String, _ fraction: Decimal) -> String {
+        let posix = Locale(identifier: "en_US_POSIX")
+        guard let value = Decimal(string: amount, locale: posix) else { return "0" }
+        let places = amount.split(separator: ".").dropFirst().first?.count ?? 0
+        var exact = value * fraction
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &exact, places, .plain)
+        // Written with the amount's own number of decimals: "2.50", not "2.5".
+        let text = NSDecimalNumber(decimal: rounded).description(withLocale: posix)
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard places > 0 else { return String(parts[0]) }
+        let fraction = parts.count > 1 ? String(parts[1]) : ""
+        return "\(parts[0]).\(fraction.padding(toLength: places, withPad: "0", startingAt: 0))"
+    }
+
     /// Writes a subscription purchase's period fields to its row (none yet: the insert writes them).
     private static func savePeriod(_ db: Database, _ record: TransactionRecord) throws {
         try db.execute(cached: periodFieldsSQL) {
             $0.int(record.expiresMS)
             $0.int(record.webOrder)
             $0.text(record.subscriptionOriginalID)
+            $0.text(record.price)
+            $0.bool(record.trial)
+            $0.bool(record.inIntro)
             $0.text(record.id)
         }
     }
@@ -230,7 +341,14 @@ extension TransactionStore {
         record.period = subscription.period
         record.group = subscription.group
         record.renewal = true
-        record.expiresMS = RenewalClock.end(of: period, startingAt: start, rate: try renewalRate(db, app: subscription.app).rate)
+        var length = period
+        if subscription.introLeft > 0, let introPeriod = RenewalClock.Period(iso8601: subscription.introPeriod) {
+            // A pay-as-you-go introductory offer's next period: its length, its price.
+            length = introPeriod
+            record.price = subscription.introPrice
+            record.inIntro = true
+        }
+        record.expiresMS = RenewalClock.end(of: length, startingAt: start, rate: try renewalRate(db, app: subscription.app).rate)
         record.webOrder = try nextWebOrder(db)
         record.subscriptionOriginalID = subscription.originalID
         let transaction = try record.transaction(db)
@@ -239,7 +357,9 @@ extension TransactionStore {
         try announce(&batch, key: queue.key, [transaction], queue: queue)
         try record.insert(db)
         try charge(db, record, at: start)
+        if record.inIntro { subscription.introLeft -= 1 }
         subscription.productID = subscription.autoRenewProductID
+        subscription.level = subscription.autoRenewLevel
         subscription.latestID = record.id
         subscription.expiresMS = record.expiresMS!
         subscription.renewals += 1

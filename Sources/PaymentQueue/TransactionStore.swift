@@ -115,6 +115,11 @@ public final class TransactionStore: Sendable {
         public var downloads: [Storebus_PaymentQueue_V1_Download] = []
         /// Subscriptions: the product's period (ISO 8601, "P1M") and, auto-renewable ones, its group.
         public var subscription: (period: String, group: String)?
+        /// Auto-renewable subscriptions: the product's introductory offer in the storefront, if any
+        /// (applied when the account never subscribed in the group).
+        public var introductoryOffer: Storebus_Catalog_V1_IntroductoryPrice?
+        /// Auto-renewable subscriptions: the product's level in its group (1 the highest, 0 none).
+        public var subscriptionLevel = 0
 
         public enum Start: Sendable {
             case purchasing(policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAt: Date)
@@ -229,6 +234,8 @@ public final class TransactionStore: Sendable {
                 record.period = subscription.period
                 record.group = subscription.group
             }
+            if let offer = new.introductoryOffer { record.offer = try offer.jsonString() }
+            record.level = new.subscriptionLevel
             // The row is written once, after its event: with its weight and, when it is decided at
             // once, its decision.
             let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "this payment")
@@ -334,7 +341,7 @@ public final class TransactionStore: Sendable {
     @discardableResult
     static func announceDecision(_ db: Database, _ batch: inout EventLogWriter.Batch, _ record: TransactionRecord, at ms: Int64) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         var record = record
-        if record.state == .purchased, try startPeriod(db, &record, at: ms) { try charge(db, record, at: ms) }
+        if record.state == .purchased, try startPeriod(db, &batch, &record, at: ms) { try charge(db, record, at: ms) }
         let transaction = try record.transaction(db)
         try Self.announce(&batch, key: record.queueKey, [transaction], queue: transaction.queue)
         return transaction
@@ -393,7 +400,9 @@ public final class TransactionStore: Sendable {
             )
             record.period = interrupted.period
             record.group = interrupted.group
-            let charged = try Self.startPeriod(db, &record, at: nowMS)
+            record.offer = interrupted.offer
+            record.level = interrupted.level
+            let charged = try Self.startPeriod(db, &batch, &record, at: nowMS)
             let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
             try record.insert(db)
             if charged { try Self.charge(db, record, at: nowMS) }

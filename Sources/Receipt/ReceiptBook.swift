@@ -53,7 +53,7 @@ public struct ReceiptBook: Sendable {
             originalPurchaseDate: date(purchase.originalPurchaseMS), productType: purchase.productType.rawValue - 1,
             expiresDate: purchase.expiresMS.map(date),
             webOrderLineItemID: purchase.productType == .autoRenewableSubscription ? SignedTransaction.webOrderLineItemID(purchase) : nil,
-            cancellationDate: purchase.cancellationMS.map(date), isTrialPeriod: purchase.isTrialPeriod, isInIntroOfferPeriod: false
+            cancellationDate: purchase.cancellationMS.map(date), isTrialPeriod: purchase.isTrialPeriod, isInIntroOfferPeriod: purchase.isInIntroOfferPeriod
         )
     }
 

@@ -86,6 +86,12 @@ enum ReceiptSchema {
             // A subscription's grace period end, while in one (its customer stays entitled).
             try db.execute(sql: "ALTER TABLE rc_subscription ADD COLUMN grace_until_ms INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("receipt_v4_intro_upgraded") { db in
+            // Whether the period bought is an introductory offer paid as you go or up front (1719).
+            try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN intro INTEGER NOT NULL DEFAULT 0")
+            // Whether an upgrade replaced the period before its end (is_upgraded).
+            try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN upgraded INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -38,6 +38,10 @@ public struct StoredPurchase: Sendable, Equatable {
     public var renewal: Bool
     /// An auto-renewable subscription's group (empty for other products).
     public var group: String
+    /// Whether the period bought is an introductory offer paid as you go or up front.
+    public var isInIntroOfferPeriod: Bool
+    /// Whether an upgrade replaced the period before its end.
+    public var isUpgraded: Bool
 
     /// Whether it stays in the app receipt: every purchase but a consumable once finished.
     public var inReceipt: Bool { productType != .consumable || !finished }
@@ -46,7 +50,7 @@ public struct StoredPurchase: Sendable, Equatable {
     /// took a fifth of a 100-purchase VerifyReceipt).
     static let columns = """
         id, app, account, device, product_id, product_type, quantity, state, purchase_ms, original_id, original_purchase_ms,
-        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order, renewal, sub_group
+        expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order, renewal, sub_group, intro, upgraded
         """
 
     init(_ row: Row) {
@@ -75,6 +79,8 @@ public struct StoredPurchase: Sendable, Equatable {
         webOrder = row[22]
         renewal = row[23]
         group = row[24]
+        isInIntroOfferPeriod = row[25]
+        isUpgraded = row[26]
     }
 }
 
@@ -148,12 +154,12 @@ public final class ReceiptStore: Sendable {
             sql: """
                 INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
                     original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
-                    storefront, application_username, price, currency, seq, web_order, renewal, sub_group)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    storefront, application_username, price, currency, seq, web_order, renewal, sub_group, intro, upgraded)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
                     expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
                     cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
-                    finished = MAX(finished, excluded.finished), seq = excluded.seq
+                    finished = MAX(finished, excluded.finished), seq = excluded.seq, upgraded = excluded.upgraded
                 """
         ).execute(arguments: [
             transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
@@ -164,7 +170,8 @@ public final class ReceiptStore: Sendable {
             transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
             transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
             webOrder == 0 ? nil : webOrder, transaction.transactionReason == .renewal,
-            restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier
+            restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier,
+            transaction.isInIntroOfferPeriod, transaction.isUpgraded
         ])
         try db.cachedStatement(
             sql: """

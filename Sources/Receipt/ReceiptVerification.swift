@@ -229,6 +229,7 @@ enum AppleDates {
             add("cancellation_date", cancelled, to: &json)
             json["cancellation_reason"] = String(SignedTransaction.appleReason(known?.cancellationReason ?? .unspecified))
         }
+        if known?.isUpgraded == true { json["is_upgraded"] = "true" }
         return json
     }
 }

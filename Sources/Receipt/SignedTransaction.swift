@@ -26,6 +26,12 @@ public enum SignedTransaction {
         payload.environment = environment.rawValue
         payload.transactionReason = purchase.renewal ? "RENEWAL" : "PURCHASE"
         if !purchase.group.isEmpty { payload.subscriptionGroupIdentifier = purchase.group }
+        if purchase.isUpgraded { payload.isUpgraded = true }
+        if purchase.isTrialPeriod || purchase.isInIntroOfferPeriod {
+            // An introductory offer (offerType 1).
+            payload.offerType = 1
+            if purchase.isTrialPeriod { payload.offerDiscountType = "FREE_TRIAL" }
+        }
         payload.storefront = purchase.storefront
         payload.storefrontId = storefrontIDs[purchase.storefront]
         if let price = milliunits(purchase.price), !purchase.currency.isEmpty {

@@ -82,6 +82,11 @@ struct DurableBench {
         }
         report("sqlite_commits_per_s", median(commitRates), "commits/s")
         report("durable_purchases_per_s", median(purchaseRates), "purchases/s")
+        var renewalRates: [Double] = []
+        for round in 0..<rounds {
+            renewalRates.append(try await Self.renewals(store: store, database: database, app: app, round: round))
+        }
+        report("renewals_per_s", median(renewalRates), "renewals/s")
 
         await client.shutdown()
         await queueServer.shutdown()
@@ -92,6 +97,46 @@ struct DurableBench {
         try database.close()
         context.shutdown()
         context.terminate()
+    }
+
+    /// Subscriptions falling due together in the renewal benchmark.
+    static let dueSubscriptions = 100_000
+
+    /// Renewals per second: ``dueSubscriptions`` subscriptions of as many accounts, their periods all
+    /// ending at the same store instant, renewed by the store's rounds (each one durable write of at
+    /// most ``TransactionStore/renewalsPerRound``) until none is due: the time from the first round to
+    /// the last durable commit. The subscriptions are written straight into the table, in one
+    /// transaction, as purchases long past would have left them.
+    static func renewals(store: TransactionStore, database: StoreDatabase, app: String, round: Int) async throws -> Double {
+        let due = Date()
+        let dueMS = Int64(due.timeIntervalSince1970 * 1000) - 1
+        try await database.write { db in
+            let insert = try db.makeStatement(
+                sql: """
+                    INSERT INTO pq_subscription (app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms,
+                        latest_id, expires_ms, status, device, period, price, currency, storefront)
+                    VALUES (?, ?, 'bench', 'bench.monthly', 'bench.monthly', 1, ?, ?, ?, ?, ?, 'device', 'P1M', '4.99', 'USD', 'USA')
+                    """)
+            for index in 0..<dueSubscriptions {
+                let original = "bench-\(round)-\(index)"
+                try insert.execute(arguments: [
+                    app, "renewals-\(round)-\(index)", original, dueMS - 300_000, original, dueMS,
+                    Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue
+                ])
+            }
+        }
+        let start = DispatchTime.now().uptimeNanoseconds
+        var renewed = 0
+        while true {
+            let round = try await store.renewDue(now: due)
+            renewed += round.renewed
+            if !round.moreDue { break }
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        guard renewed == dueSubscriptions else {
+            throw ClusterFailure(description: "renewed \(renewed) subscriptions of \(dueSubscriptions)")
+        }
+        return Double(renewed) / seconds
     }
 
     /// One-row commits per second with SQLite in WAL mode and synchronous=FULL: the durability floor.

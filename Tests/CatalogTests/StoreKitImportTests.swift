@@ -142,7 +142,9 @@ struct StoreKitImportTests {
         #expect(result.notCarriedOver.contains { $0.contains("codeOffers") && $0.contains("pass.monthly") })
         #expect(result.notCarriedOver.contains { $0.contains("_failTransactionsEnabled") })
         #expect(result.notCarriedOver.contains { $0.contains("subscriptionGroups[0].localizations") })
-        #expect(result.notCarriedOver.contains { $0.contains("groupNumber") && $0.contains("pass.yearly") })
+        // groupNumber is carried: the subscriptions' levels in their group
+        #expect(monthly.subscription?.level == 1 && yearly.subscription?.level == 2)
+        #expect(!result.notCarriedOver.contains { $0.contains("groupNumber") })
 
         // The result is a catalog that loads
         let catalog = try CatalogValidator.validate(result.catalog, fileName: "imported")
@@ -152,6 +154,11 @@ struct StoreKitImportTests {
             })
         #expect(fetched.products.map(\.formattedPrice) == ["0,99\u{00A0}€", "24,99\u{00A0}€"])
         #expect(fetched.products[1].introductoryPrice.numberOfPeriods == 3)
+        let records = try catalog.lookupProducts(
+            .with {
+                $0.appBundleID = "com.example.game"; $0.productIdentifiers = ["com.example.game.pass.monthly", "com.example.game.pass.yearly"]
+            })
+        #expect(records.products.map(\.subscriptionGroupLevel) == [1, 2])
     }
 
     @Test("a file that is not a StoreKit configuration is a clear error")

@@ -108,6 +108,8 @@ struct SubscriptionRenewalTests {
             }
             let periods = receipt.inApp.filter { $0.productID == Self.monthly }.sorted { $0.purchaseDate < $1.purchaseDate }
             #expect(periods.allSatisfy { $0.originalTransactionID == bought.id })
+            // The product's free trial, once: the first period only.
+            #expect(periods.first?.isTrialPeriod == true && periods.dropFirst().allSatisfy { !$0.isTrialPeriod })
             #expect(Set(periods.compactMap(\.webOrderLineItemID)).count == periods.count, "each period its own billing line")
             for (earlier, later) in zip(periods, periods.dropFirst()) {
                 #expect(earlier.expiresDate == later.purchaseDate)

@@ -501,6 +501,14 @@ public nonisolated struct Storebus_Catalog_V1_ProductRecord: @unchecked Sendable
     set {_uniqueStorage()._isFamilyShareable = newValue}
   }
 
+  /// Auto-renewable subscriptions: the product's level in its group, 1 the highest (a .storekit
+  /// file's groupNumber); 0 when the catalog gives none. Buying a higher level than the one running is
+  /// an upgrade, a lower one a downgrade, the same one a crossgrade.
+  public var subscriptionGroupLevel: Int32 {
+    get {_storage._subscriptionGroupLevel}
+    set {_uniqueStorage()._subscriptionGroupLevel = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1211,7 +1219,7 @@ nonisolated extension Storebus_Catalog_V1_HostedContent: SwiftProtobuf.Message, 
 
 nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ProductRecord"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}product_identifier\0\u{3}product_type\0\u{3}cleared_for_sale\0\u{1}price\0\u{3}currency_code\0\u{3}hosted_content\0\u{3}subscription_period\0\u{3}subscription_group_identifier\0\u{3}introductory_price\0\u{3}is_family_shareable\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}product_identifier\0\u{3}product_type\0\u{3}cleared_for_sale\0\u{1}price\0\u{3}currency_code\0\u{3}hosted_content\0\u{3}subscription_period\0\u{3}subscription_group_identifier\0\u{3}introductory_price\0\u{3}is_family_shareable\0\u{3}subscription_group_level\0")
 
   fileprivate class _StorageClass {
     var _productIdentifier: String = String()
@@ -1224,6 +1232,7 @@ nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, 
     var _subscriptionGroupIdentifier: String = String()
     var _introductoryPrice: Storebus_Catalog_V1_IntroductoryPrice? = nil
     var _isFamilyShareable: Bool = false
+    var _subscriptionGroupLevel: Int32 = 0
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -1244,6 +1253,7 @@ nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, 
       _subscriptionGroupIdentifier = source._subscriptionGroupIdentifier
       _introductoryPrice = source._introductoryPrice
       _isFamilyShareable = source._isFamilyShareable
+      _subscriptionGroupLevel = source._subscriptionGroupLevel
     }
   }
 
@@ -1272,6 +1282,7 @@ nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, 
         case 8: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionGroupIdentifier) }()
         case 9: try { try decoder.decodeSingularMessageField(value: &_storage._introductoryPrice) }()
         case 10: try { try decoder.decodeSingularBoolField(value: &_storage._isFamilyShareable) }()
+        case 11: try { try decoder.decodeSingularInt32Field(value: &_storage._subscriptionGroupLevel) }()
         default: break
         }
       }
@@ -1314,6 +1325,9 @@ nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, 
       if _storage._isFamilyShareable != false {
         try visitor.visitSingularBoolField(value: _storage._isFamilyShareable, fieldNumber: 10)
       }
+      if _storage._subscriptionGroupLevel != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._subscriptionGroupLevel, fieldNumber: 11)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1333,6 +1347,7 @@ nonisolated extension Storebus_Catalog_V1_ProductRecord: SwiftProtobuf.Message, 
         if _storage._subscriptionGroupIdentifier != rhs_storage._subscriptionGroupIdentifier {return false}
         if _storage._introductoryPrice != rhs_storage._introductoryPrice {return false}
         if _storage._isFamilyShareable != rhs_storage._isFamilyShareable {return false}
+        if _storage._subscriptionGroupLevel != rhs_storage._subscriptionGroupLevel {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -909,6 +909,20 @@ public nonisolated struct Storebus_PaymentQueue_V1_PaymentTransaction: @unchecke
     set {_uniqueStorage()._subscriptionGroupIdentifier = newValue}
   }
 
+  /// StoreBus extension: true when the period bought is an introductory offer paid as you go or up
+  /// front (a free trial is is_trial_period).
+  public var isInIntroOfferPeriod: Bool {
+    get {_storage._isInIntroOfferPeriod}
+    set {_uniqueStorage()._isInIntroOfferPeriod = newValue}
+  }
+
+  /// StoreBus extension: true for the purchase of a subscription period that an upgrade (or a
+  /// crossgrade) replaced before its end: cancelled then (cancellation_date), its unused part refunded.
+  public var isUpgraded: Bool {
+    get {_storage._isUpgraded}
+    set {_uniqueStorage()._isUpgraded = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2039,6 +2053,10 @@ public nonisolated struct Storebus_PaymentQueue_V1_Charge: Sendable {
   /// True once refunded.
   public var refunded: Bool = false
 
+  /// Part of the amount refunded, when only part was: the unused part of a subscription period that
+  /// an upgrade replaced (pro rata), a decimal string like "2.50".
+  public var refundedAmount: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2493,7 +2511,7 @@ nonisolated extension Storebus_PaymentQueue_V1_UpdateDownloadsResponse: SwiftPro
 
 nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PaymentTransaction"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0\u{3}original_transaction_id\0\u{3}web_order_line_item_id\0\u{3}transaction_reason\0\u{3}subscription_group_identifier\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}transaction_identifier\0\u{3}transaction_state\0\u{3}transaction_date\0\u{1}payment\0\u{3}original_transaction\0\u{1}error\0\u{1}downloads\0\u{1}storefront\0\u{1}queue\0\u{1}finished\0\u{3}product_type\0\u{3}expires_date\0\u{3}cancellation_date\0\u{3}is_trial_period\0\u{1}price\0\u{3}currency_code\0\u{3}cancellation_reason\0\u{3}original_transaction_id\0\u{3}web_order_line_item_id\0\u{3}transaction_reason\0\u{3}subscription_group_identifier\0\u{3}is_in_intro_offer_period\0\u{3}is_upgraded\0")
 
   fileprivate class _StorageClass {
     var _transactionIdentifier: String = String()
@@ -2517,6 +2535,8 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
     var _webOrderLineItemID: Int64 = 0
     var _transactionReason: Storebus_PaymentQueue_V1_TransactionReason = .unspecified
     var _subscriptionGroupIdentifier: String = String()
+    var _isInIntroOfferPeriod: Bool = false
+    var _isUpgraded: Bool = false
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2548,6 +2568,8 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       _webOrderLineItemID = source._webOrderLineItemID
       _transactionReason = source._transactionReason
       _subscriptionGroupIdentifier = source._subscriptionGroupIdentifier
+      _isInIntroOfferPeriod = source._isInIntroOfferPeriod
+      _isUpgraded = source._isUpgraded
     }
   }
 
@@ -2587,6 +2609,8 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         case 19: try { try decoder.decodeSingularInt64Field(value: &_storage._webOrderLineItemID) }()
         case 20: try { try decoder.decodeSingularEnumField(value: &_storage._transactionReason) }()
         case 21: try { try decoder.decodeSingularStringField(value: &_storage._subscriptionGroupIdentifier) }()
+        case 22: try { try decoder.decodeSingularBoolField(value: &_storage._isInIntroOfferPeriod) }()
+        case 23: try { try decoder.decodeSingularBoolField(value: &_storage._isUpgraded) }()
         default: break
         }
       }
@@ -2662,6 +2686,12 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
       if !_storage._subscriptionGroupIdentifier.isEmpty {
         try visitor.visitSingularStringField(value: _storage._subscriptionGroupIdentifier, fieldNumber: 21)
       }
+      if _storage._isInIntroOfferPeriod != false {
+        try visitor.visitSingularBoolField(value: _storage._isInIntroOfferPeriod, fieldNumber: 22)
+      }
+      if _storage._isUpgraded != false {
+        try visitor.visitSingularBoolField(value: _storage._isUpgraded, fieldNumber: 23)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2692,6 +2722,8 @@ nonisolated extension Storebus_PaymentQueue_V1_PaymentTransaction: SwiftProtobuf
         if _storage._webOrderLineItemID != rhs_storage._webOrderLineItemID {return false}
         if _storage._transactionReason != rhs_storage._transactionReason {return false}
         if _storage._subscriptionGroupIdentifier != rhs_storage._subscriptionGroupIdentifier {return false}
+        if _storage._isInIntroOfferPeriod != rhs_storage._isInIntroOfferPeriod {return false}
+        if _storage._isUpgraded != rhs_storage._isUpgraded {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -4446,7 +4478,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ClearAccountTransactionsResponse:
 
 nonisolated extension Storebus_PaymentQueue_V1_Charge: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Charge"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}charge_id\0\u{3}transaction_identifier\0\u{3}product_identifier\0\u{1}amount\0\u{3}currency_code\0\u{1}storefront\0\u{3}charged_at\0\u{1}refunded\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}charge_id\0\u{3}transaction_identifier\0\u{3}product_identifier\0\u{1}amount\0\u{3}currency_code\0\u{1}storefront\0\u{3}charged_at\0\u{1}refunded\0\u{3}refunded_amount\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4462,6 +4494,7 @@ nonisolated extension Storebus_PaymentQueue_V1_Charge: SwiftProtobuf.Message, Sw
       case 6: try { try decoder.decodeSingularStringField(value: &self.storefront) }()
       case 7: try { try decoder.decodeSingularMessageField(value: &self._chargedAt) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.refunded) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.refundedAmount) }()
       default: break
       }
     }
@@ -4496,6 +4529,9 @@ nonisolated extension Storebus_PaymentQueue_V1_Charge: SwiftProtobuf.Message, Sw
     if self.refunded != false {
       try visitor.visitSingularBoolField(value: self.refunded, fieldNumber: 8)
     }
+    if !self.refundedAmount.isEmpty {
+      try visitor.visitSingularStringField(value: self.refundedAmount, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4508,6 +4544,7 @@ nonisolated extension Storebus_PaymentQueue_V1_Charge: SwiftProtobuf.Message, Sw
     if lhs.storefront != rhs.storefront {return false}
     if lhs._chargedAt != rhs._chargedAt {return false}
     if lhs.refunded != rhs.refunded {return false}
+    if lhs.refundedAmount != rhs.refundedAmount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
