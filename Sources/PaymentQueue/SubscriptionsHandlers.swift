@@ -48,6 +48,33 @@ public struct SubscriptionsHandlers: Storebus_PaymentQueue_V1_Subscriptions.Hand
         return .with { $0.controls = controls }
     }
 
+    public func renewNow(_ request: Storebus_PaymentQueue_V1_SubscriptionRef, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
+        try await adjust(.renewNow, request)
+    }
+
+    public func expireNow(_ request: Storebus_PaymentQueue_V1_SubscriptionRef, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
+        try await adjust(.expireNow, request)
+    }
+
+    public func extendRenewalDate(
+        _ request: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, context: ServerContext
+    ) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
+        guard request.hasSubscription else { throw RPCError.invalidArgument(field: "subscription", "is required") }
+        guard request.extendByDays >= 1 else { throw RPCError.invalidArgument(field: "extendByDays", "must be from 1 to 90") }
+        return try await adjust(.extend(days: Int(request.extendByDays)), request.subscription)
+    }
+
+    private func adjust(
+        _ control: TransactionStore.SubscriptionControl, _ ref: Storebus_PaymentQueue_V1_SubscriptionRef
+    ) async throws
+        -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse
+    {
+        try await catalog.checkApp(ref.appBundleID)
+        let subscription = try await store.control(control, app: ref.appBundleID, account: ref.accountID, group: ref.subscriptionGroupIdentifier)
+        engine.poke()
+        return .with { $0.subscription = subscription }
+    }
+
     public func setAutoRenew(_ request: Storebus_PaymentQueue_V1_SetAutoRenewRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_SetAutoRenewResponse {
         try await catalog.checkApp(request.appBundleID)
         let subscription = try await store.setAutoRenew(

@@ -127,6 +127,12 @@ public final class ReceiptStore: Sendable {
                 subscription.status.rawValue, Int(subscription.expirationIntent), Int64(seq),
                 subscription.hasGracePeriodExpiresDate ? milliseconds(subscription.gracePeriodExpiresDate) : 0
             ])
+            // A control that moved the end of the period running (renew now, expire now, extend).
+            if subscription.hasExpiresDate && !subscription.latestTransactionIdentifier.isEmpty {
+                try db.cachedStatement(sql: "UPDATE rc_transaction SET expires_ms = ?, seq = ? WHERE id = ? AND expires_ms IS NOT ?").execute(arguments: [
+                    milliseconds(subscription.expiresDate), Int64(seq), subscription.latestTransactionIdentifier, milliseconds(subscription.expiresDate)
+                ])
+            }
         case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
             // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
             // changes no receipt.

@@ -251,6 +251,16 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("controls", .value("{\"billingRetryOnRenewal\":false,\"gracePeriodEnabled\":true}"))
             ]),
             Storebus_PaymentQueue_V1_Subscriptions.listSubscriptions.path: appAndAccount,
+            Storebus_PaymentQueue_V1_Subscriptions.renewNow.path: .object([
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("subscriptionGroupIdentifier", .value("\"puzzle.premium\""))
+            ]),
+            Storebus_PaymentQueue_V1_Subscriptions.expireNow.path: .object([
+                ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("subscriptionGroupIdentifier", .value("\"puzzle.premium\""))
+            ]),
+            Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate.path: .object([
+                ("subscription", .value("{\"appBundleId\":\(app),\"accountId\":\(accountJSON),\"subscriptionGroupIdentifier\":\"puzzle.premium\"}")),
+                ("extendByDays", .value("30")), ("extendReasonCode", .value("1"))
+            ]),
             Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("subscriptionGroupIdentifier", .value("\"puzzle.premium\"")),
                 ("autoRenewStatus", .value("false"))

@@ -103,3 +103,35 @@ extension Google_Protobuf_Timestamp {
         return Google_Protobuf_Timestamp(seconds: total / 1000, nanos: Int32(total % 1000) * 1_000_000)
     }
 }
+
+@Suite("Subscriptions in the store: the sandbox's controls (renew now, expire now, extend)")
+struct SubscriptionControlTests {
+    static let app = StoreFixture.queue.appBundleID
+    static let start = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test("renew now ends the period now and renews from then; extend moves the end later by store days; expire now ends it, intent 1")
+    func controls() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let bought = try await SubscriptionStoreTests().subscribe(fixture, at: Self.start)
+        let renewedAt = Self.start.addingTimeInterval(60)
+        let renewed = try await fixture.store.control(.renewNow, app: Self.app, account: "alice", group: "group", now: renewedAt)
+        #expect(renewed.renewalCount == 1 && renewed.status == .active)
+        let cut = try #require(try await fixture.store.transaction(bought.transactionIdentifier))
+        #expect(cut.expiresDate == Google_Protobuf_Timestamp(date: renewedAt), "the first period ended then")
+        let renewal = try #require(try await fixture.store.transaction(renewed.latestTransactionIdentifier))
+        #expect(renewal.transactionDate == cut.expiresDate && renewal.transactionReason == .renewal)
+        // Ten store days at the sandbox rate (a 5-minute month): 100 s later
+        let extended = try await fixture.store.control(.extend(days: 10), app: Self.app, account: "alice", group: "group", now: renewedAt)
+        #expect(extended.expiresDate == renewal.expiresDate.adding(milliseconds: 100_000))
+        #expect(try await fixture.store.transaction(renewal.transactionIdentifier)?.expiresDate == extended.expiresDate)
+        let expired = try await fixture.store.control(.expireNow, app: Self.app, account: "alice", group: "group", now: renewedAt.addingTimeInterval(5))
+        #expect(expired.status == .expired && expired.expirationIntent == 1)
+        await #expect(throws: RPCError.self) {
+            _ = try await fixture.store.control(.renewNow, app: Self.app, account: "alice", group: "group")
+        }
+        await #expect(throws: RPCError.self) {
+            _ = try await fixture.store.control(.extend(days: 91), app: Self.app, account: "bob", group: "group")
+        }
+    }
+}

@@ -35,6 +35,29 @@ extension Storebus_PaymentQueue_V1_Subscriptions {
             try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.setBillingControls, request, options: options)
         }
 
+        /// Ends the period running now and renews at once (StoreKit Test's forceRenewalOfSubscription): a
+        /// renewal whose period starts now, or billing retry when renewal charges fail. NOT_FOUND: unknown
+        /// app, or no subscription in the group. FAILED_PRECONDITION: the subscription is not active. Not
+        /// idempotent: each call renews.
+        public func renewNow(_ request: Storebus_PaymentQueue_V1_SubscriptionRef, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
+            try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.renewNow, request, options: options)
+        }
+
+        /// Ends the period running now, and with it the subscription (StoreKit Test's expireSubscription;
+        /// expiration_intent 1). NOT_FOUND: unknown app, or no subscription in the group.
+        /// FAILED_PRECONDITION: it has ended already. Idempotent in effect: a second call is refused.
+        public func expireNow(_ request: Storebus_PaymentQueue_V1_SubscriptionRef, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
+            try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.expireNow, request, options: options)
+        }
+
+        /// Moves the end of the period running later by days on the store's clock (the App Store Server
+        /// API's Extend a Subscription Renewal Date): the next renewal comes that much later.
+        /// INVALID_ARGUMENT: days not from 1 to 90, or a reason code not from 0 to 3. FAILED_PRECONDITION:
+        /// the subscription is not active. Not idempotent: each call extends.
+        public func extendRenewalDate(_ request: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
+            try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate, request, options: options)
+        }
+
         /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
         /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription
         /// expires at the end of the period running (expiration_intent 1); on again before then, it renews.
@@ -131,6 +154,41 @@ extension Storebus_PaymentQueue_V1_SetBillingControlsRequest: ContractChecked {
         do {
             let field = prefix + "appBundleId"
             guard !appBundleID.isEmpty, appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be 1 to 255 bytes") }
+        }
+    }
+}
+
+extension Storebus_PaymentQueue_V1_SubscriptionRef: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            guard !appBundleID.isEmpty, appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be 1 to 255 bytes") }
+        }
+        do {
+            let field = prefix + "accountId"
+            guard !accountID.isEmpty, accountID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+        do {
+            let field = prefix + "subscriptionGroupIdentifier"
+            guard !subscriptionGroupIdentifier.isEmpty, subscriptionGroupIdentifier.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be 1 to 255 bytes") }
+        }
+    }
+}
+
+extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        try subscription.checkFields(prefix: prefix + "subscription.")
+        do {
+            let field = prefix + "extendByDays"
+            guard extendByDays <= 90 else { throw RPCError.invalidArgument(field: field, "must be at most 90") }
+        }
+        do {
+            let field = prefix + "extendReasonCode"
+            guard extendReasonCode <= 3 else { throw RPCError.invalidArgument(field: field, "must be at most 3") }
         }
     }
 }

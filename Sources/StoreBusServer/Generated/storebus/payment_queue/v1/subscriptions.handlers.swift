@@ -22,6 +22,20 @@ extension Storebus_PaymentQueue_V1_Subscriptions {
         /// on); once billing works again the next retry recovers it with a new period from then. NOT_FOUND:
         /// unknown app. Idempotent.
         func setBillingControls(_ request: Storebus_PaymentQueue_V1_SetBillingControlsRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_SetBillingControlsResponse
+        /// Ends the period running now and renews at once (StoreKit Test's forceRenewalOfSubscription): a
+        /// renewal whose period starts now, or billing retry when renewal charges fail. NOT_FOUND: unknown
+        /// app, or no subscription in the group. FAILED_PRECONDITION: the subscription is not active. Not
+        /// idempotent: each call renews.
+        func renewNow(_ request: Storebus_PaymentQueue_V1_SubscriptionRef, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse
+        /// Ends the period running now, and with it the subscription (StoreKit Test's expireSubscription;
+        /// expiration_intent 1). NOT_FOUND: unknown app, or no subscription in the group.
+        /// FAILED_PRECONDITION: it has ended already. Idempotent in effect: a second call is refused.
+        func expireNow(_ request: Storebus_PaymentQueue_V1_SubscriptionRef, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse
+        /// Moves the end of the period running later by days on the store's clock (the App Store Server
+        /// API's Extend a Subscription Renewal Date): the next renewal comes that much later.
+        /// INVALID_ARGUMENT: days not from 1 to 90, or a reason code not from 0 to 3. FAILED_PRECONDITION:
+        /// the subscription is not active. Not idempotent: each call extends.
+        func extendRenewalDate(_ request: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse
         /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
         /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription
         /// expires at the end of the period running (expiration_intent 1); on again before then, it renews.
@@ -47,6 +61,15 @@ extension RPCRouter {
         }
         register(Storebus_PaymentQueue_V1_Subscriptions.setBillingControls, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.setBillingControls], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.setBillingControls)) { request, context in
             try await handlers.setBillingControls(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_Subscriptions.renewNow, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.renewNow], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.renewNow)) { request, context in
+            try await handlers.renewNow(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_Subscriptions.expireNow, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.expireNow], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.expireNow)) { request, context in
+            try await handlers.expireNow(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate)) { request, context in
+            try await handlers.extendRenewalDate(request, context: context)
         }
         register(Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew, codec: codecs[Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_Subscriptions.setAutoRenew)) { request, context in
             try await handlers.setAutoRenew(request, context: context)

@@ -316,6 +316,79 @@ public nonisolated struct Storebus_PaymentQueue_V1_SetBillingControlsResponse: S
   fileprivate var _controls: Storebus_PaymentQueue_V1_BillingControls? = nil
 }
 
+/// An account's subscription in a group.
+public nonisolated struct Storebus_PaymentQueue_V1_SubscriptionRef: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The account.
+  public var accountID: String = String()
+
+  /// The subscription group.
+  public var subscriptionGroupIdentifier: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Subscriptions.ExtendRenewalDate.
+public nonisolated struct Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The subscription.
+  public var subscription: Storebus_PaymentQueue_V1_SubscriptionRef {
+    get {_subscription ?? Storebus_PaymentQueue_V1_SubscriptionRef()}
+    set {_subscription = newValue}
+  }
+  /// Returns true if `subscription` has been explicitly set.
+  public var hasSubscription: Bool {self._subscription != nil}
+  /// Clears the value of `subscription`. Subsequent reads from it will return its default value.
+  public mutating func clearSubscription() {self._subscription = nil}
+
+  /// Days to add, on the store's clock (1 to 90).
+  public var extendByDays: UInt32 = 0
+
+  /// Why (the App Store Server API's extendReasonCode): 0 undeclared, 1 customer satisfaction,
+  /// 2 other, 3 service issue or outage.
+  public var extendReasonCode: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _subscription: Storebus_PaymentQueue_V1_SubscriptionRef? = nil
+}
+
+/// Reply of Subscriptions.RenewNow, ExpireNow and ExtendRenewalDate.
+public nonisolated struct Storebus_PaymentQueue_V1_AdjustSubscriptionResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The subscription as it is now.
+  public var subscription: Storebus_PaymentQueue_V1_Subscription {
+    get {_subscription ?? Storebus_PaymentQueue_V1_Subscription()}
+    set {_subscription = newValue}
+  }
+  /// Returns true if `subscription` has been explicitly set.
+  public var hasSubscription: Bool {self._subscription != nil}
+  /// Clears the value of `subscription`. Subsequent reads from it will return its default value.
+  public mutating func clearSubscription() {self._subscription = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _subscription: Storebus_PaymentQueue_V1_Subscription? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.payment_queue.v1"
@@ -701,6 +774,124 @@ nonisolated extension Storebus_PaymentQueue_V1_SetBillingControlsResponse: Swift
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_SetBillingControlsResponse, rhs: Storebus_PaymentQueue_V1_SetBillingControlsResponse) -> Bool {
     if lhs._controls != rhs._controls {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_SubscriptionRef: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SubscriptionRef"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}subscription_group_identifier\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.subscriptionGroupIdentifier) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 2)
+    }
+    if !self.subscriptionGroupIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.subscriptionGroupIdentifier, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_SubscriptionRef, rhs: Storebus_PaymentQueue_V1_SubscriptionRef) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.accountID != rhs.accountID {return false}
+    if lhs.subscriptionGroupIdentifier != rhs.subscriptionGroupIdentifier {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ExtendRenewalDateRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}subscription\0\u{3}extend_by_days\0\u{3}extend_reason_code\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._subscription) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.extendByDays) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.extendReasonCode) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._subscription {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.extendByDays != 0 {
+      try visitor.visitSingularUInt32Field(value: self.extendByDays, fieldNumber: 2)
+    }
+    if self.extendReasonCode != 0 {
+      try visitor.visitSingularUInt32Field(value: self.extendReasonCode, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, rhs: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest) -> Bool {
+    if lhs._subscription != rhs._subscription {return false}
+    if lhs.extendByDays != rhs.extendByDays {return false}
+    if lhs.extendReasonCode != rhs.extendReasonCode {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_AdjustSubscriptionResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AdjustSubscriptionResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}subscription\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._subscription) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._subscription {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_AdjustSubscriptionResponse, rhs: Storebus_PaymentQueue_V1_AdjustSubscriptionResponse) -> Bool {
+    if lhs._subscription != rhs._subscription {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

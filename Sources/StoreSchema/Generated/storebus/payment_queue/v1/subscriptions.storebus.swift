@@ -34,6 +34,32 @@ public enum Storebus_PaymentQueue_V1_Subscriptions: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// Ends the period running now and renews at once (StoreKit Test's forceRenewalOfSubscription): a
+    /// renewal whose period starts now, or billing retry when renewal charges fail. NOT_FOUND: unknown
+    /// app, or no subscription in the group. FAILED_PRECONDITION: the subscription is not active. Not
+    /// idempotent: each call renews.
+    public static let renewNow = MethodDescriptor<Storebus_PaymentQueue_V1_SubscriptionRef, Storebus_PaymentQueue_V1_AdjustSubscriptionResponse>(
+        service: serviceName, method: "RenewNow", idempotent: false, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
+    /// Ends the period running now, and with it the subscription (StoreKit Test's expireSubscription;
+    /// expiration_intent 1). NOT_FOUND: unknown app, or no subscription in the group.
+    /// FAILED_PRECONDITION: it has ended already. Idempotent in effect: a second call is refused.
+    public static let expireNow = MethodDescriptor<Storebus_PaymentQueue_V1_SubscriptionRef, Storebus_PaymentQueue_V1_AdjustSubscriptionResponse>(
+        service: serviceName, method: "ExpireNow", idempotent: false, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
+    /// Moves the end of the period running later by days on the store's clock (the App Store Server
+    /// API's Extend a Subscription Renewal Date): the next renewal comes that much later.
+    /// INVALID_ARGUMENT: days not from 1 to 90, or a reason code not from 0 to 3. FAILED_PRECONDITION:
+    /// the subscription is not active. Not idempotent: each call extends.
+    public static let extendRenewalDate = MethodDescriptor<Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, Storebus_PaymentQueue_V1_AdjustSubscriptionResponse>(
+        service: serviceName, method: "ExtendRenewalDate", idempotent: false, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
     /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription
     /// expires at the end of the period running (expiration_intent 1); on again before then, it renews.
@@ -52,6 +78,6 @@ public enum Storebus_PaymentQueue_V1_Subscriptions: ServiceDescription {
     )
 
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [setRenewalRate.erased, getRenewalRate.erased, setBillingControls.erased, setAutoRenew.erased, listSubscriptions.erased]
+    public static let methods: [AnyMethodDescriptor] = [setRenewalRate.erased, getRenewalRate.erased, setBillingControls.erased, renewNow.erased, expireNow.erased, extendRenewalDate.erased, setAutoRenew.erased, listSubscriptions.erased]
 }
 
