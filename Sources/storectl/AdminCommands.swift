@@ -12,7 +12,7 @@ struct AdminCommands: AsyncParsableCommand {
         abstract: "Drive the sandbox: payment policies, Ask to Buy, interrupted purchases, refunds, reset.",
         subcommands: [
             Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Products.self, Reset.self,
-            RotateSigningKey.self
+            RotateSigningKey.self, SubscriptionAdminCommands.self
         ]
     )
 

@@ -8,7 +8,8 @@ struct Storectl: AsyncParsableCommand {
         abstract: "Talk to a StoreBus deployment from a terminal.",
         subcommands: [
             ProductsCommand.self, BuyCommand.self, FinishCommand.self, TransactionsCommand.self, RestoreCommand.self,
-            WatchCommand.self, DemoCommand.self, ReceiptCommands.self, EntitlementsCommand.self, AdminCommands.self, HealthCommand.self,
+            WatchCommand.self, DemoCommand.self, ReceiptCommands.self, EntitlementsCommand.self, SubscriptionsCommand.self, AdminCommands.self,
+            HealthCommand.self,
             CatalogCommands.self, DownloadCommands.self, KeysCommands.self
         ]
     )

@@ -126,4 +126,31 @@ struct SubscriptionGroupTests {
             await admin.close()
         }
     }
+
+    @Test("storectl: the admin sets the clock and billing, a device lists its subscriptions as a person reads them, renew-now, extend and expire-now")
+    func storectl() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            func run(_ arguments: [String], _ name: String) async throws -> String {
+                let (status, output) = try await ReceiptClientTests.storectl(cluster, arguments, name: name)
+                #expect(status == 0, "storectl \(arguments.joined(separator: " ")): \(output)")
+                return output
+            }
+            #expect(try await run(["admin", "subscription", "rate", "monthly-every-30-minutes"], "rate").contains("renews at monthly-every-30-minutes"))
+            #expect(try await run(["admin", "subscription", "billing", "--no-fail-renewals", "--grace"], "billing").contains("renewal charges succeed, grace period on"))
+            let (phone, recorder) = try await cluster.launch(account: "sid")
+            let bought = try await phone.addPayment(Payment(productIdentifier: ReceiptVerificationTests.monthly))
+            #expect(await recorder.purchased(bought.id))
+            let listed = try await run(["subscriptions", "--account", "sid"], "list")
+            #expect(listed.contains("puzzle.premium  \(ReceiptVerificationTests.monthly)  renews on "), "\(listed)")
+            let renewed = try await run(["admin", "subscription", "renew-now", "--account", "sid", "--group", "puzzle.premium"], "renew")
+            #expect(renewed.contains("1 renewals"), "\(renewed)")
+            #expect(try await run(["admin", "subscription", "extend", "--account", "sid", "--group", "puzzle.premium", "--days", "3", "--reason", "1"], "extend").contains("renews on "))
+            let expired = try await run(["admin", "subscription", "expire-now", "--account", "sid", "--group", "puzzle.premium"], "expire")
+            #expect(expired.contains("expired on ") && expired.contains("auto-renew turned off"), "\(expired)")
+            let refused = try await ReceiptClientTests.storectl(cluster, ["admin", "subscription", "renew-now", "--account", "sid", "--group", "puzzle.premium"], name: "refused")
+            #expect(refused.status != 0 && refused.output.contains("has ended"), "\(refused.output)")
+            recorder.cancel()
+            await phone.close()
+        }
+    }
 }
