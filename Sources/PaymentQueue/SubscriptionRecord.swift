@@ -48,6 +48,11 @@ struct SubscriptionRecord: Sendable, Equatable {
         retry_at_ms, retry_until_ms, grace_until_ms, intro_left, intro_period, intro_price, level, auto_renew_level
         """
 
+    /// Writes every column of ``columns``, one placeholder each (counted from the list, so that a
+    /// column added there cannot leave the statement a placeholder short).
+    static let saveSQL =
+        "INSERT OR REPLACE INTO pq_subscription (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
+
     init(_ row: Row) {
         app = row[0]
         account = row[1]
@@ -112,8 +117,7 @@ struct SubscriptionRecord: Sendable, Equatable {
 
     /// Writes the record, replacing the row of its account and group.
     func save(_ db: Database) throws {
-        let placeholders = Array(repeating: "?", count: 26).joined(separator: ", ")
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_subscription (\(Self.columns)) VALUES (\(placeholders))").execute(arguments: [
+        try db.cachedStatement(sql: Self.saveSQL).execute(arguments: [
             app, account, group, productID, autoRenewProductID, autoRenew, originalID, originalMS, latestID,
             expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront,
             retryAtMS, retryUntilMS, graceUntilMS, introLeft, introPeriod, introPrice, level, autoRenewLevel
