@@ -214,6 +214,18 @@ public enum PaymentQueueSchema {
             try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN auto_renew_level INTEGER NOT NULL DEFAULT 0")
             try db.execute(sql: "ALTER TABLE pq_charge ADD COLUMN refunded_amount TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("payment_queue_v13_deliveries") { db in
+            // A renewal delivered to another queue of its account than the one it is kept in (by the
+            // same identifier), finished there on its own.
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_delivery (
+                        queue_key TEXT NOT NULL, id TEXT NOT NULL, app TEXT NOT NULL, account TEXT NOT NULL, device TEXT NOT NULL,
+                        finished INTEGER NOT NULL, replay_bytes INTEGER NOT NULL, created_ms INTEGER NOT NULL,
+                        PRIMARY KEY (queue_key, id)) WITHOUT ROWID
+                    """)
+            try db.execute(sql: "CREATE INDEX pq_delivery_account ON pq_delivery (app, account) WHERE finished = 0")
+        }
         return migrator
     }
 }

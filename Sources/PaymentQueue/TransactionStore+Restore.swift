@@ -187,7 +187,11 @@ extension TransactionStore {
                     db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE (id = ? OR original_id = ?) AND revoked_ms IS NULL ORDER BY created_ms, id"), arguments: [id, id])
                 try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, reason.rawValue, id, id])
                 try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
-                if revokes {
+                if record.productType == .autoRenewableSubscription {
+                    // A subscription is held by its running period: refunding that one revokes the
+                    // subscription (status 5, no more renewals); refunding an earlier one revokes nothing.
+                    revokes = try Self.revokeSubscription(db, &batch, of: record)
+                } else if revokes {
                     if try Self.holds(db, app: record.app, account: record.account, product: product) {
                         revokes = false
                     } else {
@@ -309,6 +313,9 @@ extension TransactionStore {
             var transaction = try Self.transaction(db, id: row["id"])!
             transaction.finished = true
             removedByQueue[row["queue_key"], default: []].append(transaction)
+        }
+        for (key, delivered) in try Self.clearDeliveries(db, app: app, account: account) {
+            removedByQueue[key, default: []] += delivered
         }
         let held = try String.fetchAll(
             db.cachedStatement(

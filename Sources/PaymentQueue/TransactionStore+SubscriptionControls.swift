@@ -75,4 +75,24 @@ extension TransactionStore {
         try subscription.save(db)
         try db.cachedStatement(sql: "UPDATE pq_transaction SET expires_ms = ? WHERE id = ?").execute(arguments: [endMS, subscription.latestID])
     }
+
+    /// A refund of `refunded`, an auto-renewable purchase or renewal: when it is the subscription's
+    /// running (or last) period, the subscription is revoked (status 5: no more renewals, no billing
+    /// retry, expired or not) and followers told; returns whether the entitlement goes with it. An earlier period's refund
+    /// revokes nothing: the period running still holds the subscription.
+    static func revokeSubscription(_ db: Database, _ batch: inout EventLogWriter.Batch, of refunded: TransactionRecord) throws -> Bool {
+        guard let original = refunded.subscriptionOriginalID ?? (refunded.group.isEmpty ? nil : refunded.id),
+            var subscription = try SubscriptionRecord.fetch(db, app: refunded.app, account: refunded.account, group: refunded.group),
+            subscription.originalID == original, subscription.latestID == refunded.id
+        else { return false }
+        if subscription.status != .revoked {
+            subscription.status = .revoked
+            subscription.autoRenew = false
+            subscription.retryAtMS = 0
+            subscription.graceUntilMS = 0
+            try subscription.save(db)
+            try announce(&batch, subscription)
+        }
+        return true
+    }
 }

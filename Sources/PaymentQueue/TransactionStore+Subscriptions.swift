@@ -312,7 +312,7 @@ extension TransactionStore {
     }
 
     /// One renewal of `subscription`: a PURCHASED transaction (reason RENEWAL) in the queue of its
-    /// latest purchase, for the period that starts where the last ended, charged, announced, and the
+    /// latest purchase and delivered to the account's other queues in the app, for the period that starts where the last ended, charged, announced, and the
     /// subscription moved on to it. False, with nothing written, when that queue has no room for
     /// another unfinished transaction: the renewal waits until the app finishes some.
     static func renew(
@@ -356,6 +356,7 @@ extension TransactionStore {
         guard load.bytes + record.replayBytes <= maxUnfinishedReplayBytes else { return false }
         try announce(&batch, key: queue.key, [transaction], queue: queue)
         try record.insert(db)
+        try deliver(db, &batch, transaction, weight: record.replayBytes, owner: queue.key, at: nowMS, maxUnfinished: maxUnfinished)
         try charge(db, record, at: start)
         if record.inIntro { subscription.introLeft -= 1 }
         subscription.productID = subscription.autoRenewProductID

@@ -79,7 +79,12 @@ public final class TransactionStore: Sendable {
     }
 
     /// The load of a queue's unfinished transactions (see ``unfinishedLoad(_:queueKey:)``).
-    static let unfinishedLoadSQL: CachedSQL = "SELECT COUNT(*), COALESCE(SUM(replay_bytes), 0) FROM pq_transaction WHERE queue_key = ? AND finished = 0"
+    /// Its own transactions and the renewals delivered to it (``deliver(_:_:_:weight:owner:at:maxUnfinished:)``).
+    static let unfinishedLoadSQL: CachedSQL = """
+        SELECT own.n + delivered.n, own.bytes + delivered.bytes
+        FROM (SELECT COUNT(*) AS n, COALESCE(SUM(replay_bytes), 0) AS bytes FROM pq_transaction WHERE queue_key = ?1 AND finished = 0) AS own,
+             (SELECT COUNT(*) AS n, COALESCE(SUM(replay_bytes), 0) AS bytes FROM pq_delivery WHERE queue_key = ?1 AND finished = 0) AS delivered
+        """
 
     /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
     /// requestData and applicationUsername they hold, as the launch replay carries them (see
@@ -463,6 +468,7 @@ public final class TransactionStore: Sendable {
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
         try await writer.write { db, batch in
+            if let already = try Self.finishDelivery(db, &batch, id, queue: queue) { return already }
             var record = try Self.queueRecord(db, id: id, queue: queue)
             switch TransactionStateMachine.step(record.state, .finish, record.machineFacts) {
             case .refused(let predicate): throw TransactionStateMachine.refusal(id, predicate)
@@ -488,8 +494,12 @@ public final class TransactionStore: Sendable {
     /// that this snapshot reflects.
     public func unfinished(_ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], keySeq: UInt64) {
         try await database.read { db in
-            let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id"), arguments: [queue.key])
-            return (try ids.map { try Self.transaction(db, id: $0)! }, try EventLog.head(db, key: queue.key))
+            let own = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT id, created_ms FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id"), arguments: [queue.key]
+            ).map { row in (ms: row["created_ms"] as Int64, transaction: try Self.transaction(db, id: row["id"])!) }
+            let delivered = try Self.unfinishedDeliveries(db, queue: queue)
+            let transactions = delivered.isEmpty ? own.map(\.transaction) : (own + delivered).sorted { $0.ms < $1.ms }.map(\.transaction)
+            return (transactions, try EventLog.head(db, key: queue.key))
         }
     }
 
