@@ -101,4 +101,13 @@ public struct ReceiptVerifier: Sendable {
             throw .notAuthenticated(error.description)
         }
     }
+
+    /// The payload of a signed renewal info (JWS) once its chain and signature are checked.
+    public func verifyRenewalInfo(_ jws: String) async throws(Failure) -> JWSRenewalInfoDecodedPayload {
+        do {
+            return try await JWS.verify(jws, as: JWSRenewalInfoDecodedPayload.self, roots: roots)
+        } catch {
+            throw .notAuthenticated(error.description)
+        }
+    }
 }

@@ -4,9 +4,12 @@ import Foundation
 // them (`rawRecord` holds that).
 
 extension Product: CustomStringConvertible {
-    /// `com.example.gems100 "100 Gems" 0,99 € (consumable)`.
+    /// `com.example.gems100 "100 Gems" 0,99 €`, with the period of a subscription and hosted content.
     public var description: String {
-        "\(productIdentifier) \"\(localizedTitle)\" \(formattedPrice)\(isDownloadable ? " (hosted content)" : "")"
+        var text = "\(productIdentifier) \"\(localizedTitle)\" \(formattedPrice)"
+        if let subscriptionPeriod { text += " every \(subscriptionPeriod)" }
+        if isDownloadable { text += " (hosted content)" }
+        return text
     }
 }
 
@@ -26,6 +29,8 @@ extension PaymentTransaction: CustomStringConvertible {
     public var description: String {
         var text = "\(transactionIdentifier) \(transactionState.rawValue) \(payment)"
         if let originalTransactionIdentifier { text += " (original \(originalTransactionIdentifier))" }
+        if isRenewal { text += " (renewal)" }
+        if let expirationDate { text += ", expires \(expirationDate.formatted(.iso8601))" }
         if let error { text += ": \(error)" }
         if !downloads.isEmpty { text += "; downloads: " + downloads.map(\.description).joined(separator: ", ") }
         if isFinished { text += "; finished" }

@@ -23,8 +23,16 @@ public struct Product: Sendable, Equatable, Identifiable {
     public var downloadContentLengths: [Int64]
     /// Version of the hosted content.
     public var downloadContentVersion: String
-    /// Escape hatch: the product as the contract's generated message has it (subscription details,
-    /// introductory offer, ...), for what this type does not surface. Its shape follows
+    /// The kind of purchase; nil for a kind this SDK does not know.
+    public var productType: ProductType?
+    /// Subscriptions: the length of one period.
+    public var subscriptionPeriod: SubscriptionPeriod?
+    /// Auto-renewable subscriptions: the introductory offer, if the product has one.
+    public var introductoryOffer: IntroductoryOffer?
+    /// Auto-renewable subscriptions: the group of mutually exclusive subscriptions it belongs to.
+    public var subscriptionGroupIdentifier: String?
+    /// Escape hatch: the product as the contract's generated message has it, for what this type
+    /// does not surface. Its shape follows
     /// proto-schemas/ and changes with it.
     public var rawRecord: Storebus_Catalog_V1_Product
 
@@ -42,6 +50,10 @@ public struct Product: Sendable, Equatable, Identifiable {
         isDownloadable = product.isDownloadable
         downloadContentLengths = product.downloadContentLengths
         downloadContentVersion = product.downloadContentVersion
+        productType = ProductType(product.productType)
+        subscriptionPeriod = product.hasSubscriptionPeriod ? SubscriptionPeriod(product.subscriptionPeriod) : nil
+        introductoryOffer = product.hasIntroductoryPrice ? IntroductoryOffer(product.introductoryPrice) : nil
+        subscriptionGroupIdentifier = product.subscriptionGroupIdentifier.isEmpty ? nil : product.subscriptionGroupIdentifier
         rawRecord = product
     }
 }
@@ -259,6 +271,13 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
     public var downloads: [Download]
     /// Whether the transaction was finished (it is then in a removedTransactions callback).
     public var isFinished: Bool
+    /// Subscriptions: when the period this transaction paid for ends.
+    public var expirationDate: Date?
+    /// Auto-renewable subscriptions: the subscription's first purchase, which every renewal names
+    /// (not ``original``, which is a restored transaction's).
+    public var subscriptionOriginalTransactionIdentifier: String?
+    /// Whether the store made it when a subscription renewed (no payment was added for it).
+    public var isRenewal: Bool
     /// Escape hatch: the transaction as the contract's generated message has it (storefront, product
     /// type, subscription dates, ...), for what this type does not surface. Its shape follows
     /// proto-schemas/ and changes with it.
@@ -282,6 +301,9 @@ public struct PaymentTransaction: Sendable, Equatable, Identifiable {
         error = transaction.hasError ? StoreKitError(transaction.error) : nil
         downloads = transaction.downloads.map(Download.init)
         isFinished = transaction.finished
+        expirationDate = transaction.hasExpiresDate ? transaction.expiresDate.date : nil
+        subscriptionOriginalTransactionIdentifier = transaction.originalTransactionID.isEmpty ? nil : transaction.originalTransactionID
+        isRenewal = transaction.transactionReason == .renewal
         rawRecord = transaction
     }
 }

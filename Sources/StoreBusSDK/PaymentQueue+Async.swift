@@ -131,7 +131,7 @@ extension StoreConnection {
         return verified
     }
 
-    private func resolvedRoot(_ root: String?) async throws -> String {
+    func resolvedRoot(_ root: String?) async throws -> String {
         if let root { return root }
         return try await rootCertificatePEM()
     }

@@ -17,11 +17,12 @@ import Synchronization
 /// store.setPolicy(.askToBuy, account: "alice")   // the sandbox's controls, as methods
 /// ```
 ///
-/// It answers the calls the SDK makes for the queue, products and downloads (Authenticate, Observe,
-/// FetchProducts, CanMakePayments, AddPayment, FinishTransaction, ListTransactions,
-/// RestoreCompletedTransactions, and Download's start, pause, resume, cancel, complete, fail and
-/// chunk reads) with the same states, callbacks, positions and errors as the services; anything
-/// else (receipts among them) is UNIMPLEMENTED. The SDK's own tests run one list of scenarios against it
+/// It answers the calls the SDK makes for the queue, products, downloads and subscriptions
+/// (Authenticate, Observe, FetchProducts, CanMakePayments, AddPayment, FinishTransaction,
+/// ListTransactions, RestoreCompletedTransactions, Download's start, pause, resume, cancel,
+/// complete, fail and chunk reads, ListSubscriptions and SetAutoRenew) with the same states,
+/// callbacks, positions and errors as the services; anything else (receipts among them) is
+/// UNIMPLEMENTED. Subscriptions renew on a virtual clock the test moves on with ``advance(by:)``. The SDK's own tests run one list of scenarios against it
 /// and against the real processes, so the two cannot drift apart unnoticed.
 public final class InMemoryStore: StoreTransport {
     /// A product on sale.
@@ -35,13 +36,23 @@ public final class InMemoryStore: StoreTransport {
         /// Hosted content (non-consumables): file paths and their bytes, packed as the download
         /// service packs a product's folder; nil for none.
         public var hostedContent: [(path: String, bytes: [UInt8])]?
+        /// Subscriptions: the length of a period (default one month).
+        public var period: SubscriptionPeriod?
+        /// Auto-renewable subscriptions: the group (default: the product identifier).
+        public var group: String?
 
-        public init(id: String, kind: Kind, title: String? = nil, price: String = "0.99", hostedContent: [(path: String, bytes: [UInt8])]? = nil) {
+        public init(
+            id: String, kind: Kind, title: String? = nil, price: String = "0.99", hostedContent: [(path: String, bytes: [UInt8])]? = nil,
+            period: SubscriptionPeriod? = nil, group: String? = nil
+        ) {
             self.id = id
             self.kind = kind
             self.title = title ?? id
             self.price = price
             self.hostedContent = hostedContent
+            let subscription = kind == .autoRenewable || kind == .nonRenewing
+            self.period = subscription ? period ?? SubscriptionPeriod(unit: .month, numberOfUnits: 1) : nil
+            self.group = kind == .autoRenewable ? group ?? id : nil
         }
 
         var type: Storebus_Catalog_V1_ProductType {
@@ -68,6 +79,8 @@ public final class InMemoryStore: StoreTransport {
         var idempotencyKey: String?
         /// What the payment queue's state machine, shared with the service, knows of it.
         var facts: TransactionStateMachine.Facts
+        /// A renewal: the account's other queues it was delivered to, and whether each finished it.
+        var deliveries: [String: Bool] = [:]
 
         var machineFacts: TransactionStateMachine.Facts {
             var facts = facts
@@ -98,6 +111,12 @@ public final class InMemoryStore: StoreTransport {
         /// returns at once if it has grown since the caller looked.
         var generations: [String: Int] = [:]
         var closed = false
+        /// How far the test moved the store's clock on (``advance(by:)``).
+        var offset: TimeInterval = 0
+        var now: Date { Date().addingTimeInterval(offset) }
+        /// Each account's subscription per group (key ``subscriptionKey(_:_:)``).
+        var subscriptions: [String: SubscriptionState] = [:]
+        var billing = BillingControls()
     }
 
     let state: Mutex<State>
@@ -168,13 +187,14 @@ public final class InMemoryStore: StoreTransport {
             if case .refused(let predicate) = TransactionStateMachine.step(stored.transaction.transactionState, .refund, stored.machineFacts) {
                 throw TransactionStateMachine.refusal(id, predicate)
             }
-            let now = Date()
+            let now = state.now
             for key in state.order
             where state.transactions[key]?.transaction.transactionIdentifier == id
                 || state.transactions[key]?.transaction.originalTransaction.transactionIdentifier == id
             {
                 state.transactions[key]?.transaction.cancellationDate = .init(date: now)
             }
+            guard stored.transaction.productType != .consumable, Self.revokeSubscription(&state, refunded: stored.transaction, account: stored.account) else { return }
             for (queueKey, queue) in state.queues where queue.accountID == stored.account {
                 Self.append(&state, queueKey) { $0.didRevokeEntitlementsForProductIdentifiers.productIdentifiers = [stored.transaction.payment.productIdentifier] }
             }
@@ -189,7 +209,8 @@ public final class InMemoryStore: StoreTransport {
             case .refused(let predicate):
                 throw TransactionStateMachine.refusal(id, predicate)
             case .move(let target, let failure, _):
-                Self.move(&stored.transaction, to: target, failure: failure, packages: state.packages)
+                Self.move(&stored.transaction, to: target, failure: failure, packages: state.packages, at: state.now)
+                if target == .purchased { Self.startPeriod(&state, &stored.transaction, queueKey: stored.queueKey, account: stored.account) }
                 state.transactions[id] = stored
                 let transaction = stored.transaction
                 Self.append(&state, stored.queueKey) { $0.updatedTransactions.transactions = [transaction] }
@@ -203,10 +224,10 @@ public final class InMemoryStore: StoreTransport {
     /// A move the state machine says, with the time, the error and, once purchased, the content.
     static func move(
         _ transaction: inout Storebus_PaymentQueue_V1_PaymentTransaction, to target: TransactionStateMachine.State,
-        failure: Storebus_PaymentQueue_V1_StoreKitError?, packages: [String: Package]
+        failure: Storebus_PaymentQueue_V1_StoreKitError?, packages: [String: Package], at now: Date
     ) {
         transaction.transactionState = target
-        transaction.transactionDate = .init(date: Date())
+        transaction.transactionDate = .init(date: now)
         if let failure { transaction.error = failure }
         if target == .purchased { transaction.downloads = offered(packages, transaction) }
     }
@@ -316,34 +337,9 @@ public final class InMemoryStore: StoreTransport {
             let request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
             return try readChunk(request, queue: try Self.queue(of: options))
         default:
+            if let answer = try answerSubscriptions(path: path, body: body, queue: { try Self.queue(of: options) }) { return answer }
             throw RPCError(.unimplemented, "\(path) is not served by InMemoryStore").withReason("UNKNOWN_METHOD", domain: "storebus.rpc")
         }
-    }
-
-    // MARK: Products
-
-    private func fetchProducts(_ request: Storebus_Catalog_V1_FetchProductsRequest) -> Storebus_Catalog_V1_FetchProductsResponse {
-        let products = state.withLock { $0.products }
-        var seen = Set<String>()
-        var response = Storebus_Catalog_V1_FetchProductsResponse()
-        response.storefront = "USA"
-        for id in request.productIdentifiers where seen.insert(id).inserted {
-            guard let product = products[id] else {
-                response.invalidProductIdentifiers.append(id)
-                continue
-            }
-            response.products.append(
-                .with {
-                    $0.productIdentifier = product.id
-                    $0.localizedTitle = product.title
-                    $0.price = product.price
-                    $0.priceLocale = "en_US"
-                    $0.currencyCode = "USD"
-                    $0.formattedPrice = "$\(product.price)"
-                    $0.productType = product.type
-                })
-        }
-        return response
     }
 
     // MARK: The queue
@@ -366,7 +362,7 @@ public final class InMemoryStore: StoreTransport {
             var transaction = Storebus_PaymentQueue_V1_PaymentTransaction.with {
                 $0.transactionIdentifier = String(state.nextID)
                 $0.transactionState = .purchasing
-                $0.transactionDate = .init(date: Date())
+                $0.transactionDate = .init(date: state.now)
                 $0.payment = payment
                 $0.queue = queue
                 $0.storefront = "USA"
@@ -390,9 +386,10 @@ public final class InMemoryStore: StoreTransport {
             Self.append(&state, queue.key) { $0.updatedTransactions.transactions = [purchasing] }
             // The sandbox decides at once, as the payment queue's machine says.
             if product == nil {
-                Self.move(&transaction, to: .failed, failure: .make(.storeProductNotAvailable), packages: state.packages)
+                Self.move(&transaction, to: .failed, failure: .make(.storeProductNotAvailable), packages: state.packages, at: state.now)
             } else if case .move(let target, let failure, _) = TransactionStateMachine.step(.purchasing, .decide, facts) {
-                Self.move(&transaction, to: target, failure: failure, packages: state.packages)
+                Self.move(&transaction, to: target, failure: failure, packages: state.packages, at: state.now)
+                if target == .purchased { Self.startPeriod(&state, &transaction, queueKey: queue.key, account: queue.accountID) }
             }
             state.transactions[id]?.transaction = transaction
             let decided = transaction
@@ -405,6 +402,16 @@ public final class InMemoryStore: StoreTransport {
 
     private func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> Bool {
         let already = try state.withLock { state -> Bool in
+            if let finished = state.transactions[id]?.deliveries[queue.key] {
+                // A renewal delivered to this queue: finished here on its own.
+                guard !finished else { return true }
+                state.transactions[id]!.deliveries[queue.key] = true
+                var removed = state.transactions[id]!.transaction
+                removed.queue = queue
+                removed.finished = true
+                Self.append(&state, queue.key) { $0.removedTransactions.transactions = [removed] }
+                return false
+            }
             guard let stored = state.transactions[id], stored.queueKey == queue.key else {
                 if state.transactions[id].map({ $0.account != queue.accountID }) == true {
                     throw RPCError.resource(.permissionDenied, type: "transaction", name: id, "transaction \(id) belongs to another account")
@@ -442,6 +449,7 @@ public final class InMemoryStore: StoreTransport {
             let originals = state.order.compactMap { state.transactions[$0] }.filter { stored in
                 stored.account == queue.accountID && stored.transaction.transactionState == .purchased
                     && [.nonConsumable, .autoRenewableSubscription].contains(stored.transaction.productType)
+                    && [stored.transaction.transactionIdentifier, ""].contains(stored.transaction.originalTransactionID)
                     && (request.applicationUsername.isEmpty || stored.transaction.payment.applicationUsername == request.applicationUsername)
             }
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
@@ -450,7 +458,7 @@ public final class InMemoryStore: StoreTransport {
                 copy.transactionIdentifier = String(state.nextID)
                 state.nextID += 1
                 copy.transactionState = .restored
-                copy.transactionDate = .init(date: Date())
+                copy.transactionDate = .init(date: state.now)
                 copy.finished = false
                 copy.queue = queue
                 copy.originalTransaction = original.transaction
@@ -526,6 +534,8 @@ public final class InMemoryStore: StoreTransport {
             }
             if let answer { return answer }
             await waitForEvent(queue.key, after: looked, until: deadline)
+            // The caller went away (its queue closed): no answer is waited for.
+            if Task.isCancelled { throw RPCError(.cancelled, "the Observe call was cancelled") }
         }
     }
 
@@ -549,7 +559,14 @@ public final class InMemoryStore: StoreTransport {
         state.generations[key, default: 0] += 1
     }
 
+    /// The queue's unfinished transactions and the renewals delivered to it that it has not finished.
     private static func unfinished(_ state: State, _ key: String) -> [Storebus_PaymentQueue_V1_PaymentTransaction] {
-        state.order.compactMap { state.transactions[$0] }.filter { $0.queueKey == key && !$0.transaction.finished }.map(\.transaction)
+        state.order.compactMap { state.transactions[$0] }.compactMap { stored in
+            if stored.queueKey == key { return stored.transaction.finished ? nil : stored.transaction }
+            guard stored.deliveries[key] == false, let queue = state.queues[key] else { return nil }
+            var delivered = stored.transaction
+            delivered.queue = queue
+            return delivered
+        }
     }
 }

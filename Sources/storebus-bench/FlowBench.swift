@@ -29,6 +29,9 @@ struct FlowBench {
     /// Whether to run the closed loop again on services with their fast paths off (the
     /// `_reference` figures, see docs/performance.md).
     var reference = true
+    /// Renewals falling due at once before a second paced run of each round (0: no such run): the
+    /// `purchase_flow_paced_*_during_renewals_ms` figures.
+    var renewalBacklog = 25_000
 
     /// The simulated devices, one account each, on `client`.
     func openDevices(client: RPCClient, app: String, product: String) async throws -> [Device] {
@@ -96,9 +99,11 @@ struct FlowBench {
         let floor = pacedRate > 0 && self.floor ? try FlowFloor.start(in: directory) : nil
         var floorP50s: [Double] = [], floorP99s: [Double] = []
 
-        var closed = RoundFigures(), paced = RoundFigures()
+        var closed = RoundFigures(), paced = RoundFigures(), duringRenewals = RoundFigures()
+        var backlogLeft: [Double] = [], backlogRates: [Double] = []
+        let backlog = pacedRate > 0 && renewalBacklog > 0 ? RenewalBacklog(cluster: services, app: app, count: renewalBacklog) : nil
         var commitRates: [Double] = []
-        let meter = Self.meter(services)
+        var meter = Self.meter(services)
         // The paced figures alone only when asked for and there are paced figures.
         let runsClosedLoop = closedLoop || pacedRate <= 0
         // The receipt service's lag behind the closed loop's purchases.
@@ -141,6 +146,19 @@ struct FlowBench {
                         )
                     }
                 }
+                if let backlog {
+                    // The same paced load while the payment queue works through a backlog of renewals.
+                    try await backlog.make(round: round, in: services)
+                    // The payment queue is a new process: the meter follows it.
+                    meter = Self.meter(services)
+                    let start = ContinuousClock.now
+                    duringRenewals.add(
+                        try await Self.metered(meter, flows: flows, round: "\(round) paced during renewals", verbose: verbose) {
+                            try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
+                        })
+                    backlogLeft.append(Double(try backlog.left(round: round)))
+                    backlogRates.append(Double(backlog.count) / (try await backlog.drained(round: round, since: start)))
+                }
             }
         }
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
@@ -155,6 +173,16 @@ struct FlowBench {
             )
             report("purchase_flow_paced_floor_p50_ms", median(floorP50s), "ms")
             report("purchase_flow_paced_floor_p99_ms", median(floorP99s), "ms")
+        }
+        if let backlog {
+            report("renewal_backlog", Double(backlog.count), "subscriptions")
+            duringRenewals.printMedians(
+                rate: "purchase_flow_paced_achieved_per_s_during_renewals", p50: "purchase_flow_paced_p50_during_renewals_ms",
+                p99: "purchase_flow_paced_p99_during_renewals_ms", cpu: "purchase_flow_paced_cpu_us_during_renewals",
+                steal: "purchase_flow_paced_steal_pct_during_renewals")
+            // Left when the paced run ended: above 0, the whole run was measured beside the backlog.
+            report("renewal_backlog_left_after_paced_run", median(backlogLeft), "subscriptions")
+            report("renewals_per_s_during_paced_flows", median(backlogRates), "renewals/s")
         }
         if let probe {
             let lags = probe.sortedLags

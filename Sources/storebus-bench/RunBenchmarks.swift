@@ -60,6 +60,9 @@ struct RunBenchmarks: AsyncParsableCommand {
     )
     var parkedObserver = false
 
+    @Option(help: "Renewals falling due at once before a second paced flow run of each round (purchase_flow_paced_*_during_renewals_ms); 0: no such run.")
+    var renewalBacklog = 25_000
+
     @Flag(inversion: .prefixedNo, help: "After the closed-loop flow figures, run them again on services with their fast paths off (STOREBUS_FAST_PATHS=off): the _reference figures.")
     var reference = true
 
@@ -91,7 +94,7 @@ struct RunBenchmarks: AsyncParsableCommand {
             if wants("flows") {
                 try await FlowBench(
                     flows: flows, devices: devices, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, pacedRate: pacedRate, closedLoop: closedLoop,
-                    parkedObserver: parkedObserver, floor: flowFloor, reference: reference
+                    parkedObserver: parkedObserver, floor: flowFloor, reference: reference, renewalBacklog: renewalBacklog
                 ).run()
             }
         } catch {

@@ -18,14 +18,17 @@ struct LoadToolTests {
                 ],
                 logFile: cluster.directory.url.appendingPathComponent("load.log")
             )
-            try load.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey])
+            try load.start(environment: ["STOREBUS_API_KEY": appKey, "STOREBUS_ADMIN_KEY": adminKey, "STOREBUS_SHARED_SECRET": puzzleSharedSecret])
             let status = await load.waitForExit(timeout: .seconds(180))
             let output = load.output
             #expect(status == 0, "\(output)")
             // The live line, once a second
             #expect(output.components(separatedBy: " flows ").count >= 4 && output.contains("/s, last second"), "\(output)")
             // The table: every flow kind of the default mix and their steps, no errors
-            for row in ["all flows", "purchase ", "download ", "ask-to-buy ", "restore ", "purchase/verify-receipt", "download/download", "ask-to-buy/approve"] {
+            for row in [
+                "all flows", "purchase ", "download ", "ask-to-buy ", "restore ", "subscribe ", "purchase/verify-receipt", "download/download", "ask-to-buy/approve", "subscribe/status",
+                "subscribe/renew"
+            ] {
                 #expect(output.contains(row), "\(row) missing:\n\(output)")
             }
             #expect(output.contains("errors: none"), "\(output)")

@@ -193,3 +193,34 @@ struct EntitlementsAsOfQueueTests {
         }
     }
 }
+
+@Suite("Subscription status, verified, against the real services")
+struct SubscriptionStatusSDKTests {
+    @Test("a subscriber's status in the group: subscribed, its transaction and renewal info verified; once expired, status 2, intent 1, and gone from the current entitlements")
+    func status() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let queue = try PaymentQueue(configuration: cluster.configuration(account: "subscriber"))
+            let admin = try cluster.admin()
+            let result = try await queue.purchase(Payment(productIdentifier: premiumMonthly))
+            guard case .success(let bought) = result else { Issue.record("\(result)"); return }
+            let statuses = try await queue.subscriptionStatus(for: premiumGroup)
+            let status = try #require(statuses.first)
+            #expect(statuses.count == 1 && status.state == .subscribed && status.originalTransactionIdentifier == bought.id)
+            #expect(status.transaction.transactionId == bought.id && status.transaction.productId == premiumMonthly)
+            #expect(status.transaction.expiresDate == bought.expirationDate.map(EpochMilliseconds.of))
+            #expect(status.renewalInfo.autoRenewStatus == 1 && status.renewalInfo.autoRenewProductId == premiumMonthly)
+            #expect(try await queue.connection.currentEntitlements().map(\.productIdentifier) == [premiumMonthly])
+            #expect(try await queue.subscriptionStatus(for: "another.group").isEmpty)
+
+            try await queue.connection.setAutoRenew(false, group: premiumGroup)
+            _ = try await admin.call(Storebus_PaymentQueue_V1_Subscriptions.expireNow, ServicesStore.subscription("subscriber", premiumGroup))
+            // The receipt service follows the payment queue's log: it hears of the expiry shortly.
+            #expect(await waitUntil { (try? await queue.subscriptionStatus(for: premiumGroup).first?.state) == .expired })
+            let expired = try #require(try await queue.subscriptionStatus(for: premiumGroup).first)
+            #expect(expired.renewalInfo.expirationIntent == 1 && expired.renewalInfo.autoRenewStatus == 0)
+            #expect(try await queue.connection.currentEntitlements().isEmpty, "an expired subscription unlocks nothing")
+            await admin.close()
+            await queue.close()
+        }
+    }
+}

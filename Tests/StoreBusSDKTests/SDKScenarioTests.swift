@@ -13,7 +13,14 @@ protocol ScenarioStore: Sendable {
     func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws
     func approveAskToBuy(_ id: String) async throws
     func refund(_ id: String) async throws
+    /// The sandbox's subscription controls: the period running ends now and renews, or expires.
+    func renewNow(account: String, group: String) async throws
+    func expireNow(account: String, group: String) async throws
 }
+
+/// The demo catalog's monthly subscription and its group.
+let premiumMonthly = "com.storebus.demo.puzzle.premium.monthly"
+let premiumGroup = "puzzle.premium"
 
 /// The real services, through a gateway, with an admin session for the controls.
 struct ServicesStore: ScenarioStore {
@@ -48,6 +55,22 @@ struct ServicesStore: ScenarioStore {
         _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.approveAskToBuy, .with { $0.transactionIdentifier = id })
     }
 
+    func renewNow(account: String, group: String) async throws {
+        _ = try await admin.call(Storebus_PaymentQueue_V1_Subscriptions.renewNow, Self.subscription(account, group))
+    }
+
+    func expireNow(account: String, group: String) async throws {
+        _ = try await admin.call(Storebus_PaymentQueue_V1_Subscriptions.expireNow, Self.subscription(account, group))
+    }
+
+    static func subscription(_ account: String, _ group: String) -> Storebus_PaymentQueue_V1_SubscriptionRef {
+        .with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.subscriptionGroupIdentifier = group
+        }
+    }
+
     func refund(_ id: String) async throws {
         _ = try await admin.call(
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.refundTransaction,
@@ -70,7 +93,8 @@ struct MemoryStore: ScenarioStore {
             app: puzzle,
             products: [
                 .init(id: coins, kind: .consumable, title: "100 Coins", price: "0.99"),
-                .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99", hostedContent: files)
+                .init(id: levelPack, kind: .nonConsumable, title: "Garden Level Pack", price: "2.99", hostedContent: files),
+                .init(id: premiumMonthly, kind: .autoRenewable, title: "Premium (monthly)", price: "4.99", group: premiumGroup)
             ])
     }
 
@@ -78,6 +102,8 @@ struct MemoryStore: ScenarioStore {
     func setPolicy(_ policy: InMemoryStore.Policy, account: String) async throws { store.setPolicy(policy, account: account) }
     func approveAskToBuy(_ id: String) async throws { try store.approveAskToBuy(id) }
     func refund(_ id: String) async throws { try store.refund(id) }
+    func renewNow(account: String, group: String) async throws { try store.renewNow(account: account, group: group) }
+    func expireNow(account: String, group: String) async throws { try store.expireNow(account: account, group: group) }
 }
 
 /// One list of scenarios, run against the real services and against the store in memory: what an
@@ -85,7 +111,7 @@ struct MemoryStore: ScenarioStore {
 @Suite(.serialized)
 struct SDKScenarioTests {
     enum Scenario: String, CaseIterable, Sendable {
-        case purchase, askToBuy, failure, restore, refund, download
+        case purchase, askToBuy, failure, restore, refund, download, subscription
     }
 
     /// A launched device: observer attached, launch replay over.
@@ -205,6 +231,9 @@ struct SDKScenarioTests {
             try await phone.finish(transaction)
             #expect(await recorder.wait { $0.removed(bought.id) })
             #expect(recorder.downloadStates(of: bought.id) == [.active, .finished])
+
+        case .subscription:
+            try await subscription(store, account: account, phone: phone, recorder: recorder)
         }
         await phone.close()
     }
@@ -221,5 +250,58 @@ struct SDKScenarioTests {
     @Test("the same scenarios against StoreBusSDKTesting's store in memory", arguments: Scenario.allCases)
     func againstTheDouble(scenario: Scenario) async throws {
         try await Self.run(scenario, on: try MemoryStore())
+    }
+
+    /// A subscription bought on the phone, renewed (the phone and the tablet both hear the renewal),
+    /// turned off and expired, and restored once.
+    static func subscription(_ store: some ScenarioStore, account: String, phone: PaymentQueue, recorder: Recorder) async throws {
+        let (tablet, tabletRecorder) = try await launch(store, account: account, device: "tablet")
+        let product = try #require(try await ProductsRequest(productIdentifiers: [premiumMonthly], connection: phone.connection).start().products.first)
+        #expect(product.productType == .autoRenewable && product.subscriptionGroupIdentifier == premiumGroup)
+        #expect(product.subscriptionPeriod == SubscriptionPeriod(unit: .month, numberOfUnits: 1))
+
+        let bought = try await phone.addPayment(Payment(product: product))
+        #expect(await recorder.purchased(bought.id))
+        let first = try #require(phone.transactions.first { $0.id == bought.id })
+        let firstEnd = try #require(first.expirationDate)
+        #expect(firstEnd > (first.transactionDate ?? .distantFuture) && !first.isRenewal)
+        #expect(first.subscriptionOriginalTransactionIdentifier == bought.id)
+        try await phone.finish(first)
+        #expect(tablet.transactions.isEmpty, "the purchase itself stays on the phone")
+
+        try await store.renewNow(account: account, group: premiumGroup)
+        #expect(await recorder.wait { recorder in recorder.live.contains { $0.renewal != nil } })
+        let renewal = try #require(recorder.live.lazy.compactMap(\.renewal).first)
+        #expect(renewal.transactionState == .purchased && renewal.subscriptionOriginalTransactionIdentifier == bought.id)
+        #expect(renewal.transactionIdentifier != bought.id && (renewal.expirationDate ?? .distantPast) > (renewal.transactionDate ?? .distantFuture))
+        #expect(renewal.transactionDate ?? .distantFuture <= firstEnd, "renewed now: the period that ran ends where the renewal starts")
+        #expect(await tabletRecorder.wait { $0.states(of: renewal.id) == [.purchased] }, "every device of the account hears the renewal")
+        try await tablet.finish(try #require(tablet.transactions.first { $0.id == renewal.id }))
+        #expect(await tabletRecorder.wait { $0.removed(renewal.id) })
+        #expect(phone.transactions.contains { $0.id == renewal.id }, "the phone finishes it on its own")
+
+        var subscription = try #require(try await phone.connection.subscriptions().first)
+        #expect(subscription.groupIdentifier == premiumGroup && subscription.status == .subscribed && subscription.renewalCount == 1)
+        #expect(subscription.latestTransactionIdentifier == renewal.id && subscription.originalTransactionIdentifier == bought.id)
+        subscription = try await phone.connection.setAutoRenew(false, group: premiumGroup)
+        #expect(!subscription.willAutoRenew && subscription.status == .subscribed)
+        try await store.expireNow(account: account, group: premiumGroup)
+        subscription = try #require(try await phone.connection.subscriptions().first)
+        #expect(subscription.status == .expired && subscription.expirationIntent == 1 && !subscription.isEntitled)
+        #expect(await Self.code { try await phone.connection.setAutoRenew(true, group: premiumGroup) } == .failedPrecondition, "buy it again to resubscribe")
+
+        let (restoreID, count) = try await tablet.restore()
+        #expect(count == 1, "one subscription, restored once: its first purchase")
+        #expect(await tabletRecorder.wait { $0.callbacks.contains { $0.event == .restoreCompletedTransactionsFinished(restoreID: restoreID, restoredCount: 1) } })
+        #expect(tablet.transactions.first { $0.transactionState == .restored }?.original?.transactionIdentifier == bought.id)
+        await tablet.close()
+    }
+}
+
+extension PaymentQueueCallback {
+    /// The renewal this callback announces as purchased, if it does.
+    fileprivate var renewal: PaymentTransaction? {
+        guard case .updatedTransactions(let transactions, false) = event else { return nil }
+        return transactions.first { $0.isRenewal && $0.transactionState == .purchased }
     }
 }

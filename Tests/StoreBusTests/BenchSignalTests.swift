@@ -87,7 +87,7 @@ struct BenchSignalTests {
         let bench = ServiceProcess(
             name: "storebus-bench",
             arguments: [
-                "run", "--only", "flows", "--rounds", "1", "--flows", "128", "--devices", "8", "--paced-rate", "100", "--no-closed-loop",
+                "run", "--only", "flows", "--rounds", "1", "--flows", "128", "--devices", "8", "--paced-rate", "100", "--no-closed-loop", "--renewal-backlog", "2000",
                 "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path
             ], logFile: directory.url.appendingPathComponent("bench.log"))
         try bench.start()
@@ -108,6 +108,9 @@ struct BenchSignalTests {
         let steal = try #require(figures["purchase_flow_paced_steal_pct"], "\(figures)")
         #expect(steal >= 0 && steal <= 100)
         #expect(figures["purchase_flow_steal_pct"] == nil, "\(figures)")
+        // The second paced run, beside a backlog of renewals the restarted payment queue works through.
+        #expect((figures["purchase_flow_paced_p99_during_renewals_ms"] ?? 0) > 0, "\(figures)")
+        #expect(figures["renewal_backlog"] == 2000 && (figures["renewals_per_s_during_paced_flows"] ?? 0) > 0, "\(figures)")
         // The floor beside them: the same paced flows over plain libzmq, run to the end.
         let floorP50 = try #require(figures["purchase_flow_paced_floor_p50_ms"], "\(figures)")
         let floorP99 = try #require(figures["purchase_flow_paced_floor_p99_ms"], "\(figures)")

@@ -22,12 +22,20 @@ struct LoadCommand: AsyncParsableCommand {
     var apiKey: String?
     @Option(name: .customLong("admin-key"), help: "An admin key, to approve Ask to Buy requests. Default: STOREBUS_ADMIN_KEY or make run's.")
     var adminKey: String?
+    @Option(
+        name: .customLong("shared-secret"),
+        help: "The app's shared secret, the password of verifyReceipt for receipts holding subscriptions. Default: STOREBUS_SHARED_SECRET or make run's.")
+    var sharedSecret: String?
     @Option(help: "The app's bundle identifier.")
     var app = "com.storebus.demo.puzzle"
     @Option(help: "The consumable the purchase and Ask to Buy flows buy.")
     var consumable = "com.storebus.demo.puzzle.coins100"
     @Option(help: "The product with hosted content the download flows buy.")
     var downloadable = "com.storebus.demo.puzzle.levelpack1"
+    @Option(help: "The auto-renewable subscription the subscribe flows buy, and its group.")
+    var subscription = "com.storebus.demo.puzzle.premium.monthly"
+    @Option(name: .customLong("subscription-group"), help: "The group of --subscription.")
+    var subscriptionGroup = "puzzle.premium"
 
     @Option(help: "Simulated devices (each an account with its queue open).")
     var devices = 16
@@ -39,8 +47,8 @@ struct LoadCommand: AsyncParsableCommand {
     var count: Int?
     @Option(name: .customLong("flows-per-account"), help: "Flows a device runs for one account before it moves to a new one (a new customer).")
     var flowsPerAccount = 20
-    @Option(help: "The mix of flows, kind=weight: purchase, download, ask-to-buy, restore.")
-    var mix = "purchase=70,download=10,ask-to-buy=10,restore=10"
+    @Option(help: "The mix of flows, kind=weight: purchase, download, ask-to-buy, restore, subscribe.")
+    var mix = "purchase=60,download=10,ask-to-buy=10,restore=10,subscribe=10"
 
     @Flag(help: "Soak: say whether each local process's resident memory stayed within 10% after --warm-up, and whether latency drifted.")
     var soak = false
@@ -90,7 +98,9 @@ struct LoadCommand: AsyncParsableCommand {
             gateways: endpoints, gatewayKey: key,
             appKey: apiKey ?? environment["STOREBUS_API_KEY"] ?? "storebus-local-demo-app-key",
             adminKey: adminKey ?? environment["STOREBUS_ADMIN_KEY"] ?? "storebus-local-demo-admin-key",
-            app: app, consumable: consumable, downloadable: downloadable, runID: runID, downloadDirectory: downloads
+            sharedSecret: sharedSecret ?? environment["STOREBUS_SHARED_SECRET"] ?? "storebus-local-puzzle-shared-secret",
+            app: app, consumable: consumable, downloadable: downloadable, subscription: subscription, subscriptionGroup: subscriptionGroup,
+            runID: runID, downloadDirectory: downloads
         )
         let admin = try StoreConnection(configuration: target.configuration(account: "load-admin", device: "load-admin", key: target.adminKey))
         try await admin.authenticate()

@@ -14,6 +14,10 @@ enum FlowKind: String, CaseIterable, Sendable, Codable {
     case askToBuy = "ask-to-buy"
     /// Restore the account's completed transactions and finish them.
     case restore
+    /// Subscribe (the account's first purchase in the group, or "already subscribed"), read the
+    /// group's status with its signed transaction and renewal info verified, have an admin renew it
+    /// now and wait for the renewal on the queue, finish both, turn auto-renew off.
+    case subscribe
 }
 
 /// What the flows need of the deployment.
@@ -22,9 +26,13 @@ struct LoadTarget: Sendable {
     var gatewayKey: String?
     var appKey: String
     var adminKey: String
+    /// verifyReceipt's password: a receipt holding auto-renewable subscriptions needs it (21004).
+    var sharedSecret: String
     var app: String
     var consumable: String
     var downloadable: String
+    var subscription: String
+    var subscriptionGroup: String
     var runID: String
     var downloadDirectory: URL
 
@@ -92,6 +100,8 @@ final class LoadDevice: Sendable {
                 throw FlowFailure(step: "approve", code: "CLOSED", message: "the queue closed before the approval arrived")
             }
             try await step("finish", record) { _ = try await self.queue.finish(bought) }
+        case .subscribe:
+            try await subscribe(record)
         case .restore:
             let restored = try await step("restore", record) { try await self.restore() }
             try await step("finish", record) {
@@ -102,6 +112,40 @@ final class LoadDevice: Sendable {
 
     func close() async {
         await queue.close()
+    }
+
+    /// The subscribe flow (``FlowKind/subscribe``).
+    private func subscribe(_ record: (String, Double) -> Void) async throws {
+        let product = try await step("fetch", record) { try await self.fetch(self.target.subscription) }
+        let bought = try await step("subscribe", record) { try await self.buy(Payment(product: product)) }
+        let status = try await step("status", record) { () async throws -> SubscriptionStatus in
+            guard let status = try await self.queue.subscriptionStatus(for: self.target.subscriptionGroup).first, status.state == .subscribed else {
+                throw FlowFailure(step: "status", code: "NOT_SUBSCRIBED", message: "the group's status does not say subscribed")
+            }
+            return status
+        }
+        let updates = queue.transactionUpdates
+        let renewal = try await step("renew", record) { () async throws -> PaymentTransaction in
+            _ = try await self.admin.call(
+                Storebus_PaymentQueue_V1_Subscriptions.renewNow,
+                .with {
+                    $0.appBundleID = self.target.app
+                    $0.accountID = self.account
+                    $0.subscriptionGroupIdentifier = self.target.subscriptionGroup
+                })
+            for await update in updates
+            where update.isRenewal && update.transactionState == .purchased
+                && update.subscriptionOriginalTransactionIdentifier == status.originalTransactionIdentifier
+            {
+                return update
+            }
+            throw FlowFailure(step: "renew", code: "CLOSED", message: "the queue closed before the renewal arrived")
+        }
+        try await step("finish", record) {
+            _ = try await self.queue.finish(bought)
+            _ = try await self.queue.finish(renewal)
+        }
+        try await step("cancel", record) { _ = try await self.queue.connection.setAutoRenew(false, group: self.target.subscriptionGroup) }
     }
 
     private func fetch(_ identifier: String) async throws -> Product {
@@ -122,7 +166,12 @@ final class LoadDevice: Sendable {
 
     private func verifyReceipt() async throws {
         let receipt = try await ReceiptRefreshRequest(connection: queue.connection).start()
-        let answer = try await queue.connection.call(Storebus_Receipt_V1_Receipt.verifyReceipt, .with { $0.receiptData = receipt.base64EncodedString() })
+        let answer = try await queue.connection.call(
+            Storebus_Receipt_V1_Receipt.verifyReceipt,
+            .with {
+                $0.receiptData = receipt.base64EncodedString()
+                $0.password = self.target.sharedSecret
+            })
         guard answer.status == 0 else {
             throw FlowFailure(step: "verify-receipt", code: "RECEIPT_\(answer.status)", message: "verifyReceipt answered \(answer.status)")
         }
