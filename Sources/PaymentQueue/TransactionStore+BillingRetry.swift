@@ -80,9 +80,9 @@ extension TransactionStore {
             recovering.retryAtMS = 0
             recovering.retryUntilMS = 0
             recovering.graceUntilMS = 0
+            // The renewal announces the subscription recovered.
             guard try renew(db, &batch, &recovering, now: nowMS, maxUnfinished: maxUnfinished) else { return nil }
             subscription = recovering
-            try announce(&batch, subscription)
             return true
         }
         guard nowMS < subscription.retryUntilMS else {

@@ -129,7 +129,6 @@ extension TransactionStore {
                 current.currency = record.currency
                 current.storefront = record.storefront
                 try current.save(db)
-                try announce(&batch, current)
             }
             // A purchase in the period running, not charged.
             record.expiresMS = current.expiresMS
@@ -365,6 +364,7 @@ extension TransactionStore {
         subscription.expiresMS = record.expiresMS!
         subscription.renewals += 1
         try subscription.save(db)
+        try announce(&batch, subscription)
         return true
     }
 
@@ -383,6 +383,17 @@ extension TransactionStore {
         subscription.status = .expired
         subscription.expirationIntent = intent
         try subscription.save(db)
+        try announce(&batch, subscription)
+    }
+
+    /// After a PURCHASED auto-renewable transaction's event: its subscription's state, as that
+    /// purchase left it (a new period, a resubscription, an upgrade, a planned downgrade, "already
+    /// subscribed"), so that followers see every change of a subscription as a `subscription_changed`
+    /// event after the transaction that made it.
+    static func announceSubscription(_ db: Database, _ batch: inout EventLogWriter.Batch, of record: TransactionRecord) throws {
+        guard record.state == .purchased, record.productType == .autoRenewableSubscription, !record.group.isEmpty,
+            let subscription = try SubscriptionRecord.fetch(db, app: record.app, account: record.account, group: record.group)
+        else { return }
         try announce(&batch, subscription)
     }
 

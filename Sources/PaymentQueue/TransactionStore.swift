@@ -349,6 +349,7 @@ public final class TransactionStore: Sendable {
         if record.state == .purchased, try startPeriod(db, &batch, &record, at: ms) { try charge(db, record, at: ms) }
         let transaction = try record.transaction(db)
         try Self.announce(&batch, key: record.queueKey, [transaction], queue: transaction.queue)
+        try announceSubscription(db, &batch, of: record)
         return transaction
     }
 
@@ -409,6 +410,7 @@ public final class TransactionStore: Sendable {
             record.level = interrupted.level
             let charged = try Self.startPeriod(db, &batch, &record, at: nowMS)
             let transaction = try Self.announceNew(&record, db, &batch, load: load, maxUnfinished: maxUnfinished, doing: "resolving this purchase")
+            try Self.announceSubscription(db, &batch, of: record)
             try record.insert(db)
             if charged { try Self.charge(db, record, at: nowMS) }
             try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [record.id, id])

@@ -66,7 +66,7 @@ struct SubscriptionBillingTests {
             guard case .subscriptionChanged(let changed) = event.event else { return nil }
             return changed.subscription.status
         }
-        #expect(statuses == [.gracePeriod, .active])
+        #expect(statuses == [.active, .gracePeriod, .active], "the purchase, the failed renewal, the recovery")
     }
 
     @Test("without recovery: the grace period ends in billing retry, and retrying ends in expiry, intent 2 (a billing error)")

@@ -170,7 +170,8 @@ struct SubscriptionStoreTests {
             guard case .subscriptionChanged(let changed) = event.event else { return nil }
             return changed.subscription
         }
-        #expect(changes.map(\.autoRenewStatus) == [false, true, false, false])
+        // The purchase, off, on, off, the expiry: every change, each after what made it.
+        #expect(changes.map(\.autoRenewStatus) == [true, false, true, false, false])
         #expect(changes.last?.status == .expired)
         await #expect(throws: RPCError.self) {
             _ = try await fixture.store.setAutoRenew(true, app: app, account: "alice", group: "group")

@@ -1011,7 +1011,8 @@ public nonisolated struct Storebus_PaymentQueue_V1_Subscription: @unchecked Send
     set {_uniqueStorage()._renewalCount = newValue}
   }
 
-  /// The queue its renewals are delivered to: the one of its latest purchase.
+  /// The queue its renewals are kept in: the one of its latest purchase (the account's other queues
+  /// in the app get them delivered too).
   public var queue: Storebus_PaymentQueue_V1_QueueRef {
     get {_storage._queue ?? Storebus_PaymentQueue_V1_QueueRef()}
     set {_uniqueStorage()._queue = newValue}
@@ -1049,7 +1050,10 @@ public nonisolated struct Storebus_PaymentQueue_V1_Subscription: @unchecked Send
   fileprivate var _storage = _StorageClass.defaultInstance
 }
 
-/// QueueEvent.subscription_changed: the subscription as it is now.
+/// QueueEvent.subscription_changed: the subscription as it is now. Every change of a subscription
+/// has one, in the same commit, after the event of the transaction that made it when one did (a
+/// purchase, a renewal): a new period, a resubscription, an upgrade, a downgrade planned, auto-renew,
+/// billing retry and grace, expiry, revocation, a period's end moved.
 public nonisolated struct Storebus_PaymentQueue_V1_SubscriptionChanged: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
