@@ -25,8 +25,8 @@ deps:
 
 # A bare `swift build` builds every product of every dependency, swift-protobuf's C++ protoc among
 # them (minutes of C++). These lists name what is needed.
-RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl
-TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-testkit-echo storebus-bench
+RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storectl
+TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-testkit-echo storebus-bench
 
 build: deps
 	@for product in $(RUN_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
@@ -88,7 +88,7 @@ check-format:
 
 ## bench: release build, then every benchmark as `<metric> <value> <unit>` lines.
 bench: deps
-	@for product in storebus-bench storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-gateway; do $(SWIFT) build -c release --product $$product || exit 1; done
+	@for product in storebus-bench storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway; do $(SWIFT) build -c release --product $$product || exit 1; done
 	.build/release/storebus-bench
 
 clean:

@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "ContentPackage", targets: ["ContentPackage"]),
         .library(name: "Download", targets: ["Download"]),
         .library(name: "Receipt", targets: ["Receipt"]),
+        .library(name: "Notifications", targets: ["Notifications"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .library(name: "StoreBusSDKTesting", targets: ["StoreBusSDKTesting"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
@@ -28,6 +29,7 @@ let package = Package(
         .executable(name: "storebus-gateway", targets: ["storebus-gateway"]),
         .executable(name: "storebus-receipt", targets: ["storebus-receipt"]),
         .executable(name: "storebus-download", targets: ["storebus-download"]),
+        .executable(name: "storebus-notifications", targets: ["storebus-notifications"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
@@ -226,6 +228,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // App Store Server Notifications V2 for apps' backends, from the payment queue's log.
+        .target(
+            name: "Notifications",
+            dependencies: [
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The Swift client SDK: StoreKit's original API over the gateway.
         .target(
             name: "StoreBusSDK",
@@ -251,6 +266,13 @@ let package = Package(
             name: "storebus-receipt",
             dependencies: [
                 "Receipt", "ReceiptFormat", "StoreBus", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-notifications",
+            dependencies: [
+                "Notifications", "StoreBus", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -349,6 +371,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+        .testTarget(
+            name: "NotificationsTests",
+            dependencies: [
+                "Notifications", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ]
         ),
         .testTarget(

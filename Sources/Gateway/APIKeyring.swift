@@ -12,16 +12,21 @@ public struct APIKey: Decodable, Sendable, Equatable {
     public var apps: [String]
     /// Whether the key opens admin sessions (PaymentQueueAdmin, catalog reloads).
     public var admin: Bool
+    /// Whether the key is an app's server key (its own backend): it opens server sessions, which act
+    /// for the app alone (no account, no device) and call the server methods (the notification
+    /// stream), not a device's.
+    public var server: Bool
 
     /// A key.
-    public init(name: String, key: String, apps: [String] = [], admin: Bool = false) {
+    public init(name: String, key: String, apps: [String] = [], admin: Bool = false, server: Bool = false) {
         self.name = name
         self.key = key
         self.apps = apps
         self.admin = admin
+        self.server = server
     }
 
-    enum CodingKeys: String, CodingKey { case name, key, apps, admin }
+    enum CodingKeys: String, CodingKey { case name, key, apps, admin, server }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -29,6 +34,7 @@ public struct APIKey: Decodable, Sendable, Equatable {
         name = try container.decodeIfPresent(String.self, forKey: .name) ?? "unnamed"
         apps = try container.decodeIfPresent([String].self, forKey: .apps) ?? []
         admin = try container.decodeIfPresent(Bool.self, forKey: .admin) ?? false
+        server = try container.decodeIfPresent(Bool.self, forKey: .server) ?? false
     }
 
     /// Whether the key may act for `app`.
@@ -56,6 +62,9 @@ public struct APIKeyring: Sendable {
             }
             guard !key.admin || key.allows(app: "*") else {
                 throw StartupError("service.apiKeys[\(index)] (\(key.name)): an admin key acts for every app; remove its \"apps\" list or its \"admin\" flag")
+            }
+            guard !key.server || (!key.admin && !key.apps.isEmpty && !key.apps.contains("*")) else {
+                throw StartupError("service.apiKeys[\(index)] (\(key.name)): a server key acts for the apps it lists, and is not an admin key: give it an \"apps\" list")
             }
             guard byDigest.updateValue(key, forKey: Self.digest(key.key)) == nil else {
                 throw StartupError("service.apiKeys[\(index)] (\(key.name)): the same key is listed twice")

@@ -132,7 +132,10 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
 
         func admit(method: AnyMethodDescriptor, context: ServerContext) throws(RPCError) {
             guard method.path == Storebus_Gateway_V1_Gateway.observe.path else { return }
-            _ = try gateway.session(context)
+            guard try !gateway.session(context).server else {
+                throw RPCError(.permissionDenied, "a server session has no queue to observe: follow the app's notifications instead")
+                    .withReason("DEVICE_SESSION_REQUIRED", domain: "storebus.gateway")
+            }
         }
     }
 
@@ -143,7 +146,15 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
             logger.info("Authentication refused: unknown API key", metadata: ["app": "\(request.appBundleID)"])
             throw RPCError(.unauthenticated, "the API key is not valid").withReason("INVALID_API_KEY", domain: "storebus.gateway")
         }
-        try QueueNames.check(app: request.appBundleID, account: request.accountID, device: request.deviceID)
+        if key.server {
+            // The app's backend: a session of the app alone.
+            try QueueNames.check(request.appBundleID, field: "appBundleId")
+            guard request.accountID.isEmpty, request.deviceID.isEmpty else {
+                throw RPCError.invalidArgument(field: request.accountID.isEmpty ? "deviceId" : "accountId", "a server key's session acts for its app alone: leave the account and device empty")
+            }
+        } else {
+            try QueueNames.check(app: request.appBundleID, account: request.accountID, device: request.deviceID)
+        }
         guard key.allows(app: request.appBundleID) else {
             throw RPCError.resource(.permissionDenied, type: "app", name: request.appBundleID, "the API key \(key.name) may not act for app \(RPCError.echo(request.appBundleID))")
                 .withReason("APP_NOT_ALLOWED", domain: "storebus.gateway")
@@ -156,7 +167,7 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         return .with {
             $0.sessionID = signer.token(for: claims)
             $0.expiresAt = .init(seconds: expires, nanos: 0)
-            $0.allowedMethods = table.allowedPaths(admin: key.admin)
+            $0.allowedMethods = table.allowedPaths(for: key)
             $0.queue = .with {
                 $0.appBundleID = request.appBundleID
                 $0.accountID = request.accountID
@@ -171,6 +182,8 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         var claims: SessionClaims
         var key: APIKey
         var admin: Bool { key.admin }
+        /// An app's backend: no queue, the server methods only.
+        var server: Bool { key.server }
     }
 
     /// The call's session, or UNAUTHENTICATED.
@@ -242,8 +255,16 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
 
     func forward(_ route: ForwardingTable.Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
         let session = try session(context)
-        if route.method.access == .admin && !session.admin {
-            throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session").withReason("ADMIN_REQUIRED", domain: "storebus.gateway")
+        guard ForwardingTable.allows(session.key, route.method.access) else {
+            switch route.method.access {
+            case .server:
+                throw RPCError(.permissionDenied, "\(route.method.path) needs a server session (the app's server key)").withReason("SERVER_REQUIRED", domain: "storebus.gateway")
+            case .client:
+                throw RPCError(.permissionDenied, "\(route.method.path) is a device's call: a server session has no account or device")
+                    .withReason("DEVICE_SESSION_REQUIRED", domain: "storebus.gateway")
+            default:
+                throw RPCError(.permissionDenied, "\(route.method.path) needs an admin session").withReason("ADMIN_REQUIRED", domain: "storebus.gateway")
+            }
         }
         // Not for admin sessions: services let them read any app, so their answers are not the
         // session's app's to give.

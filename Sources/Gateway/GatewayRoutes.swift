@@ -84,9 +84,19 @@ struct ForwardingTable {
     }
 
     /// The paths a session may call: the gateway's own client methods, then the forwarded ones its
-    /// key allows.
-    func allowedPaths(admin: Bool) -> [String] {
-        Storebus_Gateway_V1_Gateway.methods.filter { $0.access == .client }.map(\.path)
-            + routes.filter { $0.method.access == .client || (admin && $0.method.access == .admin) }.map(\.method.path)
+    /// key allows (a server key: the server methods alone; an admin key: all).
+    func allowedPaths(for key: APIKey) -> [String] {
+        let own = Storebus_Gateway_V1_Gateway.methods.filter { $0.access == .client && !(key.server && $0.path == Storebus_Gateway_V1_Gateway.observe.path) }
+        return own.map(\.path) + routes.filter { Self.allows(key, $0.method.access) }.map(\.method.path)
+    }
+
+    /// Whether sessions of `key` may call forwarded methods of `access`.
+    static func allows(_ key: APIKey, _ access: MethodAccess) -> Bool {
+        switch access {
+        case .client: return !key.server
+        case .server: return key.server || key.admin
+        case .admin: return key.admin
+        case .internal: return false
+        }
     }
 }

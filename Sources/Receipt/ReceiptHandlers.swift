@@ -121,6 +121,22 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         }
     }
 
+    public func signNotifications(
+        _ request: Storebus_Receipt_V1_SignNotificationsRequest, context: ServerContext
+    ) async throws -> Storebus_Receipt_V1_SignNotificationsResponse {
+        _ = try await Self.reach(request.minSeq, book: book, context)
+        let signed: [String]
+        do {
+            signed = try await book.signNotifications(request.notifications)
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            // Never an unsigned notification in place of a signed one.
+            throw RPCError(.internalError, "the notifications could not be signed", cause: error)
+        }
+        return .with { $0.signedPayloads = signed }
+    }
+
     public func rotateSigningKey(_ request: Storebus_Receipt_V1_RotateSigningKeyRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RotateSigningKeyResponse {
         let leaf = try book.authority.rotate()
         context.logger.notice("Signing key rotated", metadata: ["leaf": "\(SigningAuthority.keyID(of: leaf.certificate))"])

@@ -102,6 +102,16 @@ public struct ReceiptVerifier: Sendable {
         }
     }
 
+    /// The payload of an App Store Server Notification's signedPayload (JWS) once its chain and
+    /// signature are checked.
+    public func verifyNotification(_ jws: String) async throws(Failure) -> ResponseBodyV2DecodedPayload {
+        do {
+            return try await JWS.verify(jws, as: ResponseBodyV2DecodedPayload.self, roots: roots)
+        } catch {
+            throw .notAuthenticated(error.description)
+        }
+    }
+
     /// The payload of a signed renewal info (JWS) once its chain and signature are checked.
     public func verifyRenewalInfo(_ jws: String) async throws(Failure) -> JWSRenewalInfoDecodedPayload {
         do {

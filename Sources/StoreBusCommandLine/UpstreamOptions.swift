@@ -16,6 +16,7 @@ public enum Upstream {
     public enum PaymentQueue: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.paymentQueue } }
     public enum Receipt: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.receipt } }
     public enum Download: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.download } }
+    public enum Notifications: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.notifications } }
 }
 
 /// The RPC endpoints of a service this process calls, named from its registry row:

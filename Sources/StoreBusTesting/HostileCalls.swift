@@ -278,6 +278,15 @@ extension HostileCalls {
             Storebus_Receipt_V1_Receipt.getSubscriptionStatuses.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("minSeq", .value("\"0\""))
             ]),
+            Storebus_Receipt_V1_Receipt.signNotifications.path: .object([
+                ("minSeq", .value("\"0\"")),
+                ("notifications", .value("[{\"notificationUuid\":\"u\",\"notificationType\":\"TEST\",\"appBundleId\":\(app),\"signedDateMs\":\"1\"}]"))
+            ]),
+            Storebus_Notifications_V1_Notifications.readNotifications.path: .object([
+                ("appBundleId", .value(app)), ("afterPosition", .value("\"0\"")), ("limit", .value("10")), ("waitMs", .value("0"))
+            ]),
+            Storebus_Notifications_V1_Notifications.requestTestNotification.path: .object([("appBundleId", .value(app))]),
+            Storebus_Notifications_V1_Notifications.getRootCertificate.path: .object([("appBundleId", .value(app))]),
             Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
             Storebus_Receipt_V1_Receipt.rotateSigningKey.path: .object([]),
             Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads.path: .object([

@@ -28,8 +28,12 @@ extension RawPeer {
 
     /// Opens a gateway session for `account` on device `d` of the demo puzzle app with `key`: its
     /// `session: <token>` metadata line and the methods it may call.
+    /// An empty `account` opens a server session (an app's server key: no account, no device).
     public func authenticate(key: String, account: String) async throws -> (metadata: String, token: String, methods: Set<String>) {
-        let body = "{\"apiKey\":\"\(key)\",\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(account)\",\"deviceId\":\"d\"}"
+        let body =
+            account.isEmpty
+            ? "{\"apiKey\":\"\(key)\",\"appBundleId\":\"\(puzzle)\"}"
+            : "{\"apiKey\":\"\(key)\",\"appBundleId\":\"\(puzzle)\",\"accountId\":\"\(account)\",\"deviceId\":\"d\"}"
         let answer = try await call(Storebus_Gateway_V1_Gateway.authenticate.path, body: body)
         guard answer.code == .ok else { throw ClusterFailure(description: "Authenticate answered \(answer.code.name)") }
         let session = try JSONCodec.decode(Storebus_Gateway_V1_AuthenticateResponse.self, from: answer.body)

@@ -8,6 +8,8 @@ import Synchronization
 public let appKey = "puzzle-test-key-0123456789"
 /// The admin key a ``StoreCluster``'s gateways accept.
 public let adminKey = "admin-test-key-0123456789"
+/// The demo puzzle app's server key (its backend's) a ``StoreCluster``'s gateways accept.
+public let serverKey = "puzzle-server-key-0123456789"
 
 /// A test failure of the helpers here, for the test to report.
 public struct ClusterFailure: Error, CustomStringConvertible {
@@ -37,8 +39,8 @@ public struct ExtraRoute: Sendable {
 }
 
 /// The whole system as separate OS processes on ipc endpoints in a temporary directory:
-/// storebus-catalog, storebus-payment-queue, storebus-receipt, storebus-download and two
-/// storebus-gateway copies sharing a session secret.
+/// storebus-catalog, storebus-payment-queue, storebus-receipt, storebus-download,
+/// storebus-notifications and two storebus-gateway copies sharing a session secret.
 /// Processes still running when a cluster is released are killed, so a test that fails before
 /// ``stop()`` leaves none behind.
 public final class StoreCluster: Sendable {
@@ -49,6 +51,7 @@ public final class StoreCluster: Sendable {
     public let queue: ServiceProcess
     public let receipt: ServiceProcess
     public let download: ServiceProcess
+    public let notifications: ServiceProcess
     public let gateways: [ServiceProcess]
     /// The receipt service's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
     public let receiptHTTPAddress: String
@@ -127,6 +130,15 @@ public final class StoreCluster: Sendable {
             ],
             logFile: directory.url.appendingPathComponent("download.log")
         )
+        notifications = ServiceProcess(
+            name: "storebus-notifications",
+            arguments: [
+                "--rpc-endpoint", directory.ipcEndpoint("notifications"), "--data-dir", directory.path("notifications-data"),
+                "--payment-queue-endpoint", queueEndpoint, "--payment-queue-events", queueEvents, "--receipt-endpoint", receiptEndpoint,
+                "--log-level", logLevel
+            ],
+            logFile: directory.url.appendingPathComponent("notifications.log")
+        )
         let config = directory.url.appendingPathComponent("gateway.json")
         var settings: [String: Any] = [
             "service": [
@@ -134,12 +146,14 @@ public final class StoreCluster: Sendable {
                 ServiceRegistry.paymentQueue.endpointsKey: [queueEndpoint],
                 ServiceRegistry.receipt.endpointsKey: [receiptEndpoint],
                 ServiceRegistry.download.endpointsKey: [directory.ipcEndpoint("download")],
+                ServiceRegistry.notifications.endpointsKey: [directory.ipcEndpoint("notifications")],
                 ServiceRegistry.paymentQueue.eventEndpointsKey: [queueEvents],
                 "sessionSecret": "test-secret-shared-by-both-gateways",
                 "routes": extraRoutes.map { ["name": $0.name, "process": $0.process, "services": $0.services, "endpoints": [$0.endpoint]] },
                 "apiKeys": [
                     ["name": "puzzle", "key": appKey, "apps": appKeyApps],
-                    ["name": "operator", "key": adminKey, "admin": true]
+                    ["name": "operator", "key": adminKey, "admin": true],
+                    ["name": "puzzle-server", "key": serverKey, "apps": [puzzle], "server": true]
                 ]
             ]
         ]
@@ -177,6 +191,7 @@ public final class StoreCluster: Sendable {
         try await startPaymentQueue()
         try await startReceipt()
         try await startDownload()
+        try await startNotifications()
         for index in gateways.indices { try await startGateway(index) }
     }
 
@@ -190,6 +205,12 @@ public final class StoreCluster: Sendable {
     public func startDownload() async throws {
         try download.start(environment: environment)
         try await download.waitUntilServing(endpoint: directory.ipcEndpoint("download"))
+    }
+
+    /// Starts the notification service (again) and waits until it serves.
+    public func startNotifications() async throws {
+        try notifications.start(environment: environment)
+        try await notifications.waitUntilServing(endpoint: directory.ipcEndpoint("notifications"))
     }
 
     /// Starts the receipt service (again) and waits until it serves.
@@ -219,6 +240,11 @@ public final class StoreCluster: Sendable {
         return configuration
     }
 
+    /// A server connection of the puzzle app's backend (its server key; a session of the app alone).
+    public func server(app: String = puzzle, key: String = serverKey) throws -> StoreConnection {
+        try StoreConnection(configuration: configuration(account: "", device: "", app: app, key: key))
+    }
+
     /// An admin connection (an admin key; acts across accounts).
     public func admin() throws -> StoreConnection {
         try StoreConnection(configuration: configuration(account: "operator", device: "console", key: adminKey))
@@ -227,6 +253,7 @@ public final class StoreCluster: Sendable {
     /// Stops every process and removes the directory.
     public func stop() async {
         for gateway in gateways { await gateway.stop() }
+        await notifications.stop()
         await download.stop()
         await receipt.stop()
         await queue.stop()

@@ -154,6 +154,7 @@ struct ContractOptions {
         case 1: return "client"
         case 2: return "admin"
         case 3: return "internal"
+        case 4: return "server"
         default: throw GenerationError("\(place): unknown storebus.options.v1.Access value \(value)")
         }
     }

@@ -24,6 +24,8 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @OptionGroup var download: UpstreamEndpoints<Upstream.Download>
 
+    @OptionGroup var notifications: UpstreamEndpoints<Upstream.Notifications>
+
     @OptionGroup var paymentQueueEvents: UpstreamEvents<Upstream.PaymentQueue>
 
     func run() async throws {
@@ -41,6 +43,9 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         if let endpoints = download.endpoints {
             configuration.setEndpoints(endpoints, of: "download")
+        }
+        if let endpoints = notifications.endpoints {
+            configuration.setEndpoints(endpoints, of: "notifications")
         }
         if let endpoints = paymentQueueEvents.endpoints {
             configuration.paymentQueueEventEndpoints = endpoints

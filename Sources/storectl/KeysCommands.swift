@@ -16,7 +16,9 @@ struct KeysCommands: ParsableCommand {
     static let services = ServiceRegistry.all.map(\.name)
 
     struct Make: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Make a key pair for each name (default: the five services): NAME.key (mode 0600) and NAME.pub.")
+        static let configuration = CommandConfiguration(
+            abstract: "Make a key pair for each name (default: every service, \(KeysCommands.services.joined(separator: " "))): NAME.key (mode 0600) and NAME.pub."
+        )
 
         @Option(name: .customLong("dir"), help: "Where the key files go (made 0700 when missing).")
         var directory = "data/keys"

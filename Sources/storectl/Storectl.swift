@@ -8,7 +8,7 @@ struct Storectl: AsyncParsableCommand {
         abstract: "Talk to a StoreBus deployment from a terminal.",
         subcommands: [
             ProductsCommand.self, BuyCommand.self, FinishCommand.self, TransactionsCommand.self, RestoreCommand.self,
-            WatchCommand.self, DemoCommand.self, ReceiptCommands.self, EntitlementsCommand.self, SubscriptionsCommand.self, AdminCommands.self,
+            WatchCommand.self, DemoCommand.self, ReceiptCommands.self, EntitlementsCommand.self, SubscriptionsCommand.self, NotificationCommands.self, AdminCommands.self,
             HealthCommand.self,
             CatalogCommands.self, DownloadCommands.self, KeysCommands.self
         ]

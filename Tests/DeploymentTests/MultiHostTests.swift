@@ -58,7 +58,7 @@ final class NetworkHosts: Sendable {
     var switchNamespace: String { "\(tag)-switch" }
 
     init() {
-        let roles = ["catalog", "payment-queue", "receipt", "download", "gateway", "client", "intruder"]
+        let roles = ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway", "client", "intruder"]
         var hosts: [String: Host] = [:]
         for (index, role) in roles.enumerated() {
             hosts[role] = Host(role: role, namespace: "\(tag)-\(role)", switchPort: "port-\(role.prefix(8))", address: "10.77.0.\(index + 1)")
@@ -71,7 +71,7 @@ final class NetworkHosts: Sendable {
     /// The names of deploy/multi-host's configurations, as every host's /etc/hosts.
     var hostsFile: String {
         "127.0.0.1 localhost\n"
-            + ["catalog", "payment-queue", "receipt", "download", "gateway"]
+            + ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway"]
             .map { "\(self[$0].address) \($0).storebus.internal\n" }.joined()
     }
 
@@ -118,7 +118,7 @@ final class NetworkHosts: Sendable {
     }
 }
 
-@Suite("deploy/multi-host: five services on five hosts (network namespaces), every link CURVE", .serialized)
+@Suite("deploy/multi-host: six services on six hosts (network namespaces), every link CURVE", .serialized)
 struct MultiHostTests {
     @Test(
         "purchases, a receipt verification and a download across hosts; a link down and up loses nothing; an intruder is answered by the gateway's client endpoint only; captures between services show nothing in clear",
@@ -150,7 +150,7 @@ struct MultiHostTests {
         try FileManager.default.createDirectory(atPath: "\(etc)/catalog", withIntermediateDirectories: true)
         let appKey = "multi-host-app-key-\(network.tag)-\(UUID().uuidString.prefix(8))"
         let adminKey = "multi-host-admin-key-\(network.tag)-\(UUID().uuidString.prefix(8))"
-        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "gateway.json.in"] {
+        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "gateway.json.in"] {
             var text = try String(contentsOf: deployDirectory.appendingPathComponent("multi-host/\(file)"), encoding: .utf8)
             text = text.replacingOccurrences(of: "\"/etc/storebus/", with: "\"\(etc)/")
                 .replacingOccurrences(of: "@SESSION_SECRET@", with: "multi-host-session-secret-\(UUID().uuidString)")
@@ -159,7 +159,7 @@ struct MultiHostTests {
         }
         try FileManager.default.copyItem(at: deployDirectory.appendingPathComponent("catalog/catalog.json"), to: URL(fileURLWithPath: "\(etc)/catalog/catalog.json"))
         try FileManager.default.copyItem(at: deployDirectory.appendingPathComponent("content"), to: URL(fileURLWithPath: "\(etc)/content"))
-        let services = ["catalog", "payment-queue", "receipt", "download", "gateway"]
+        let services = ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway"]
         for service in services { try CurveKeyFile.make(name: service, in: URL(fileURLWithPath: "\(etc)/keys")) }
         // The intruder holds a key pair of its own, and the public keys anyone may know.
         let intruderKeys = URL(fileURLWithPath: directory.path("intruder"))
@@ -204,7 +204,7 @@ struct MultiHostTests {
             try await Task.sleep(for: .seconds(1))
         }
         #expect(health.status == 0, "\(health.output)\n\(processes.map(\.output).joined(separator: "\n"))")
-        for upstream in ["catalog", "payment-queue", "receipt", "download"] {
+        for upstream in ["catalog", "payment-queue", "receipt", "download", "notifications"] {
             #expect(health.output.contains("\(upstream) behind it serving"), "\(health.output)")
         }
 
@@ -247,7 +247,7 @@ struct MultiHostTests {
         // service: neither over plain TCP nor over CURVE with the servers' public keys and a key
         // pair of its own
         let probe = try Executables.url("storebus-testkit-probe").path
-        let behindGateway = [("catalog", 7301), ("payment-queue", 7302), ("receipt", 7303), ("download", 7304)]
+        let behindGateway = [("catalog", 7301), ("payment-queue", 7302), ("receipt", 7303), ("download", 7304), ("notifications", 7305)]
         for (service, port) in behindGateway {
             let endpoint = "tcp://\(service).storebus.internal:\(port)"
             let plain = try await network.run(in: "intruder", probe, [endpoint], log: directory.path("intruder-plain-\(service).log"))

@@ -39,10 +39,10 @@ struct SystemdDeploymentTests {
         let first = try await runCommand("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
         #expect(first.status == 0, "\(first.output)")
         // Then the executables, configurations and units are in place
-        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-download", "storebus-gateway", "storectl"] {
+        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-download", "storebus-notifications", "storebus-gateway", "storectl"] {
             #expect(FileManager.default.isExecutableFile(atPath: "\(root)/usr/local/bin/\(product)"), "\(product)")
         }
-        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json", "download.json", "content/puzzle-levelpack1/levels.json"] {
+        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "content/puzzle-levelpack1/levels.json"] {
             #expect(FileManager.default.fileExists(atPath: "\(root)/etc/storebus/\(file)"), "\(file)")
         }
         // And the gateway's secrets were made for this host, readable by root alone
@@ -58,7 +58,7 @@ struct SystemdDeploymentTests {
         let adminKey = try #require(keys.first { $0["admin"] as? Bool == true }?["key"] as? String)
         #expect(appKey.count == 48 && adminKey.count == 48 && appKey != adminKey && !secret.contains(appKey))
         // And each service's CURVE key pair, the key pair root's alone, its public key for the others
-        for service in ["catalog", "payment-queue", "receipt", "download", "gateway"] {
+        for service in ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway"] {
             let keyPair = "\(root)/etc/storebus/keys/\(service).key"
             let mode = try FileManager.default.attributesOfItem(atPath: keyPair)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(service).key")
@@ -85,8 +85,8 @@ struct SystemdDeploymentTests {
         let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
         #expect(
             unitNames == [
-                "storebus-catalog.service", "storebus-download.service", "storebus-gateway.service", "storebus-payment-queue.service",
-                "storebus-receipt.service", "storebus.target"
+                "storebus-catalog.service", "storebus-download.service", "storebus-gateway.service", "storebus-notifications.service",
+                "storebus-payment-queue.service", "storebus-receipt.service", "storebus.target"
             ])
         var units: [String: String] = [:]
         for name in unitNames {
@@ -103,10 +103,10 @@ struct SystemdDeploymentTests {
         // When the services start as their units say (systemd's part played here: the state
         // directory, the credential, the variables, the address families), on free ports
         var ports: [String: String] = [:]
-        let fixed = ["7300", "7301", "7302", "7303", "7304", "7312", "7383", "9300", "9301", "9302", "9303", "9304"]
+        let fixed = ["7300", "7301", "7302", "7303", "7304", "7305", "7312", "7383", "9300", "9301", "9302", "9303", "9304", "9305"]
         for port in fixed { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
         try #require(Set(ports.values).count == fixed.count, "different free ports: \(ports)")
-        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "gateway.json"] {
+        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "gateway.json"] {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
             for (from, to) in ports { text = text.replacingOccurrences(of: from, with: to) }
@@ -115,7 +115,10 @@ struct SystemdDeploymentTests {
         }
         let gatewayKey = try CurveKeyFile.readPublicKey(at: "\(root)/etc/storebus/keys/gateway.pub")
         var processes: [ServiceProcess] = []
-        for (unit, port) in [("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-download", "7304"), ("storebus-gateway", "7300")] {
+        for (unit, port) in [
+            ("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-download", "7304"), ("storebus-notifications", "7305"),
+            ("storebus-gateway", "7300")
+        ] {
             let service = serviceSettings(units["\(unit).service"]!)
             var commandLine = try #require(service["ExecStart"]?.last)
             if let state = service["StateDirectory"]?.last {
@@ -156,7 +159,7 @@ struct SystemdDeploymentTests {
         let gateway = "tcp://\(ports["127.0.0.1:7300"]!)"
 
         // Each serves its metrics on the port its configuration names (curl, as Prometheus would scrape)
-        let metricsPorts = ["gateway": "9300", "catalog": "9301", "payment-queue": "9302", "receipt": "9303", "download": "9304"]
+        let metricsPorts = ["gateway": "9300", "catalog": "9301", "payment-queue": "9302", "receipt": "9303", "download": "9304", "notifications": "9305"]
         func scrape() async throws -> [String: String] {
             var pages: [String: String] = [:]
             for (service, port) in metricsPorts {
@@ -174,7 +177,7 @@ struct SystemdDeploymentTests {
         let health = ServiceProcess(name: "storectl", arguments: ["health", "--gateway", gateway], logFile: directory.url.appendingPathComponent("health.log"))
         try health.start(environment: credentials)
         #expect(await health.waitForExit(timeout: .seconds(60)) == 0, "\(health.output)")
-        for upstream in ["catalog", "payment-queue", "receipt", "download"] {
+        for upstream in ["catalog", "payment-queue", "receipt", "download", "notifications"] {
             #expect(health.output.contains("\(upstream) behind it serving"), "\(health.output)")
         }
         let demo = ServiceProcess(

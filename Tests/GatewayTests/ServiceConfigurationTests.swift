@@ -36,7 +36,7 @@ struct ServiceConfigurationTests {
                  "routes": [{"name": "receipt", "process": "storebus-receipt", "services": ["storebus.receipt.v1.Receipt"], "endpoints": ["ipc:///tmp/r"]},
                             {"name": "payment-queue", "process": "pq", "services": ["storebus.payment_queue.v1.PaymentQueue"], "endpoints": ["ipc:///tmp/p"]}]}
                 """, in: directory))
-        #expect(configured.routes.map(\.name) == ["catalog", "payment-queue", "receipt", "download"])
+        #expect(configured.routes.map(\.name) == ["catalog", "payment-queue", "receipt", "download", "notifications"])
         #expect(configured.routes[0].endpoints == ["ipc:///tmp/c"])
         #expect(configured.routes[1].process == "pq" && configured.routes[1].services == ["storebus.payment_queue.v1.PaymentQueue"])
         #expect(configured.answerCacheMilliseconds == 0)
@@ -51,6 +51,7 @@ struct ServiceConfigurationTests {
             (#"{"sessionLifetimeSeconds": 0}"#, "service.sessionLifetimeSeconds"),
             (#"{"upstreamConnectionWaitMilliseconds": -1}"#, "service.upstreamConnectionWaitMilliseconds"),
             (#"{"apiKeys": [{"name": "short", "key": "abc"}]}"#, "service.apiKeys[0]"),
+            (#"{"apiKeys": [{"name": "backend", "key": "0123456789abcdef", "server": true}]}"#, "service.apiKeys[0]"),
             (
                 #"{"routes": [{"name": "x", "process": "p", "services": ["a.B"], "endpoints": ["ipc:///a"]}, {"name": "x", "process": "p", "services": ["a.B"], "endpoints": ["ipc:///a"]}]}"#,
                 "service.routes[1]"

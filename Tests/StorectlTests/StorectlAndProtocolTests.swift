@@ -377,10 +377,10 @@ struct StorectlCurveTests {
             return (await process.waitForExit(timeout: .seconds(60)), process.output)
         }
 
-        // Given the five services' key pairs made, and made again only where missing
+        // Given every service's key pair made, and made again only where missing
         let (madeStatus, made) = try await storectl(["keys", "make", "--dir", keys], "keys-make")
         #expect(madeStatus == 0, "\(made)")
-        for service in ["catalog", "payment-queue", "receipt", "download", "gateway"] {
+        for service in ServiceRegistry.all.map(\.name) {
             #expect(made.contains("\(service) made "), "\(made)")
             #expect(try FileManager.default.attributesOfItem(atPath: "\(keys)/\(service).key")[.posixPermissions] as? Int == 0o600)
         }
@@ -390,7 +390,7 @@ struct StorectlCurveTests {
         #expect(keptStatus == 0 && kept.contains("catalog kept ") && kept.contains("extra made "), "\(kept)")
         // Then show prints every public key, and fails on a key pair others may read
         let (showStatus, show) = try await storectl(["keys", "show", "--dir", keys], "keys-show")
-        #expect(showStatus == 0 && show.components(separatedBy: " key pair, public ").count == 7, "\(show)")
+        #expect(showStatus == 0 && show.components(separatedBy: " key pair, public ").count == ServiceRegistry.all.count + 2, "\(show)")
         chmod("\(keys)/extra.key", 0o644)
         let (looseStatus, loose) = try await storectl(["keys", "show", "--dir", keys, "extra"], "keys-show-loose")
         #expect(looseStatus != 0 && loose.contains("chmod 600"), "\(loose)")

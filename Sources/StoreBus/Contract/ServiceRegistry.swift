@@ -86,10 +86,16 @@ public enum ServiceRegistry {
         name: "download", process: "storebus-download", services: [Storebus_Download_V1_Download.serviceName], rpcPort: 7304,
         upstreams: ["catalog", "payment-queue", "receipt"], follows: "payment-queue", keepsData: true
     )
+    /// App Store Server Notifications for apps' backends; follows the payment queue's log, signed by
+    /// the receipt service.
+    public static let notifications = ServiceEntry(
+        name: "notifications", process: "storebus-notifications", services: [Storebus_Notifications_V1_Notifications.serviceName], rpcPort: 7305,
+        upstreams: ["payment-queue", "receipt"], follows: "payment-queue", keepsData: true
+    )
     /// The clients' one endpoint; serves the observer stream from the payment queue's log.
     public static let gateway = ServiceEntry(
         name: "gateway", process: "storebus-gateway", services: [Storebus_Gateway_V1_Gateway.serviceName], rpcPort: 7300,
-        upstreams: ["catalog", "payment-queue", "receipt", "download"], follows: "payment-queue"
+        upstreams: ["catalog", "payment-queue", "receipt", "download", "notifications"], follows: "payment-queue"
     )
 
     /// The payment queue's event log, named after it: what its writer, its followers (receipt,
@@ -97,7 +103,7 @@ public enum ServiceRegistry {
     public static var paymentQueueLog: String { paymentQueue.name }
 
     /// Every entry, in start order.
-    public static let all: [ServiceEntry] = [catalog, paymentQueue, receipt, download, gateway]
+    public static let all: [ServiceEntry] = [catalog, paymentQueue, receipt, download, notifications, gateway]
 
     /// The entry named `name`.
     public static func named(_ name: String) -> ServiceEntry? {

@@ -24,6 +24,9 @@ public enum MethodAccess: Sendable, Hashable {
     case admin
     /// Never through the gateway: for the services of a deployment.
     case `internal`
+    /// Server sessions (an app's backend, with its server key) and admin sessions; a server session
+    /// is forwarded with a principal naming its app alone.
+    case server
 }
 
 /// A method of a StoreBus service with its request and response types, as declared in proto-schemas/.

@@ -12,6 +12,7 @@ public enum StoreBusContract {
         ContractService(Storebus_Eventlog_V1_EventLog.self),
         ContractService(Storebus_Gateway_V1_Gateway.self),
         ContractService(Storebus_Health_V1_Health.self),
+        ContractService(Storebus_Notifications_V1_Notifications.self),
         ContractService(Storebus_PaymentQueue_V1_PaymentQueue.self),
         ContractService(Storebus_PaymentQueue_V1_PaymentQueueAdmin.self),
         ContractService(Storebus_PaymentQueue_V1_Subscriptions.self),

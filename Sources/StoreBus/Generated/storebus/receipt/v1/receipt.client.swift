@@ -62,6 +62,16 @@ extension Storebus_Receipt_V1_Receipt {
         public func rotateSigningKey(_ request: Storebus_Receipt_V1_RotateSigningKeyRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_RotateSigningKeyResponse {
             try await rpc.call(Storebus_Receipt_V1_Receipt.rotateSigningKey, request, options: options)
         }
+
+        /// Signs App Store Server Notifications for the notification service: for each, the
+        /// ResponseBodyV2DecodedPayload with its data (the transaction signed as signedTransactionInfo, the
+        /// subscription's renewal info as signedRenewalInfo and its status), as this service's state holds
+        /// them once its copy of the payment queue's log reaches min_seq. NOT_FOUND: a transaction not in its
+        /// state (never purchased or restored). DEADLINE_EXCEEDED: min_seq not reached before the deadline.
+        /// Idempotent (a signature differs each time; what it signs does not, but for later events).
+        public func signNotifications(_ request: Storebus_Receipt_V1_SignNotificationsRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_SignNotificationsResponse {
+            try await rpc.call(Storebus_Receipt_V1_Receipt.signNotifications, request, options: options)
+        }
     }
 }
 
@@ -182,5 +192,52 @@ extension Storebus_Receipt_V1_GetSigningCertificatesRequest: ContractChecked {
 }
 
 extension Storebus_Receipt_V1_RotateSigningKeyRequest: ContractChecked {
+}
+
+extension Storebus_Receipt_V1_NotificationToSign: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "notificationUuid"
+            guard !notificationUuid.isEmpty, notificationUuid.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+        do {
+            let field = prefix + "notificationType"
+            guard !notificationType.isEmpty, notificationType.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+        do {
+            let field = prefix + "subtype"
+            guard subtype.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be at most 64 bytes") }
+        }
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "accountId"
+            guard accountID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be at most 255 bytes") }
+        }
+        do {
+            let field = prefix + "transactionId"
+            guard transactionID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be at most 64 bytes") }
+        }
+        do {
+            let field = prefix + "originalTransactionId"
+            guard originalTransactionID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be at most 64 bytes") }
+        }
+    }
+}
+
+extension Storebus_Receipt_V1_SignNotificationsRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        guard notifications.count <= 1000 else { throw RPCError.invalidArgument(field: prefix + "notifications", "must be at most 1000 items") }
+        for (index, item) in notifications.enumerated() {
+            let field = prefix + "notifications[\(index)]"
+            try item.checkFields(prefix: field + ".")
+        }
+    }
 }
 

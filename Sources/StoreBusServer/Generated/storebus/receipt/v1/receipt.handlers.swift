@@ -38,6 +38,13 @@ extension Storebus_Receipt_V1_Receipt {
         /// leaves still verify (verifiers judge a signature at its signing time). Not idempotent: each call
         /// issues a leaf.
         func rotateSigningKey(_ request: Storebus_Receipt_V1_RotateSigningKeyRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RotateSigningKeyResponse
+        /// Signs App Store Server Notifications for the notification service: for each, the
+        /// ResponseBodyV2DecodedPayload with its data (the transaction signed as signedTransactionInfo, the
+        /// subscription's renewal info as signedRenewalInfo and its status), as this service's state holds
+        /// them once its copy of the payment queue's log reaches min_seq. NOT_FOUND: a transaction not in its
+        /// state (never purchased or restored). DEADLINE_EXCEEDED: min_seq not reached before the deadline.
+        /// Idempotent (a signature differs each time; what it signs does not, but for later events).
+        func signNotifications(_ request: Storebus_Receipt_V1_SignNotificationsRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_SignNotificationsResponse
     }
 }
 
@@ -66,6 +73,9 @@ extension RPCRouter {
         }
         register(Storebus_Receipt_V1_Receipt.rotateSigningKey, codec: codecs[Storebus_Receipt_V1_Receipt.rotateSigningKey], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.rotateSigningKey)) { request, context in
             try await handlers.rotateSigningKey(request, context: context)
+        }
+        register(Storebus_Receipt_V1_Receipt.signNotifications, codec: codecs[Storebus_Receipt_V1_Receipt.signNotifications], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.signNotifications)) { request, context in
+            try await handlers.signNotifications(request, context: context)
         }
     }
 }

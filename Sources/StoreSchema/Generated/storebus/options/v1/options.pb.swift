@@ -39,6 +39,12 @@ public nonisolated enum Storebus_Options_V1_Access: SwiftProtobuf.Enum, Swift.Ca
   /// Never through the gateway: for the services of a deployment (event logs, lookups one service makes
   /// of another). Callers of the gateway hear PERMISSION_DENIED (reason INTERNAL_METHOD).
   case `internal` // = 3
+
+  /// Sessions opened with an app's server key (the app's own backend) and admin sessions: a server
+  /// session is forwarded with a principal naming its app alone (no account, no device), and the
+  /// service refuses anything of another app. Device sessions hear PERMISSION_DENIED (reason
+  /// SERVER_REQUIRED).
+  case server // = 4
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -51,6 +57,7 @@ public nonisolated enum Storebus_Options_V1_Access: SwiftProtobuf.Enum, Swift.Ca
     case 1: self = .client
     case 2: self = .admin
     case 3: self = .internal
+    case 4: self = .server
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -61,6 +68,7 @@ public nonisolated enum Storebus_Options_V1_Access: SwiftProtobuf.Enum, Swift.Ca
     case .client: return 1
     case .admin: return 2
     case .internal: return 3
+    case .server: return 4
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -71,6 +79,7 @@ public nonisolated enum Storebus_Options_V1_Access: SwiftProtobuf.Enum, Swift.Ca
     .client,
     .admin,
     .internal,
+    .server,
   ]
 
 }
@@ -367,7 +376,7 @@ public nonisolated let Storebus_Options_V1_Extensions_delivered_as = SwiftProtob
 fileprivate nonisolated let _protobuf_package = "storebus.options.v1"
 
 nonisolated extension Storebus_Options_V1_Access: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCESS_UNSPECIFIED\0\u{1}ACCESS_CLIENT\0\u{1}ACCESS_ADMIN\0\u{1}ACCESS_INTERNAL\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCESS_UNSPECIFIED\0\u{1}ACCESS_CLIENT\0\u{1}ACCESS_ADMIN\0\u{1}ACCESS_INTERNAL\0\u{1}ACCESS_SERVER\0")
 }
 
 nonisolated extension Storebus_Options_V1_PrincipalPart: SwiftProtobuf._ProtoNameProviding {

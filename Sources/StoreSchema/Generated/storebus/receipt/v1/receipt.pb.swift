@@ -693,6 +693,73 @@ public nonisolated struct Storebus_Receipt_V1_RotateSigningKeyResponse: Sendable
   public init() {}
 }
 
+/// One notification to sign (Receipt.SignNotifications).
+public nonisolated struct Storebus_Receipt_V1_NotificationToSign: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Its identifier (notificationUUID).
+  public var notificationUuid: String = String()
+
+  /// Apple's notificationType, such as "DID_RENEW".
+  public var notificationType: String = String()
+
+  /// Apple's subtype, such as "BILLING_RECOVERY"; empty for none.
+  public var subtype: String = String()
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The account whose transaction it describes; empty for a TEST notification.
+  public var accountID: String = String()
+
+  /// The transaction signed as signedTransactionInfo; empty for a TEST notification.
+  public var transactionID: String = String()
+
+  /// Auto-renewable subscriptions: the subscription's first purchase, whose renewal info and status
+  /// the data carries; empty otherwise.
+  public var originalTransactionID: String = String()
+
+  /// signedDate, in milliseconds since 1970.
+  public var signedDateMs: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Receipt.SignNotifications.
+public nonisolated struct Storebus_Receipt_V1_SignNotificationsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The notifications, in order.
+  public var notifications: [Storebus_Receipt_V1_NotificationToSign] = []
+
+  /// Answer only once the payment queue's log is applied up to this seq (the events they describe).
+  public var minSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Receipt.SignNotifications.
+public nonisolated struct Storebus_Receipt_V1_SignNotificationsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Each notification's signedPayload (a JWS of ResponseBodyV2DecodedPayload), in the request's order.
+  public var signedPayloads: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.receipt.v1"
@@ -1771,6 +1838,136 @@ nonisolated extension Storebus_Receipt_V1_RotateSigningKeyResponse: SwiftProtobu
     if lhs.leafCertificatePem != rhs.leafCertificatePem {return false}
     if lhs.keyID != rhs.keyID {return false}
     if lhs.leafCount != rhs.leafCount {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_NotificationToSign: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NotificationToSign"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}notification_uuid\0\u{3}notification_type\0\u{1}subtype\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}transaction_id\0\u{3}original_transaction_id\0\u{3}signed_date_ms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.notificationUuid) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.notificationType) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.subtype) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.originalTransactionID) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.signedDateMs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.notificationUuid.isEmpty {
+      try visitor.visitSingularStringField(value: self.notificationUuid, fieldNumber: 1)
+    }
+    if !self.notificationType.isEmpty {
+      try visitor.visitSingularStringField(value: self.notificationType, fieldNumber: 2)
+    }
+    if !self.subtype.isEmpty {
+      try visitor.visitSingularStringField(value: self.subtype, fieldNumber: 3)
+    }
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 4)
+    }
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 5)
+    }
+    if !self.transactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 6)
+    }
+    if !self.originalTransactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.originalTransactionID, fieldNumber: 7)
+    }
+    if self.signedDateMs != 0 {
+      try visitor.visitSingularInt64Field(value: self.signedDateMs, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_NotificationToSign, rhs: Storebus_Receipt_V1_NotificationToSign) -> Bool {
+    if lhs.notificationUuid != rhs.notificationUuid {return false}
+    if lhs.notificationType != rhs.notificationType {return false}
+    if lhs.subtype != rhs.subtype {return false}
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.accountID != rhs.accountID {return false}
+    if lhs.transactionID != rhs.transactionID {return false}
+    if lhs.originalTransactionID != rhs.originalTransactionID {return false}
+    if lhs.signedDateMs != rhs.signedDateMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_SignNotificationsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SignNotificationsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}notifications\0\u{3}min_seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.notifications) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.notifications.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.notifications, fieldNumber: 1)
+    }
+    if self.minSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_SignNotificationsRequest, rhs: Storebus_Receipt_V1_SignNotificationsRequest) -> Bool {
+    if lhs.notifications != rhs.notifications {return false}
+    if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_SignNotificationsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SignNotificationsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}signed_payloads\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.signedPayloads) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.signedPayloads.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.signedPayloads, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_SignNotificationsResponse, rhs: Storebus_Receipt_V1_SignNotificationsResponse) -> Bool {
+    if lhs.signedPayloads != rhs.signedPayloads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -66,7 +66,18 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// Signs App Store Server Notifications for the notification service: for each, the
+    /// ResponseBodyV2DecodedPayload with its data (the transaction signed as signedTransactionInfo, the
+    /// subscription's renewal info as signedRenewalInfo and its status), as this service's state holds
+    /// them once its copy of the payment queue's log reaches min_seq. NOT_FOUND: a transaction not in its
+    /// state (never purchased or restored). DEADLINE_EXCEEDED: min_seq not reached before the deadline.
+    /// Idempotent (a signature differs each time; what it signs does not, but for later events).
+    public static let signNotifications = MethodDescriptor<Storebus_Receipt_V1_SignNotificationsRequest, Storebus_Receipt_V1_SignNotificationsResponse>(
+        service: serviceName, method: "SignNotifications", idempotent: true, streaming: .unary,
+        access: .internal, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSubscriptionStatuses.erased, getSigningCertificates.erased, rotateSigningKey.erased]
+    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSubscriptionStatuses.erased, getSigningCertificates.erased, rotateSigningKey.erased, signNotifications.erased]
 }
 

@@ -1,0 +1,118 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import StoreBus
+import StoreBusServer
+import StoreBusStorage
+import StoreSchema
+import SwiftProtobuf
+import Synchronization
+
+/// Follows the payment queue's log into the notification logs, a page at a time: the rules say
+/// which notifications the page calls for, the receipt service signs them (once its own copy of the
+/// log has reached the page), and the signed notifications are appended with the page's position and
+/// what the rules learnt, in one transaction. Whatever stops the process, a page is appended once:
+/// done again, it gives the same notifications (their UUIDs come from the events' positions).
+struct NotificationFollower: Service {
+    let follower: EventFollower
+    let log: FollowedLog
+    let store: NotificationStore
+    let receipt: RPCClient
+    let logger: Logger
+
+    func run() async throws {
+        let (log, store, logger) = (log, store, logger)
+        try await cancelWhenGracefulShutdown {
+            try await follower.followAlways(
+                as: Storebus_PaymentQueue_V1_QueueEventPage.self,
+                start: { try await log.position() },
+                { records in try await apply(records) },
+                replaced: { error in
+                    // The notifications already appended stay: a backend has seen them. The rules'
+                    // knowledge goes, and the new log is read from its start.
+                    logger.warning("The payment queue's event log was replaced; following it again from its start", metadata: ["error": "\(error.message)"])
+                    try await log.forget { db in
+                        try db.execute(sql: "DELETE FROM nt_subscription")
+                        try db.execute(sql: "DELETE FROM nt_noted")
+                    }
+                    _ = store
+                })
+        }
+        await follower.shutdown()
+    }
+
+    /// One page: its notifications planned, signed, appended.
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord]) async throws {
+        guard let last = records.last?.seq else { return }
+        let before = try await store.knowledge(for: records)
+        var rules = before
+        var intents: [NotificationIntent] = []
+        for record in records where record.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {
+            intents += rules.intents(for: record.payload, seq: record.seq)
+        }
+        let signedDate = EpochMilliseconds.now
+        let payloads = intents.isEmpty ? [] : try await sign(intents, signedDate: signedDate, minSeq: last)
+        let notifications = zip(intents, payloads).map { intent, payload in
+            Storebus_Notifications_V1_Notification.with {
+                $0.notificationUuid = intent.uuid
+                $0.notificationType = intent.type
+                $0.subtype = intent.subtype
+                $0.signedPayload = payload
+                $0.signedDate = Google_Protobuf_Timestamp(milliseconds: signedDate)
+                $0.accountID = intent.account
+                $0.transactionID = intent.transactionID
+                $0.originalTransactionID = intent.originalTransactionID
+                $0.appBundleID = intent.app
+            }
+        }
+        let learnt = rules
+        let heads = LockedHeads()
+        try await log.apply(through: last) { db in
+            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications))
+        }
+        store.advance(heads.value)
+        if !notifications.isEmpty { NotificationMetrics.appended.increment(by: notifications.count) }
+    }
+
+    /// The signed payloads of `intents`, from the receipt service, tried again (with a growing pause)
+    /// while it cannot answer: the log waits, and loses nothing.
+    func sign(_ intents: [NotificationIntent], signedDate: Int64, minSeq: UInt64) async throws -> [String] {
+        let request = Storebus_Receipt_V1_SignNotificationsRequest.with {
+            $0.minSeq = minSeq
+            $0.notifications = intents.map { intent in
+                .with {
+                    $0.notificationUuid = intent.uuid
+                    $0.notificationType = intent.type
+                    $0.subtype = intent.subtype
+                    $0.appBundleID = intent.app
+                    $0.accountID = intent.account
+                    $0.transactionID = intent.transactionID
+                    $0.originalTransactionID = intent.subscription ? intent.originalTransactionID : ""
+                    $0.signedDateMs = signedDate
+                }
+            }
+        }
+        var pause = Duration.milliseconds(100)
+        while true {
+            do {
+                let response = try await receipt.call(Storebus_Receipt_V1_Receipt.signNotifications, request, options: CallOptions(timeout: .seconds(10)))
+                guard response.signedPayloads.count == intents.count else {
+                    throw RPCError(.internalError, "the receipt service signed \(response.signedPayloads.count) notifications of \(intents.count)")
+                }
+                return response.signedPayloads
+            } catch {
+                try Task.checkCancellation()
+                logger.warning("The receipt service did not sign notifications; trying again", metadata: ["error": "\(error)", "pause": "\(pause)"])
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(5))
+            }
+        }
+    }
+}
+
+/// The heads a write transaction reached, handed out of its closure.
+private final class LockedHeads: Sendable {
+    private let heads = Mutex<[String: UInt64]>([:])
+    func set(_ value: [String: UInt64]) { heads.withLock { $0 = value } }
+    var value: [String: UInt64] { heads.withLock { $0 } }
+}

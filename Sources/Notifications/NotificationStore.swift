@@ -1,0 +1,123 @@
+import Foundation
+import GRDB
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+
+/// The notification service's tables: each app's notification log (the event log's table, keyed by
+/// app, positions gapless per app), the position of the payment queue's log applied (`sb_follow`),
+/// and what the rules know between events: each subscription's last state and the transactions
+/// already notified.
+public enum NotificationsSchema {
+    public static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        EventLog.registerMigrations(&migrator)
+        FollowedLog.registerMigration(&migrator)
+        migrator.registerMigration("notifications_v1") { db in
+            // Each subscription's last state (its Subscription message as JSON), by app|account|group.
+            try db.execute(sql: "CREATE TABLE nt_subscription (key TEXT PRIMARY KEY, json TEXT NOT NULL) STRICT")
+            // Transactions whose charge or refund was notified ("charge:<id>", "refund:<id>").
+            try db.execute(sql: "CREATE TABLE nt_noted (key TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
+        }
+        return migrator
+    }
+}
+
+/// The notification log and what the rules know, in the service's database.
+public struct NotificationStore: Sendable {
+    /// The payment queue's log, as this service follows it.
+    public static let followedLog = ServiceRegistry.paymentQueueLog
+
+    let database: StoreDatabase
+    /// Each app's newest position, as commits reach it: ReadNotifications waits on it.
+    let appended = PositionWaiter<String>()
+
+    public init(database: StoreDatabase) {
+        self.database = database
+    }
+
+    /// What the rules know of the subscriptions and transactions `records` name.
+    func knowledge(for records: [Storebus_PaymentQueue_V1_QueueEventRecord]) async throws -> NotificationRules {
+        var subscriptionKeys = Set<String>(), notedKeys = Set<String>()
+        for record in records {
+            switch record.payload.event {
+            case .subscriptionChanged(let changed): subscriptionKeys.insert(NotificationRules.subscriptionKey(changed.subscription))
+            case .updatedTransactions(let updated):
+                for transaction in updated.transactions { notedKeys.insert(NotificationRules.noted("charge", transaction.transactionIdentifier)) }
+            case .refundedTransactions(let refunded):
+                for transaction in refunded.transactions { notedKeys.insert(NotificationRules.noted("refund", transaction.transactionIdentifier)) }
+            default: break
+            }
+        }
+        let (subscriptions, noted) = (subscriptionKeys, notedKeys)
+        return try await database.read { db in
+            var rules = NotificationRules()
+            for key in subscriptions {
+                guard let json = try String.fetchOne(db.cachedStatement(sql: "SELECT json FROM nt_subscription WHERE key = ?"), arguments: [key]) else { continue }
+                rules.subscriptions[key] = try Storebus_PaymentQueue_V1_Subscription(jsonString: json)
+            }
+            for key in noted where try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM nt_noted WHERE key = ?"), arguments: [key]) == true {
+                rules.noted.insert(key)
+            }
+            return rules
+        }
+    }
+
+    /// Writes what the rules learnt and appends the signed notifications, in the caller's write
+    /// transaction. Returns each app's newest position.
+    static func write(
+        _ db: Database, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification]
+    ) throws -> [String: UInt64] {
+        for (key, subscription) in rules.subscriptions where before.subscriptions[key] != subscription {
+            try db.cachedStatement(sql: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json")
+                .execute(arguments: [key, try subscription.jsonString()])
+        }
+        for key in rules.noted.subtracting(before.noted) {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_noted (key) VALUES (?)").execute(arguments: [key])
+        }
+        var heads: [String: UInt64] = [:]
+        for notification in notifications {
+            heads[notification.appBundleID] = try append(db, notification)
+        }
+        return heads
+    }
+
+    /// Appends a notification to its app's log; returns its position.
+    static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification) throws -> UInt64 {
+        var stored = notification
+        stored.appBundleID = ""
+        return try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
+    }
+
+    /// Appends a notification made outside the followed log (TEST); returns its position.
+    func append(_ notification: Storebus_Notifications_V1_Notification) async throws -> UInt64 {
+        let position = try await database.write { db in try Self.append(db, notification) }
+        appended.advance(notification.appBundleID, to: position)
+        return position
+    }
+
+    /// Tells the readers waiting how far each app's log reached.
+    func advance(_ heads: [String: UInt64]) {
+        for (app, head) in heads { appended.advance(app, to: head) }
+    }
+
+    /// Up to `limit` notifications of `app` after `position`, and the app's newest position.
+    func read(app: String, after position: UInt64, limit: Int) async throws -> (notifications: [Storebus_Notifications_V1_Notification], head: UInt64) {
+        try await database.read { db in
+            let events = try EventLog.read(db, key: app, after: position, limit: limit)
+            let notifications = try events.map { stored in
+                let event = try Storebus_Eventlog_V1_Event(jsonString: stored.json)
+                var notification = try Storebus_Notifications_V1_Notification(jsonString: try event.payload.jsonString())
+                notification.position = stored.keySeq
+                notification.appBundleID = app
+                return notification
+            }
+            return (notifications, try EventLog.head(db, key: app))
+        }
+    }
+
+    /// The newest position of `app`'s log (0: none).
+    func head(app: String) async throws -> UInt64 {
+        try await database.read { db in try EventLog.head(db, key: app) }
+    }
+}

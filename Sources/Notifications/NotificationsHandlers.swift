@@ -1,0 +1,98 @@
+import Foundation
+import Metrics
+import StoreBus
+import StoreBusServer
+import StoreSchema
+import SwiftProtobuf
+
+/// The notification service's metrics.
+enum NotificationMetrics {
+    /// `storebus_notifications_appended_total`: notifications appended to the apps' logs.
+    static let appended = Counter(label: "storebus_notifications_appended_total")
+}
+
+/// Notifications' handlers: each app's log, read by its backend from a position it keeps, and TEST
+/// notifications on request.
+struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
+    let store: NotificationStore
+    let receipt: RPCClient
+
+    /// Serves every method: none runs on the loop (the protocol's default).
+    var router: RPCRouter {
+        var router = RPCRouter()
+        router.register(self)
+        return router
+    }
+
+    /// The longest a read waits for a notification, whatever it asks.
+    static let longestWait = Duration.seconds(30)
+
+    func readNotifications(
+        _ request: Storebus_Notifications_V1_ReadNotificationsRequest, context: ServerContext
+    ) async throws -> Storebus_Notifications_V1_ReadNotificationsResponse {
+        let app = request.appBundleID
+        let limit = request.limit == 0 ? 100 : Int(request.limit)
+        var head = try await store.head(app: app)
+        guard request.afterPosition <= head else {
+            throw RPCError(.outOfRange, "position \(request.afterPosition) is past the newest notification of \(RPCError.echo(app)), \(head)")
+                .withReason("POSITION_PAST_HEAD", domain: "storebus.notifications")
+        }
+        if request.afterPosition == head, request.waitMs > 0 {
+            // Wait for the next one, leaving the caller time to hear the answer.
+            var wait = min(Duration.milliseconds(Int64(request.waitMs)), Self.longestWait)
+            if let remaining = context.timeRemaining { wait = min(wait, remaining - min(remaining / 10, .milliseconds(100))) }
+            if wait > .zero { _ = await store.appended.wait(app, reaching: head + 1, timeout: wait) }
+        }
+        let page = try await store.read(app: app, after: request.afterPosition, limit: limit)
+        head = page.head
+        return .with {
+            $0.notifications = page.notifications
+            $0.headPosition = head
+        }
+    }
+
+    func getRootCertificate(
+        _ request: Storebus_Notifications_V1_GetRootCertificateRequest, context: ServerContext
+    ) async throws -> Storebus_Notifications_V1_GetRootCertificateResponse {
+        let certificates = try await receipt.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init(), options: CallOptions(timeout: context.timeRemaining))
+        return .with {
+            $0.rootCertificatePem = certificates.rootCertificatePem
+            $0.environment = certificates.environment
+        }
+    }
+
+    func requestTestNotification(
+        _ request: Storebus_Notifications_V1_RequestTestNotificationRequest, context: ServerContext
+    ) async throws -> Storebus_Notifications_V1_RequestTestNotificationResponse {
+        let uuid = UUID().uuidString.lowercased()
+        let signedDate = EpochMilliseconds.now
+        let signed = try await receipt.call(
+            Storebus_Receipt_V1_Receipt.signNotifications,
+            .with {
+                $0.notifications = [
+                    .with {
+                        $0.notificationUuid = uuid
+                        $0.notificationType = "TEST"
+                        $0.appBundleID = request.appBundleID
+                        $0.signedDateMs = signedDate
+                    }
+                ]
+            }, options: CallOptions(timeout: context.timeRemaining))
+        guard let payload = signed.signedPayloads.first else {
+            throw RPCError(.internalError, "the receipt service signed no TEST notification")
+        }
+        let position = try await store.append(
+            .with {
+                $0.notificationUuid = uuid
+                $0.notificationType = "TEST"
+                $0.signedPayload = payload
+                $0.signedDate = Google_Protobuf_Timestamp(milliseconds: signedDate)
+                $0.appBundleID = request.appBundleID
+            })
+        NotificationMetrics.appended.increment()
+        return .with {
+            $0.testNotificationToken = uuid
+            $0.position = position
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import ServiceLifecycle
+import StoreBus
+import StoreBusHost
+import StoreBusServer
+import StoreBusStorage
+import StoreSchema
+
+/// `storebus-notifications` as a service: App Store Server Notifications V2, one ordered log per app
+/// made from the payment queue's event log and signed by the receipt service, served to each app's
+/// backend. Its executable, a test or any program runs it the same way.
+public struct NotificationsService: Service {
+    /// The executable's name, in logs and Health answers.
+    public static let process = ServiceRegistry.notifications.process
+
+    let host: HostConfiguration
+    let configuration: NotificationsConfiguration
+
+    /// A notification service serving as `host` says, with `configuration`.
+    public init(host: HostConfiguration, configuration: NotificationsConfiguration) {
+        self.host = host
+        self.configuration = configuration
+    }
+
+    /// Opens (or creates) the database, follows the payment queue's log, then serves until graceful
+    /// shutdown.
+    public func run() async throws {
+        let host = try ServiceHost(process: Self.process, configuration: host)
+        let database = try StoreDatabase(
+            directory: try host.dataDirectory(), name: "notifications", durability: configuration.durability, migrator: NotificationsSchema.migrator)
+        let store = NotificationStore(database: database)
+        let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
+        let receiptClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.receiptEndpoints), reactor: host.reactor, logger: host.logger)
+        let follower = try EventFollower(
+            configuration: .init(log: NotificationStore.followedLog, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            client: queueClient, context: host.context, logger: host.logger
+        )
+        let following = NotificationFollower(
+            follower: follower, log: FollowedLog(name: NotificationStore.followedLog, database: database), store: store, receipt: receiptClient, logger: host.logger)
+        try await host.serve(
+            router: NotificationsHandlers(store: store, receipt: receiptClient).router,
+            services: [Storebus_Notifications_V1_Notifications.serviceName],
+            background: [following],
+            onShutdown: {
+                await queueClient.shutdown()
+                await receiptClient.shutdown()
+                try? database.close()
+            }
+        )
+    }
+}
