@@ -56,6 +56,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // NIOThreadPool: the download service's file reads (blocking I/O) run on its threads.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        // The notification service's webhooks (outbound HTTP).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -233,6 +235,7 @@ let package = Package(
             name: "Notifications",
             dependencies: [
                 "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -377,6 +380,7 @@ let package = Package(
             name: "NotificationsTests",
             dependencies: [
                 "Notifications", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ]

@@ -67,8 +67,9 @@ struct NotificationFollower: Service {
         }
         let learnt = rules
         let heads = LockedHeads()
+        let webhooks = store.configuredWebhooks
         try await log.apply(through: last) { db in
-            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications))
+            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks))
         }
         store.advance(heads.value)
         if !notifications.isEmpty { NotificationMetrics.appended.increment(by: notifications.count) }

@@ -19,6 +19,25 @@ public enum NotificationsSchema {
             // Transactions whose charge or refund was notified ("charge:<id>", "refund:<id>").
             try db.execute(sql: "CREATE TABLE nt_noted (key TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
         }
+        migrator.registerMigration("notifications_v2_webhooks") { db in
+            // The webhook an admin set for an app (the configuration's otherwise).
+            try db.execute(sql: "CREATE TABLE nt_webhook (app TEXT PRIMARY KEY, url TEXT NOT NULL) STRICT")
+            // Each notification's delivery to its webhook: queued with it, in the same transaction.
+            try db.execute(
+                sql: """
+                    CREATE TABLE nt_delivery (
+                        app TEXT NOT NULL, position INTEGER NOT NULL, url TEXT NOT NULL, state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL, next_ms INTEGER NOT NULL, PRIMARY KEY (app, position)) STRICT
+                    """)
+            try db.execute(sql: "CREATE INDEX nt_delivery_due ON nt_delivery (next_ms) WHERE state = 'PENDING'")
+            // Every attempt, with Apple's sendAttemptResult.
+            try db.execute(
+                sql: """
+                    CREATE TABLE nt_attempt (
+                        app TEXT NOT NULL, position INTEGER NOT NULL, attempt INTEGER NOT NULL, at_ms INTEGER NOT NULL,
+                        result TEXT NOT NULL, http_status INTEGER NOT NULL, PRIMARY KEY (app, position, attempt)) STRICT
+                    """)
+        }
         return migrator
     }
 }
@@ -31,9 +50,14 @@ public struct NotificationStore: Sendable {
     let database: StoreDatabase
     /// Each app's newest position, as commits reach it: ReadNotifications waits on it.
     let appended = PositionWaiter<String>()
+    /// The configuration's webhook per app (an admin's SetWebhook wins over it).
+    let configuredWebhooks: [String: String]
+    /// Rung when deliveries are queued: the webhook sender looks at once.
+    let queued = PositionWaiter<String>()
 
-    public init(database: StoreDatabase) {
+    public init(database: StoreDatabase, webhooks: [String: String] = [:]) {
         self.database = database
+        self.configuredWebhooks = webhooks
     }
 
     /// What the rules know of the subscriptions and transactions `records` name.
@@ -66,7 +90,8 @@ public struct NotificationStore: Sendable {
     /// Writes what the rules learnt and appends the signed notifications, in the caller's write
     /// transaction. Returns each app's newest position.
     static func write(
-        _ db: Database, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification]
+        _ db: Database, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification],
+        webhooks: [String: String]
     ) throws -> [String: UInt64] {
         for (key, subscription) in rules.subscriptions where before.subscriptions[key] != subscription {
             try db.cachedStatement(sql: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json")
@@ -77,28 +102,44 @@ public struct NotificationStore: Sendable {
         }
         var heads: [String: UInt64] = [:]
         for notification in notifications {
-            heads[notification.appBundleID] = try append(db, notification)
+            heads[notification.appBundleID] = try append(db, notification, webhooks: webhooks)
         }
         return heads
     }
 
-    /// Appends a notification to its app's log; returns its position.
-    static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification) throws -> UInt64 {
+    /// Appends a notification to its app's log, and queues its delivery when the app has a webhook;
+    /// returns its position.
+    static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification, webhooks: [String: String]) throws -> UInt64 {
         var stored = notification
         stored.appBundleID = ""
-        return try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
+        let position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
+        if let url = try webhook(db, app: notification.appBundleID, configured: webhooks) {
+            try db.cachedStatement(sql: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)")
+                .execute(arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
+        }
+        return position
     }
 
     /// Appends a notification made outside the followed log (TEST); returns its position.
     func append(_ notification: Storebus_Notifications_V1_Notification) async throws -> UInt64 {
-        let position = try await database.write { db in try Self.append(db, notification) }
+        let webhooks = configuredWebhooks
+        let position = try await database.write { db in try Self.append(db, notification, webhooks: webhooks) }
         appended.advance(notification.appBundleID, to: position)
+        queued.advance("", to: UInt64(EpochMilliseconds.now))
         return position
     }
 
-    /// Tells the readers waiting how far each app's log reached.
+    /// The webhook of `app`: an admin's, else the configuration's; nil for none.
+    static func webhook(_ db: Database, app: String, configured: [String: String]) throws -> String? {
+        if let set = try String.fetchOne(db.cachedStatement(sql: "SELECT url FROM nt_webhook WHERE app = ?"), arguments: [app]) { return set }
+        return configured[app]
+    }
+
+    /// Tells the readers waiting how far each app's log reached, and the webhook sender that
+    /// deliveries may be queued.
     func advance(_ heads: [String: UInt64]) {
         for (app, head) in heads { appended.advance(app, to: head) }
+        if !heads.isEmpty { queued.advance("", to: UInt64(EpochMilliseconds.now)) }
     }
 
     /// Up to `limit` notifications of `app` after `position`, and the app's newest position.

@@ -9,6 +9,11 @@ import SwiftProtobuf
 enum NotificationMetrics {
     /// `storebus_notifications_appended_total`: notifications appended to the apps' logs.
     static let appended = Counter(label: "storebus_notifications_appended_total")
+
+    /// `storebus_webhook_attempts_total{result}`: webhook attempts, by Apple's sendAttemptResult.
+    static func attempts(_ result: String) -> Counter {
+        Counter(label: "storebus_webhook_attempts_total", dimensions: [("result", result)])
+    }
 }
 
 /// Notifications' handlers: each app's log, read by its backend from a position it keeps, and TEST
@@ -59,6 +64,26 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
             $0.rootCertificatePem = certificates.rootCertificatePem
             $0.environment = certificates.environment
         }
+    }
+
+    func getNotificationHistory(
+        _ request: Storebus_Notifications_V1_GetNotificationHistoryRequest, context: ServerContext
+    ) async throws -> Storebus_Notifications_V1_GetNotificationHistoryResponse {
+        let page = try await store.history(app: request.appBundleID, after: request.afterPosition, limit: request.limit == 0 ? 20 : Int(request.limit))
+        return .with {
+            $0.items = page.items
+            $0.hasMore_p = page.hasMore
+        }
+    }
+
+    func setWebhook(_ request: Storebus_Notifications_V1_SetWebhookRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_SetWebhookResponse {
+        if !request.url.isEmpty {
+            guard let url = URL(string: request.url), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
+                throw RPCError.invalidArgument(field: "url", "must be an http or https URL with a host")
+            }
+        }
+        let url = try await store.setWebhook(app: request.appBundleID, url: request.url)
+        return .with { $0.url = url }
     }
 
     func requestTestNotification(

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import ServiceLifecycle
 import StoreBus
@@ -28,7 +29,14 @@ public struct NotificationsService: Service {
         let host = try ServiceHost(process: Self.process, configuration: host)
         let database = try StoreDatabase(
             directory: try host.dataDirectory(), name: "notifications", durability: configuration.durability, migrator: NotificationsSchema.migrator)
-        let store = NotificationStore(database: database)
+        let store = NotificationStore(database: database, webhooks: Dictionary(configuration.webhooks.map { ($0.bundleId, $0.url) }, uniquingKeysWith: { $1 }))
+        var http = HTTPClient.Configuration()
+        http.redirectConfiguration = .disallow
+        http.timeout = .init(connect: .milliseconds(Int64(min(configuration.webhookTimeoutMilliseconds, 10_000))))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
+        let sender = WebhookSender(
+            store: store, client: client, timeout: .milliseconds(Int64(configuration.webhookTimeoutMilliseconds)), retryScale: configuration.webhookRetryScale,
+            perURL: configuration.webhookConcurrencyPerURL, logger: host.logger)
         let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
         let receiptClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.receiptEndpoints), reactor: host.reactor, logger: host.logger)
         let follower = try EventFollower(
@@ -40,7 +48,7 @@ public struct NotificationsService: Service {
         try await host.serve(
             router: NotificationsHandlers(store: store, receipt: receiptClient).router,
             services: [Storebus_Notifications_V1_Notifications.serviceName],
-            background: [following],
+            background: [following, sender],
             onShutdown: {
                 await queueClient.shutdown()
                 await receiptClient.shutdown()

@@ -12,8 +12,9 @@ extension ReceiptBook {
     func signNotifications(_ notifications: [Storebus_Receipt_V1_NotificationToSign], now: Date = Date()) async throws -> [String] {
         let key = try authority.current(now: now)
         let environment = configuration.environment
-        // The state of each account named, read once per call.
-        var accounts: [String: (purchases: [StoredPurchase], statuses: [SubscriptionStatus])] = [:]
+        // The renewal states of each account named, read once per call; only the transaction and
+        // the subscription a notification names are read, never the account's whole history.
+        var states: [String: [String: RenewalState]] = [:]
         var signed: [String] = []
         signed.reserveCapacity(notifications.count)
         for notification in notifications {
@@ -21,25 +22,20 @@ extension ReceiptBook {
             var data = NotificationData()
             data.bundleId = notification.appBundleID
             data.environment = environment.rawValue
-            if !notification.transactionID.isEmpty || !notification.originalTransactionID.isEmpty {
-                let name = "\(notification.appBundleID)|\(notification.accountID)"
-                if accounts[name] == nil {
-                    let purchases = try await store.purchases(app: notification.appBundleID, account: notification.accountID, includingCleared: true)
-                    let states = try await store.renewalStates(app: notification.appBundleID, account: notification.accountID)
-                    accounts[name] = (purchases, SubscriptionStatus.all(purchases, states: states, now: now))
+            let (app, account) = (notification.appBundleID, notification.accountID)
+            if !notification.transactionID.isEmpty {
+                guard let purchase = try await store.anyPurchase(app: app, account: account, id: notification.transactionID) else {
+                    throw RPCError.resource(
+                        .notFound, type: "transaction", name: notification.transactionID,
+                        "account \(RPCError.echo(account)) has no purchased or restored transaction \(RPCError.echo(notification.transactionID))")
                 }
-                let account = accounts[name]!
-                if !notification.transactionID.isEmpty {
-                    guard let purchase = account.purchases.first(where: { $0.id == notification.transactionID }) else {
-                        throw RPCError.resource(
-                            .notFound, type: "transaction", name: notification.transactionID,
-                            "account \(RPCError.echo(notification.accountID)) has no purchased or restored transaction \(RPCError.echo(notification.transactionID))")
-                    }
-                    data.signedTransactionInfo = try SignedTransaction.sign(purchase, environment: environment, with: key, at: signedDate)
-                }
-                if !notification.originalTransactionID.isEmpty,
-                    let status = account.statuses.first(where: { $0.originalID == notification.originalTransactionID })
-                {
+                data.signedTransactionInfo = try SignedTransaction.sign(purchase, environment: environment, with: key, at: signedDate)
+            }
+            if !notification.originalTransactionID.isEmpty {
+                let name = "\(app)|\(account)"
+                if states[name] == nil { states[name] = try await store.renewalStates(app: app, account: account) }
+                let periods = try await store.subscriptionPurchases(app: app, account: account, original: notification.originalTransactionID)
+                if let status = SubscriptionStatus.all(periods, states: states[name] ?? [:], now: now).first {
                     data.signedRenewalInfo = try JWS.sign(status.renewalInfo(environment: environment, signedDate: signedDate), with: key)
                     data.status = status.status
                 }

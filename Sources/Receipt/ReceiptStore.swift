@@ -219,6 +219,26 @@ public final class ReceiptStore: Sendable {
         }
     }
 
+    /// The periods of the account's auto-renewable subscription whose first purchase is `original`
+    /// (its restored copies included), cleared ones too.
+    public func subscriptionPurchases(app: String, account: String, original: String) async throws -> [StoredPurchase] {
+        try await database.read { db in
+            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE app = ? AND account = ? AND original_id = ? AND product_type = ? ORDER BY purchase_ms, id"
+            return try Row.fetchAll(
+                db.cachedStatement(sql: sql), arguments: [app, account, original, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue]
+            ).map(StoredPurchase.init)
+        }
+    }
+
+    /// One purchase of the account, cleared or not.
+    public func anyPurchase(app: String, account: String, id: String) async throws -> StoredPurchase? {
+        try await database.read { db in
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?"), arguments: [id, app, account]
+            ).map(StoredPurchase.init)
+        }
+    }
+
     /// One purchase of the account, if its history still holds it.
     public func purchase(app: String, account: String, id: String) async throws -> StoredPurchase? {
         try await database.read { db in

@@ -60,9 +60,12 @@ struct FlowBench {
     /// The CPU meter of the bench and a cluster's services.
     static func meter(_ cluster: StoreCluster) -> CPUMeter? {
         guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid,
-            let receiptPID = cluster.receipt.pid
+            let receiptPID = cluster.receipt.pid, let notificationsPID = cluster.notifications.pid
         else { return nil }
-        return CPUMeter(processes: [("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID), ("receipt", receiptPID)])
+        return CPUMeter(processes: [
+            ("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID), ("receipt", receiptPID),
+            ("notifications", notificationsPID)
+        ])
     }
 
     /// The catalog, payment queue and gateway as processes (StoreBusTesting's cluster, one gateway on

@@ -35,6 +35,19 @@ extension Storebus_Notifications_V1_Notifications {
         public func getRootCertificate(_ request: Storebus_Notifications_V1_GetRootCertificateRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Notifications_V1_GetRootCertificateResponse {
             try await rpc.call(Storebus_Notifications_V1_Notifications.getRootCertificate, request, options: options)
         }
+
+        /// The app's notifications after a position with each webhook delivery's state and attempts (the
+        /// App Store Server API's Get Notification History, by position). Idempotent.
+        public func getNotificationHistory(_ request: Storebus_Notifications_V1_GetNotificationHistoryRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Notifications_V1_GetNotificationHistoryResponse {
+            try await rpc.call(Storebus_Notifications_V1_Notifications.getNotificationHistory, request, options: options)
+        }
+
+        /// Sets the URL the app's notifications are POSTed to from now on (empty: the configured one, or
+        /// none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
+        /// Idempotent.
+        public func setWebhook(_ request: Storebus_Notifications_V1_SetWebhookRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Notifications_V1_SetWebhookResponse {
+            try await rpc.call(Storebus_Notifications_V1_Notifications.setWebhook, request, options: options)
+        }
     }
 }
 
@@ -93,6 +106,42 @@ extension Storebus_Notifications_V1_GetRootCertificateRequest: ContractChecked {
         do {
             let field = prefix + "appBundleId"
             try QueueNames.check(appBundleID, field: field)
+        }
+    }
+}
+
+extension Storebus_Notifications_V1_GetNotificationHistoryRequest: ContractChecked {
+    /// Fills the fields naming the principal's app, account or device when empty, then refuses
+    /// any other, in field order (``ContractChecked/applyPrincipal(_:)``).
+    public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
+        if appBundleID.isEmpty { appBundleID = principal.app }
+        try principal.authorize(app: appBundleID)
+    }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "limit"
+            guard limit <= 100 else { throw RPCError.invalidArgument(field: field, "must be at most 100") }
+        }
+    }
+}
+
+extension Storebus_Notifications_V1_SetWebhookRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "url"
+            guard url.utf8.count <= 2048 else { throw RPCError.invalidArgument(field: field, "must be at most 2048 bytes") }
         }
     }
 }

@@ -23,6 +23,13 @@ extension Storebus_Notifications_V1_Notifications {
         /// backend that does not pin one yet; pin it: a root fetched over the same link it checks proves
         /// less than one configured. Idempotent.
         func getRootCertificate(_ request: Storebus_Notifications_V1_GetRootCertificateRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_GetRootCertificateResponse
+        /// The app's notifications after a position with each webhook delivery's state and attempts (the
+        /// App Store Server API's Get Notification History, by position). Idempotent.
+        func getNotificationHistory(_ request: Storebus_Notifications_V1_GetNotificationHistoryRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_GetNotificationHistoryResponse
+        /// Sets the URL the app's notifications are POSTed to from now on (empty: the configured one, or
+        /// none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
+        /// Idempotent.
+        func setWebhook(_ request: Storebus_Notifications_V1_SetWebhookRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_SetWebhookResponse
     }
 }
 
@@ -39,6 +46,12 @@ extension RPCRouter {
         }
         register(Storebus_Notifications_V1_Notifications.getRootCertificate, codec: codecs[Storebus_Notifications_V1_Notifications.getRootCertificate], placement: loopSafe.placement(of: Storebus_Notifications_V1_Notifications.getRootCertificate)) { request, context in
             try await handlers.getRootCertificate(request, context: context)
+        }
+        register(Storebus_Notifications_V1_Notifications.getNotificationHistory, codec: codecs[Storebus_Notifications_V1_Notifications.getNotificationHistory], placement: loopSafe.placement(of: Storebus_Notifications_V1_Notifications.getNotificationHistory)) { request, context in
+            try await handlers.getNotificationHistory(request, context: context)
+        }
+        register(Storebus_Notifications_V1_Notifications.setWebhook, codec: codecs[Storebus_Notifications_V1_Notifications.setWebhook], placement: loopSafe.placement(of: Storebus_Notifications_V1_Notifications.setWebhook)) { request, context in
+            try await handlers.setWebhook(request, context: context)
         }
     }
 }

@@ -173,6 +173,137 @@ public nonisolated struct Storebus_Notifications_V1_GetRootCertificateResponse: 
   public init() {}
 }
 
+/// One attempt to deliver a notification to its webhook (Apple's SendAttemptItem).
+public nonisolated struct Storebus_Notifications_V1_SendAttempt: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// When it was made.
+  public var attemptDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_attemptDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_attemptDate = newValue}
+  }
+  /// Returns true if `attemptDate` has been explicitly set.
+  public var hasAttemptDate: Bool {self._attemptDate != nil}
+  /// Clears the value of `attemptDate`. Subsequent reads from it will return its default value.
+  public mutating func clearAttemptDate() {self._attemptDate = nil}
+
+  /// Apple's sendAttemptResult: SUCCESS, TIMED_OUT, TLS_ISSUE, NO_RESPONSE, SOCKET_ISSUE,
+  /// INVALID_RESPONSE, PREMATURE_CLOSE, UNSUCCESSFUL_HTTP_RESPONSE_CODE, OTHER.
+  public var sendAttemptResult: String = String()
+
+  /// The HTTP status the endpoint answered, 0 when it answered none.
+  public var httpStatusCode: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _attemptDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
+/// A notification and its webhook delivery.
+public nonisolated struct Storebus_Notifications_V1_NotificationHistoryItem: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The notification.
+  public var notification: Storebus_Notifications_V1_Notification {
+    get {_notification ?? Storebus_Notifications_V1_Notification()}
+    set {_notification = newValue}
+  }
+  /// Returns true if `notification` has been explicitly set.
+  public var hasNotification: Bool {self._notification != nil}
+  /// Clears the value of `notification`. Subsequent reads from it will return its default value.
+  public mutating func clearNotification() {self._notification = nil}
+
+  /// The URL it is POSTed to; empty when the app had no webhook when it was appended.
+  public var webhookURL: String = String()
+
+  /// PENDING (an attempt to come), SUCCEEDED, FAILED (every attempt of Apple's schedule failed), or
+  /// NONE (no webhook).
+  public var deliveryState: String = String()
+
+  /// Its attempts, oldest first.
+  public var sendAttempts: [Storebus_Notifications_V1_SendAttempt] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _notification: Storebus_Notifications_V1_Notification? = nil
+}
+
+/// Arguments of Notifications.GetNotificationHistory.
+public nonisolated struct Storebus_Notifications_V1_GetNotificationHistoryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// Notifications after this position.
+  public var afterPosition: UInt64 = 0
+
+  /// At most this many (1 to 100; 0 means 20).
+  public var limit: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Notifications.GetNotificationHistory.
+public nonisolated struct Storebus_Notifications_V1_GetNotificationHistoryResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The notifications, oldest first.
+  public var items: [Storebus_Notifications_V1_NotificationHistoryItem] = []
+
+  /// Whether more follow the last one given.
+  public var hasMore_p: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Notifications.SetWebhook.
+public nonisolated struct Storebus_Notifications_V1_SetWebhookRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// The http or https URL; empty to fall back on the configuration.
+  public var url: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Notifications.SetWebhook.
+public nonisolated struct Storebus_Notifications_V1_SetWebhookResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The URL the app's notifications go to now (empty: none).
+  public var url: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.notifications.v1"
@@ -461,6 +592,239 @@ nonisolated extension Storebus_Notifications_V1_GetRootCertificateResponse: Swif
   public static func ==(lhs: Storebus_Notifications_V1_GetRootCertificateResponse, rhs: Storebus_Notifications_V1_GetRootCertificateResponse) -> Bool {
     if lhs.rootCertificatePem != rhs.rootCertificatePem {return false}
     if lhs.environment != rhs.environment {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Notifications_V1_SendAttempt: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SendAttempt"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}attempt_date\0\u{3}send_attempt_result\0\u{3}http_status_code\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._attemptDate) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.sendAttemptResult) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.httpStatusCode) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._attemptDate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.sendAttemptResult.isEmpty {
+      try visitor.visitSingularStringField(value: self.sendAttemptResult, fieldNumber: 2)
+    }
+    if self.httpStatusCode != 0 {
+      try visitor.visitSingularInt32Field(value: self.httpStatusCode, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Notifications_V1_SendAttempt, rhs: Storebus_Notifications_V1_SendAttempt) -> Bool {
+    if lhs._attemptDate != rhs._attemptDate {return false}
+    if lhs.sendAttemptResult != rhs.sendAttemptResult {return false}
+    if lhs.httpStatusCode != rhs.httpStatusCode {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Notifications_V1_NotificationHistoryItem: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NotificationHistoryItem"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}notification\0\u{3}webhook_url\0\u{3}delivery_state\0\u{3}send_attempts\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._notification) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.webhookURL) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.deliveryState) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.sendAttempts) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._notification {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.webhookURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.webhookURL, fieldNumber: 2)
+    }
+    if !self.deliveryState.isEmpty {
+      try visitor.visitSingularStringField(value: self.deliveryState, fieldNumber: 3)
+    }
+    if !self.sendAttempts.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.sendAttempts, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Notifications_V1_NotificationHistoryItem, rhs: Storebus_Notifications_V1_NotificationHistoryItem) -> Bool {
+    if lhs._notification != rhs._notification {return false}
+    if lhs.webhookURL != rhs.webhookURL {return false}
+    if lhs.deliveryState != rhs.deliveryState {return false}
+    if lhs.sendAttempts != rhs.sendAttempts {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Notifications_V1_GetNotificationHistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetNotificationHistoryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}after_position\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.afterPosition) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if self.afterPosition != 0 {
+      try visitor.visitSingularUInt64Field(value: self.afterPosition, fieldNumber: 2)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Notifications_V1_GetNotificationHistoryRequest, rhs: Storebus_Notifications_V1_GetNotificationHistoryRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.afterPosition != rhs.afterPosition {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Notifications_V1_GetNotificationHistoryResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetNotificationHistoryResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}items\0\u{3}has_more\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.items) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.hasMore_p) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.items.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.items, fieldNumber: 1)
+    }
+    if self.hasMore_p != false {
+      try visitor.visitSingularBoolField(value: self.hasMore_p, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Notifications_V1_GetNotificationHistoryResponse, rhs: Storebus_Notifications_V1_GetNotificationHistoryResponse) -> Bool {
+    if lhs.items != rhs.items {return false}
+    if lhs.hasMore_p != rhs.hasMore_p {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Notifications_V1_SetWebhookRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetWebhookRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{1}url\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.url.isEmpty {
+      try visitor.visitSingularStringField(value: self.url, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Notifications_V1_SetWebhookRequest, rhs: Storebus_Notifications_V1_SetWebhookRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.url != rhs.url {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Notifications_V1_SetWebhookResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetWebhookResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}url\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.url.isEmpty {
+      try visitor.visitSingularStringField(value: self.url, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Notifications_V1_SetWebhookResponse, rhs: Storebus_Notifications_V1_SetWebhookResponse) -> Bool {
+    if lhs.url != rhs.url {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

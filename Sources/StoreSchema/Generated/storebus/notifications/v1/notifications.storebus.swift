@@ -34,7 +34,22 @@ public enum Storebus_Notifications_V1_Notifications: ServiceDescription {
         access: .server, cacheable: false
     )
 
+    /// The app's notifications after a position with each webhook delivery's state and attempts (the
+    /// App Store Server API's Get Notification History, by position). Idempotent.
+    public static let getNotificationHistory = MethodDescriptor<Storebus_Notifications_V1_GetNotificationHistoryRequest, Storebus_Notifications_V1_GetNotificationHistoryResponse>(
+        service: serviceName, method: "GetNotificationHistory", idempotent: true, streaming: .unary,
+        access: .server, cacheable: false
+    )
+
+    /// Sets the URL the app's notifications are POSTed to from now on (empty: the configured one, or
+    /// none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
+    /// Idempotent.
+    public static let setWebhook = MethodDescriptor<Storebus_Notifications_V1_SetWebhookRequest, Storebus_Notifications_V1_SetWebhookResponse>(
+        service: serviceName, method: "SetWebhook", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [readNotifications.erased, requestTestNotification.erased, getRootCertificate.erased]
+    public static let methods: [AnyMethodDescriptor] = [readNotifications.erased, requestTestNotification.erased, getRootCertificate.erased, getNotificationHistory.erased, setWebhook.erased]
 }
 

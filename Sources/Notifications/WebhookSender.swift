@@ -1,0 +1,131 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import ServiceLifecycle
+import StoreBus
+import StoreSchema
+import Synchronization
+
+/// POSTs each queued notification to its app's webhook as Apple does (`{"signedPayload": "…"}`):
+/// HTTP 200 to 206 is a success; any other status, a time-out or a connection that fails is a failed
+/// attempt, tried again on Apple's schedule (``NotificationStore/retryHours`` times
+/// `retryScale`). Deliveries are durable rows: a process killed with attempts to come makes them after
+/// its restart; one killed during an attempt makes it again (a webhook may see a notification twice
+/// before answering, never after a success is recorded). Each URL has at most `perURL` attempts in
+/// flight and each attempt its time limit, so an endpoint that hangs or fails holds back no other.
+struct WebhookSender: Service {
+    let store: NotificationStore
+    let client: HTTPClient
+    let timeout: Duration
+    let retryScale: Double
+    let perURL: Int
+    let logger: Logger
+
+    /// Most attempts in flight at once, over every URL.
+    static let maxInFlight = 256
+
+    /// What an attempt came to.
+    enum Outcome: Sendable {
+        case attempted(Delivery)
+        case tick
+    }
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { try await send() }
+        try await client.shutdown()
+    }
+
+    private func send() async throws {
+        try await withThrowingTaskGroup(of: Outcome.self) { group in
+            var busy = Set<Delivery>()
+            var perURLBusy: [String: Int] = [:]
+            var ticking = false
+            while !Task.isCancelled {
+                let room = Self.maxInFlight - busy.count
+                if room > 0 {
+                    for delivery in try await store.due(nowMS: EpochMilliseconds.now, limit: room, excluding: busy)
+                    where perURLBusy[delivery.url, default: 0] < perURL {
+                        busy.insert(delivery)
+                        perURLBusy[delivery.url, default: 0] += 1
+                        group.addTask { try await attempt(delivery) }
+                    }
+                }
+                if !ticking {
+                    // Looks again when deliveries are queued, when the next one falls due, or at
+                    // least every second.
+                    ticking = true
+                    let next = try await store.nextDue()
+                    let looked = UInt64(EpochMilliseconds.now)
+                    group.addTask { [store] in
+                        var wait = Duration.seconds(1)
+                        if let next { wait = min(wait, .milliseconds(max(next - Int64(looked), 5))) }
+                        _ = await store.queued.wait("", beyond: looked, timeout: wait)
+                        return .tick
+                    }
+                }
+                guard let outcome = try await group.next() else { continue }
+                switch outcome {
+                case .attempted(let delivery):
+                    busy.remove(delivery)
+                    perURLBusy[delivery.url, default: 1] -= 1
+                case .tick:
+                    ticking = false
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// One attempt at `delivery`, recorded.
+    private func attempt(_ delivery: Delivery) async throws -> Outcome {
+        let started = EpochMilliseconds.now
+        let (result, status) = await post(delivery)
+        try await store.record(delivery, result: result, httpStatus: status, atMS: started, scale: retryScale)
+        NotificationMetrics.attempts(result).increment()
+        if result != "SUCCESS" {
+            logger.info(
+                "A webhook attempt failed",
+                metadata: ["app": "\(delivery.app)", "position": "\(delivery.position)", "attempt": "\(delivery.attempts + 1)", "result": "\(result)", "status": "\(status)"])
+        }
+        return .attempted(delivery)
+    }
+
+    /// POSTs the notification; Apple's sendAttemptResult and the HTTP status (0: none).
+    private func post(_ delivery: Delivery) async -> (String, Int) {
+        do {
+            guard let payload = try await store.signedPayload(app: delivery.app, position: delivery.position) else { return ("OTHER", 0) }
+            var request = HTTPClientRequest(url: delivery.url)
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "User-Agent", value: "StoreBus-Notifications/2.0")
+            var body = ByteBuffer()
+            body.writeString("{\"signedPayload\":\"")
+            body.writeString(payload)
+            body.writeString("\"}")
+            request.body = .bytes(body)
+            let (seconds, attoseconds) = timeout.components
+            let response = try await client.execute(request, timeout: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+            // The answer's body is read (at most 64 KiB) and dropped: only its status counts.
+            _ = try await response.body.collect(upTo: 64 * 1024)
+            let code = Int(response.status.code)
+            return ((200...206).contains(code) ? "SUCCESS" : "UNSUCCESSFUL_HTTP_RESPONSE_CODE", code)
+        } catch let error as HTTPClientError {
+            if [.deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout].contains(error) { return ("TIMED_OUT", 0) }
+            if error == .remoteConnectionClosed { return ("PREMATURE_CLOSE", 0) }
+            return (Self.classify(error), 0)
+        } catch {
+            return (Self.classify(error), 0)
+        }
+    }
+
+    /// Apple's sendAttemptResult for an error other than a time-out or an early close.
+    static func classify(_ error: any Error) -> String {
+        let text = "\(type(of: error)) \(error)"
+        if text.contains("SSL") || text.contains("TLS") || text.contains("certificate") { return "TLS_ISSUE" }
+        // Nobody listening, no route: the endpoint never answered.
+        if text.contains("ConnectionError") || text.contains("connectFailed") || text.contains("Connection refused") { return "NO_RESPONSE" }
+        return "SOCKET_ISSUE"
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import StoreBus
+import StoreBusSDK
+import StoreBusTesting
+import StoreSchema
+import Synchronization
+import Testing
+
+/// A webhook endpoint in the test process: records every POST's body and answers the statuses
+/// `answers` gives, one per request (the last one from then on).
+final class WebhookEndpoint: Sendable {
+    /// The requests so far and the answers to come.
+    final class Log: Sendable {
+        let state = Mutex<(bodies: [String], answers: [Int])>(([], []))
+    }
+
+    let port: Int
+    private let log = Log()
+    private let task: Task<Void, any Error>
+
+    init(answers: [Int], port: Int? = nil) throws {
+        let port = try port ?? unusedLoopbackPort()
+        self.port = port
+        log.state.withLock { $0.answers = answers }
+        let router = Router()
+        let log = self.log
+        router.post("/hook") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let status = log.state.withLock { state -> Int in
+                state.bodies.append(String(buffer: body))
+                return state.answers.count > 1 ? state.answers.removeFirst() : state.answers.first ?? 200
+            }
+            return Response(status: .init(code: status))
+        }
+        let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
+        task = Task { try await application.runService() }
+    }
+
+    var url: String { "http://127.0.0.1:\(port)/hook" }
+    var bodies: [String] { log.state.withLock { $0.bodies } }
+    func answer(_ answers: [Int]) { log.state.withLock { $0.answers = answers } }
+
+    /// The signedPayload of every POST, in order.
+    var payloads: [String] {
+        bodies.compactMap { body in (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["signedPayload"] as? String }
+    }
+
+    func stop() async {
+        task.cancel()
+        _ = await task.result
+    }
+}
+
+/// Webhooks: each notification POSTed as Apple does, retried on Apple's schedule (shortened in
+/// tests), durable across a kill, every attempt recorded.
+@Suite(.serialized)
+struct WebhookTests {
+    static func history(_ server: StoreConnection) async throws -> [Storebus_Notifications_V1_NotificationHistoryItem] {
+        try await server.call(Storebus_Notifications_V1_Notifications.getNotificationHistory, .with { $0.limit = 100 }).items
+    }
+
+    @Test("an endpoint answering 500 twice, then 200, receives the notification three times and never after; the history shows two failures and a SUCCESS")
+    func retriedUntilSuccess() async throws {
+        let endpoint = try WebhookEndpoint(answers: [500, 500, 200])
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let admin = try cluster.admin()
+            let server = try cluster.server()
+            let set = try await admin.call(
+                Storebus_Notifications_V1_Notifications.setWebhook,
+                .with {
+                    $0.appBundleID = puzzle
+                    $0.url = endpoint.url
+                })
+            #expect(set.url == endpoint.url)
+            let queue = try PaymentQueue(configuration: cluster.configuration(account: "wes"))
+            guard case .success = try await queue.purchase(Payment(productIdentifier: coins)) else { Issue.record("not purchased"); return }
+            #expect(await waitUntil(timeout: .seconds(30)) { endpoint.bodies.count >= 3 })
+            try await Task.sleep(for: .seconds(2))
+            #expect(endpoint.bodies.count == 3, "nothing after the success")
+            let notification = try #require(try await server.call(Storebus_Notifications_V1_Notifications.readNotifications, .init()).notifications.first)
+            #expect(endpoint.payloads == Array(repeating: notification.signedPayload, count: 3), "{\"signedPayload\": …}, the notification as signed")
+            let item = try #require(try await Self.history(server).first)
+            #expect(item.webhookURL == endpoint.url && item.deliveryState == "SUCCEEDED")
+            #expect(item.sendAttempts.map(\.sendAttemptResult) == ["UNSUCCESSFUL_HTTP_RESPONSE_CODE", "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "SUCCESS"])
+            #expect(item.sendAttempts.map(\.httpStatusCode) == [500, 500, 200])
+            // A URL that is not http(s) is refused; a device session may not set one.
+            await #expect(throws: StoreError.self) {
+                _ = try await admin.call(
+                    Storebus_Notifications_V1_Notifications.setWebhook,
+                    .with {
+                        $0.appBundleID = puzzle; $0.url = "ftp://example.com/x"
+                    })
+            }
+            await queue.close()
+            await server.close()
+            await admin.close()
+        }
+        await endpoint.stop()
+    }
+
+    @Test("nobody listening: attempts fail NO_RESPONSE; the notification service killed with retries pending delivers each after its restart, once the endpoint answers")
+    func durableRetries() async throws {
+        let port = try unusedLoopbackPort()
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let admin = try cluster.admin()
+            let server = try cluster.server()
+            _ = try await admin.call(
+                Storebus_Notifications_V1_Notifications.setWebhook,
+                .with {
+                    $0.appBundleID = puzzle; $0.url = "http://127.0.0.1:\(port)/hook"
+                })
+            let queue = try PaymentQueue(configuration: cluster.configuration(account: "val"))
+            for _ in 0..<3 {
+                guard case .success = try await queue.purchase(Payment(productIdentifier: coins)) else { Issue.record("not purchased"); return }
+            }
+            #expect(
+                await waitUntil(timeout: .seconds(30)) {
+                    let items = (try? await Self.history(server)) ?? []
+                    return items.count == 3 && items.allSatisfy { $0.sendAttempts.count >= 2 }
+                })
+            let failed = try await Self.history(server)
+            #expect(failed.allSatisfy { $0.deliveryState == "PENDING" && $0.sendAttempts.allSatisfy { $0.sendAttemptResult == "NO_RESPONSE" } }, "\(failed)")
+            cluster.notifications.signal(SIGKILL)
+            _ = await cluster.notifications.waitForExit(timeout: .seconds(10))
+            let endpoint = try WebhookEndpoint(answers: [200], port: port)
+            try await cluster.startNotifications()
+            #expect(await waitUntil(timeout: .seconds(60)) { Set(endpoint.payloads).count == 3 })
+            #expect(
+                await waitUntil(timeout: .seconds(10)) {
+                    ((try? await Self.history(server)) ?? []).allSatisfy { $0.deliveryState == "SUCCEEDED" && $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" }
+                })
+            try await Task.sleep(for: .seconds(1))
+            #expect(endpoint.payloads.count == 3, "each once: \(endpoint.payloads.count)")
+            await endpoint.stop()
+            await queue.close()
+            await server.close()
+            await admin.close()
+        }
+    }
+}
