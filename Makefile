@@ -11,6 +11,8 @@ BIN         := .build/debug
 # transactions with it (scripts/apple-library-check.py).
 PYTHON_TOOLS := .build/python-tools
 APPLE_LIBRARY_VERSION := 3.1.2
+# pyzmq: deploy/examples/python_backend.py, run by the notification tests.
+PYZMQ_VERSION := 26.2.0
 
 .PHONY: deps test-deps build run test generators protos check-protos format check-format bench clean
 
@@ -37,16 +39,17 @@ run: build
 
 ## test-deps: what the tests need besides: systemd-analyze (Debian's systemd) checks deploy/systemd's
 ## units; openssl and Apple's app-store-server-library (PyPI, in a virtual environment under .build/)
-## check receipts and signed transactions as other tools see them; iproute2 and tcpdump make and
+## check receipts and signed transactions as other tools see them, and pyzmq runs the Python backend
+## example; iproute2 and tcpdump make and
 ## watch the multi-host test's network namespaces.
 test-deps: deps
 	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump curl; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
-	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary" 2>/dev/null || { \
-	  echo "installing: app-store-server-library $(APPLE_LIBRARY_VERSION) (PyPI) into $(PYTHON_TOOLS)"; \
+	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary, zmq" 2>/dev/null || { \
+	  echo "installing: app-store-server-library $(APPLE_LIBRARY_VERSION) and pyzmq $(PYZMQ_VERSION) (PyPI) into $(PYTHON_TOOLS)"; \
 	  rm -rf $(PYTHON_TOOLS) && python3 -m venv $(PYTHON_TOOLS) && \
-	  $(PYTHON_TOOLS)/bin/pip install -q --disable-pip-version-check app-store-server-library==$(APPLE_LIBRARY_VERSION); }
+	  $(PYTHON_TOOLS)/bin/pip install -q --disable-pip-version-check app-store-server-library==$(APPLE_LIBRARY_VERSION) pyzmq==$(PYZMQ_VERSION); }
 
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
 ## Each test target runs in a process of its own (scripts/run-tests says why).
