@@ -23,10 +23,17 @@ public enum JWS {
     public static func sign(_ payload: some Encodable, with key: SigningKey) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let header = Header(alg: "ES256", x5c: try key.chain.map { Data(try SigningKey.der($0)).base64EncodedString() })
-        let input = Base64URL.encode(try encoder.encode(header)) + "." + Base64URL.encode(try encoder.encode(payload))
+        let header = try key.jwsHeaderSegment ?? headerSegment(chain: key.chain)
+        let input = header + "." + Base64URL.encode(try encoder.encode(payload))
         let signature = try key.privateKey.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    /// The base64url header segment of a JWS signed under `chain` (leaf, intermediate, root).
+    static func headerSegment(chain: [Certificate]) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Base64URL.encode(try encoder.encode(Header(alg: "ES256", x5c: try chain.map { Data(try SigningKey.der($0)).base64EncodedString() })))
     }
 
     /// Why a JWS does not verify.

@@ -18,11 +18,17 @@ public struct SigningKey: Sendable {
     /// The intermediate that issued it, then the root.
     public let issuers: [Certificate]
 
+    /// The JWS header every signature of this key carries (ES256 and the chain as `x5c`), as its
+    /// base64url segment: made once, as serializing the three certificates again for each signature
+    /// cost more than the signature itself. Nil when a certificate cannot be serialized.
+    let jwsHeaderSegment: String?
+
     /// A leaf, its key, and the certificates above it (intermediate, root).
     public init(certificate: Certificate, privateKey: P256.Signing.PrivateKey, issuers: [Certificate]) {
         self.certificate = certificate
         self.privateKey = privateKey
         self.issuers = issuers
+        jwsHeaderSegment = try? JWS.headerSegment(chain: [certificate] + issuers)
     }
 
     /// Leaf, intermediate, root: the `x5c` order.

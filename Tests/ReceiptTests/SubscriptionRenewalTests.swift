@@ -158,8 +158,14 @@ struct SubscriptionRenewalTests {
             }
             #expect(inGrace)
             let rita = try StoreConnection(configuration: cluster.configuration(account: "rita", gateways: [0]))
-            let entitlement = try #require(try await rita.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements.first { $0.productIdentifier == Self.monthly })
-            #expect(entitlement.active && entitlement.reason.hasPrefix("in the billing grace period until "), "\(entitlement.reason)")
+            // The receipt service follows the payment queue's log: it hears of the grace period a
+            // moment after the payment queue says so.
+            func entitlement() async throws -> Storebus_Receipt_V1_Entitlement? {
+                try await rita.call(Storebus_Receipt_V1_Receipt.getEntitlements, .init()).entitlements.first { $0.productIdentifier == Self.monthly }
+            }
+            #expect(try await waitUntil(timeout: .seconds(30)) { try await entitlement()?.reason.hasPrefix("in the billing grace period") == true })
+            let inGracePeriod = try #require(try await entitlement())
+            #expect(inGracePeriod.active && inGracePeriod.reason.hasPrefix("in the billing grace period until "), "\(inGracePeriod.reason)")
             let receiptData = try await rita.call(Storebus_Receipt_V1_Receipt.refreshReceipt, .init()).receiptData
             let verified = try await rita.call(
                 Storebus_Receipt_V1_Receipt.verifyReceipt,
