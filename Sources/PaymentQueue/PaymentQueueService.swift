@@ -24,6 +24,10 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     /// sets one), as RenewalRate's name: `RENEWAL_RATE_REAL_TIME` for production. Default
     /// `RENEWAL_RATE_MONTHLY_RENEWAL_EVERY_FIVE_MINUTES`, Apple's sandbox.
     public var renewalRate = RenewalClock.defaultRate
+    /// Most renewals a second the renewal engine makes when a backlog has come due (each one also
+    /// costs its followers: a receipt entry, a signed notification): the rest of the machine stays
+    /// for purchases. 0: as fast as rounds go. Default 250 (900,000 an hour).
+    public var renewalsPerSecond = RenewalEngine.defaultRenewalsPerSecond
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7302`, doorbells on
     /// `tcp://127.0.0.1:7312`, data in `data/payment-queue`
@@ -33,7 +37,7 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     /// The defaults.
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case catalogEndpoints, durability, catalogCacheMilliseconds, policies, renewalRate }
+    enum CodingKeys: String, CodingKey { case catalogEndpoints, durability, catalogCacheMilliseconds, policies, renewalRate, renewalsPerSecond }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -42,6 +46,7 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
         durability = try container.value(.durability, default: defaults.durability)
         catalogCacheMilliseconds = try container.value(.catalogCacheMilliseconds, default: defaults.catalogCacheMilliseconds)
         policies = try container.value(.policies, default: defaults.policies)
+        renewalsPerSecond = try container.value(.renewalsPerSecond, default: defaults.renewalsPerSecond)
         if let name = try container.decodeIfPresent(String.self, forKey: .renewalRate) {
             guard let rate = RenewalClock.rate(named: name) else {
                 let names = RenewalClock.rates.map(RenewalClock.name(of:)).joined(separator: ", ")
@@ -58,6 +63,7 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
             throw StartupError("service.catalogEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
         }
         guard catalogCacheMilliseconds >= 0 else { throw StartupError("service.catalogCacheMilliseconds must be 0 or more") }
+        guard renewalsPerSecond >= 0 else { throw StartupError("service.renewalsPerSecond must be 0 (no limit) or more") }
         for (index, entry) in policies.enumerated() {
             guard !entry.app.isEmpty else { throw StartupError("service.policies[\(index)].app must not be empty") }
             do {
@@ -177,7 +183,7 @@ public struct PaymentQueueService: Service {
         }
         try await store.setRenewalRate(configuration.renewalRate, app: "")
         let authority = PaymentAuthority(store: store, logger: host.logger)
-        let renewals = RenewalEngine(store: store, logger: host.logger)
+        let renewals = RenewalEngine(store: store, renewalsPerSecond: configuration.renewalsPerSecond, logger: host.logger)
         var router = try EventLogHandlers(database: database).router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))

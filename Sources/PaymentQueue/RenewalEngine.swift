@@ -16,16 +16,30 @@ public final class RenewalEngine: Service, Sendable {
     /// indexed read.
     public static let longestSleep = Duration.seconds(1)
 
-    /// An engine renewing the subscriptions of `store`.
-    public init(store: TransactionStore, logger: Logger) {
+    /// The renewals a second a backlog is worked through at by default (``init(store:renewalsPerSecond:logger:)``).
+    public static let defaultRenewalsPerSecond = 250
+
+    /// An engine renewing the subscriptions of `store`, at most `renewalsPerSecond` a second when a
+    /// backlog has come due (0: as fast as rounds go): each round of renewals is followed by a pause
+    /// long enough to keep to that rate, so that the work a renewal causes (its event, a receipt
+    /// entry, a signed notification) leaves room for purchases.
+    public init(store: TransactionStore, renewalsPerSecond: Int = RenewalEngine.defaultRenewalsPerSecond, logger: Logger) {
         self.store = store
+        let perRound = renewalsPerSecond > 0 ? min(TransactionStore.renewalsPerRound, max(1, renewalsPerSecond / 10)) : TransactionStore.renewalsPerRound
         rounds = DueRounds(name: "Renewing subscriptions", logger: logger) {
             let next = try await store.nextRenewal()
             let soonest = Date().addingTimeInterval(Double(Self.longestSleep.components.seconds))
             guard let next, next <= Date() else {
                 return DueRounds.Outcome(moreDue: false, next: min(next ?? soonest, soonest))
             }
-            let round = try await store.renewDue()
+            let started = ContinuousClock.now
+            let round = try await store.renewDue(limit: perRound)
+            if renewalsPerSecond > 0, round.renewed > 0 {
+                // The round's share of a second at the rate, less what the round itself took.
+                let share = Duration.milliseconds(Int64(round.renewed) * 1000 / Int64(renewalsPerSecond))
+                let left = share - (ContinuousClock.now - started)
+                if left > .zero { try await Task.sleep(for: left) }
+            }
             return DueRounds.Outcome(
                 moreDue: round.moreDue, next: round.next.map { min($0, soonest) } ?? soonest, progressed: round.renewed > 0 || round.blocked == 0
             )
