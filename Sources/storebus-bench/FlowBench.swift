@@ -159,8 +159,10 @@ struct FlowBench {
                         try await Self.metered(meter, flows: flows, round: "\(round) paced during renewals", verbose: verbose) {
                             try await Self.drive(simulated, on: reactor, flows: flows, pacedAt: Double(pacedRate))
                         })
-                    backlogLeft.append(Double(try backlog.left(round: round)))
-                    backlogRates.append(Double(backlog.count) / (try await backlog.drained(round: round, since: start)))
+                    let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: [queueRPC]), reactor: reactor)
+                    backlogLeft.append(Double(try await backlog.left(round: round, client: queueClient)))
+                    backlogRates.append(Double(backlog.count) / (try await backlog.drained(round: round, client: queueClient, since: start)))
+                    await queueClient.shutdown()
                 }
             }
         }

@@ -1,5 +1,8 @@
 import Foundation
 import GRDB
+import PaymentQueue
+import StoreBus
+import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
 
@@ -10,36 +13,37 @@ import StoreSchema
 /// backup would be: no service shares its database with another process), and the payment queue
 /// started again renews them from its start, beside the calls it serves.
 struct RenewalBacklog {
-    let databasePath: String
+    let directory: URL
     let app: String
     let count: Int
 
     /// The payment queue's database in a cluster started by StoreBusTesting.
     init(cluster: StoreCluster, app: String, count: Int) {
-        databasePath = cluster.directory.path("data") + "/payment-queue.sqlite"
+        directory = URL(fileURLWithPath: cluster.directory.path("data"))
         self.app = app
         self.count = count
     }
 
-    private func open() throws -> DatabaseQueue {
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(30)
-        return try DatabaseQueue(path: databasePath, configuration: configuration)
+    /// The database as the payment queue opens it (its SQLite settings and WAL handling), while the
+    /// payment queue is stopped.
+    private func open() throws -> StoreDatabase {
+        try StoreDatabase(directory: directory, name: "payment-queue", durability: .full, migrator: PaymentQueueSchema.migrator)
     }
 
     /// Stops the cluster's payment queue, writes the subscriptions of round `round`, due now, in one
     /// transaction, and starts it again.
     func make(round: Int, in cluster: StoreCluster) async throws {
-        _ = await cluster.queue.stop()
-        try write(round: round)
+        let status = await cluster.queue.stop()
+        guard status == 0 else { throw ClusterFailure(description: "the payment queue stopped with status \(status)") }
+        try await write(round: round)
         try await cluster.startPaymentQueue()
     }
 
-    private func write(round: Int) throws {
+    private func write(round: Int) async throws {
         let database = try open()
         defer { try? database.close() }
         let dueMS = Int64(Date().timeIntervalSince1970 * 1000) - 1
-        try database.write { db in
+        try await database.write { db in
             let insert = try db.makeStatement(
                 sql: """
                     INSERT INTO pq_subscription (app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms,
@@ -56,19 +60,26 @@ struct RenewalBacklog {
         }
     }
 
-    /// How many of round `round`'s subscriptions have not renewed yet.
-    func left(round: Int) throws -> Int {
-        let database = try open()
-        defer { try? database.close() }
-        return try database.read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pq_subscription WHERE grp = 'backlog' AND renewals = 0 AND account LIKE ?", arguments: ["backlog-\(round)-%"]) ?? 0
+    /// About how many of round `round`'s subscriptions have not renewed yet: a sample of fifty of
+    /// them, asked of the payment queue (the bench never opens the database of a running service).
+    func left(round: Int, client: RPCClient) async throws -> Int {
+        var left = 0
+        for index in stride(from: 0, to: count, by: max(1, count / 50)) {
+            let subscriptions = try await client.call(
+                Storebus_PaymentQueue_V1_Subscriptions.listSubscriptions,
+                .with {
+                    $0.appBundleID = app
+                    $0.accountID = "backlog-\(round)-\(index)"
+                })
+            if subscriptions.subscriptions.first?.renewalCount == 0 { left += 1 }
         }
+        return left * max(1, count / 50)
     }
 
-    /// Waits until every subscription of round `round` renewed (at most `limit`); the seconds it took
-    /// from `start`.
-    func drained(round: Int, since start: ContinuousClock.Instant, limit: Duration = .seconds(300)) async throws -> Double {
-        while try left(round: round) > 0 {
+    /// Waits until every subscription of round `round` renewed (as far as the sample of
+    /// ``left(round:client:)`` tells, at most `limit`); the seconds it took from `start`.
+    func drained(round: Int, client: RPCClient, since start: ContinuousClock.Instant, limit: Duration = .seconds(600)) async throws -> Double {
+        while try await left(round: round, client: client) > 0 {
             guard ContinuousClock.now - start < limit else { throw ClusterFailure(description: "the renewal backlog was not worked through in \(limit)") }
             try await Task.sleep(for: .milliseconds(200))
         }
