@@ -121,7 +121,7 @@ let package = Package(
         .target(
             name: "StoreBusCommandLine",
             dependencies: [
-                "StoreBus", "StoreBusHost",
+                "StoreBus", "StoreBusHost", "StoreBusStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

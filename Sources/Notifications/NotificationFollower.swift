@@ -21,7 +21,7 @@ struct NotificationFollower: Service {
     let logger: Logger
 
     func run() async throws {
-        let (log, store, logger) = (log, store, logger)
+        let (log, logger) = (log, logger)
         try await cancelWhenGracefulShutdown {
             try await follower.followAlways(
                 as: Storebus_PaymentQueue_V1_QueueEventPage.self,
@@ -35,7 +35,6 @@ struct NotificationFollower: Service {
                         try db.execute(sql: "DELETE FROM nt_subscription")
                         try db.execute(sql: "DELETE FROM nt_noted")
                     }
-                    _ = store
                 })
         }
         await follower.shutdown()

@@ -48,8 +48,8 @@ struct SubscriptionRecord: Sendable, Equatable {
         retry_at_ms, retry_until_ms, grace_until_ms, intro_left, intro_period, intro_price, level, auto_renew_level
         """
 
-    /// Writes every column of ``columns``, one placeholder each (counted from the list, so that a
-    /// column added there cannot leave the statement a placeholder short).
+    /// Writes every column of ``columns``, one `?` each (counted from the list, so that a column
+    /// added there cannot leave the statement a parameter short).
     static let saveSQL =
         "INSERT OR REPLACE INTO pq_subscription (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
 

@@ -24,7 +24,7 @@ extension ReceiptBook {
             data.environment = environment.rawValue
             let (app, account) = (notification.appBundleID, notification.accountID)
             if !notification.transactionID.isEmpty {
-                guard let purchase = try await store.anyPurchase(app: app, account: account, id: notification.transactionID) else {
+                guard let purchase = try await store.purchase(app: app, account: account, id: notification.transactionID, includingCleared: true) else {
                     throw RPCError.resource(
                         .notFound, type: "transaction", name: notification.transactionID,
                         "account \(RPCError.echo(account)) has no purchased or restored transaction \(RPCError.echo(notification.transactionID))")

@@ -230,22 +230,12 @@ public final class ReceiptStore: Sendable {
         }
     }
 
-    /// One purchase of the account, cleared or not.
-    public func anyPurchase(app: String, account: String, id: String) async throws -> StoredPurchase? {
+    /// One purchase of the account, if its history still holds it (or, `includingCleared`, if it
+    /// ever held it).
+    public func purchase(app: String, account: String, id: String, includingCleared: Bool = false) async throws -> StoredPurchase? {
         try await database.read { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?"), arguments: [id, app, account]
-            ).map(StoredPurchase.init)
-        }
-    }
-
-    /// One purchase of the account, if its history still holds it.
-    public func purchase(app: String, account: String, id: String) async throws -> StoredPurchase? {
-        try await database.read { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ? AND cleared = 0"),
-                arguments: [id, app, account]
-            ).map(StoredPurchase.init)
+            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0")"
+            return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [id, app, account]).map(StoredPurchase.init)
         }
     }
 

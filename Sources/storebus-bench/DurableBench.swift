@@ -111,19 +111,7 @@ struct DurableBench {
         let due = Date()
         let dueMS = Int64(due.timeIntervalSince1970 * 1000) - 1
         try await database.write { db in
-            let insert = try db.makeStatement(
-                sql: """
-                    INSERT INTO pq_subscription (app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms,
-                        latest_id, expires_ms, status, device, period, price, currency, storefront)
-                    VALUES (?, ?, 'bench', 'bench.monthly', 'bench.monthly', 1, ?, ?, ?, ?, ?, 'device', 'P1M', '4.99', 'USD', 'USA')
-                    """)
-            for index in 0..<dueSubscriptions {
-                let original = "bench-\(round)-\(index)"
-                try insert.execute(arguments: [
-                    app, "renewals-\(round)-\(index)", original, dueMS - 300_000, original, dueMS,
-                    Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue
-                ])
-            }
+            try RenewalBacklog.insertDue(db, app: app, group: "bench", accountPrefix: "renewals-\(round)", count: dueSubscriptions, dueMS: dueMS)
         }
         let start = DispatchTime.now().uptimeNanoseconds
         var renewed = 0

@@ -38,5 +38,3 @@ struct NotificationsCommand: AsyncParsableCommand {
         try await NotificationsService(host: host, configuration: configuration).run()
     }
 }
-
-extension Durability: ExpressibleByArgument {}

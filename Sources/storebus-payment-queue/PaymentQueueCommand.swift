@@ -36,5 +36,3 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         try await PaymentQueueService(host: host, configuration: configuration).run()
     }
 }
-
-extension Durability: ExpressibleByArgument {}

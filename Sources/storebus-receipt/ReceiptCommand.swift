@@ -52,5 +52,3 @@ struct ReceiptCommand: AsyncParsableCommand {
         try await ReceiptService(host: host, configuration: configuration).run()
     }
 }
-
-extension Durability: ExpressibleByArgument {}
