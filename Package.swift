@@ -48,7 +48,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        // 3.12.3 up to 4.x: jwt-kit needs 4.1 or later.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -58,6 +59,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         // The notification service's webhooks (outbound HTTP).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // The App Store Server API's bearer tokens (ES256 JSON Web Tokens), checked by the
+        // notification service.
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -234,8 +238,10 @@ let package = Package(
         .target(
             name: "Notifications",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -305,6 +311,7 @@ let package = Package(
             dependencies: [
                 "CatalogFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // protoc plugin writing typed method descriptors for every proto service (`make protos`).
@@ -336,8 +343,11 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "CatalogFormat", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "Catalog", "CatalogFormat", "Notifications", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -379,7 +389,9 @@ let package = Package(
         .testTarget(
             name: "NotificationsTests",
             dependencies: [
-                "Notifications", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                "Notifications", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusStorage", "StoreBusTesting", "StoreSchema",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

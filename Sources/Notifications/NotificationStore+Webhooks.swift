@@ -21,14 +21,22 @@ extension NotificationStore {
     /// 24, 48 and 72 hours later; after the sixth, the notification is not sent again.
     static let retryHours: [Double] = [1, 12, 24, 48, 72]
 
-    /// Deliveries due by `nowMS`, oldest first, at most `limit`, leaving out those in `busy`.
-    func due(nowMS: Int64, limit: Int, excluding busy: Set<Delivery>) async throws -> [Delivery] {
-        try await database.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT app, position, url, attempts FROM nt_delivery WHERE state = 'PENDING' AND next_ms <= ? ORDER BY next_ms, app, position LIMIT ?"),
-                arguments: [nowMS, limit + busy.count]
-            ).map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3]) }
+    /// Deliveries due by `nowMS`, oldest first, at most `limit`, leaving out those in `busy` and
+    /// every delivery to the URLs in `full` (as many attempts in flight as they may have): one URL's
+    /// backlog never hides the deliveries of others.
+    func due(nowMS: Int64, limit: Int, excluding busy: Set<Delivery>, full: Set<String> = []) async throws -> [Delivery] {
+        let skipped = full.sorted()
+        let sql =
+            "SELECT app, position, url, attempts FROM nt_delivery WHERE state = 'PENDING' AND next_ms <= ?"
+            + (skipped.isEmpty ? "" : " AND url NOT IN (\(Array(repeating: "?", count: skipped.count).joined(separator: ", ")))")
+            + " ORDER BY next_ms, app, position LIMIT ?"
+        var arguments: [any DatabaseValueConvertible] = [nowMS]
+        arguments += skipped
+        arguments.append(limit + busy.count)
+        let bound = StatementArguments(arguments)
+        return try await database.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: bound)
+                .map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3]) }
                 .filter { !busy.contains($0) }.prefix(limit).map { $0 }
         }
     }
@@ -46,7 +54,7 @@ extension NotificationStore {
     /// Records an attempt: a success ends the delivery; a failure schedules the next attempt on
     /// Apple's schedule (its hours times `scale`), or ends it FAILED after the last.
     func record(_ delivery: Delivery, result: String, httpStatus: Int, atMS: Int64, scale: Double) async throws {
-        try await database.write { db in
+        try await attempts.write { db, _ in
             let attempt = delivery.attempts + 1
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO nt_attempt (app, position, attempt, at_ms, result, http_status) VALUES (?, ?, ?, ?, ?, ?)")
                 .execute(arguments: [delivery.app, Int64(delivery.position), attempt, atMS, result, httpStatus])
@@ -82,8 +90,50 @@ extension NotificationStore {
     /// whether more follow.
     func history(app: String, after position: UInt64, limit: Int) async throws -> (items: [Storebus_Notifications_V1_NotificationHistoryItem], hasMore: Bool) {
         let page = try await read(app: app, after: position, limit: limit + 1)
-        let notifications = Array(page.notifications.prefix(limit))
-        let items = try await database.read { db in
+        let items = try await historyItems(app: app, Array(page.notifications.prefix(limit)))
+        return (items, page.notifications.count > limit)
+    }
+
+    /// Up to `limit` of the app's notifications after `position` that `matching` keeps, looking at
+    /// no more than `scanning` of them: the items found, the position of the last one looked at, and
+    /// whether any is left to look at.
+    func searchHistory(
+        app: String, after position: UInt64, limit: Int, scanning: Int,
+        matching: (Storebus_Notifications_V1_NotificationHistoryItem) -> Bool
+    ) async throws -> (items: [Storebus_Notifications_V1_NotificationHistoryItem], last: UInt64, more: Bool) {
+        var found: [Storebus_Notifications_V1_NotificationHistoryItem] = []
+        var last = position
+        var looked = 0
+        while found.count < limit, looked < scanning {
+            let page = try await read(app: app, after: last, limit: min(200, scanning - looked))
+            if page.notifications.isEmpty { return (found, last, false) }
+            for item in try await historyItems(app: app, page.notifications) {
+                last = item.notification.position
+                looked += 1
+                if matching(item) {
+                    found.append(item)
+                    if found.count == limit { break }
+                }
+            }
+            if last >= page.head { return (found, last, false) }
+        }
+        return (found, last, try await head(app: app) > last)
+    }
+
+    /// The TEST notification whose token (notificationUUID) is `token`, in `app`'s log, with its
+    /// delivery and attempts; nil when the app has none by that token.
+    func testNotification(app: String, token: String) async throws -> Storebus_Notifications_V1_NotificationHistoryItem? {
+        let found = try await database.read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT position FROM nt_test WHERE token = ? AND app = ?"), arguments: [token, app])
+        }
+        guard let position = found else { return nil }
+        let page = try await read(app: app, after: UInt64(position) - 1, limit: 1)
+        return try await historyItems(app: app, page.notifications).first
+    }
+
+    /// `notifications` of `app` with their deliveries and attempts.
+    func historyItems(app: String, _ notifications: [Storebus_Notifications_V1_Notification]) async throws -> [Storebus_Notifications_V1_NotificationHistoryItem] {
+        try await database.read { db in
             try notifications.map { notification in
                 let delivery = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT url, state FROM nt_delivery WHERE app = ? AND position = ?"), arguments: [app, Int64(notification.position)])
@@ -104,6 +154,5 @@ extension NotificationStore {
                 }
             }
         }
-        return (items, page.notifications.count > limit)
     }
 }

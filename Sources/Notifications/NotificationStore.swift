@@ -38,6 +38,15 @@ public enum NotificationsSchema {
                         result TEXT NOT NULL, http_status INTEGER NOT NULL, PRIMARY KEY (app, position, attempt)) STRICT
                     """)
         }
+        migrator.registerMigration("notifications_v3_test_tokens") { db in
+            // Each TEST notification's token (its notificationUUID): how the App Store Server API's
+            // Get Test Notification Status finds it.
+            try db.execute(sql: "CREATE TABLE nt_test (token TEXT PRIMARY KEY, app TEXT NOT NULL, position INTEGER NOT NULL) STRICT")
+            // The account of each transaction a notification carried (its original's too): how
+            // Get Notification History finds a customer's notifications from any of its transactions.
+            try db.execute(
+                sql: "CREATE TABLE nt_customer (app TEXT NOT NULL, txn TEXT NOT NULL, account TEXT NOT NULL, PRIMARY KEY (app, txn)) STRICT, WITHOUT ROWID")
+        }
         return migrator
     }
 }
@@ -54,10 +63,14 @@ public struct NotificationStore: Sendable {
     let configuredWebhooks: [String: String]
     /// Rung when deliveries are queued: the webhook sender looks at once.
     let queued = PositionWaiter<String>()
+    /// Writes the webhook attempts: those that end while another's commit is under way are committed
+    /// with the next one together (group commit: one fsync for several attempts).
+    let attempts: EventLogWriter
 
     public init(database: StoreDatabase, webhooks: [String: String] = [:]) {
         self.database = database
         self.configuredWebhooks = webhooks
+        attempts = EventLogWriter(logName: "webhook-attempts", database: database, publisher: nil)
     }
 
     /// What the rules know of the subscriptions and transactions `records` name.
@@ -113,6 +126,14 @@ public struct NotificationStore: Sendable {
         var stored = notification
         stored.appBundleID = ""
         let position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
+        for transaction in Set([notification.transactionID, notification.originalTransactionID]) where !transaction.isEmpty {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_customer (app, txn, account) VALUES (?, ?, ?)")
+                .execute(arguments: [notification.appBundleID, transaction, notification.accountID])
+        }
+        if notification.notificationType == "TEST" {
+            try db.cachedStatement(sql: "INSERT INTO nt_test (token, app, position) VALUES (?, ?, ?)")
+                .execute(arguments: [notification.notificationUuid, notification.appBundleID, Int64(position)])
+        }
         if let url = try webhook(db, app: notification.appBundleID, configured: webhooks) {
             try db.cachedStatement(sql: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)")
                 .execute(arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
@@ -120,8 +141,9 @@ public struct NotificationStore: Sendable {
         return position
     }
 
-    /// Appends a notification made outside the followed log (TEST); returns its position.
-    func append(_ notification: Storebus_Notifications_V1_Notification) async throws -> UInt64 {
+    /// Appends a notification made outside the followed log (TEST; a benchmark's); returns its
+    /// position.
+    public func append(_ notification: Storebus_Notifications_V1_Notification) async throws -> UInt64 {
         let webhooks = configuredWebhooks
         let position = try await database.write { db in try Self.append(db, notification, webhooks: webhooks) }
         appended.advance(notification.appBundleID, to: position)
@@ -154,6 +176,53 @@ public struct NotificationStore: Sendable {
                 return notification
             }
             return (notifications, try EventLog.head(db, key: app))
+        }
+    }
+
+    /// The account a notification of `app` named with `transaction` (as its transaction or its
+    /// original), nil when none did.
+    func account(app: String, transaction: String) async throws -> String? {
+        try await database.read { db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT account FROM nt_customer WHERE app = ? AND txn = ?"), arguments: [app, transaction])
+        }
+    }
+
+    /// The oldest position of `app`'s log still kept (1 when nothing was pruned; 0: none at all).
+    func oldest(app: String) async throws -> UInt64 {
+        try await database.read { db in
+            try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?"), arguments: [app]) ?? 0
+        }
+    }
+
+    /// Deletes, for every app, the oldest notifications appended before `cutoffMS`, at most `batch`
+    /// an app per call: always a prefix of the app's log (a reader after any kept position misses
+    /// nothing), never its newest notification (positions go on from it), nor one whose webhook
+    /// delivery is still pending, nor any after such. Their deliveries, attempts and test tokens go
+    /// with them. Returns how many were deleted.
+    func prune(before cutoffMS: Int64, batch: Int = 1_000) async throws -> Int {
+        try await database.write { db in
+            var deleted = 0
+            let apps = try String.fetchAll(db, sql: "SELECT DISTINCT stream_key FROM storebus_event")
+            for app in apps {
+                let head = try EventLog.head(db, key: app)
+                guard head > 1 else { continue }
+                let oldest = try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?"), arguments: [app]) ?? 0
+                // The last position of the prefix: before the first kept for its age, its pending
+                // delivery, or the head.
+                let young = try UInt64.fetchOne(
+                    db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ? AND time_ms >= ?"), arguments: [app, cutoffMS])
+                let pending = try UInt64.fetchOne(
+                    db.cachedStatement(sql: "SELECT MIN(position) FROM nt_delivery WHERE app = ? AND state = 'PENDING'"), arguments: [app])
+                let last = min(head - 1, (young ?? .max) - 1, (pending ?? .max) - 1, oldest + UInt64(batch) - 1)
+                guard last >= oldest else { continue }
+                let range: [any DatabaseValueConvertible] = [app, Int64(last)]
+                try db.execute(sql: "DELETE FROM storebus_event WHERE stream_key = ? AND key_seq <= ?", arguments: StatementArguments(range))
+                try db.execute(sql: "DELETE FROM nt_delivery WHERE app = ? AND position <= ?", arguments: StatementArguments(range))
+                try db.execute(sql: "DELETE FROM nt_attempt WHERE app = ? AND position <= ?", arguments: StatementArguments(range))
+                try db.execute(sql: "DELETE FROM nt_test WHERE app = ? AND position <= ?", arguments: StatementArguments(range))
+                deleted += Int(last - oldest + 1)
+            }
+            return deleted
         }
     }
 

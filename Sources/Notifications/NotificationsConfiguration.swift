@@ -27,6 +27,48 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
     /// Attempts in flight at once per webhook URL. Default 4.
     public var webhookConcurrencyPerURL = 4
 
+    /// How long notifications are kept, in days (fractions allowed); older ones are pruned, oldest
+    /// first, once their webhook delivery has ended. 0 keeps them all. Default 180, the window of
+    /// Apple's notification history.
+    public var retentionDays = 180.0
+    /// Where the App Store Server API is served over HTTP, `host:port`; empty serves none. Default
+    /// `127.0.0.1:7385`.
+    public var httpAddress = "127.0.0.1:7385"
+    /// The keys backends sign their App Store Server API requests with (none: every request is
+    /// refused with 401).
+    public var serverAPIKeys: [ServerAPIKey] = []
+
+    /// A key of the App Store Server API, as App Store Connect issues one: its id (the token's
+    /// `kid`), its issuer (`iss`), the apps it acts for (`bid`) and its public key, PEM inline
+    /// (`publicKey`) or in a file (`publicKeyFile`).
+    public struct ServerAPIKey: Sendable, Equatable, Decodable {
+        public var keyId: String
+        public var issuerId: String
+        public var bundleIds: [String]
+        public var publicKey: String?
+        public var publicKeyFile: String?
+
+        public init(keyId: String, issuerId: String, bundleIds: [String], publicKey: String? = nil, publicKeyFile: String? = nil) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.bundleIds = bundleIds
+            self.publicKey = publicKey
+            self.publicKeyFile = publicKeyFile
+        }
+
+        enum CodingKeys: String, CodingKey { case keyId, issuerId, bundleIds, publicKey, publicKeyFile }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            keyId = try container.decode(String.self, forKey: .keyId)
+            issuerId = try container.decode(String.self, forKey: .issuerId)
+            bundleIds = try container.decode([String].self, forKey: .bundleIds)
+            publicKey = try container.decodeIfPresent(String.self, forKey: .publicKey)
+            // Relative to the config file's directory, as every path in it.
+            publicKeyFile = try container.decodeIfPresent(String.self, forKey: .publicKeyFile).map { decoder.configPath($0) }
+        }
+    }
+
     /// An app's webhook.
     public struct Webhook: Sendable, Equatable, Decodable {
         public var bundleId: String
@@ -47,7 +89,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
 
     enum CodingKeys: String, CodingKey {
         case paymentQueueEndpoints, paymentQueueEventEndpoints, receiptEndpoints, durability, webhooks, webhookTimeoutMilliseconds, webhookRetryScale
-        case webhookConcurrencyPerURL
+        case webhookConcurrencyPerURL, httpAddress, serverAPIKeys, retentionDays
     }
 
     public init(from decoder: any Decoder) throws {
@@ -61,6 +103,9 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         webhookTimeoutMilliseconds = try container.value(.webhookTimeoutMilliseconds, default: defaults.webhookTimeoutMilliseconds)
         webhookRetryScale = try container.value(.webhookRetryScale, default: defaults.webhookRetryScale)
         webhookConcurrencyPerURL = try container.value(.webhookConcurrencyPerURL, default: defaults.webhookConcurrencyPerURL)
+        httpAddress = try container.value(.httpAddress, default: defaults.httpAddress)
+        serverAPIKeys = try container.value(.serverAPIKeys, default: defaults.serverAPIKeys)
+        retentionDays = try container.value(.retentionDays, default: defaults.retentionDays)
     }
 
     /// Throws a ``StartupError`` naming the first setting that cannot work.
@@ -74,6 +119,16 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         guard (100...60_000).contains(webhookTimeoutMilliseconds) else { throw StartupError("service.webhookTimeoutMilliseconds must be from 100 to 60000") }
         guard webhookRetryScale > 0, webhookRetryScale <= 1 else { throw StartupError("service.webhookRetryScale must be more than 0 and at most 1") }
         guard (1...64).contains(webhookConcurrencyPerURL) else { throw StartupError("service.webhookConcurrencyPerURL must be from 1 to 64") }
+        if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress, setting: "service.httpAddress") }
+        guard retentionDays >= 0, retentionDays.isFinite else { throw StartupError("service.retentionDays must be 0 (keep every notification) or more") }
+        for (index, key) in serverAPIKeys.enumerated() {
+            guard !key.keyId.isEmpty, !key.issuerId.isEmpty else { throw StartupError("service.serverAPIKeys[\(index)] needs a keyId and an issuerId") }
+            guard !key.bundleIds.isEmpty else { throw StartupError("service.serverAPIKeys[\(index)].bundleIds names no app") }
+            guard (key.publicKey == nil) != (key.publicKeyFile == nil) else {
+                throw StartupError("service.serverAPIKeys[\(index)] needs one of publicKey (PEM) and publicKeyFile")
+            }
+        }
+        if Set(serverAPIKeys.map(\.keyId)).count != serverAPIKeys.count { throw StartupError("service.serverAPIKeys names a keyId twice") }
         for (index, webhook) in webhooks.enumerated() {
             guard let url = URL(string: webhook.url), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
                 throw StartupError("service.webhooks[\(index)].url must be an http or https URL")

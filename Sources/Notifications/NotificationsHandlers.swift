@@ -42,6 +42,18 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
             throw RPCError(.outOfRange, "position \(request.afterPosition) is past the newest notification of \(RPCError.echo(app)), \(head)")
                 .withReason("POSITION_PAST_HEAD", domain: "storebus.notifications")
         }
+        if request.afterPosition > 0 {
+            // Reading on after a pruned position would skip notifications without saying so.
+            let oldest = try await store.oldest(app: app)
+            if oldest > 1, request.afterPosition < oldest - 1 {
+                var error = RPCError(
+                    .outOfRange,
+                    "notifications of \(RPCError.echo(app)) up to \(oldest - 1) are pruned: the oldest kept is \(oldest); read from there (after \(oldest - 1)) or from 0"
+                ).withReason("POSITION_PRUNED", domain: "storebus.notifications")
+                error.details.info.metadata["oldestPosition"] = String(oldest)
+                throw error
+            }
+        }
         if request.afterPosition == head, request.waitMs > 0 {
             // Wait for the next one, leaving the caller time to hear the answer.
             var wait = min(Duration.milliseconds(Int64(request.waitMs)), Self.longestWait)
@@ -89,6 +101,11 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
     func requestTestNotification(
         _ request: Storebus_Notifications_V1_RequestTestNotificationRequest, context: ServerContext
     ) async throws -> Storebus_Notifications_V1_RequestTestNotificationResponse {
+        try await requestTest(app: request.appBundleID, timeout: context.timeRemaining)
+    }
+
+    /// Signs a TEST notification for `app` and appends it to its log (its webhook hears it).
+    func requestTest(app: String, timeout: Duration?) async throws -> Storebus_Notifications_V1_RequestTestNotificationResponse {
         let uuid = UUID().uuidString.lowercased()
         let signedDate = EpochMilliseconds.now
         let signed = try await receipt.call(
@@ -98,11 +115,11 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
                     .with {
                         $0.notificationUuid = uuid
                         $0.notificationType = "TEST"
-                        $0.appBundleID = request.appBundleID
+                        $0.appBundleID = app
                         $0.signedDateMs = signedDate
                     }
                 ]
-            }, options: CallOptions(timeout: context.timeRemaining))
+            }, options: CallOptions(timeout: timeout))
         guard let payload = signed.signedPayloads.first else {
             throw RPCError(.internalError, "the receipt service signed no TEST notification")
         }
@@ -112,7 +129,7 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
                 $0.notificationType = "TEST"
                 $0.signedPayload = payload
                 $0.signedDate = Google_Protobuf_Timestamp(milliseconds: signedDate)
-                $0.appBundleID = request.appBundleID
+                $0.appBundleID = app
             })
         NotificationMetrics.appended.increment()
         return .with {

@@ -45,10 +45,19 @@ public struct NotificationsService: Service {
         )
         let following = NotificationFollower(
             follower: follower, log: FollowedLog(name: NotificationStore.followedLog, database: database), store: store, receipt: receiptClient, logger: host.logger)
+        let handlers = NotificationsHandlers(store: store, receipt: receiptClient)
+        var background: [any Service] = [following, sender]
+        if configuration.retentionDays > 0 {
+            background.append(NotificationPruner(store: store, retention: .milliseconds(Int64(configuration.retentionDays * 86_400_000)), logger: host.logger))
+        }
+        if !configuration.httpAddress.isEmpty {
+            let api = AppStoreServerAPI(keys: try await ServerAPIKeys(configuration.serverAPIKeys), handlers: handlers)
+            background.append(api.application(address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
+        }
         try await host.serve(
-            router: NotificationsHandlers(store: store, receipt: receiptClient).router,
+            router: handlers.router,
             services: [Storebus_Notifications_V1_Notifications.serviceName],
-            background: [following, sender],
+            background: background,
             onShutdown: {
                 await queueClient.shutdown()
                 await receiptClient.shutdown()

@@ -25,6 +25,9 @@ struct WebhookSender: Service {
 
     /// Most attempts in flight at once, over every URL.
     static let maxInFlight = 256
+    /// Most deliveries looked at each time the sender looks: those of URLs with room (others are
+    /// left out by the query), so a longer look would mostly read rows of one URL's backlog again.
+    static let lookAhead = 64
 
     /// What an attempt came to.
     enum Outcome: Sendable {
@@ -43,9 +46,10 @@ struct WebhookSender: Service {
             var perURLBusy: [String: Int] = [:]
             var ticking = false
             while !Task.isCancelled {
-                let room = Self.maxInFlight - busy.count
+                let room = min(Self.maxInFlight - busy.count, Self.lookAhead)
                 if room > 0 {
-                    for delivery in try await store.due(nowMS: EpochMilliseconds.now, limit: room, excluding: busy)
+                    let full = Set(perURLBusy.filter { $0.value >= perURL }.keys)
+                    for delivery in try await store.due(nowMS: EpochMilliseconds.now, limit: room, excluding: busy, full: full)
                     where perURLBusy[delivery.url, default: 0] < perURL {
                         busy.insert(delivery)
                         perURLBusy[delivery.url, default: 0] += 1

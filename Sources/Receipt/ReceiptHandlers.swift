@@ -137,6 +137,50 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         return .with { $0.signedPayloads = signed }
     }
 
+    public func getTransactionInfo(
+        _ request: Storebus_Receipt_V1_GetTransactionInfoRequest, context: ServerContext
+    ) async throws -> Storebus_Receipt_V1_GetTransactionInfoResponse {
+        let signed = try await Self.signing("transaction") { try await book.transactionInfo(app: request.appBundleID, id: request.transactionID) }
+        return .with { $0.signedTransactionInfo = signed }
+    }
+
+    public func getTransactionHistory(
+        _ request: Storebus_Receipt_V1_GetTransactionHistoryRequest, context: ServerContext
+    ) async throws -> Storebus_Receipt_V1_GetTransactionHistoryResponse {
+        try await Self.signing("transaction history") { try await book.history(request) }
+    }
+
+    public func getRefundHistory(
+        _ request: Storebus_Receipt_V1_GetRefundHistoryRequest, context: ServerContext
+    ) async throws -> Storebus_Receipt_V1_GetTransactionHistoryResponse {
+        try await Self.signing("refund history") { try await book.refundHistory(request) }
+    }
+
+    public func getAllSubscriptionStatuses(
+        _ request: Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest, context: ServerContext
+    ) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
+        let groups = try await Self.signing("subscription statuses") {
+            try await book.allSubscriptionStatuses(app: request.appBundleID, transaction: request.transactionID, statuses: request.statuses)
+        }
+        return .with {
+            $0.data = groups
+            $0.environment = book.configuration.environment.rawValue
+            $0.asOfSeq = book.appliedSeq
+        }
+    }
+
+    /// `body`'s answer; an error that is not an RPCError (the signing key, an encoding) as
+    /// INTERNAL: never an unsigned answer in place of a signed one.
+    static func signing<Answer>(_ what: String, _ body: () async throws -> Answer) async throws -> Answer {
+        do {
+            return try await body()
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            throw RPCError(.internalError, "the \(what) could not be signed", cause: error)
+        }
+    }
+
     public func rotateSigningKey(_ request: Storebus_Receipt_V1_RotateSigningKeyRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RotateSigningKeyResponse {
         let leaf = try book.authority.rotate()
         context.logger.notice("Signing key rotated", metadata: ["leaf": "\(SigningAuthority.keyID(of: leaf.certificate))"])

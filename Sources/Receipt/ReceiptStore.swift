@@ -230,6 +230,14 @@ public final class ReceiptStore: Sendable {
         }
     }
 
+    /// The account whose history holds the app's transaction `id` (nil: none does, or its history
+    /// was cleared since): how the App Store Server API finds a customer from any of its transactions.
+    public func account(app: String, transaction id: String) async throws -> String? {
+        try await database.read { db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT account FROM rc_transaction WHERE id = ? AND app = ? AND cleared = 0"), arguments: [id, app])
+        }
+    }
+
     /// One purchase of the account, if its history still holds it (or, `includingCleared`, if it
     /// ever held it).
     public func purchase(app: String, account: String, id: String, includingCleared: Bool = false) async throws -> StoredPurchase? {

@@ -278,6 +278,16 @@ extension HostileCalls {
             Storebus_Receipt_V1_Receipt.getSubscriptionStatuses.path: .object([
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("minSeq", .value("\"0\""))
             ]),
+            Storebus_Receipt_V1_Receipt.getTransactionInfo.path: .object([("appBundleId", .value(app)), ("transactionId", .value(someID))]),
+            Storebus_Receipt_V1_Receipt.getTransactionHistory.path: .object([
+                ("appBundleId", .value(app)), ("transactionId", .value(someID)), ("revision", .value("\"MC4w\"")), ("startDateMs", .value("\"1\"")),
+                ("productIds", .value("[\"\(coins)\"]")), ("productTypes", .value("[\"PRODUCT_TYPE_CONSUMABLE\"]")), ("descending", .value("true")),
+                ("revoked", .value("false"))
+            ]),
+            Storebus_Receipt_V1_Receipt.getRefundHistory.path: .object([("appBundleId", .value(app)), ("transactionId", .value(someID)), ("revision", .value("\"\""))]),
+            Storebus_Receipt_V1_Receipt.getAllSubscriptionStatuses.path: .object([
+                ("appBundleId", .value(app)), ("transactionId", .value(someID)), ("statuses", .value("[1, 2]"))
+            ]),
             Storebus_Receipt_V1_Receipt.signNotifications.path: .object([
                 ("minSeq", .value("\"0\"")),
                 ("notifications", .value("[{\"notificationUuid\":\"u\",\"notificationType\":\"TEST\",\"appBundleId\":\(app),\"signedDateMs\":\"1\"}]"))

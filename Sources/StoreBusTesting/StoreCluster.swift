@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import StoreBus
 import StoreBusSDK
@@ -10,6 +11,10 @@ public let appKey = "puzzle-test-key-0123456789"
 public let adminKey = "admin-test-key-0123456789"
 /// The demo puzzle app's server key (its backend's) a ``StoreCluster``'s gateways accept.
 public let serverKey = "puzzle-server-key-0123456789"
+/// The key id of ``StoreCluster/serverAPIKeyFile``'s key.
+public let serverAPIKeyID = "STOREBUSK1"
+/// The issuer of ``StoreCluster/serverAPIKeyFile``'s key.
+public let serverAPIIssuerID = "5d1b2c3e-0000-4a6b-9c8d-57a0b1c2d3e4"
 
 /// A test failure of the helpers here, for the test to report.
 public struct ClusterFailure: Error, CustomStringConvertible {
@@ -55,6 +60,12 @@ public final class StoreCluster: Sendable {
     public let gateways: [ServiceProcess]
     /// The receipt service's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
     public let receiptHTTPAddress: String
+    /// The notification service's App Store Server API, `http://127.0.0.1:PORT`.
+    public let serverAPIURL: String
+    /// The App Store Server API key the cluster's notification service knows (for the puzzle app):
+    /// its private key's PEM file (PKCS#8), as App Store Connect hands a `.p8` out.
+    public let serverAPIKeyFile: String
+
     /// The gateways' endpoints, in the order of ``gateways``.
     public let gatewayEndpoints: [String]
 
@@ -132,8 +143,22 @@ public final class StoreCluster: Sendable {
         )
         // Webhook retries on Apple's schedule shortened a hundred thousand times (1 h: 36 ms, 12 h:
         // 0.4 s, 72 h: 2.6 s), and attempts cut at 2 s.
+        // The App Store Server API on a free port, with one key made for the cluster.
         let notificationsConfig = directory.url.appendingPathComponent("notifications.json")
-        try JSONSerialization.data(withJSONObject: ["service": ["webhookRetryScale": 0.00001, "webhookTimeoutMilliseconds": 2000]]).write(to: notificationsConfig)
+        let serverAPIAddress = "127.0.0.1:\(try unusedLoopbackPort())"
+        serverAPIURL = "http://\(serverAPIAddress)"
+        let apiKey = P256.Signing.PrivateKey()
+        serverAPIKeyFile = directory.path("server-api-key.p8")
+        try Data(apiKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: serverAPIKeyFile))
+        let notificationSettings: [String: Any] = [
+            "service": [
+                "webhookRetryScale": 0.00001, "webhookTimeoutMilliseconds": 2000, "httpAddress": serverAPIAddress,
+                "serverAPIKeys": [
+                    ["keyId": serverAPIKeyID, "issuerId": serverAPIIssuerID, "bundleIds": [puzzle], "publicKey": apiKey.publicKey.pemRepresentation]
+                ]
+            ]
+        ]
+        try JSONSerialization.data(withJSONObject: notificationSettings).write(to: notificationsConfig)
         notifications = ServiceProcess(
             name: "storebus-notifications",
             arguments: [

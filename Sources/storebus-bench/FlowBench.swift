@@ -46,12 +46,16 @@ struct FlowBench {
     /// With a `probe`, it runs beside the measured run (receipt_lag_*).
     func closedLoopRound(
         _ devices: [Device], on reactor: Reactor, meter: CPUMeter?, round: String, probe: ReceiptLagProbe? = nil,
-        afterWarmUp: () async throws -> Void = {}
+        notificationProbe: NotificationLagProbe? = nil, afterWarmUp: () async throws -> Void = {}
     ) async throws -> Run {
         _ = try await Self.drive(devices, on: reactor, flows: max(devices.count, flows / 10))
         try await afterWarmUp()
         let probing = probe.map { probe in Task { await probe.run() } }
-        defer { probing?.cancel() }
+        let following = notificationProbe.map { probe in Task { await probe.run() } }
+        defer {
+            probing?.cancel()
+            following?.cancel()
+        }
         return try await Self.metered(meter, flows: flows, round: round, verbose: verbose) {
             try await Self.drive(devices, on: reactor, flows: flows)
         }
@@ -111,12 +115,14 @@ struct FlowBench {
         let runsClosedLoop = closedLoop || pacedRate <= 0
         // The receipt service's lag behind the closed loop's purchases.
         let probe = runsClosedLoop ? try ReceiptLagProbe(cluster: services) : nil
+        // A backend following the app's notifications beside it.
+        let notificationProbe = runsClosedLoop ? try NotificationLagProbe(cluster: services, app: app) : nil
         for round in 0..<rounds {
             commitRates.append(try DurableBench.sqliteCommits(directory: directory.url, count: 500, round: round))
             if runsClosedLoop {
                 var before: UInt64?
                 closed.add(
-                    try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)", probe: probe) {
+                    try await closedLoopRound(simulated, on: reactor, meter: meter, round: "\(round)", probe: probe, notificationProbe: notificationProbe) {
                         for device in simulated { _ = device.takeSteps() }
                         before = try await Self.requestsReceived(queueStats)
                     })
@@ -197,6 +203,15 @@ struct FlowBench {
                 report("receipt_lag_samples", Double(lags.count), "purchases")
             }
             await probe.shutdown()
+        }
+        if let notificationProbe {
+            let lags = notificationProbe.sortedLags
+            if !lags.isEmpty {
+                report("notification_lag_p50_ms", lags[lags.count / 2], "ms")
+                report("notification_lag_p99_ms", lags[min(lags.count - 1, lags.count * 99 / 100)], "ms")
+                report("notification_lag_samples", Double(lags.count), "notifications")
+            }
+            await notificationProbe.shutdown()
         }
         report("purchase_flow_floor_sqlite_commits_per_s", median(commitRates), "commits/s")
         report("purchase_flow_floor_zmq_rtt_p50_us", rtt, "us")

@@ -66,7 +66,10 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "After the closed-loop flow figures, run them again on services with their fast paths off (STOREBUS_FAST_PATHS=off): the _reference figures.")
     var reference = true
 
-    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows, receipts, downloads); all when omitted.")
+    @Option(help: "Notifications queued for a local webhook per round of the webhook figure.")
+    var webhooks = 5_000
+
+    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows, receipts, downloads, webhooks); all when omitted.")
     var only: [String] = []
 
     func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
@@ -90,6 +93,9 @@ struct RunBenchmarks: AsyncParsableCommand {
             }
             if wants("downloads") {
                 try await DownloadBench(rounds: max(1, rounds / 2 + 1), verbose: verbose).run()
+            }
+            if wants("webhooks") {
+                try await WebhookBench(count: webhooks, rounds: max(1, rounds / 2 + 1), verbose: verbose).run()
             }
             if wants("flows") {
                 try await FlowBench(

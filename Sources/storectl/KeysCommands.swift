@@ -1,4 +1,5 @@
 import ArgumentParser
+import Crypto
 import Foundation
 import StoreBus
 
@@ -9,7 +10,7 @@ struct KeysCommands: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "Make and show the services' CURVE key pairs.",
-        subcommands: [Make.self, Show.self]
+        subcommands: [Make.self, Show.self, APIKey.self]
     )
 
     /// Every service's name (``ServiceRegistry``), the default set.
@@ -41,6 +42,48 @@ struct KeysCommands: ParsableCommand {
                 let pair = try CurveKeyFile.make(name: name, in: directory)
                 print("\(name) made \(pair.publicKey) \(existing)")
             }
+        }
+    }
+
+    /// An App Store Server API key pair, as App Store Connect hands one out: the private key a
+    /// backend signs its requests' tokens with, and the public key the notification service checks
+    /// them with (`service.serverAPIKeys[].publicKeyFile`).
+    struct APIKey: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "api-key",
+            abstract: "Make an App Store Server API key pair: NAME.p8 (the P-256 private key, PKCS#8 PEM, mode 0600, for the backend) and NAME.pem (its public key, for the notification service)."
+        )
+
+        @Option(name: .customLong("dir"), help: "Where the key files go (made 0700 when missing).")
+        var directory = "data/keys"
+
+        @Flag(name: .customLong("if-missing"), help: "Leave a key pair that exists alone, rather than failing.")
+        var ifMissing = false
+
+        @Argument(help: "Name of the key pair.")
+        var name = "server-api"
+
+        func run() throws {
+            let directory = URL(fileURLWithPath: directory, isDirectory: true)
+            let privatePath = directory.appendingPathComponent("\(name).p8").path
+            let publicPath = directory.appendingPathComponent("\(name).pem").path
+            let manager = FileManager.default
+            if manager.fileExists(atPath: privatePath) || manager.fileExists(atPath: publicPath) {
+                guard ifMissing else { throw Failure(description: "\(privatePath) or \(publicPath) exists: remove both first, or give --if-missing") }
+                let key = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: privatePath, encoding: .utf8))
+                guard try P256.Signing.PublicKey(pemRepresentation: try String(contentsOfFile: publicPath, encoding: .utf8)).rawRepresentation == key.publicKey.rawRepresentation else {
+                    throw Failure(description: "\(publicPath) is not the public key of \(privatePath)")
+                }
+                print("\(name) kept \(privatePath) \(publicPath)")
+                return
+            }
+            try manager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let key = P256.Signing.PrivateKey()
+            guard manager.createFile(atPath: privatePath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
+                throw Failure(description: "cannot write \(privatePath)")
+            }
+            try Data(key.publicKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: publicPath))
+            print("\(name) made \(privatePath) \(publicPath)")
         }
     }
 

@@ -67,6 +67,19 @@ struct MakeRunTests {
         // storectl demo completes against it, finding the gateway's key in data/keys
         let demo = try await inside([storectl, "demo", "--directory", logs.path("downloads")], "demo")
         #expect(demo.status == 0 && demo.output.contains("   status 0 (Sandbox)") && demo.output.contains("finished "), "\(demo.output)")
+        // The App Store Server API answers Apple's own client signing with the demo key it made
+        // (data/keys/server-api.p8): a TEST notification, verified against the store's root
+        let rootPEM = try await inside([storectl, "receipt", "root-certificate"], "root")
+        let rootBase64 = rootPEM.output.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        try Data(try #require(Data(base64Encoded: rootBase64), "\(rootPEM.output)")).write(to: URL(fileURLWithPath: logs.path("root.der")))
+        #expect(launcher.output.contains("App Store Server API: http://127.0.0.1:7385"), "\(launcher.output)")
+        let api = try await inside(
+            [
+                root.appendingPathComponent(".build/python-tools/bin/python").path, root.appendingPathComponent("scripts/apple-server-api-check.py").path,
+                "http://127.0.0.1:7385", "data/keys/server-api.p8", "STOREBUSDEMO", "storebus-local-demo", "com.storebus.demo.puzzle", logs.path("root.der"),
+                "test="
+            ], "server-api")
+        #expect(api.status == 0 && api.output.contains("\"ok\": true") && api.output.contains("\"notificationType\": \"TEST\""), "\(api.output)")
         // The keys were made 0600 in data/keys
         let key = try await inside(["/usr/bin/stat", "-c", "%a", "data/keys/catalog.key"], "key-mode")
         #expect(key.output.trimmingCharacters(in: .whitespacesAndNewlines) == "600", "\(key.output)")

@@ -1,12 +1,17 @@
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import StoreBus
 import StoreBusSDK
+import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
 import Synchronization
 import Testing
+
+@testable import Notifications
 
 /// A webhook endpoint in the test process: records every POST's body and answers the statuses
 /// `answers` gives, one per request (the last one from then on).
@@ -138,5 +143,42 @@ struct WebhookTests {
             await server.close()
             await admin.close()
         }
+    }
+
+    @Test("an endpoint that hangs with 300 deliveries queued holds back no other: a notification for another URL queued after them is delivered at once")
+    func hangingEndpointHoldsBackNone() async throws {
+        let directory = try TemporaryDirectory(prefix: "hang")
+        defer { directory.remove() }
+        // An endpoint that never answers.
+        let hangingPort = try unusedLoopbackPort()
+        let router = Router()
+        router.post("/hook") { _, _ -> HTTPResponse.Status in
+            try await Task.sleep(for: .seconds(60))
+            return .ok
+        }
+        let hanging = Task { try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: hangingPort))).runService() }
+        defer { hanging.cancel() }
+        let healthy = try WebhookEndpoint(answers: [200])
+        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
+        let hangingURL = "http://127.0.0.1:\(hangingPort)/hook"
+        let store = NotificationStore(database: database, webhooks: ["com.example.hangs": hangingURL, puzzle: healthy.url])
+        for index in 0..<300 {
+            _ = try await store.append(
+                .with {
+                    $0.notificationUuid = "h\(index)"; $0.notificationType = "TEST"; $0.signedPayload = "x"; $0.appBundleID = "com.example.hangs"
+                })
+        }
+        _ = try await store.append(
+            .with {
+                $0.notificationUuid = "ok"; $0.notificationType = "TEST"; $0.signedPayload = "healthy"; $0.appBundleID = puzzle
+            })
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let sender = WebhookSender(store: store, client: client, timeout: .seconds(30), retryScale: 1, perURL: 4, logger: Logger(label: "test.webhooks"))
+        let sending = Task { try await sender.run() }
+        #expect(await waitUntil(timeout: .seconds(20)) { healthy.payloads == ["healthy"] }, "the healthy endpoint got \(healthy.payloads)")
+        sending.cancel()
+        _ = await sending.result
+        await healthy.stop()
+        try database.close()
     }
 }

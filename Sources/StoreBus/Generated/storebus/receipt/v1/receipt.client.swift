@@ -63,6 +63,39 @@ extension Storebus_Receipt_V1_Receipt {
             try await rpc.call(Storebus_Receipt_V1_Receipt.rotateSigningKey, request, options: options)
         }
 
+        /// One transaction of the app found by its id alone, signed (the App Store Server API's Get
+        /// Transaction Info, for the app's backend): a purchase, a renewal or a restored copy, as its latest
+        /// event left it. NOT_FOUND: the app has no such transaction, or the account's history was cleared
+        /// since (another app's transaction is not found either). Idempotent.
+        public func getTransactionInfo(_ request: Storebus_Receipt_V1_GetTransactionInfoRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_GetTransactionInfoResponse {
+            try await rpc.call(Storebus_Receipt_V1_Receipt.getTransactionInfo, request, options: options)
+        }
+
+        /// The history of the customer a transaction belongs to, in the app (the App Store Server API's Get
+        /// Transaction History): every charged transaction (purchases and subscription periods, not
+        /// restored copies), finished consumables too unless asked not to (version 1), oldest first unless
+        /// descending, up to 20 a page, signed. The revision of an answer continues after its page (give the
+        /// same filters with it). NOT_FOUND: the app has no such transaction. INVALID_ARGUMENT: a revision
+        /// this service did not give, or a start date after the end date. Idempotent.
+        public func getTransactionHistory(_ request: Storebus_Receipt_V1_GetTransactionHistoryRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_GetTransactionHistoryResponse {
+            try await rpc.call(Storebus_Receipt_V1_Receipt.getTransactionHistory, request, options: options)
+        }
+
+        /// The refunded and revoked transactions of the customer a transaction belongs to (the App Store
+        /// Server API's Get Refund History), newest refund last, up to 20 a page, signed. NOT_FOUND: the app
+        /// has no such transaction. Idempotent.
+        public func getRefundHistory(_ request: Storebus_Receipt_V1_GetRefundHistoryRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_GetTransactionHistoryResponse {
+            try await rpc.call(Storebus_Receipt_V1_Receipt.getRefundHistory, request, options: options)
+        }
+
+        /// Every auto-renewable subscription of the customer a transaction belongs to, by group, with its
+        /// status and its latest transaction and renewal info signed (the App Store Server API's Get All
+        /// Subscription Statuses), optionally only those with the statuses given. NOT_FOUND: the app has no
+        /// such transaction. Idempotent.
+        public func getAllSubscriptionStatuses(_ request: Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
+            try await rpc.call(Storebus_Receipt_V1_Receipt.getAllSubscriptionStatuses, request, options: options)
+        }
+
         /// Signs App Store Server Notifications for the notification service: for each, the
         /// ResponseBodyV2DecodedPayload with its data (the transaction signed as signedTransactionInfo, the
         /// subscription's renewal info as signedRenewalInfo and its status), as this service's state holds
@@ -238,6 +271,106 @@ extension Storebus_Receipt_V1_SignNotificationsRequest: ContractChecked {
             let field = prefix + "notifications[\(index)]"
             try item.checkFields(prefix: field + ".")
         }
+    }
+}
+
+extension Storebus_Receipt_V1_GetTransactionInfoRequest: ContractChecked {
+    /// Fills the fields naming the principal's app, account or device when empty, then refuses
+    /// any other, in field order (``ContractChecked/applyPrincipal(_:)``).
+    public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
+        if appBundleID.isEmpty { appBundleID = principal.app }
+        try principal.authorize(app: appBundleID)
+    }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "transactionId"
+            guard !transactionID.isEmpty, transactionID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+    }
+}
+
+extension Storebus_Receipt_V1_GetTransactionHistoryRequest: ContractChecked {
+    /// Fills the fields naming the principal's app, account or device when empty, then refuses
+    /// any other, in field order (``ContractChecked/applyPrincipal(_:)``).
+    public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
+        if appBundleID.isEmpty { appBundleID = principal.app }
+        try principal.authorize(app: appBundleID)
+    }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "transactionId"
+            guard !transactionID.isEmpty, transactionID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+        do {
+            let field = prefix + "revision"
+            guard revision.utf8.count <= 512 else { throw RPCError.invalidArgument(field: field, "must be at most 512 bytes") }
+        }
+        guard productIds.count <= 100 else { throw RPCError.invalidArgument(field: prefix + "productIds", "must be at most 100 items") }
+        guard productTypes.count <= 4 else { throw RPCError.invalidArgument(field: prefix + "productTypes", "must be at most 4 items") }
+        guard subscriptionGroupIdentifiers.count <= 100 else { throw RPCError.invalidArgument(field: prefix + "subscriptionGroupIdentifiers", "must be at most 100 items") }
+        do {
+            let field = prefix + "inAppOwnershipType"
+            guard inAppOwnershipType.utf8.count <= 32 else { throw RPCError.invalidArgument(field: field, "must be at most 32 bytes") }
+        }
+    }
+}
+
+extension Storebus_Receipt_V1_GetRefundHistoryRequest: ContractChecked {
+    /// Fills the fields naming the principal's app, account or device when empty, then refuses
+    /// any other, in field order (``ContractChecked/applyPrincipal(_:)``).
+    public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
+        if appBundleID.isEmpty { appBundleID = principal.app }
+        try principal.authorize(app: appBundleID)
+    }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "transactionId"
+            guard !transactionID.isEmpty, transactionID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+        do {
+            let field = prefix + "revision"
+            guard revision.utf8.count <= 512 else { throw RPCError.invalidArgument(field: field, "must be at most 512 bytes") }
+        }
+    }
+}
+
+extension Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest: ContractChecked {
+    /// Fills the fields naming the principal's app, account or device when empty, then refuses
+    /// any other, in field order (``ContractChecked/applyPrincipal(_:)``).
+    public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
+        if appBundleID.isEmpty { appBundleID = principal.app }
+        try principal.authorize(app: appBundleID)
+    }
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            try QueueNames.check(appBundleID, field: field)
+        }
+        do {
+            let field = prefix + "transactionId"
+            guard !transactionID.isEmpty, transactionID.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be 1 to 64 bytes") }
+        }
+        guard statuses.count <= 5 else { throw RPCError.invalidArgument(field: prefix + "statuses", "must be at most 5 items") }
     }
 }
 

@@ -38,6 +38,27 @@ extension Storebus_Receipt_V1_Receipt {
         /// leaves still verify (verifiers judge a signature at its signing time). Not idempotent: each call
         /// issues a leaf.
         func rotateSigningKey(_ request: Storebus_Receipt_V1_RotateSigningKeyRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_RotateSigningKeyResponse
+        /// One transaction of the app found by its id alone, signed (the App Store Server API's Get
+        /// Transaction Info, for the app's backend): a purchase, a renewal or a restored copy, as its latest
+        /// event left it. NOT_FOUND: the app has no such transaction, or the account's history was cleared
+        /// since (another app's transaction is not found either). Idempotent.
+        func getTransactionInfo(_ request: Storebus_Receipt_V1_GetTransactionInfoRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionInfoResponse
+        /// The history of the customer a transaction belongs to, in the app (the App Store Server API's Get
+        /// Transaction History): every charged transaction (purchases and subscription periods, not
+        /// restored copies), finished consumables too unless asked not to (version 1), oldest first unless
+        /// descending, up to 20 a page, signed. The revision of an answer continues after its page (give the
+        /// same filters with it). NOT_FOUND: the app has no such transaction. INVALID_ARGUMENT: a revision
+        /// this service did not give, or a start date after the end date. Idempotent.
+        func getTransactionHistory(_ request: Storebus_Receipt_V1_GetTransactionHistoryRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionHistoryResponse
+        /// The refunded and revoked transactions of the customer a transaction belongs to (the App Store
+        /// Server API's Get Refund History), newest refund last, up to 20 a page, signed. NOT_FOUND: the app
+        /// has no such transaction. Idempotent.
+        func getRefundHistory(_ request: Storebus_Receipt_V1_GetRefundHistoryRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionHistoryResponse
+        /// Every auto-renewable subscription of the customer a transaction belongs to, by group, with its
+        /// status and its latest transaction and renewal info signed (the App Store Server API's Get All
+        /// Subscription Statuses), optionally only those with the statuses given. NOT_FOUND: the app has no
+        /// such transaction. Idempotent.
+        func getAllSubscriptionStatuses(_ request: Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse
         /// Signs App Store Server Notifications for the notification service: for each, the
         /// ResponseBodyV2DecodedPayload with its data (the transaction signed as signedTransactionInfo, the
         /// subscription's renewal info as signedRenewalInfo and its status), as this service's state holds
@@ -73,6 +94,18 @@ extension RPCRouter {
         }
         register(Storebus_Receipt_V1_Receipt.rotateSigningKey, codec: codecs[Storebus_Receipt_V1_Receipt.rotateSigningKey], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.rotateSigningKey)) { request, context in
             try await handlers.rotateSigningKey(request, context: context)
+        }
+        register(Storebus_Receipt_V1_Receipt.getTransactionInfo, codec: codecs[Storebus_Receipt_V1_Receipt.getTransactionInfo], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getTransactionInfo)) { request, context in
+            try await handlers.getTransactionInfo(request, context: context)
+        }
+        register(Storebus_Receipt_V1_Receipt.getTransactionHistory, codec: codecs[Storebus_Receipt_V1_Receipt.getTransactionHistory], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getTransactionHistory)) { request, context in
+            try await handlers.getTransactionHistory(request, context: context)
+        }
+        register(Storebus_Receipt_V1_Receipt.getRefundHistory, codec: codecs[Storebus_Receipt_V1_Receipt.getRefundHistory], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getRefundHistory)) { request, context in
+            try await handlers.getRefundHistory(request, context: context)
+        }
+        register(Storebus_Receipt_V1_Receipt.getAllSubscriptionStatuses, codec: codecs[Storebus_Receipt_V1_Receipt.getAllSubscriptionStatuses], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.getAllSubscriptionStatuses)) { request, context in
+            try await handlers.getAllSubscriptionStatuses(request, context: context)
         }
         register(Storebus_Receipt_V1_Receipt.signNotifications, codec: codecs[Storebus_Receipt_V1_Receipt.signNotifications], placement: loopSafe.placement(of: Storebus_Receipt_V1_Receipt.signNotifications)) { request, context in
             try await handlers.signNotifications(request, context: context)

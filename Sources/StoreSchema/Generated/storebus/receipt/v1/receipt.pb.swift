@@ -760,6 +760,162 @@ public nonisolated struct Storebus_Receipt_V1_SignNotificationsResponse: Sendabl
   public init() {}
 }
 
+/// Arguments of Receipt.GetTransactionInfo.
+public nonisolated struct Storebus_Receipt_V1_GetTransactionInfoRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app; through the gateway, a server session's.
+  public var appBundleID: String = String()
+
+  /// The transaction.
+  public var transactionID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Reply of Receipt.GetTransactionInfo.
+public nonisolated struct Storebus_Receipt_V1_GetTransactionInfoResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The transaction, a JWS (JWSTransactionDecodedPayload).
+  public var signedTransactionInfo: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Receipt.GetTransactionHistory.
+public nonisolated struct Storebus_Receipt_V1_GetTransactionHistoryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app; through the gateway, a server session's.
+  public var appBundleID: String = String()
+
+  /// Any transaction of the customer in the app (an original transaction id too).
+  public var transactionID: String = String()
+
+  /// The revision of the previous page; empty for the first.
+  public var revision: String = String()
+
+  /// Only transactions bought at or after this time (milliseconds since 1970; 0: no bound).
+  public var startDateMs: Int64 = 0
+
+  /// Only transactions bought before this time (milliseconds since 1970; 0: no bound).
+  public var endDateMs: Int64 = 0
+
+  /// Only these products (none: every product).
+  public var productIds: [String] = []
+
+  /// Only these kinds of product (none: every kind).
+  public var productTypes: [Storebus_Catalog_V1_ProductType] = []
+
+  /// Newest first.
+  public var descending: Bool = false
+
+  /// Only subscriptions of these groups (none: every transaction).
+  public var subscriptionGroupIdentifiers: [String] = []
+
+  /// true: only refunded or revoked transactions; false: none of them; unset: both.
+  public var revoked: Bool {
+    get {_revoked ?? false}
+    set {_revoked = newValue}
+  }
+  /// Returns true if `revoked` has been explicitly set.
+  public var hasRevoked: Bool {self._revoked != nil}
+  /// Clears the value of `revoked`. Subsequent reads from it will return its default value.
+  public mutating func clearRevoked() {self._revoked = nil}
+
+  /// Only transactions of this ownership: "PURCHASED" or "FAMILY_SHARED" (StoreBus has no family
+  /// sharing: none is); empty: any.
+  public var inAppOwnershipType: String = String()
+
+  /// Leave out consumables the app finished and nobody refunded (Get Transaction History V1); version
+  /// 2, without it, gives every transaction.
+  public var excludeFinishedConsumables: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _revoked: Bool? = nil
+}
+
+/// Reply of Receipt.GetTransactionHistory and Receipt.GetRefundHistory.
+public nonisolated struct Storebus_Receipt_V1_GetTransactionHistoryResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The page's transactions, each a JWS (JWSTransactionDecodedPayload).
+  public var signedTransactions: [String] = []
+
+  /// Give it back, with the same filters, for the next page.
+  public var revision: String = String()
+
+  /// Whether a next page has transactions.
+  public var hasMore_p: Bool = false
+
+  /// The app.
+  public var bundleID: String = String()
+
+  /// "Sandbox" or "Production".
+  public var environment: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Receipt.GetRefundHistory.
+public nonisolated struct Storebus_Receipt_V1_GetRefundHistoryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app; through the gateway, a server session's.
+  public var appBundleID: String = String()
+
+  /// Any transaction of the customer in the app.
+  public var transactionID: String = String()
+
+  /// The revision of the previous page; empty for the first.
+  public var revision: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of Receipt.GetAllSubscriptionStatuses.
+public nonisolated struct Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app; through the gateway, a server session's.
+  public var appBundleID: String = String()
+
+  /// Any transaction of the customer in the app.
+  public var transactionID: String = String()
+
+  /// Only subscriptions with these statuses (1 active, 2 expired, 3 billing retry, 4 grace period,
+  /// 5 revoked); none: all.
+  public var statuses: [Int32] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.receipt.v1"
@@ -1968,6 +2124,290 @@ nonisolated extension Storebus_Receipt_V1_SignNotificationsResponse: SwiftProtob
 
   public static func ==(lhs: Storebus_Receipt_V1_SignNotificationsResponse, rhs: Storebus_Receipt_V1_SignNotificationsResponse) -> Bool {
     if lhs.signedPayloads != rhs.signedPayloads {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetTransactionInfoRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetTransactionInfoRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}transaction_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.transactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetTransactionInfoRequest, rhs: Storebus_Receipt_V1_GetTransactionInfoRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.transactionID != rhs.transactionID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetTransactionInfoResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetTransactionInfoResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}signed_transaction_info\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.signedTransactionInfo) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.signedTransactionInfo.isEmpty {
+      try visitor.visitSingularStringField(value: self.signedTransactionInfo, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetTransactionInfoResponse, rhs: Storebus_Receipt_V1_GetTransactionInfoResponse) -> Bool {
+    if lhs.signedTransactionInfo != rhs.signedTransactionInfo {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetTransactionHistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetTransactionHistoryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}transaction_id\0\u{1}revision\0\u{3}start_date_ms\0\u{3}end_date_ms\0\u{3}product_ids\0\u{3}product_types\0\u{1}descending\0\u{3}subscription_group_identifiers\0\u{1}revoked\0\u{3}in_app_ownership_type\0\u{3}exclude_finished_consumables\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.revision) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.startDateMs) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.endDateMs) }()
+      case 6: try { try decoder.decodeRepeatedStringField(value: &self.productIds) }()
+      case 7: try { try decoder.decodeRepeatedEnumField(value: &self.productTypes) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.descending) }()
+      case 9: try { try decoder.decodeRepeatedStringField(value: &self.subscriptionGroupIdentifiers) }()
+      case 10: try { try decoder.decodeSingularBoolField(value: &self._revoked) }()
+      case 11: try { try decoder.decodeSingularStringField(value: &self.inAppOwnershipType) }()
+      case 12: try { try decoder.decodeSingularBoolField(value: &self.excludeFinishedConsumables) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.transactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 2)
+    }
+    if !self.revision.isEmpty {
+      try visitor.visitSingularStringField(value: self.revision, fieldNumber: 3)
+    }
+    if self.startDateMs != 0 {
+      try visitor.visitSingularInt64Field(value: self.startDateMs, fieldNumber: 4)
+    }
+    if self.endDateMs != 0 {
+      try visitor.visitSingularInt64Field(value: self.endDateMs, fieldNumber: 5)
+    }
+    if !self.productIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.productIds, fieldNumber: 6)
+    }
+    if !self.productTypes.isEmpty {
+      try visitor.visitPackedEnumField(value: self.productTypes, fieldNumber: 7)
+    }
+    if self.descending != false {
+      try visitor.visitSingularBoolField(value: self.descending, fieldNumber: 8)
+    }
+    if !self.subscriptionGroupIdentifiers.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.subscriptionGroupIdentifiers, fieldNumber: 9)
+    }
+    try { if let v = self._revoked {
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
+    } }()
+    if !self.inAppOwnershipType.isEmpty {
+      try visitor.visitSingularStringField(value: self.inAppOwnershipType, fieldNumber: 11)
+    }
+    if self.excludeFinishedConsumables != false {
+      try visitor.visitSingularBoolField(value: self.excludeFinishedConsumables, fieldNumber: 12)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetTransactionHistoryRequest, rhs: Storebus_Receipt_V1_GetTransactionHistoryRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.transactionID != rhs.transactionID {return false}
+    if lhs.revision != rhs.revision {return false}
+    if lhs.startDateMs != rhs.startDateMs {return false}
+    if lhs.endDateMs != rhs.endDateMs {return false}
+    if lhs.productIds != rhs.productIds {return false}
+    if lhs.productTypes != rhs.productTypes {return false}
+    if lhs.descending != rhs.descending {return false}
+    if lhs.subscriptionGroupIdentifiers != rhs.subscriptionGroupIdentifiers {return false}
+    if lhs._revoked != rhs._revoked {return false}
+    if lhs.inAppOwnershipType != rhs.inAppOwnershipType {return false}
+    if lhs.excludeFinishedConsumables != rhs.excludeFinishedConsumables {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetTransactionHistoryResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetTransactionHistoryResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}signed_transactions\0\u{1}revision\0\u{3}has_more\0\u{3}bundle_id\0\u{1}environment\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.signedTransactions) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.revision) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.hasMore_p) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.bundleID) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.environment) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.signedTransactions.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.signedTransactions, fieldNumber: 1)
+    }
+    if !self.revision.isEmpty {
+      try visitor.visitSingularStringField(value: self.revision, fieldNumber: 2)
+    }
+    if self.hasMore_p != false {
+      try visitor.visitSingularBoolField(value: self.hasMore_p, fieldNumber: 3)
+    }
+    if !self.bundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.bundleID, fieldNumber: 4)
+    }
+    if !self.environment.isEmpty {
+      try visitor.visitSingularStringField(value: self.environment, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetTransactionHistoryResponse, rhs: Storebus_Receipt_V1_GetTransactionHistoryResponse) -> Bool {
+    if lhs.signedTransactions != rhs.signedTransactions {return false}
+    if lhs.revision != rhs.revision {return false}
+    if lhs.hasMore_p != rhs.hasMore_p {return false}
+    if lhs.bundleID != rhs.bundleID {return false}
+    if lhs.environment != rhs.environment {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetRefundHistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetRefundHistoryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}transaction_id\0\u{1}revision\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.revision) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.transactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 2)
+    }
+    if !self.revision.isEmpty {
+      try visitor.visitSingularStringField(value: self.revision, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetRefundHistoryRequest, rhs: Storebus_Receipt_V1_GetRefundHistoryRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.transactionID != rhs.transactionID {return false}
+    if lhs.revision != rhs.revision {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetAllSubscriptionStatusesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}transaction_id\0\u{1}statuses\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.transactionID) }()
+      case 3: try { try decoder.decodeRepeatedInt32Field(value: &self.statuses) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if !self.transactionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.transactionID, fieldNumber: 2)
+    }
+    if !self.statuses.isEmpty {
+      try visitor.visitPackedInt32Field(value: self.statuses, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest, rhs: Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.transactionID != rhs.transactionID {return false}
+    if lhs.statuses != rhs.statuses {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

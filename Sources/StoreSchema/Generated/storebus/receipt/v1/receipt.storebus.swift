@@ -66,6 +66,43 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// One transaction of the app found by its id alone, signed (the App Store Server API's Get
+    /// Transaction Info, for the app's backend): a purchase, a renewal or a restored copy, as its latest
+    /// event left it. NOT_FOUND: the app has no such transaction, or the account's history was cleared
+    /// since (another app's transaction is not found either). Idempotent.
+    public static let getTransactionInfo = MethodDescriptor<Storebus_Receipt_V1_GetTransactionInfoRequest, Storebus_Receipt_V1_GetTransactionInfoResponse>(
+        service: serviceName, method: "GetTransactionInfo", idempotent: true, streaming: .unary,
+        access: .server, cacheable: false
+    )
+
+    /// The history of the customer a transaction belongs to, in the app (the App Store Server API's Get
+    /// Transaction History): every charged transaction (purchases and subscription periods, not
+    /// restored copies), finished consumables too unless asked not to (version 1), oldest first unless
+    /// descending, up to 20 a page, signed. The revision of an answer continues after its page (give the
+    /// same filters with it). NOT_FOUND: the app has no such transaction. INVALID_ARGUMENT: a revision
+    /// this service did not give, or a start date after the end date. Idempotent.
+    public static let getTransactionHistory = MethodDescriptor<Storebus_Receipt_V1_GetTransactionHistoryRequest, Storebus_Receipt_V1_GetTransactionHistoryResponse>(
+        service: serviceName, method: "GetTransactionHistory", idempotent: true, streaming: .unary,
+        access: .server, cacheable: false
+    )
+
+    /// The refunded and revoked transactions of the customer a transaction belongs to (the App Store
+    /// Server API's Get Refund History), newest refund last, up to 20 a page, signed. NOT_FOUND: the app
+    /// has no such transaction. Idempotent.
+    public static let getRefundHistory = MethodDescriptor<Storebus_Receipt_V1_GetRefundHistoryRequest, Storebus_Receipt_V1_GetTransactionHistoryResponse>(
+        service: serviceName, method: "GetRefundHistory", idempotent: true, streaming: .unary,
+        access: .server, cacheable: false
+    )
+
+    /// Every auto-renewable subscription of the customer a transaction belongs to, by group, with its
+    /// status and its latest transaction and renewal info signed (the App Store Server API's Get All
+    /// Subscription Statuses), optionally only those with the statuses given. NOT_FOUND: the app has no
+    /// such transaction. Idempotent.
+    public static let getAllSubscriptionStatuses = MethodDescriptor<Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest, Storebus_Receipt_V1_GetSubscriptionStatusesResponse>(
+        service: serviceName, method: "GetAllSubscriptionStatuses", idempotent: true, streaming: .unary,
+        access: .server, cacheable: false
+    )
+
     /// Signs App Store Server Notifications for the notification service: for each, the
     /// ResponseBodyV2DecodedPayload with its data (the transaction signed as signedTransactionInfo, the
     /// subscription's renewal info as signedRenewalInfo and its status), as this service's state holds
@@ -78,6 +115,6 @@ public enum Storebus_Receipt_V1_Receipt: ServiceDescription {
     )
 
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSubscriptionStatuses.erased, getSigningCertificates.erased, rotateSigningKey.erased, signNotifications.erased]
+    public static let methods: [AnyMethodDescriptor] = [refreshReceipt.erased, verifyReceipt.erased, getEntitlements.erased, getTransaction.erased, getSubscriptionStatuses.erased, getSigningCertificates.erased, rotateSigningKey.erased, getTransactionInfo.erased, getTransactionHistory.erased, getRefundHistory.erased, getAllSubscriptionStatuses.erased, signNotifications.erased]
 }
 
