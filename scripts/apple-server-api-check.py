@@ -13,6 +13,8 @@ is NAME=ARGUMENT and prints one JSON line, in order:
   history_v1=TRANSACTION_ID  the same, version 1
   refunds=TRANSACTION_ID     get_refund_history, every page
   statuses=TRANSACTION_ID    get_all_subscription_statuses
+  extend=ORIGINAL:REQUEST:DAYS
+                             extend_subscription_renewal_date by DAYS, request identifier REQUEST
   test=                      request_test_notification, then get_test_notification_status
   notifications=START_MS     get_notification_history from START_MS to now, every page
 
@@ -28,6 +30,8 @@ import attr
 
 from appstoreserverlibrary.api_client import APIException, AppStoreServerAPIClient, GetTransactionHistoryVersion
 from appstoreserverlibrary.models.Environment import Environment
+from appstoreserverlibrary.models.ExtendReasonCode import ExtendReasonCode
+from appstoreserverlibrary.models.ExtendRenewalDateRequest import ExtendRenewalDateRequest
 from appstoreserverlibrary.models.NotificationHistoryRequest import NotificationHistoryRequest
 from appstoreserverlibrary.models.TransactionHistoryRequest import TransactionHistoryRequest
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
@@ -83,6 +87,10 @@ def call(client, verifier, name, argument):
                 })
             groups.append({"subscriptionGroupIdentifier": group.subscriptionGroupIdentifier, "lastTransactions": items})
         return {"groups": groups, "environment": plain(response.environment)}
+    if name == "extend":
+        original, request_id, days = argument.split(":")
+        request = ExtendRenewalDateRequest(extendByDays=int(days), extendReasonCode=ExtendReasonCode.CUSTOMER_SATISFACTION, requestIdentifier=request_id)
+        return {"extended": plain(client.extend_subscription_renewal_date(original, request))}
     if name == "test":
         token = client.request_test_notification().testNotificationToken
         status = client.get_test_notification_status(token)

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ReceiptFormat
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
@@ -15,6 +16,8 @@ import StoreSchema
 struct AppStoreServerAPI: Sendable {
     let keys: ServerAPIKeys
     let handlers: NotificationsHandlers
+    /// The payment queue, which extends subscriptions.
+    let queue: RPCClient
     /// How long a call to the receipt service may take.
     static let callTimeout = Duration.seconds(10)
     /// Largest request body read.
@@ -46,6 +49,10 @@ struct AppStoreServerAPI: Sendable {
             await api.answer(request) { app in
                 try await api.statuses(app: app, id: context.parameters.get("transactionId") ?? "", query: request.uri.queryParameters)
             }
+        }
+        router.put("/inApps/v1/subscriptions/extend/:originalTransactionId") { request, context in
+            let body = try? await request.body.collect(upTo: Self.maxBody)
+            return await api.answer(request) { app in try await api.extend(app: app, original: context.parameters.get("originalTransactionId") ?? "", body: body) }
         }
         router.post("/inApps/v1/notifications/test") { request, _ in
             await api.answer(request) { app in try await api.requestTest(app: app) }
@@ -226,6 +233,77 @@ struct AppStoreServerAPI: Sendable {
                             signedRenewalInfo: $0.signedRenewalInfo)
                     })
             })
+    }
+
+    /// Extend a Subscription Renewal Date's request body.
+    struct ExtendRenewalDateRequest: Decodable {
+        var extendByDays: Int?
+        var extendReasonCode: Int?
+        var requestIdentifier: String?
+    }
+
+    struct ExtendRenewalDateResponse: Encodable {
+        var originalTransactionId: String
+        var webOrderLineItemId: String
+        var success: Bool
+        var effectiveDate: Int64
+    }
+
+    /// Moves the renewal date of the subscription whose first purchase is `original` later, once
+    /// per request identifier (the payment queue keeps them).
+    func extend(app: String, original: String, body: ByteBuffer?) async throws -> ExtendRenewalDateResponse {
+        try APIError.checkTransactionID(original)
+        guard let body, let request = try? JSONDecoder().decode(ExtendRenewalDateRequest.self, from: Data(buffer: body)) else {
+            throw APIError(400, 4_000_000, "Bad request.")
+        }
+        guard let days = request.extendByDays, (1...90).contains(days) else { throw APIError(400, 4_000_009, "Invalid extend by days value.") }
+        guard let reason = request.extendReasonCode, (0...3).contains(reason) else { throw APIError(400, 4_000_010, "Invalid extend reason code.") }
+        guard let requestID = request.requestIdentifier, !requestID.isEmpty, requestID.utf8.count <= 128 else {
+            throw APIError(400, 4_000_011, "Invalid request identifier.")
+        }
+        let notFound = APIError(404, 4_040_005, "Original transaction id not found.")
+        let statuses: Storebus_Receipt_V1_GetSubscriptionStatusesResponse
+        do {
+            statuses = try await receipt.call(
+                Storebus_Receipt_V1_Receipt.getAllSubscriptionStatuses,
+                .with {
+                    $0.appBundleID = app; $0.transactionID = original
+                }, options: options())
+        } catch {
+            throw error.code == .notFound ? notFound : error
+        }
+        guard
+            let (group, item) = statuses.data.lazy.compactMap({ group in
+                group.lastTransactions.first { $0.originalTransactionID == original }.map { (group.subscriptionGroupIdentifier, $0) }
+            }).first
+        else { throw notFound }
+        let extended: Storebus_PaymentQueue_V1_AdjustSubscriptionResponse
+        do {
+            extended = try await queue.call(
+                Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate,
+                .with {
+                    $0.subscription = .with {
+                        $0.appBundleID = app; $0.accountID = statuses.accountID; $0.subscriptionGroupIdentifier = group
+                    }
+                    $0.extendByDays = UInt32(days)
+                    $0.extendReasonCode = UInt32(reason)
+                    $0.requestIdentifier = requestID
+                }, options: options())
+        } catch {
+            guard error.code == .failedPrecondition else { throw error }
+            throw APIError(403, 4_030_004, "Forbidden - subscription state ineligible for extension.")
+        }
+        let transaction = Self.unverifiedPayload(item.signedTransactionInfo)
+        return ExtendRenewalDateResponse(
+            originalTransactionId: original, webOrderLineItemId: transaction?["webOrderLineItemId"] as? String ?? "", success: true,
+            effectiveDate: extended.subscription.expiresDate.milliseconds)
+    }
+
+    /// The payload of a JWS the receipt service just signed, read without checking it again.
+    static func unverifiedPayload(_ jws: String) -> [String: Any]? {
+        let parts = jws.split(separator: ".")
+        guard parts.count == 3, let bytes = Base64URL.decode(parts[1]) else { return nil }
+        return try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
     }
 
     // MARK: - Notifications

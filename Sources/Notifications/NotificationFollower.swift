@@ -46,8 +46,12 @@ struct NotificationFollower: Service {
         let before = try await store.knowledge(for: records)
         var rules = before
         var intents: [NotificationIntent] = []
+        // Each notification's event's commit time, for the lag metric.
+        var committed: [Int64] = []
         for record in records where record.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {
-            intents += rules.intents(for: record.payload, seq: record.seq)
+            let planned = rules.intents(for: record.payload, seq: record.seq)
+            intents += planned
+            committed += Array(repeating: record.time.milliseconds, count: planned.count)
         }
         let signedDate = EpochMilliseconds.now
         let payloads = intents.isEmpty ? [] : try await sign(intents, signedDate: signedDate, minSeq: last)
@@ -71,7 +75,11 @@ struct NotificationFollower: Service {
             heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks))
         }
         store.advance(heads.value)
-        if !notifications.isEmpty { NotificationMetrics.appended.increment(by: notifications.count) }
+        if !notifications.isEmpty {
+            NotificationMetrics.appended.increment(by: notifications.count)
+            let appended = EpochMilliseconds.now
+            for time in committed { NotificationMetrics.appendLag.recordMilliseconds(max(0, appended - time)) }
+        }
     }
 
     /// The signed payloads of `intents`, from the receipt service, tried again (with a growing pause)

@@ -12,6 +12,8 @@ struct Delivery: Sendable, Hashable {
     var url: String
     /// Attempts made so far.
     var attempts: Int
+    /// When its notification was appended (milliseconds since 1970).
+    var appendedMS: Int64
 }
 
 // Webhook deliveries: queued with their notifications, attempted by ``WebhookSender``, each attempt
@@ -27,18 +29,24 @@ extension NotificationStore {
     func due(nowMS: Int64, limit: Int, excluding busy: Set<Delivery>, full: Set<String> = []) async throws -> [Delivery] {
         let skipped = full.sorted()
         let sql =
-            "SELECT app, position, url, attempts FROM nt_delivery WHERE state = 'PENDING' AND next_ms <= ?"
-            + (skipped.isEmpty ? "" : " AND url NOT IN (\(Array(repeating: "?", count: skipped.count).joined(separator: ", ")))")
-            + " ORDER BY next_ms, app, position LIMIT ?"
+            "SELECT d.app, d.position, d.url, d.attempts, e.time_ms FROM nt_delivery d JOIN storebus_event e ON e.stream_key = d.app AND e.key_seq = d.position"
+            + " WHERE d.state = 'PENDING' AND d.next_ms <= ?"
+            + (skipped.isEmpty ? "" : " AND d.url NOT IN (\(Array(repeating: "?", count: skipped.count).joined(separator: ", ")))")
+            + " ORDER BY d.next_ms, d.app, d.position LIMIT ?"
         var arguments: [any DatabaseValueConvertible] = [nowMS]
         arguments += skipped
         arguments.append(limit + busy.count)
         let bound = StatementArguments(arguments)
         return try await database.read { db in
             try Row.fetchAll(db.cachedStatement(sql: sql), arguments: bound)
-                .map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3]) }
+                .map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3], appendedMS: $0[4]) }
                 .filter { !busy.contains($0) }.prefix(limit).map { $0 }
         }
+    }
+
+    /// Deliveries waiting for an attempt.
+    func pendingCount() async throws -> Int {
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nt_delivery WHERE state = 'PENDING'") ?? 0 }
     }
 
     /// When the next pending delivery is due, if any.

@@ -10,6 +10,18 @@ enum NotificationMetrics {
     /// `storebus_notifications_appended_total`: notifications appended to the apps' logs.
     static let appended = Counter(label: "storebus_notifications_appended_total")
 
+    /// `storebus_notification_lag_seconds`: from the commit of a notification's event in the payment
+    /// queue to the notification in its app's log (readable by backends).
+    static let appendLag = Metrics.Timer(label: "storebus_notification_lag_seconds")
+
+    /// `storebus_webhook_delivery_lag_seconds`: from a notification's appending to its webhook's
+    /// successful attempt (retries included).
+    static let deliveryLag = Metrics.Timer(label: "storebus_webhook_delivery_lag_seconds")
+
+    /// `storebus_webhook_deliveries_pending`: deliveries waiting for an attempt (a first one, or a
+    /// retry on Apple's schedule).
+    static let pending = Gauge(label: "storebus_webhook_deliveries_pending")
+
     /// `storebus_webhook_attempts_total{result}`: webhook attempts, by Apple's sendAttemptResult.
     static func attempts(_ result: String) -> Counter {
         Counter(label: "storebus_webhook_attempts_total", dimensions: [("result", result)])

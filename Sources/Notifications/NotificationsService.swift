@@ -51,7 +51,7 @@ public struct NotificationsService: Service {
             background.append(NotificationPruner(store: store, retention: .milliseconds(Int64(configuration.retentionDays * 86_400_000)), logger: host.logger))
         }
         if !configuration.httpAddress.isEmpty {
-            let api = AppStoreServerAPI(keys: try await ServerAPIKeys(configuration.serverAPIKeys), handlers: handlers)
+            let api = AppStoreServerAPI(keys: try await ServerAPIKeys(configuration.serverAPIKeys), handlers: handlers, queue: queueClient)
             background.append(api.application(address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
         }
         try await host.serve(

@@ -45,6 +45,7 @@ struct WebhookSender: Service {
             var busy = Set<Delivery>()
             var perURLBusy: [String: Int] = [:]
             var ticking = false
+            var gauged: ContinuousClock.Instant?
             while !Task.isCancelled {
                 let room = min(Self.maxInFlight - busy.count, Self.lookAhead)
                 if room > 0 {
@@ -60,6 +61,10 @@ struct WebhookSender: Service {
                     // Looks again when deliveries are queued, when the next one falls due, or at
                     // least every second.
                     ticking = true
+                    if gauged.map({ ContinuousClock.now - $0 >= .seconds(1) }) ?? true {
+                        NotificationMetrics.pending.record(try await store.pendingCount())
+                        gauged = .now
+                    }
                     let next = try await store.nextDue()
                     let looked = UInt64(EpochMilliseconds.now)
                     group.addTask { [store] in
@@ -88,6 +93,7 @@ struct WebhookSender: Service {
         let (result, status) = await post(delivery)
         try await store.record(delivery, result: result, httpStatus: status, atMS: started, scale: retryScale)
         NotificationMetrics.attempts(result).increment()
+        if result == "SUCCESS" { NotificationMetrics.deliveryLag.recordMilliseconds(max(0, EpochMilliseconds.now - delivery.appendedMS)) }
         if result != "SUCCESS" {
             logger.info(
                 "A webhook attempt failed",

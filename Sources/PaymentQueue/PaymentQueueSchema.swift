@@ -226,6 +226,16 @@ public enum PaymentQueueSchema {
                     """)
             try db.execute(sql: "CREATE INDEX pq_delivery_account ON pq_delivery (app, account) WHERE finished = 0")
         }
+        migrator.registerMigration("payment_queue_v14_extensions") { db in
+            // Each subscription's extensions made with a request identifier, committed with the
+            // extension: the same identifier again extends nothing more.
+            try db.execute(
+                sql: """
+                    CREATE TABLE pq_extension (
+                        app TEXT NOT NULL, account TEXT NOT NULL, grp TEXT NOT NULL, request_id TEXT NOT NULL, days INTEGER NOT NULL,
+                        created_ms INTEGER NOT NULL, PRIMARY KEY (app, account, grp, request_id)) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 }

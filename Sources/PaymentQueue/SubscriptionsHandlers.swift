@@ -61,7 +61,7 @@ public struct SubscriptionsHandlers: Storebus_PaymentQueue_V1_Subscriptions.Hand
     ) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
         guard request.hasSubscription else { throw RPCError.invalidArgument(field: "subscription", "is required") }
         guard request.extendByDays >= 1 else { throw RPCError.invalidArgument(field: "extendByDays", "must be from 1 to 90") }
-        return try await adjust(.extend(days: Int(request.extendByDays)), request.subscription)
+        return try await adjust(.extend(days: Int(request.extendByDays), requestID: request.requestIdentifier), request.subscription)
     }
 
     private func adjust(

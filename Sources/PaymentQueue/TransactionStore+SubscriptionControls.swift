@@ -14,8 +14,8 @@ extension TransactionStore {
         case renewNow
         /// The period ends now, and the subscription with it (intent 1).
         case expireNow
-        /// The period ends `days` later on the store's clock (1 to 90).
-        case extend(days: Int)
+        /// The period ends `days` later on the store's clock (1 to 90); with a request id, once for it.
+        case extend(days: Int, requestID: String = "")
     }
 
     /// Applies `control` to the account's subscription in `group` at `now`; returns it as it is then.
@@ -31,6 +31,19 @@ extension TransactionStore {
         return try await writer.write { db, batch in
             guard var subscription = try SubscriptionRecord.fetch(db, app: app, account: account, group: group) else {
                 throw RPCError.resource(.notFound, type: "subscription", name: group, "account \(RPCError.echo(account)) has no subscription in group \(RPCError.echo(group))")
+            }
+            if case .extend(let days, let requestID) = control, !requestID.isEmpty {
+                // Made once: the same request again answers the subscription as it is, whatever
+                // happened to it since.
+                let made = try Int.fetchOne(
+                    db.cachedStatement(sql: "SELECT days FROM pq_extension WHERE app = ? AND account = ? AND grp = ? AND request_id = ?"),
+                    arguments: [app, account, group, requestID])
+                if let made {
+                    guard made == days else {
+                        throw RPCError(.failedPrecondition, "request \(RPCError.echo(requestID)) extended this subscription by \(made) days, not \(days)")
+                    }
+                    return subscription.message
+                }
             }
             guard subscription.status != .expired && subscription.status != .revoked else {
                 throw RPCError(.failedPrecondition, "the subscription in group \(RPCError.echo(group)) has ended")
@@ -56,8 +69,12 @@ extension TransactionStore {
                         throw RPCError(.resourceExhausted, "the queue of the subscription's latest purchase has no room for the renewal: finish some of its transactions first")
                     }
                 }
-            case .extend(let days):
+            case .extend(let days, let requestID):
                 guard (1...90).contains(days) else { throw RPCError.invalidArgument(field: "extendByDays", "must be from 1 to 90") }
+                if !requestID.isEmpty {
+                    try db.cachedStatement(sql: "INSERT INTO pq_extension (app, account, grp, request_id, days, created_ms) VALUES (?, ?, ?, ?, ?, ?)")
+                        .execute(arguments: [app, account, group, requestID, days, nowMS])
+                }
                 let period = RenewalClock.Period(iso8601: subscription.period) ?? RenewalClock.Period(unit: .month, count: 1)
                 // A day on the store's clock: a thirtieth of its month.
                 let day = RenewalClock.billing(of: period, rate: try Self.renewalRate(db, app: app).rate).retry / 60

@@ -49,12 +49,11 @@ extension ReceiptBook {
         return try signed(page, app: request.appBundleID, now: now)
     }
 
-    /// The auto-renewable subscriptions of the customer of `transaction`, by group, those of
-    /// `statuses` only when any is given.
+    /// The auto-renewable subscriptions of `account` (a customer found by ``customer(app:transaction:)``),
+    /// by group, those of `statuses` only when any is given.
     func allSubscriptionStatuses(
-        app: String, transaction: String, statuses: [Int32], now: Date = Date()
+        app: String, account: String, statuses: [Int32], now: Date = Date()
     ) async throws -> [Storebus_Receipt_V1_SubscriptionGroupStatus] {
-        let account = try await customer(app: app, transaction: transaction)
         let groups = try await subscriptionStatuses(app: app, account: account, now: now)
         guard !statuses.isEmpty else { return groups }
         let wanted = Set(statuses)

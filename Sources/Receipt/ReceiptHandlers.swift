@@ -107,6 +107,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
             $0.data = groups
             $0.environment = book.configuration.environment.rawValue
             $0.asOfSeq = asOf
+            $0.accountID = request.accountID
         }
     }
 
@@ -159,10 +160,12 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     public func getAllSubscriptionStatuses(
         _ request: Storebus_Receipt_V1_GetAllSubscriptionStatusesRequest, context: ServerContext
     ) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
+        let account = try await book.customer(app: request.appBundleID, transaction: request.transactionID)
         let groups = try await Self.signing("subscription statuses") {
-            try await book.allSubscriptionStatuses(app: request.appBundleID, transaction: request.transactionID, statuses: request.statuses)
+            try await book.allSubscriptionStatuses(app: request.appBundleID, account: account, statuses: request.statuses)
         }
         return .with {
+            $0.accountID = account
             $0.data = groups
             $0.environment = book.configuration.environment.rawValue
             $0.asOfSeq = book.appliedSeq

@@ -6,7 +6,9 @@ import Testing
 /// `storebus-bench load` against a running deployment (real processes, a CURVE gateway).
 @Suite("storebus-bench load: a mix of flows against a running deployment, a live line, the table, JSON and an HTML report")
 struct LoadToolTests {
-    @Test("at a fixed rate through a CURVE gateway every flow kind completes; the live line, the table, results.json and report.html with its three charts come out")
+    @Test(
+        "at a fixed rate through a CURVE gateway every flow kind completes, an app backend following the notifications beside them; the live line, the table, results.json and report.html with its three charts come out"
+    )
     func loadAtFixedRate() async throws {
         try await StoreCluster(gatewayCount: 1, gatewaysOnTCP: true, gatewayKeys: true).running { cluster in
             let report = cluster.directory.path("load-report")
@@ -14,7 +16,7 @@ struct LoadToolTests {
                 name: "storebus-bench",
                 arguments: [
                     "load", "--gateway", cluster.gatewayEndpoints[0], "--gateway-key", cluster.gatewayPublicKeyFile!,
-                    "--rate", "8", "--duration", "6", "--devices", "4", "--live-interval", "1", "--report", report
+                    "--rate", "8", "--duration", "6", "--devices", "4", "--live-interval", "1", "--report", report, "--backend", "--server-key", serverKey
                 ],
                 logFile: cluster.directory.url.appendingPathComponent("load.log")
             )
@@ -36,6 +38,13 @@ struct LoadToolTests {
             let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(report)/results.json"))) as? [String: Any])
             #expect(document["completed"] as? Int == 48 && document["failed"] as? Int == 0, "\(document)")
             #expect((document["seconds"] as? [Any])?.count ?? 0 >= 5)
+            // The backend heard the flows' notifications: every purchase's charge at least, each
+            // with its lag
+            let backend = try #require(document["backend"] as? [String: Any], "\(document)")
+            let byType = backend["byType"] as? [String: Int] ?? [:]
+            #expect((byType["ONE_TIME_CHARGE"] ?? 0) >= 8 && (byType["SUBSCRIBED"] ?? 0) >= 1, "\(backend)")
+            #expect(((backend["lag"] as? [String: Any])?["count"] as? Int ?? 0) >= 9, "\(backend)")
+            #expect(output.contains("backend notifications"), "\(output)")
             // The report: one page, three charts drawn with their lines, no script
             let html = try String(contentsOfFile: "\(report)/report.html", encoding: .utf8)
             #expect(html.components(separatedBy: "<svg ").count == 4 && html.components(separatedBy: "<polyline ").count >= 5, "\(html.prefix(2000))")

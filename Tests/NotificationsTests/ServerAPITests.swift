@@ -34,7 +34,7 @@ struct ServerAPITests {
     }
 
     @Test(
-        "Apple's AppStoreServerAPIClient: transaction info, history (versions 1 and 2), refunds, subscription statuses, a test notification and the notification history, every signed item verified; 401 for keys StoreBus does not know"
+        "Apple's AppStoreServerAPIClient: transaction info, history (versions 1 and 2), refunds, subscription statuses, an extension made once per request, a test notification and the notification history, every signed item verified; 401 for keys StoreBus does not know"
     )
     func appleClient() async throws {
         try await StoreCluster(gatewayCount: 1).running { cluster in
@@ -105,6 +105,34 @@ struct ServerAPITests {
             #expect(types == notifications.map(\.notificationType) + ["TEST"], "\(types)")
 
             #expect(unknown["ok"] as? Bool == false && unknown["status"] as? Int == 404 && unknown["errorCode"] as? Int == 4_040_010, "\(unknown)")
+
+            // Extend a Subscription Renewal Date: once per request identifier; the period's end
+            // moves later, and a retry of the same request moves it no further.
+            let renewalInfo = try #require(item["transaction"] as? [String: Any])
+            let expiresBefore = try #require(renewalInfo["expiresDate"] as? Int)
+            let extensions = try await Self.apple(
+                cluster, root: root,
+                [
+                    "extend=\(subscribed.id):retry-safe-1:3", "extend=\(subscribed.id):retry-safe-1:3", "extend=\(pack.id):other:3",
+                    "extend=\(subscribed.id):bad-days:91"
+                ])
+            let first = try #require(extensions[0]["extended"] as? [String: Any], "\(extensions[0])")
+            let again = try #require(extensions[1]["extended"] as? [String: Any], "\(extensions[1])")
+            let effective = try #require(first["effectiveDate"] as? Int)
+            #expect(first["success"] as? Bool == true && first["originalTransactionId"] as? String == subscribed.id && effective > expiresBefore)
+            #expect(again["effectiveDate"] as? Int == effective, "a retry extends no further")
+            #expect(extensions[2]["status"] as? Int == 404 && extensions[2]["errorCode"] as? Int == 4_040_005, "\(extensions[2])")
+            #expect(extensions[3]["status"] as? Int == 400 && extensions[3]["errorCode"] as? Int == 4_000_009, "\(extensions[3])")
+            // The receipt service follows the payment queue's log: its statuses say so once it has
+            // applied the extension.
+            var seen: Int?
+            for _ in 0..<20 where seen != effective {
+                let after = try await Self.apple(cluster, root: root, ["statuses=\(subscribed.id)"])
+                let item = ((after.first?["groups"] as? [[String: Any]])?.first?["lastTransactions"] as? [[String: Any]])?.first
+                seen = (item?["transaction"] as? [String: Any])?["expiresDate"] as? Int
+                if seen != effective { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(seen == effective, "the statuses' period end")
 
             // Keys StoreBus does not know: another private key under the known key id, an unknown
             // key id, the known key for an app it does not act for.

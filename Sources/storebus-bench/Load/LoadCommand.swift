@@ -55,6 +55,11 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(name: .customLong("warm-up"), help: "Seconds of warm-up the soak's memory check leaves out.")
     var warmUp: Double = 20
 
+    @Flag(help: "Run an app backend beside the devices: it follows the app's notifications with the server key, and the results give their lag.")
+    var backend = false
+    @Option(name: .customLong("server-key"), help: "The app's server key, for --backend. Default: STOREBUS_SERVER_KEY or make run's demo key.")
+    var serverKey: String?
+
     @Option(help: "Write the results as JSON to this file.")
     var json: String?
     @Option(help: "Write a self-contained HTML report (report.html) and results.json into this folder.")
@@ -107,6 +112,8 @@ struct LoadCommand: AsyncParsableCommand {
         var simulated: [LoadDevice] = []
         for index in 0..<devices { simulated.append(try LoadDevice(index: index, generation: 0, target: target, admin: admin)) }
 
+        let follower = backend ? try LoadBackend(target: target, serverKey: serverKey ?? environment["STOREBUS_SERVER_KEY"] ?? "storebus-local-demo-server-key") : nil
+        let following = follower.map { follower in Task { await follower.run() } }
         let sampler = ProcessSampler()
         let plan = FlowPlan(weights: try weights())
         let start = ContinuousClock.now
@@ -182,12 +189,19 @@ struct LoadCommand: AsyncParsableCommand {
         }
         let elapsed = (ContinuousClock.now - start).seconds
         live.cancel()
+        if let following {
+            // The last flows' notifications arrive within moments.
+            try? await Task.sleep(for: .seconds(2))
+            following.cancel()
+            _ = await following.value
+            await follower?.close()
+        }
         sampler.sample(at: elapsed)
         await admin.close()
 
         let results = LoadResults(
             recorder: recorder.snapshot, run: .init(elapsedSeconds: elapsed, devices: devices, offeredRate: rate, mix: mix, gateways: endpoints),
-            sampler: sampler, soakWarmUp: soak ? warmUp : nil
+            sampler: sampler, soakWarmUp: soak ? warmUp : nil, backend: follower?.figures
         )
         print(results.table())
         let encoded = try results.json()

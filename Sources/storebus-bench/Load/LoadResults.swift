@@ -17,6 +17,8 @@ struct LoadResults {
     let sampler: ProcessSampler
     /// The soak's warm-up, when the run is a soak.
     let soakWarmUp: Double?
+    /// What `--backend`'s subscriber saw.
+    var backend: LoadBackend.Figures? = nil
 
     static let percentiles: [(String, Double)] = [("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9)]
 
@@ -138,6 +140,11 @@ struct LoadResults {
         }
         section("flow (from scheduled start)", flowRows)
         section("step", stepRows)
+        if let backend {
+            section("backend notifications", [backend.lag])
+            let types = backend.byType.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            lines.append("backend: \(backend.notifications) notifications (\(types.isEmpty ? "none" : types)), \(backend.readErrors) read errors")
+        }
         lines.append("")
         if recorder.errors.isEmpty {
             lines.append("errors: none")
@@ -184,13 +191,14 @@ struct LoadResults {
         var seconds: [SecondFigures]
         var distribution: [[Double]]
         var soak: SoakVerdict?
+        var backend: LoadBackend.Figures?
     }
 
     var document: Document {
         Document(
             run: run, completed: recorder.completed, failed: recorder.failed, flowsPerSecond: Double(recorder.completed) / max(elapsed, 0.001),
             flows: flowRows, steps: stepRows, errors: recorder.errors, processes: processFigures, seconds: secondFigures,
-            distribution: distribution, soak: soakVerdict
+            distribution: distribution, soak: soakVerdict, backend: backend
         )
     }
 

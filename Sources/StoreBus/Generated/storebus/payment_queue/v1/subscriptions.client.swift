@@ -53,7 +53,8 @@ extension Storebus_PaymentQueue_V1_Subscriptions {
         /// Moves the end of the period running later by days on the store's clock (the App Store Server
         /// API's Extend a Subscription Renewal Date): the next renewal comes that much later.
         /// INVALID_ARGUMENT: days not from 1 to 90, or a reason code not from 0 to 3. FAILED_PRECONDITION:
-        /// the subscription is not active. Not idempotent: each call extends.
+        /// the subscription is not active. Idempotent with a request_identifier; without one, each call
+        /// extends.
         public func extendRenewalDate(_ request: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse {
             try await rpc.call(Storebus_PaymentQueue_V1_Subscriptions.extendRenewalDate, request, options: options)
         }
@@ -189,6 +190,10 @@ extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: ContractChecked {
         do {
             let field = prefix + "extendReasonCode"
             guard extendReasonCode <= 3 else { throw RPCError.invalidArgument(field: field, "must be at most 3") }
+        }
+        do {
+            let field = prefix + "requestIdentifier"
+            guard requestIdentifier.utf8.count <= 128 else { throw RPCError.invalidArgument(field: field, "must be at most 128 bytes") }
         }
     }
 }

@@ -34,7 +34,8 @@ extension Storebus_PaymentQueue_V1_Subscriptions {
         /// Moves the end of the period running later by days on the store's clock (the App Store Server
         /// API's Extend a Subscription Renewal Date): the next renewal comes that much later.
         /// INVALID_ARGUMENT: days not from 1 to 90, or a reason code not from 0 to 3. FAILED_PRECONDITION:
-        /// the subscription is not active. Not idempotent: each call extends.
+        /// the subscription is not active. Idempotent with a request_identifier; without one, each call
+        /// extends.
         func extendRenewalDate(_ request: Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_AdjustSubscriptionResponse
         /// Turns auto-renew off or on for an account's subscription in a group (what Settings ->
         /// Subscriptions does; StoreKit Test's disableAutoRenewForTransaction). Off, the subscription

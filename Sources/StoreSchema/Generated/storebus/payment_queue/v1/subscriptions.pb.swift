@@ -359,6 +359,11 @@ public nonisolated struct Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: Sen
   /// 2 other, 3 service issue or outage.
   public var extendReasonCode: UInt32 = 0
 
+  /// The caller's identifier of this extension (the App Store Server API's requestIdentifier): given,
+  /// the extension is made once; the same identifier again for the same subscription extends nothing
+  /// more and answers the subscription as it is.
+  public var requestIdentifier: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -821,7 +826,7 @@ nonisolated extension Storebus_PaymentQueue_V1_SubscriptionRef: SwiftProtobuf.Me
 
 nonisolated extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ExtendRenewalDateRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}subscription\0\u{3}extend_by_days\0\u{3}extend_reason_code\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}subscription\0\u{3}extend_by_days\0\u{3}extend_reason_code\0\u{3}request_identifier\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -832,6 +837,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: SwiftPr
       case 1: try { try decoder.decodeSingularMessageField(value: &self._subscription) }()
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.extendByDays) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.extendReasonCode) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.requestIdentifier) }()
       default: break
       }
     }
@@ -851,6 +857,9 @@ nonisolated extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: SwiftPr
     if self.extendReasonCode != 0 {
       try visitor.visitSingularUInt32Field(value: self.extendReasonCode, fieldNumber: 3)
     }
+    if !self.requestIdentifier.isEmpty {
+      try visitor.visitSingularStringField(value: self.requestIdentifier, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -858,6 +867,7 @@ nonisolated extension Storebus_PaymentQueue_V1_ExtendRenewalDateRequest: SwiftPr
     if lhs._subscription != rhs._subscription {return false}
     if lhs.extendByDays != rhs.extendByDays {return false}
     if lhs.extendReasonCode != rhs.extendReasonCode {return false}
+    if lhs.requestIdentifier != rhs.requestIdentifier {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -54,7 +54,8 @@ public enum Storebus_PaymentQueue_V1_Subscriptions: ServiceDescription {
     /// Moves the end of the period running later by days on the store's clock (the App Store Server
     /// API's Extend a Subscription Renewal Date): the next renewal comes that much later.
     /// INVALID_ARGUMENT: days not from 1 to 90, or a reason code not from 0 to 3. FAILED_PRECONDITION:
-    /// the subscription is not active. Not idempotent: each call extends.
+    /// the subscription is not active. Idempotent with a request_identifier; without one, each call
+    /// extends.
     public static let extendRenewalDate = MethodDescriptor<Storebus_PaymentQueue_V1_ExtendRenewalDateRequest, Storebus_PaymentQueue_V1_AdjustSubscriptionResponse>(
         service: serviceName, method: "ExtendRenewalDate", idempotent: false, streaming: .unary,
         access: .admin, cacheable: false

@@ -422,6 +422,9 @@ public nonisolated struct Storebus_Receipt_V1_GetSubscriptionStatusesResponse: S
   /// Position of the payment queue's event log applied when answering.
   public var asOfSeq: UInt64 = 0
 
+  /// The account the subscriptions are of (for GetAllSubscriptionStatuses, the customer found).
+  public var accountID: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1505,7 +1508,7 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: SwiftP
 
 nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetSubscriptionStatusesResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{1}environment\0\u{3}as_of_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{1}environment\0\u{3}as_of_seq\0\u{3}account_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1516,6 +1519,7 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesResponse: Swift
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.data) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.environment) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.asOfSeq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       default: break
       }
     }
@@ -1531,6 +1535,9 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesResponse: Swift
     if self.asOfSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.asOfSeq, fieldNumber: 3)
     }
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1538,6 +1545,7 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesResponse: Swift
     if lhs.data != rhs.data {return false}
     if lhs.environment != rhs.environment {return false}
     if lhs.asOfSeq != rhs.asOfSeq {return false}
+    if lhs.accountID != rhs.accountID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
