@@ -29,9 +29,12 @@ struct WebhookSender: Service {
     /// left out by the query), so a longer look would mostly read rows of one URL's backlog again.
     static let lookAhead = 64
 
-    /// What an attempt came to.
+    /// What a task of the sender came to.
     enum Outcome: Sendable {
-        case attempted(Delivery)
+        /// The POST of an attempt is done: its URL has room again. Its record is to be written.
+        case posted(Delivery, result: String, status: Int, startedMS: Int64)
+        /// The attempt's record is committed: the delivery may be looked at again.
+        case recorded(Delivery)
         case tick
     }
 
@@ -54,7 +57,7 @@ struct WebhookSender: Service {
                     where perURLBusy[delivery.url, default: 0] < perURL {
                         busy.insert(delivery)
                         perURLBusy[delivery.url, default: 0] += 1
-                        group.addTask { try await attempt(delivery) }
+                        group.addTask { await attempt(delivery) }
                     }
                 }
                 if !ticking {
@@ -76,9 +79,14 @@ struct WebhookSender: Service {
                 }
                 guard let outcome = try await group.next() else { continue }
                 switch outcome {
-                case .attempted(let delivery):
-                    busy.remove(delivery)
+                case .posted(let delivery, let result, let status, let startedMS):
+                    // The URL may take another POST while this one's record commits (with others',
+                    // in one group): the endpoint's answers, not the disk, pace its deliveries. The
+                    // delivery stays busy until its record is in, so it is never sent twice.
                     perURLBusy[delivery.url, default: 1] -= 1
+                    group.addTask { try await record(delivery, result: result, status: status, startedMS: startedMS) }
+                case .recorded(let delivery):
+                    busy.remove(delivery)
                 case .tick:
                     ticking = false
                 }
@@ -87,11 +95,16 @@ struct WebhookSender: Service {
         }
     }
 
-    /// One attempt at `delivery`, recorded.
-    private func attempt(_ delivery: Delivery) async throws -> Outcome {
+    /// One attempt's POST at `delivery`.
+    private func attempt(_ delivery: Delivery) async -> Outcome {
         let started = EpochMilliseconds.now
         let (result, status) = await post(delivery)
-        try await store.record(delivery, result: result, httpStatus: status, atMS: started, scale: retryScale)
+        return .posted(delivery, result: result, status: status, startedMS: started)
+    }
+
+    /// An attempt's record, committed.
+    private func record(_ delivery: Delivery, result: String, status: Int, startedMS: Int64) async throws -> Outcome {
+        try await store.record(delivery, result: result, httpStatus: status, atMS: startedMS, scale: retryScale)
         NotificationMetrics.attempts(result).increment()
         if result == "SUCCESS" { NotificationMetrics.deliveryLag.recordMilliseconds(max(0, EpochMilliseconds.now - delivery.appendedMS)) }
         if result != "SUCCESS" {
@@ -99,7 +112,7 @@ struct WebhookSender: Service {
                 "A webhook attempt failed",
                 metadata: ["app": "\(delivery.app)", "position": "\(delivery.position)", "attempt": "\(delivery.attempts + 1)", "result": "\(result)", "status": "\(status)"])
         }
-        return .attempted(delivery)
+        return .recorded(delivery)
     }
 
     /// POSTs the notification; Apple's sendAttemptResult and the HTTP status (0: none).
