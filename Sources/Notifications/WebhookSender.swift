@@ -26,8 +26,9 @@ struct WebhookSender: Service {
     /// Most attempts in flight at once, over every URL.
     static let maxInFlight = 256
     /// Most deliveries looked at each time the sender looks: those of URLs with room (others are
-    /// left out by the query), so a longer look would mostly read rows of one URL's backlog again.
-    static let lookAhead = 64
+    /// left out by the query), so a longer look would mostly read rows of one URL's backlog again;
+    /// a look that starts all it found looks again at once.
+    static let lookAhead = 16
 
     /// What a task of the sender came to.
     enum Outcome: Sendable {
@@ -49,16 +50,24 @@ struct WebhookSender: Service {
             var perURLBusy: [String: Int] = [:]
             var ticking = false
             var gauged: ContinuousClock.Instant?
+            // Whether a slot may have opened since the last look: at start, after a POST, a tick.
+            var look = true
             while !Task.isCancelled {
-                let room = min(Self.maxInFlight - busy.count, Self.lookAhead)
-                if room > 0 {
+                while look {
+                    look = false
+                    let room = min(Self.maxInFlight - busy.count, Self.lookAhead)
+                    guard room > 0 else { break }
                     let full = Set(perURLBusy.filter { $0.value >= perURL }.keys)
-                    for delivery in try await store.due(nowMS: EpochMilliseconds.now, limit: room, excluding: busy, full: full)
-                    where perURLBusy[delivery.url, default: 0] < perURL {
+                    let due = try await store.due(nowMS: EpochMilliseconds.now, limit: room, excluding: busy, full: full)
+                    var started = 0
+                    for delivery in due where perURLBusy[delivery.url, default: 0] < perURL {
                         busy.insert(delivery)
                         perURLBusy[delivery.url, default: 0] += 1
                         group.addTask { await attempt(delivery) }
+                        started += 1
                     }
+                    // A full look may have left due deliveries of other URLs behind it.
+                    look = due.count == room && started > 0
                 }
                 if !ticking {
                     // Looks again when deliveries are queued, when the next one falls due, or at
@@ -80,6 +89,7 @@ struct WebhookSender: Service {
                 guard let outcome = try await group.next() else { continue }
                 switch outcome {
                 case .posted(let delivery, let result, let status, let startedMS):
+                    look = true
                     // The URL may take another POST while this one's record commits (with others',
                     // in one group): the endpoint's answers, not the disk, pace its deliveries. The
                     // delivery stays busy until its record is in, so it is never sent twice.
@@ -89,6 +99,7 @@ struct WebhookSender: Service {
                     busy.remove(delivery)
                 case .tick:
                     ticking = false
+                    look = true
                 }
             }
             group.cancelAll()
