@@ -23,24 +23,26 @@ extension NotificationStore {
     /// 24, 48 and 72 hours later; after the sixth, the notification is not sent again.
     static let retryHours: [Double] = [1, 12, 24, 48, 72]
 
-    /// Deliveries due by `nowMS`, oldest first, at most `limit`, leaving out those in `busy` and
-    /// every delivery to the URLs in `full` (as many attempts in flight as they may have): one URL's
-    /// backlog never hides the deliveries of others.
-    func due(nowMS: Int64, limit: Int, excluding busy: Set<Delivery>, full: Set<String> = []) async throws -> [Delivery] {
-        let skipped = full.sorted()
-        let sql =
-            "SELECT d.app, d.position, d.url, d.attempts, e.time_ms FROM nt_delivery d JOIN storebus_event e ON e.stream_key = d.app AND e.key_seq = d.position"
-            + " WHERE d.state = 'PENDING' AND d.next_ms <= ?"
-            + (skipped.isEmpty ? "" : " AND d.url NOT IN (\(Array(repeating: "?", count: skipped.count).joined(separator: ", ")))")
-            + " ORDER BY d.next_ms, d.app, d.position LIMIT ?"
-        var arguments: [any DatabaseValueConvertible] = [nowMS]
-        arguments += skipped
-        arguments.append(limit + busy.count)
-        let bound = StatementArguments(arguments)
-        return try await database.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: bound)
-                .map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3], appendedMS: $0[4]) }
-                .filter { !busy.contains($0) }.prefix(limit).map { $0 }
+    /// Every URL deliveries were queued for.
+    func deliveryURLs() async throws -> [String] {
+        try await database.read { db in try String.fetchAll(db.cachedStatement(sql: "SELECT url FROM nt_url ORDER BY url")) }
+    }
+
+    /// Deliveries to `url` due by `nowMS`, oldest first, at most `limit`, leaving out those in
+    /// `busy` (through the URL's own index: another URL's backlog is never read).
+    func due(url: String, nowMS: Int64, limit: Int, excluding busy: Set<Delivery>) async throws -> [Delivery] {
+        try await database.read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT d.app, d.position, d.url, d.attempts, e.time_ms FROM nt_delivery d
+                        JOIN storebus_event e ON e.stream_key = d.app AND e.key_seq = d.position
+                        WHERE d.url = ? AND d.state = 'PENDING' AND d.next_ms <= ? ORDER BY d.next_ms, d.app, d.position LIMIT ?
+                        """),
+                arguments: [url, nowMS, limit + busy.count]
+            )
+            .map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3], appendedMS: $0[4]) }
+            .filter { !busy.contains($0) }.prefix(limit).map { $0 }
         }
     }
 

@@ -47,6 +47,14 @@ public enum NotificationsSchema {
             try db.execute(
                 sql: "CREATE TABLE nt_customer (app TEXT NOT NULL, txn TEXT NOT NULL, account TEXT NOT NULL, PRIMARY KEY (app, txn)) STRICT, WITHOUT ROWID")
         }
+        migrator.registerMigration("notifications_v4_delivery_urls") { db in
+            // Every URL deliveries were queued for, and each URL's pending deliveries by when they
+            // fall due: the sender looks URL by URL, so that one URL's backlog is never read past to
+            // find another's.
+            try db.execute(sql: "CREATE TABLE nt_url (url TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
+            try db.execute(sql: "INSERT OR IGNORE INTO nt_url (url) SELECT DISTINCT url FROM nt_delivery")
+            try db.execute(sql: "CREATE INDEX nt_delivery_url_due ON nt_delivery (url, next_ms) WHERE state = 'PENDING'")
+        }
         return migrator
     }
 }
@@ -137,6 +145,7 @@ public struct NotificationStore: Sendable {
         if let url = try webhook(db, app: notification.appBundleID, configured: webhooks) {
             try db.cachedStatement(sql: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)")
                 .execute(arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_url (url) VALUES (?)").execute(arguments: [url])
         }
         return position
     }

@@ -25,11 +25,6 @@ struct WebhookSender: Service {
 
     /// Most attempts in flight at once, over every URL.
     static let maxInFlight = 256
-    /// Most deliveries looked at each time the sender looks: those of URLs with room (others are
-    /// left out by the query), so a longer look would mostly read rows of one URL's backlog again;
-    /// a look that starts all it found looks again at once.
-    static let lookAhead = 16
-
     /// What a task of the sender came to.
     enum Outcome: Sendable {
         /// The POST of an attempt is done: its URL has room again. Its record is to be written.
@@ -40,8 +35,16 @@ struct WebhookSender: Service {
     }
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown { try await send() }
+        // The client is shut down however sending ends (a cancelled read throws).
+        var failure: (any Error)?
+        do {
+            try await cancelWhenGracefulShutdown { try await send() }
+        } catch is CancellationError {
+        } catch {
+            failure = error
+        }
         try await client.shutdown()
+        if let failure { throw failure }
     }
 
     private func send() async throws {
@@ -52,22 +55,22 @@ struct WebhookSender: Service {
             var gauged: ContinuousClock.Instant?
             // Whether a slot may have opened since the last look: at start, after a POST, a tick.
             var look = true
+            var urls = try await store.deliveryURLs()
             while !Task.isCancelled {
-                while look {
+                if look {
                     look = false
-                    let room = min(Self.maxInFlight - busy.count, Self.lookAhead)
-                    guard room > 0 else { break }
-                    let full = Set(perURLBusy.filter { $0.value >= perURL }.keys)
-                    let due = try await store.due(nowMS: EpochMilliseconds.now, limit: room, excluding: busy, full: full)
-                    var started = 0
-                    for delivery in due where perURLBusy[delivery.url, default: 0] < perURL {
-                        busy.insert(delivery)
-                        perURLBusy[delivery.url, default: 0] += 1
-                        group.addTask { await attempt(delivery) }
-                        started += 1
+                    // URL by URL, each for as many as it has room for: an endpoint that hangs or
+                    // fails, whatever its backlog, holds back no other.
+                    for url in urls where busy.count < Self.maxInFlight {
+                        let room = min(perURL - perURLBusy[url, default: 0], Self.maxInFlight - busy.count)
+                        guard room > 0 else { continue }
+                        let busyHere = busy.filter { $0.url == url }
+                        for delivery in try await store.due(url: url, nowMS: EpochMilliseconds.now, limit: room, excluding: busyHere) {
+                            busy.insert(delivery)
+                            perURLBusy[url, default: 0] += 1
+                            group.addTask { await attempt(delivery) }
+                        }
                     }
-                    // A full look may have left due deliveries of other URLs behind it.
-                    look = due.count == room && started > 0
                 }
                 if !ticking {
                     // Looks again when deliveries are queued, when the next one falls due, or at
@@ -100,6 +103,8 @@ struct WebhookSender: Service {
                 case .tick:
                     ticking = false
                     look = true
+                    // New URLs come with new deliveries, which ring the tick.
+                    urls = try await store.deliveryURLs()
                 }
             }
             group.cancelAll()
