@@ -54,7 +54,9 @@ struct NotificationFollower: Service {
             committed += Array(repeating: record.time.milliseconds, count: planned.count)
         }
         let signedDate = EpochMilliseconds.now
+        let signing = ContinuousClock.now
         let payloads = intents.isEmpty ? [] : try await sign(intents, signedDate: signedDate, minSeq: last)
+        let signed = ContinuousClock.now
         let notifications = zip(intents, payloads).map { intent, payload in
             Storebus_Notifications_V1_Notification.with {
                 $0.notificationUuid = intent.uuid
@@ -75,6 +77,12 @@ struct NotificationFollower: Service {
             heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks))
         }
         store.advance(heads.value)
+        logger.debug(
+            "Applied a page of the payment queue's log",
+            metadata: [
+                "events": "\(records.count)", "notifications": "\(notifications.count)", "last.seq": "\(last)",
+                "sign.ms": "\((signed - signing).wireMilliseconds)", "append.ms": "\((ContinuousClock.now - signed).wireMilliseconds)"
+            ])
         if !notifications.isEmpty {
             NotificationMetrics.appended.increment(by: notifications.count)
             let appended = EpochMilliseconds.now
