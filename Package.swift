@@ -391,6 +391,7 @@ let package = Package(
             dependencies: [
                 "Notifications", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusStorage", "StoreBusTesting", "StoreSchema",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

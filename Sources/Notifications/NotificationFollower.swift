@@ -55,7 +55,7 @@ struct NotificationFollower: Service {
         }
         let signedDate = EpochMilliseconds.now
         let signing = ContinuousClock.now
-        let payloads = intents.isEmpty ? [] : try await sign(intents, signedDate: signedDate, minSeq: last)
+        let (payloads, environment) = intents.isEmpty ? ([], "") : try await sign(intents, signedDate: signedDate, minSeq: last)
         let signed = ContinuousClock.now
         let notifications = zip(intents, payloads).map { intent, payload in
             Storebus_Notifications_V1_Notification.with {
@@ -74,7 +74,7 @@ struct NotificationFollower: Service {
         let heads = LockedHeads()
         let webhooks = store.configuredWebhooks
         try await log.apply(through: last) { db in
-            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks))
+            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks, environment: environment))
         }
         store.advance(heads.value)
         logger.debug(
@@ -92,7 +92,7 @@ struct NotificationFollower: Service {
 
     /// The signed payloads of `intents`, from the receipt service, tried again (with a growing pause)
     /// while it cannot answer: the log waits, and loses nothing.
-    func sign(_ intents: [NotificationIntent], signedDate: Int64, minSeq: UInt64) async throws -> [String] {
+    func sign(_ intents: [NotificationIntent], signedDate: Int64, minSeq: UInt64) async throws -> (payloads: [String], environment: String) {
         let request = Storebus_Receipt_V1_SignNotificationsRequest.with {
             $0.minSeq = minSeq
             $0.notifications = intents.map { intent in
@@ -115,7 +115,7 @@ struct NotificationFollower: Service {
                 guard response.signedPayloads.count == intents.count else {
                     throw RPCError(.internalError, "the receipt service signed \(response.signedPayloads.count) notifications of \(intents.count)")
                 }
-                return response.signedPayloads
+                return (response.signedPayloads, response.environment)
             } catch {
                 try Task.checkCancellation()
                 logger.warning("The receipt service did not sign notifications; trying again", metadata: ["error": "\(error)", "pause": "\(pause)"])

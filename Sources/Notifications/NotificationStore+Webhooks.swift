@@ -83,16 +83,20 @@ extension NotificationStore {
         }
     }
 
-    /// Sets (or, with an empty URL, clears) an app's webhook; returns the one in force now.
-    func setWebhook(app: String, url: String) async throws -> String {
+    /// Sets an app's production and sandbox webhooks (an empty one: the configuration's); returns
+    /// the two in force now.
+    func setWebhook(app: String, url: String, sandboxURL: String) async throws -> (production: String, sandbox: String) {
         let configured = configuredWebhooks
         return try await database.write { db in
-            if url.isEmpty {
+            if url.isEmpty && sandboxURL.isEmpty {
                 try db.execute(sql: "DELETE FROM nt_webhook WHERE app = ?", arguments: [app])
             } else {
-                try db.execute(sql: "INSERT OR REPLACE INTO nt_webhook (app, url) VALUES (?, ?)", arguments: [app, url])
+                try db.execute(sql: "INSERT OR REPLACE INTO nt_webhook (app, url, sandbox_url) VALUES (?, ?, ?)", arguments: [app, url, sandboxURL])
             }
-            return try Self.webhook(db, app: app, configured: configured) ?? ""
+            return (
+                try Self.webhook(db, app: app, environment: "Production", configured: configured) ?? "",
+                try Self.webhook(db, app: app, environment: "Sandbox", configured: configured) ?? ""
+            )
         }
     }
 

@@ -55,6 +55,10 @@ public enum NotificationsSchema {
             try db.execute(sql: "INSERT OR IGNORE INTO nt_url (url) SELECT DISTINCT url FROM nt_delivery")
             try db.execute(sql: "CREATE INDEX nt_delivery_url_due ON nt_delivery (url, next_ms) WHERE state = 'PENDING'")
         }
+        migrator.registerMigration("notifications_v5_sandbox_webhooks") { db in
+            // An app's sandbox webhook, beside its production one (empty: the configuration's).
+            try db.execute(sql: "ALTER TABLE nt_webhook ADD COLUMN sandbox_url TEXT NOT NULL DEFAULT ''")
+        }
         return migrator
     }
 }
@@ -67,17 +71,19 @@ public struct NotificationStore: Sendable {
     let database: StoreDatabase
     /// Each app's newest position, as commits reach it: ReadNotifications waits on it.
     let appended = PositionWaiter<String>()
-    /// The configuration's webhook per app (an admin's SetWebhook wins over it).
-    let configuredWebhooks: [String: String]
+    /// The configuration's webhooks per app (an admin's SetWebhook wins over them).
+    let configuredWebhooks: WebhookURLs
     /// Rung when deliveries are queued: the webhook sender looks at once.
     let queued = PositionWaiter<String>()
     /// Writes the webhook attempts: those that end while another's commit is under way are committed
     /// with the next one together (group commit: one fsync for several attempts).
     let attempts: EventLogWriter
 
-    public init(database: StoreDatabase, webhooks: [String: String] = [:]) {
+    /// A store over `database`; `webhooks` and `sandboxWebhooks` are the configuration's production
+    /// and sandbox URLs by app.
+    public init(database: StoreDatabase, webhooks: [String: String] = [:], sandboxWebhooks: [String: String] = [:]) {
         self.database = database
-        self.configuredWebhooks = webhooks
+        self.configuredWebhooks = WebhookURLs(production: webhooks, sandbox: sandboxWebhooks)
         attempts = EventLogWriter(logName: "webhook-attempts", database: database, publisher: nil)
     }
 
@@ -112,7 +118,7 @@ public struct NotificationStore: Sendable {
     /// transaction. Returns each app's newest position.
     static func write(
         _ db: Database, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification],
-        webhooks: [String: String]
+        webhooks: WebhookURLs, environment: String
     ) throws -> [String: UInt64] {
         for (key, subscription) in rules.subscriptions where before.subscriptions[key] != subscription {
             try db.cachedStatement(sql: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json")
@@ -123,14 +129,14 @@ public struct NotificationStore: Sendable {
         }
         var heads: [String: UInt64] = [:]
         for notification in notifications {
-            heads[notification.appBundleID] = try append(db, notification, webhooks: webhooks)
+            heads[notification.appBundleID] = try append(db, notification, webhooks: webhooks, environment: environment)
         }
         return heads
     }
 
     /// Appends a notification to its app's log, and queues its delivery when the app has a webhook;
     /// returns its position.
-    static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification, webhooks: [String: String]) throws -> UInt64 {
+    static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification, webhooks: WebhookURLs, environment: String) throws -> UInt64 {
         var stored = notification
         stored.appBundleID = ""
         let position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
@@ -142,7 +148,7 @@ public struct NotificationStore: Sendable {
             try db.cachedStatement(sql: "INSERT INTO nt_test (token, app, position) VALUES (?, ?, ?)")
                 .execute(arguments: [notification.notificationUuid, notification.appBundleID, Int64(position)])
         }
-        if let url = try webhook(db, app: notification.appBundleID, configured: webhooks) {
+        if let url = try webhook(db, app: notification.appBundleID, environment: environment, configured: webhooks) {
             try db.cachedStatement(sql: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)")
                 .execute(arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
             try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_url (url) VALUES (?)").execute(arguments: [url])
@@ -150,20 +156,25 @@ public struct NotificationStore: Sendable {
         return position
     }
 
-    /// Appends a notification made outside the followed log (TEST; a benchmark's); returns its
-    /// position.
-    public func append(_ notification: Storebus_Notifications_V1_Notification) async throws -> UInt64 {
+    /// Appends a notification made outside the followed log (TEST; a benchmark's), signed for
+    /// `environment`; returns its position.
+    public func append(_ notification: Storebus_Notifications_V1_Notification, environment: String = "Sandbox") async throws -> UInt64 {
         let webhooks = configuredWebhooks
-        let position = try await database.write { db in try Self.append(db, notification, webhooks: webhooks) }
+        let position = try await database.write { db in try Self.append(db, notification, webhooks: webhooks, environment: environment) }
         appended.advance(notification.appBundleID, to: position)
         queued.advance("", to: UInt64(EpochMilliseconds.now))
         return position
     }
 
-    /// The webhook of `app`: an admin's, else the configuration's; nil for none.
-    static func webhook(_ db: Database, app: String, configured: [String: String]) throws -> String? {
-        if let set = try String.fetchOne(db.cachedStatement(sql: "SELECT url FROM nt_webhook WHERE app = ?"), arguments: [app]) { return set }
-        return configured[app]
+    /// The webhook `app`'s notifications of `environment` go to: an admin's, else the
+    /// configuration's; a sandbox notification to the sandbox URL, else to the production one; nil
+    /// for none.
+    static func webhook(_ db: Database, app: String, environment: String, configured: WebhookURLs) throws -> String? {
+        let set = try Row.fetchOne(db.cachedStatement(sql: "SELECT url, sandbox_url FROM nt_webhook WHERE app = ?"), arguments: [app])
+        func nonEmpty(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
+        let production = nonEmpty(set?[0]) ?? configured.production[app]
+        guard environment == "Sandbox" else { return production }
+        return nonEmpty(set?[1]) ?? configured.sandbox[app] ?? production
     }
 
     /// Tells the readers waiting how far each app's log reached, and the webhook sender that
@@ -239,4 +250,10 @@ public struct NotificationStore: Sendable {
     func head(app: String) async throws -> UInt64 {
         try await database.read { db in try EventLog.head(db, key: app) }
     }
+}
+
+/// The configuration's webhooks: production and sandbox URLs by app.
+struct WebhookURLs: Sendable {
+    var production: [String: String] = [:]
+    var sandbox: [String: String] = [:]
 }

@@ -69,14 +69,17 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         }
     }
 
-    /// An app's webhook.
+    /// An app's webhooks, as App Store Connect has them: production notifications go to `url`,
+    /// sandbox ones to `sandboxUrl`, or to `url` when it is left out.
     public struct Webhook: Sendable, Equatable, Decodable {
         public var bundleId: String
         public var url: String
+        public var sandboxUrl: String?
 
-        public init(bundleId: String, url: String) {
+        public init(bundleId: String, url: String, sandboxUrl: String? = nil) {
             self.bundleId = bundleId
             self.url = url
+            self.sandboxUrl = sandboxUrl
         }
     }
 
@@ -130,8 +133,11 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         }
         if Set(serverAPIKeys.map(\.keyId)).count != serverAPIKeys.count { throw StartupError("service.serverAPIKeys names a keyId twice") }
         for (index, webhook) in webhooks.enumerated() {
-            guard let url = URL(string: webhook.url), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
-                throw StartupError("service.webhooks[\(index)].url must be an http or https URL")
+            for (name, text) in [("url", webhook.url), ("sandboxUrl", webhook.sandboxUrl)] {
+                guard let text else { continue }
+                guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+                    throw StartupError("service.webhooks[\(index)].\(name) must be an http or https URL")
+                }
             }
         }
     }

@@ -101,13 +101,16 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
     }
 
     func setWebhook(_ request: Storebus_Notifications_V1_SetWebhookRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_SetWebhookResponse {
-        if !request.url.isEmpty {
-            guard let url = URL(string: request.url), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
-                throw RPCError.invalidArgument(field: "url", "must be an http or https URL with a host")
+        for (field, text) in [("url", request.url), ("sandboxUrl", request.sandboxURL)] where !text.isEmpty {
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
+                throw RPCError.invalidArgument(field: field, "must be an http or https URL with a host")
             }
         }
-        let url = try await store.setWebhook(app: request.appBundleID, url: request.url)
-        return .with { $0.url = url }
+        let (production, sandbox) = try await store.setWebhook(app: request.appBundleID, url: request.url, sandboxURL: request.sandboxURL)
+        return .with {
+            $0.url = production
+            $0.sandboxURL = sandbox
+        }
     }
 
     func requestTestNotification(
@@ -142,7 +145,7 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
                 $0.signedPayload = payload
                 $0.signedDate = Google_Protobuf_Timestamp(milliseconds: signedDate)
                 $0.appBundleID = app
-            })
+            }, environment: signed.environment)
         NotificationMetrics.appended.increment()
         return .with {
             $0.testNotificationToken = uuid

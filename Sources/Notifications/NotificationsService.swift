@@ -29,7 +29,9 @@ public struct NotificationsService: Service {
         let host = try ServiceHost(process: Self.process, configuration: host)
         let database = try StoreDatabase(
             directory: try host.dataDirectory(), name: "notifications", durability: configuration.durability, migrator: NotificationsSchema.migrator)
-        let store = NotificationStore(database: database, webhooks: Dictionary(configuration.webhooks.map { ($0.bundleId, $0.url) }, uniquingKeysWith: { $1 }))
+        let store = NotificationStore(
+            database: database, webhooks: Dictionary(configuration.webhooks.map { ($0.bundleId, $0.url) }, uniquingKeysWith: { $1 }),
+            sandboxWebhooks: Dictionary(configuration.webhooks.compactMap { webhook in webhook.sandboxUrl.map { (webhook.bundleId, $0) } }, uniquingKeysWith: { $1 }))
         var http = HTTPClient.Configuration()
         http.redirectConfiguration = .disallow
         http.timeout = .init(connect: .milliseconds(Int64(min(configuration.webhookTimeoutMilliseconds, 10_000))))

@@ -135,7 +135,10 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
             // Never an unsigned notification in place of a signed one.
             throw RPCError(.internalError, "the notifications could not be signed", cause: error)
         }
-        return .with { $0.signedPayloads = signed }
+        return .with {
+            $0.signedPayloads = signed
+            $0.environment = book.configuration.environment.rawValue
+        }
     }
 
     public func getTransactionInfo(

@@ -300,7 +300,9 @@ extension HostileCalls {
             Storebus_Notifications_V1_Notifications.getNotificationHistory.path: .object([
                 ("appBundleId", .value(app)), ("afterPosition", .value("\"0\"")), ("limit", .value("5"))
             ]),
-            Storebus_Notifications_V1_Notifications.setWebhook.path: .object([("appBundleId", .value(app)), ("url", .value("\"http://127.0.0.1:9/hook\""))]),
+            Storebus_Notifications_V1_Notifications.setWebhook.path: .object([
+                ("appBundleId", .value(app)), ("url", .value("\"http://127.0.0.1:9/hook\"")), ("sandboxUrl", .value("\"http://127.0.0.1:9/sandbox\""))
+            ]),
             Storebus_Receipt_V1_Receipt.getSigningCertificates.path: .object([]),
             Storebus_Receipt_V1_Receipt.rotateSigningKey.path: .object([]),
             Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads.path: .object([

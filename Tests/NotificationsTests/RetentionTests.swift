@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import StoreBus
 import StoreBusStorage
 import StoreBusTesting
@@ -87,5 +88,27 @@ struct RetentionTests {
         #expect(atHead.notifications.isEmpty && atHead.headPosition == 5)
         await client.shutdown()
         _ = await process.stop()
+    }
+
+    @Test("production and sandbox webhooks: a sandbox notification goes to the sandbox URL, else to the production one; an admin's URLs win over the configuration's, each on its own")
+    func sandboxAndProductionWebhooks() async throws {
+        let directory = try TemporaryDirectory(prefix: "hooks")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
+        let store = NotificationStore(
+            database: database, webhooks: [puzzle: "http://prod.example/hook", "com.example.other": "http://other.example/hook"],
+            sandboxWebhooks: [puzzle: "http://sandbox.example/hook"])
+        _ = try await store.append(Self.test(1), environment: "Sandbox")
+        _ = try await store.append(Self.test(2), environment: "Production")
+        _ = try await store.append(Self.test(3, app: "com.example.other"), environment: "Sandbox")
+        let set = try await store.setWebhook(app: puzzle, url: "", sandboxURL: "http://admin.example/sandbox")
+        #expect(set.production == "http://prod.example/hook" && set.sandbox == "http://admin.example/sandbox")
+        _ = try await store.append(Self.test(4), environment: "Sandbox")
+        let cleared = try await store.setWebhook(app: puzzle, url: "", sandboxURL: "")
+        #expect(cleared.sandbox == "http://sandbox.example/hook")
+        let urls = try await database.read { db in try String.fetchAll(db, sql: "SELECT url FROM nt_delivery ORDER BY app, position") }
+        #expect(
+            urls == ["http://other.example/hook", "http://sandbox.example/hook", "http://prod.example/hook", "http://admin.example/sandbox"], "\(urls)")
+        try database.close()
     }
 }

@@ -42,8 +42,8 @@ extension Storebus_Notifications_V1_Notifications {
             try await rpc.call(Storebus_Notifications_V1_Notifications.getNotificationHistory, request, options: options)
         }
 
-        /// Sets the URL the app's notifications are POSTed to from now on (empty: the configured one, or
-        /// none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
+        /// Sets the URLs the app's notifications are POSTed to from now on, production and sandbox, as App
+        /// Store Connect has them (empty: the configured one, or none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
         /// Idempotent.
         public func setWebhook(_ request: Storebus_Notifications_V1_SetWebhookRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Notifications_V1_SetWebhookResponse {
             try await rpc.call(Storebus_Notifications_V1_Notifications.setWebhook, request, options: options)
@@ -142,6 +142,10 @@ extension Storebus_Notifications_V1_SetWebhookRequest: ContractChecked {
         do {
             let field = prefix + "url"
             guard url.utf8.count <= 2048 else { throw RPCError.invalidArgument(field: field, "must be at most 2048 bytes") }
+        }
+        do {
+            let field = prefix + "sandboxUrl"
+            guard sandboxURL.utf8.count <= 2048 else { throw RPCError.invalidArgument(field: field, "must be at most 2048 bytes") }
         }
     }
 }

@@ -26,8 +26,8 @@ extension Storebus_Notifications_V1_Notifications {
         /// The app's notifications after a position with each webhook delivery's state and attempts (the
         /// App Store Server API's Get Notification History, by position). Idempotent.
         func getNotificationHistory(_ request: Storebus_Notifications_V1_GetNotificationHistoryRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_GetNotificationHistoryResponse
-        /// Sets the URL the app's notifications are POSTed to from now on (empty: the configured one, or
-        /// none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
+        /// Sets the URLs the app's notifications are POSTed to from now on, production and sandbox, as App
+        /// Store Connect has them (empty: the configured one, or none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
         /// Idempotent.
         func setWebhook(_ request: Storebus_Notifications_V1_SetWebhookRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_SetWebhookResponse
     }

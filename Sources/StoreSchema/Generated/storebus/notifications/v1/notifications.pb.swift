@@ -282,8 +282,12 @@ public nonisolated struct Storebus_Notifications_V1_SetWebhookRequest: Sendable 
   /// The app.
   public var appBundleID: String = String()
 
-  /// The http or https URL; empty to fall back on the configuration.
+  /// The production URL, an http or https URL; empty to fall back on the configuration.
   public var url: String = String()
+
+  /// The sandbox URL (sandbox notifications go there; to the production URL when there is none);
+  /// empty to fall back on the configuration.
+  public var sandboxURL: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -296,8 +300,11 @@ public nonisolated struct Storebus_Notifications_V1_SetWebhookResponse: Sendable
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The URL the app's notifications go to now (empty: none).
+  /// The URL the app's production notifications go to now (empty: none).
   public var url: String = String()
+
+  /// The URL the app's sandbox notifications go to now (empty: none).
+  public var sandboxURL: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -767,7 +774,7 @@ nonisolated extension Storebus_Notifications_V1_GetNotificationHistoryResponse: 
 
 nonisolated extension Storebus_Notifications_V1_SetWebhookRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SetWebhookRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{1}url\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{1}url\0\u{3}sandbox_url\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -777,6 +784,7 @@ nonisolated extension Storebus_Notifications_V1_SetWebhookRequest: SwiftProtobuf
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.sandboxURL) }()
       default: break
       }
     }
@@ -789,12 +797,16 @@ nonisolated extension Storebus_Notifications_V1_SetWebhookRequest: SwiftProtobuf
     if !self.url.isEmpty {
       try visitor.visitSingularStringField(value: self.url, fieldNumber: 2)
     }
+    if !self.sandboxURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.sandboxURL, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Notifications_V1_SetWebhookRequest, rhs: Storebus_Notifications_V1_SetWebhookRequest) -> Bool {
     if lhs.appBundleID != rhs.appBundleID {return false}
     if lhs.url != rhs.url {return false}
+    if lhs.sandboxURL != rhs.sandboxURL {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -802,7 +814,7 @@ nonisolated extension Storebus_Notifications_V1_SetWebhookRequest: SwiftProtobuf
 
 nonisolated extension Storebus_Notifications_V1_SetWebhookResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SetWebhookResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}url\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}url\0\u{3}sandbox_url\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -811,6 +823,7 @@ nonisolated extension Storebus_Notifications_V1_SetWebhookResponse: SwiftProtobu
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.sandboxURL) }()
       default: break
       }
     }
@@ -820,11 +833,15 @@ nonisolated extension Storebus_Notifications_V1_SetWebhookResponse: SwiftProtobu
     if !self.url.isEmpty {
       try visitor.visitSingularStringField(value: self.url, fieldNumber: 1)
     }
+    if !self.sandboxURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.sandboxURL, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Notifications_V1_SetWebhookResponse, rhs: Storebus_Notifications_V1_SetWebhookResponse) -> Bool {
     if lhs.url != rhs.url {return false}
+    if lhs.sandboxURL != rhs.sandboxURL {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -41,8 +41,8 @@ public enum Storebus_Notifications_V1_Notifications: ServiceDescription {
         access: .server, cacheable: false
     )
 
-    /// Sets the URL the app's notifications are POSTed to from now on (empty: the configured one, or
-    /// none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
+    /// Sets the URLs the app's notifications are POSTed to from now on, production and sandbox, as App
+    /// Store Connect has them (empty: the configured one, or none). Notifications already queued keep their URL. INVALID_ARGUMENT: not an http or https URL.
     /// Idempotent.
     public static let setWebhook = MethodDescriptor<Storebus_Notifications_V1_SetWebhookRequest, Storebus_Notifications_V1_SetWebhookResponse>(
         service: serviceName, method: "SetWebhook", idempotent: true, streaming: .unary,

@@ -758,6 +758,10 @@ public nonisolated struct Storebus_Receipt_V1_SignNotificationsResponse: Sendabl
   /// Each notification's signedPayload (a JWS of ResponseBodyV2DecodedPayload), in the request's order.
   public var signedPayloads: [String] = []
 
+  /// The environment they were signed for ("Sandbox" or "Production"): which of an app's webhooks
+  /// they go to.
+  public var environment: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2109,7 +2113,7 @@ nonisolated extension Storebus_Receipt_V1_SignNotificationsRequest: SwiftProtobu
 
 nonisolated extension Storebus_Receipt_V1_SignNotificationsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignNotificationsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}signed_payloads\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}signed_payloads\0\u{1}environment\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2118,6 +2122,7 @@ nonisolated extension Storebus_Receipt_V1_SignNotificationsResponse: SwiftProtob
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedStringField(value: &self.signedPayloads) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.environment) }()
       default: break
       }
     }
@@ -2127,11 +2132,15 @@ nonisolated extension Storebus_Receipt_V1_SignNotificationsResponse: SwiftProtob
     if !self.signedPayloads.isEmpty {
       try visitor.visitRepeatedStringField(value: self.signedPayloads, fieldNumber: 1)
     }
+    if !self.environment.isEmpty {
+      try visitor.visitSingularStringField(value: self.environment, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Receipt_V1_SignNotificationsResponse, rhs: Storebus_Receipt_V1_SignNotificationsResponse) -> Bool {
     if lhs.signedPayloads != rhs.signedPayloads {return false}
+    if lhs.environment != rhs.environment {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
