@@ -21,9 +21,11 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
     public var webhooks: [Webhook] = []
     /// How long one webhook attempt may take, in milliseconds. Default 5000.
     public var webhookTimeoutMilliseconds = 5_000
-    /// Apple's retry schedule (1, 12, 24, 48, 72 hours) times this: 1 in production; a sandbox or a
-    /// test shortens it (0.001: 3.6 s, 43 s, ...). Default 1.
-    public var webhookRetryScale = 1.0
+    /// Apple's retry schedule (1, 12, 24, 48, 72 hours) times this (0.001: 3.6 s, 43 s, ...), for
+    /// tests. Default: none, and the schedule runs on each app's store clock (the payment queue's
+    /// renewal rate): real time in production, a month of 5 minutes in the sandbox by default (1 hour:
+    /// 0.4 s, 72 hours: 30 s).
+    public var webhookRetryScale: Double?
     /// Attempts in flight at once per webhook URL. Default 4.
     public var webhookConcurrencyPerURL = 4
 
@@ -104,7 +106,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         durability = try container.value(.durability, default: defaults.durability)
         webhooks = try container.value(.webhooks, default: defaults.webhooks)
         webhookTimeoutMilliseconds = try container.value(.webhookTimeoutMilliseconds, default: defaults.webhookTimeoutMilliseconds)
-        webhookRetryScale = try container.value(.webhookRetryScale, default: defaults.webhookRetryScale)
+        webhookRetryScale = try container.decodeIfPresent(Double.self, forKey: .webhookRetryScale)
         webhookConcurrencyPerURL = try container.value(.webhookConcurrencyPerURL, default: defaults.webhookConcurrencyPerURL)
         httpAddress = try container.value(.httpAddress, default: defaults.httpAddress)
         serverAPIKeys = try container.value(.serverAPIKeys, default: defaults.serverAPIKeys)
@@ -120,7 +122,9 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
             throw StartupError("service.receiptEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
         }
         guard (100...60_000).contains(webhookTimeoutMilliseconds) else { throw StartupError("service.webhookTimeoutMilliseconds must be from 100 to 60000") }
-        guard webhookRetryScale > 0, webhookRetryScale <= 1 else { throw StartupError("service.webhookRetryScale must be more than 0 and at most 1") }
+        if let webhookRetryScale {
+            guard webhookRetryScale > 0, webhookRetryScale <= 1 else { throw StartupError("service.webhookRetryScale must be more than 0 and at most 1") }
+        }
         guard (1...64).contains(webhookConcurrencyPerURL) else { throw StartupError("service.webhookConcurrencyPerURL must be from 1 to 64") }
         if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress, setting: "service.httpAddress") }
         guard retentionDays >= 0, retentionDays.isFinite else { throw StartupError("service.retentionDays must be 0 (keep every notification) or more") }

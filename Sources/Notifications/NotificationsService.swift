@@ -36,10 +36,10 @@ public struct NotificationsService: Service {
         http.redirectConfiguration = .disallow
         http.timeout = .init(connect: .milliseconds(Int64(min(configuration.webhookTimeoutMilliseconds, 10_000))))
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
+        let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
         let sender = WebhookSender(
             store: store, client: client, timeout: .milliseconds(Int64(configuration.webhookTimeoutMilliseconds)), retryScale: configuration.webhookRetryScale,
-            perURL: configuration.webhookConcurrencyPerURL, logger: host.logger)
-        let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
+            perURL: configuration.webhookConcurrencyPerURL, logger: host.logger, queue: queueClient)
         let receiptClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.receiptEndpoints), reactor: host.reactor, logger: host.logger)
         let follower = try EventFollower(
             configuration: .init(log: NotificationStore.followedLog, doorbellEndpoints: configuration.paymentQueueEventEndpoints),

@@ -19,9 +19,19 @@ struct WebhookSender: Service {
     let store: NotificationStore
     let client: HTTPClient
     let timeout: Duration
-    let retryScale: Double
+    /// The configuration's retry scale; nil: each app's store clock's (``clockScale(app:)``).
+    let retryScale: Double?
     let perURL: Int
     let logger: Logger
+    /// The payment queue, whose store clock shortens the retry schedule (nil: real time).
+    var queue: RPCClient? = nil
+    /// Each app's store-clock scale, read at most every minute.
+    let clockScales = ClockScales()
+
+    /// Each app's store-clock scale and when it was read.
+    final class ClockScales: Sendable {
+        let kept = Mutex<[String: (scale: Double, read: ContinuousClock.Instant)]>([:])
+    }
 
     /// Most attempts in flight at once, over every URL.
     static let maxInFlight = 256
@@ -120,7 +130,11 @@ struct WebhookSender: Service {
 
     /// An attempt's record, committed.
     private func record(_ delivery: Delivery, result: String, status: Int, startedMS: Int64) async throws -> Outcome {
-        try await store.record(delivery, result: result, httpStatus: status, atMS: startedMS, scale: retryScale)
+        var scale = 1.0
+        if result != "SUCCESS" {
+            if let retryScale { scale = retryScale } else { scale = await clockScale(app: delivery.app) }
+        }
+        try await store.record(delivery, result: result, httpStatus: status, atMS: startedMS, scale: scale)
         NotificationMetrics.attempts(result).increment()
         if result == "SUCCESS" { NotificationMetrics.deliveryLag.recordMilliseconds(max(0, EpochMilliseconds.now - delivery.appendedMS)) }
         if result != "SUCCESS" {
@@ -129,6 +143,20 @@ struct WebhookSender: Service {
                 metadata: ["app": "\(delivery.app)", "position": "\(delivery.position)", "attempt": "\(delivery.attempts + 1)", "result": "\(result)", "status": "\(status)"])
         }
         return .recorded(delivery)
+    }
+
+    /// How much faster than real time the app's store clock runs a month (1: real time): Apple's
+    /// retry hours run on it. Read from the payment queue's renewal rate, kept a minute; real time
+    /// while it cannot be read.
+    func clockScale(app: String) async -> Double {
+        if let kept = clockScales.kept.withLock({ $0[app] }), ContinuousClock.now - kept.read < .seconds(60) { return kept.scale }
+        guard let queue,
+            let answer = try? await queue.call(Storebus_PaymentQueue_V1_Subscriptions.getRenewalRate, .with { $0.appBundleID = app }, options: CallOptions(timeout: .seconds(2))),
+            answer.monthMilliseconds > 0
+        else { return 1 }
+        let scale = min(1, Double(answer.monthMilliseconds) / 2_592_000_000)
+        clockScales.kept.withLock { $0[app] = (scale, .now) }
+        return scale
     }
 
     /// POSTs the notification; Apple's sendAttemptResult and the HTTP status (0: none).

@@ -36,6 +36,7 @@ public struct SubscriptionsHandlers: Storebus_PaymentQueue_V1_Subscriptions.Hand
         return .with {
             $0.rate = rate
             $0.setForApp = own
+            $0.monthMilliseconds = rate == .realTime ? 2_592_000_000 : RenewalClock.end(of: RenewalClock.Period(unit: .month, count: 1), startingAt: 0, rate: rate)
         }
     }
 

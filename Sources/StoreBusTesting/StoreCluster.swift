@@ -87,12 +87,13 @@ public final class StoreCluster: Sendable {
     /// ``puzzleSharedSecret``; the download service serves the content under `contentRoot` (the
     /// demo content by default). With `gatewayKeys` (and `gatewaysOnTCP`), the gateways share a CURVE
     /// key pair and encrypt their client endpoints with it, as in a deployment. `extraRoutes` are
-    /// added to the gateways' routes.
+    /// added to the gateways' routes. Webhook retries run on Apple's schedule times
+    /// `webhookRetryScale` (nil: on each app's store clock).
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
-        extraRoutes: [ExtraRoute] = []
+        extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001
     ) throws {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
@@ -150,14 +151,14 @@ public final class StoreCluster: Sendable {
         let apiKey = P256.Signing.PrivateKey()
         serverAPIKeyFile = directory.path("server-api-key.p8")
         try Data(apiKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: serverAPIKeyFile))
-        let notificationSettings: [String: Any] = [
-            "service": [
-                "webhookRetryScale": 0.00001, "webhookTimeoutMilliseconds": 2000, "httpAddress": serverAPIAddress,
-                "serverAPIKeys": [
-                    ["keyId": serverAPIKeyID, "issuerId": serverAPIIssuerID, "bundleIds": [puzzle], "publicKey": apiKey.publicKey.pemRepresentation]
-                ]
+        var notificationService: [String: Any] = [
+            "webhookTimeoutMilliseconds": 2000, "httpAddress": serverAPIAddress,
+            "serverAPIKeys": [
+                ["keyId": serverAPIKeyID, "issuerId": serverAPIIssuerID, "bundleIds": [puzzle], "publicKey": apiKey.publicKey.pemRepresentation]
             ]
         ]
+        if let webhookRetryScale { notificationService["webhookRetryScale"] = webhookRetryScale }
+        let notificationSettings: [String: Any] = ["service": notificationService]
         try JSONSerialization.data(withJSONObject: notificationSettings).write(to: notificationsConfig)
         notifications = ServiceProcess(
             name: "storebus-notifications",

@@ -181,4 +181,37 @@ struct WebhookTests {
         await healthy.stop()
         try database.close()
     }
+
+    @Test("without a configured scale, retries run on the app's store clock: a month of 30 s makes Apple's 1 and 12 hours about 42 ms and 0.5 s")
+    func retriesOnTheStoreClock() async throws {
+        let endpoint = try WebhookEndpoint(answers: [500, 500, 200])
+        try await StoreCluster(gatewayCount: 1, webhookRetryScale: nil).running { cluster in
+            let admin = try cluster.admin()
+            let server = try cluster.server()
+            _ = try await admin.call(
+                Storebus_PaymentQueue_V1_Subscriptions.setRenewalRate,
+                .with {
+                    $0.appBundleID = puzzle; $0.rate = .monthlyRenewalEveryThirtySeconds
+                })
+            _ = try await admin.call(
+                Storebus_Notifications_V1_Notifications.setWebhook,
+                .with {
+                    $0.appBundleID = puzzle; $0.url = endpoint.url
+                })
+            let queue = try PaymentQueue(configuration: cluster.configuration(account: "xia"))
+            guard case .success = try await queue.purchase(Payment(productIdentifier: coins)) else { Issue.record("not purchased"); return }
+            // Apple's 1 and 12 hours are 4.5 and 54 days at that clock; in real time, minutes at most.
+            #expect(await waitUntil(timeout: .seconds(60)) { endpoint.bodies.count >= 3 }, "\(endpoint.bodies.count) POSTs")
+            let item = try #require(try await Self.history(server).first)
+            let dates = item.sendAttempts.map(\.attemptDate.milliseconds)
+            try #require(dates.count == 3, "\(item)")
+            // Never sooner than the schedule says (1 h = 41.7 ms, 12 h = 500 ms at this clock).
+            #expect(dates[1] - dates[0] >= 41 && dates[2] - dates[1] >= 500, "\(dates)")
+            #expect(item.deliveryState == "SUCCEEDED")
+            await queue.close()
+            await server.close()
+            await admin.close()
+        }
+        await endpoint.stop()
+    }
 }

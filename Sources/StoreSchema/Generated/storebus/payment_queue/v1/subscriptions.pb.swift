@@ -166,6 +166,10 @@ public nonisolated struct Storebus_PaymentQueue_V1_GetRenewalRateResponse: Senda
   /// Whether the app has a rate of its own (false: the deployment's default).
   public var setForApp: Bool = false
 
+  /// How long a monthly period lasts at that rate, in milliseconds (2,592,000,000, 30 days, in real
+  /// time): what the store's clock does to other schedules (webhook retries, say).
+  public var monthMilliseconds: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -499,7 +503,7 @@ nonisolated extension Storebus_PaymentQueue_V1_GetRenewalRateRequest: SwiftProto
 
 nonisolated extension Storebus_PaymentQueue_V1_GetRenewalRateResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetRenewalRateResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rate\0\u{3}set_for_app\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rate\0\u{3}set_for_app\0\u{3}month_milliseconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -509,6 +513,7 @@ nonisolated extension Storebus_PaymentQueue_V1_GetRenewalRateResponse: SwiftProt
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularEnumField(value: &self.rate) }()
       case 2: try { try decoder.decodeSingularBoolField(value: &self.setForApp) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.monthMilliseconds) }()
       default: break
       }
     }
@@ -521,12 +526,16 @@ nonisolated extension Storebus_PaymentQueue_V1_GetRenewalRateResponse: SwiftProt
     if self.setForApp != false {
       try visitor.visitSingularBoolField(value: self.setForApp, fieldNumber: 2)
     }
+    if self.monthMilliseconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.monthMilliseconds, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_GetRenewalRateResponse, rhs: Storebus_PaymentQueue_V1_GetRenewalRateResponse) -> Bool {
     if lhs.rate != rhs.rate {return false}
     if lhs.setForApp != rhs.setForApp {return false}
+    if lhs.monthMilliseconds != rhs.monthMilliseconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
