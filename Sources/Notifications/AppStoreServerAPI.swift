@@ -293,17 +293,10 @@ struct AppStoreServerAPI: Sendable {
             guard error.code == .failedPrecondition else { throw error }
             throw APIError(403, 4_030_004, "Forbidden - subscription state ineligible for extension.")
         }
-        let transaction = Self.unverifiedPayload(item.signedTransactionInfo)
+        let transaction = JWS.unverifiedPayload(item.signedTransactionInfo)
         return ExtendRenewalDateResponse(
             originalTransactionId: original, webOrderLineItemId: transaction?["webOrderLineItemId"] as? String ?? "", success: true,
             effectiveDate: extended.subscription.expiresDate.milliseconds)
-    }
-
-    /// The payload of a JWS the receipt service just signed, read without checking it again.
-    static func unverifiedPayload(_ jws: String) -> [String: Any]? {
-        let parts = jws.split(separator: ".")
-        guard parts.count == 3, let bytes = Base64URL.decode(parts[1]) else { return nil }
-        return try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
     }
 
     // MARK: - Notifications
@@ -427,7 +420,8 @@ struct APIError: Error {
     init(_ error: RPCError) {
         switch error.code {
         case .notFound: self.init(404, 4_040_010, "Transaction id not found.")
-        case .invalidArgument where error.message.contains("revision"): self.init(400, 4_000_005, "Invalid request revision.")
+        case .invalidArgument where error.details.fieldViolations.contains(where: { $0.field == "revision" }):
+            self.init(400, 4_000_005, "Invalid request revision.")
         case .invalidArgument: self.init(400, 4_000_000, "Bad request.")
         case .unavailable, .deadlineExceeded, .resourceExhausted: self.init(500, 5_000_001, "An unknown retryable error occurred. Please try again.")
         default: self.init(500, 5_000_000, "An unknown error occurred.")

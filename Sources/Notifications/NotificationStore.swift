@@ -209,9 +209,11 @@ public struct NotificationStore: Sendable {
 
     /// The oldest position of `app`'s log still kept (1 when nothing was pruned; 0: none at all).
     func oldest(app: String) async throws -> UInt64 {
-        try await database.read { db in
-            try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?"), arguments: [app]) ?? 0
-        }
+        try await database.read { db in try Self.oldest(db, app: app) }
+    }
+
+    static func oldest(_ db: Database, app: String) throws -> UInt64 {
+        try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?"), arguments: [app]) ?? 0
     }
 
     /// Deletes, for every app, the oldest notifications appended before `cutoffMS`, at most `batch`
@@ -226,7 +228,7 @@ public struct NotificationStore: Sendable {
             for app in apps {
                 let head = try EventLog.head(db, key: app)
                 guard head > 1 else { continue }
-                let oldest = try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?"), arguments: [app]) ?? 0
+                let oldest = try Self.oldest(db, app: app)
                 // The last position of the prefix: before the first kept for its age, its pending
                 // delivery, or the head.
                 let young = try UInt64.fetchOne(

@@ -20,8 +20,7 @@ extension ReceiptBook {
 
     /// The app's transaction `id`, signed.
     func transactionInfo(app: String, id: String, now: Date = Date()) async throws -> String {
-        let account = try await customer(app: app, transaction: id)
-        guard let purchase = try await store.purchase(app: app, account: account, id: id) else {
+        guard let purchase = try await store.purchase(app: app, id: id) else {
             throw RPCError.resource(.notFound, type: "transaction", name: id, "\(RPCError.echo(app)) has no transaction \(RPCError.echo(id))")
         }
         return try SignedTransaction.sign(purchase, environment: configuration.environment, with: try authority.current(now: now), at: now)

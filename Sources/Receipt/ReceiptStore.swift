@@ -238,6 +238,14 @@ public final class ReceiptStore: Sendable {
         }
     }
 
+    /// The app's transaction `id`, if the history of the account holding it still does.
+    public func purchase(app: String, id: String) async throws -> StoredPurchase? {
+        try await database.read { db in
+            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND cleared = 0"
+            return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [id, app]).map(StoredPurchase.init)
+        }
+    }
+
     /// One purchase of the account, if its history still holds it (or, `includingCleared`, if it
     /// ever held it).
     public func purchase(app: String, account: String, id: String, includingCleared: Bool = false) async throws -> StoredPurchase? {

@@ -36,6 +36,14 @@ public enum JWS {
         return Base64URL.encode(try encoder.encode(Header(alg: "ES256", x5c: try chain.map { Data(try SigningKey.der($0)).base64EncodedString() })))
     }
 
+    /// The JSON payload of a compact JWS, read without checking its signature: for what this
+    /// deployment just signed itself, or for figures, never for trust.
+    public static func unverifiedPayload(_ jws: String) -> [String: Any]? {
+        let parts = jws.split(separator: ".")
+        guard parts.count == 3, let bytes = Base64URL.decode(parts[1]) else { return nil }
+        return try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
+    }
+
     /// Why a JWS does not verify.
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public let description: String

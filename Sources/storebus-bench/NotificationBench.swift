@@ -61,17 +61,10 @@ final class NotificationLagProbe: Sendable {
     /// The purchaseDate of the transaction a signed notification carries (its payload's
     /// data.signedTransactionInfo, itself a JWS), read without checking signatures.
     static func purchaseDate(_ jws: String) -> Int64? {
-        guard let payload = Self.payload(jws), let data = payload["data"] as? [String: Any], let transaction = data["signedTransactionInfo"] as? String,
-            let decoded = Self.payload(transaction)
+        guard let payload = JWS.unverifiedPayload(jws), let data = payload["data"] as? [String: Any], let transaction = data["signedTransactionInfo"] as? String,
+            let decoded = JWS.unverifiedPayload(transaction)
         else { return nil }
         return (decoded["purchaseDate"] as? NSNumber)?.int64Value
-    }
-
-    static func payload(_ jws: String) -> [String: Any]? {
-        let parts = jws.split(separator: ".")
-        guard parts.count == 3 else { return nil }
-        guard let bytes = Base64URL.decode(parts[1]) else { return nil }
-        return try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
     }
 
     /// The lags measured so far, in milliseconds, sorted.

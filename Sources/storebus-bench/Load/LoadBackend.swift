@@ -1,5 +1,6 @@
 import Foundation
 import Histogram
+import ReceiptFormat
 import StoreBus
 import StoreBusSDK
 import StoreSchema
@@ -66,17 +67,12 @@ final class LoadBackend: Sendable {
     /// When what a signed notification tells was committed: its transaction's revocationDate for a
     /// refund, its purchaseDate for a charge, a subscription or a renewal; nil for the rest.
     static func committed(_ signedPayload: String) -> Int64? {
-        guard let payload = unverifiedPayload(signedPayload), let type = payload["notificationType"] as? String,
+        guard let payload = JWS.unverifiedPayload(signedPayload), let type = payload["notificationType"] as? String,
             ["ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "REFUND"].contains(type),
-            let transaction = ((payload["data"] as? [String: Any])?["signedTransactionInfo"] as? String).flatMap(unverifiedPayload)
+            let transaction = ((payload["data"] as? [String: Any])?["signedTransactionInfo"] as? String).flatMap(JWS.unverifiedPayload)
         else { return nil }
         let field = type == "REFUND" ? "revocationDate" : "purchaseDate"
         return (transaction[field] as? NSNumber)?.int64Value
-    }
-
-    /// A JWS's payload, read without checking its signature (the figures, not trust, are wanted).
-    static func unverifiedPayload(_ jws: String) -> [String: Any]? {
-        NotificationLagProbe.payload(jws)
     }
 
     /// What the backend saw, for the results.
