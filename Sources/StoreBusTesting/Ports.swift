@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -17,10 +18,16 @@ public func unusedLoopbackPort() throws -> Int {
     let range = 10_000..<max(10_001, min(ephemeralStart, 65_536))
     for _ in 0..<200 {
         let port = Int.random(in: range)
-        if try isFree(port) { return port }
+        // Never the same port twice in one process: a test that draws several before binding
+        // any of them (a deployment's fourteen) would otherwise get one twice now and then
+        guard handedOut.withLock({ !$0.contains(port) }), try isFree(port) else { continue }
+        if handedOut.withLock({ $0.insert(port).inserted }) { return port }
     }
     throw TestingError("no free TCP port on 127.0.0.1 from \(range.lowerBound) to \(range.upperBound - 1) after 200 tries")
 }
+
+/// The ports `unusedLoopbackPort` has given in this process.
+private let handedOut = Mutex<Set<Int>>([])
 
 /// Whether a socket can be bound to 127.0.0.1:`port` now.
 private func isFree(_ port: Int) throws -> Bool {
