@@ -380,8 +380,10 @@ let package = Package(
         .testTarget(
             name: "ReceiptTests",
             dependencies: [
-                "Receipt", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                "Receipt", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreBusStorage", "StoreBusTesting", "StoreSchema",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusServer
 import StoreBusStorage
 import StoreSchema
 import Synchronization
@@ -200,6 +201,9 @@ final class DownloadLedger: Sendable {
 /// brings their states up to date.
 struct DownloadReducer: LogReducer {
     typealias Page = Storebus_PaymentQueue_V1_QueueEventPage
+    /// Download states, and the finishes of transactions with hosted content: a purchase without
+    /// any costs this service nothing.
+    static let topics = [QueueTopic.downloads.rawValue]
     let ledger: DownloadLedger
 
     func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {

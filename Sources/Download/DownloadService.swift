@@ -59,7 +59,7 @@ public struct DownloadService: Service {
         }
         let ledger = try await DownloadLedger(database: database)
         let follower = try EventFollower(
-            configuration: .init(log: DownloadLedger.log, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            configuration: .init(log: DownloadLedger.log, topics: DownloadReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
         )
         let followed = FollowedLog(name: DownloadLedger.log, database: database)

@@ -14,6 +14,8 @@ import Synchronization
 /// what the rules learnt, in one transaction. Whatever stops the process, a page is appended once:
 /// done again, it gives the same notifications (their UUIDs come from the events' positions).
 struct NotificationFollower: Service {
+    /// The events the rules (``NotificationRules``) make notifications of.
+    static let topics = [QueueTopic.completed, .refunded, .subscriptions].map(\.rawValue)
     let follower: EventFollower
     let log: FollowedLog
     let store: NotificationStore
@@ -26,7 +28,7 @@ struct NotificationFollower: Service {
             try await follower.followAlways(
                 as: Storebus_PaymentQueue_V1_QueueEventPage.self,
                 start: { try await log.position() },
-                { records in try await apply(records) },
+                { records, through in try await apply(records, through: through) },
                 replaced: { error in
                     // The notifications already appended stay: a backend has seen them. The rules'
                     // knowledge goes, and the new log is read from its start.
@@ -40,8 +42,9 @@ struct NotificationFollower: Service {
         await follower.shutdown()
     }
 
-    /// One page: its notifications planned, signed, appended.
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord]) async throws {
+    /// One page: its notifications planned, signed, appended, and the position moved to `through`.
+    /// A page with no event moves it in memory only (after a restart the log steps over them again).
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], through: UInt64) async throws {
         guard let last = records.last?.seq else { return }
         let before = try await store.knowledge(for: records)
         var rules = before
@@ -73,7 +76,7 @@ struct NotificationFollower: Service {
         let learnt = rules
         let heads = LockedHeads()
         let webhooks = store.configuredWebhooks
-        try await log.apply(through: last) { db in
+        try await log.apply(through: through) { db in
             heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks, environment: environment))
         }
         store.advance(heads.value)

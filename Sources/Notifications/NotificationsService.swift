@@ -42,7 +42,7 @@ public struct NotificationsService: Service {
             perURL: configuration.webhookConcurrencyPerURL, logger: host.logger, queue: queueClient)
         let receiptClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.receiptEndpoints), reactor: host.reactor, logger: host.logger)
         let follower = try EventFollower(
-            configuration: .init(log: NotificationStore.followedLog, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            configuration: .init(log: NotificationStore.followedLog, topics: NotificationFollower.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
         )
         let following = NotificationFollower(

@@ -184,7 +184,7 @@ public struct PaymentQueueService: Service {
         try await store.setRenewalRate(configuration.renewalRate, app: "")
         let authority = PaymentAuthority(store: store, logger: host.logger)
         let renewals = RenewalEngine(store: store, renewalsPerSecond: configuration.renewalsPerSecond, logger: host.logger)
-        var router = try EventLogHandlers(database: database).router
+        var router = try EventLogHandlers(database: database, topics: QueueTopic.names).router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
         router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority))

@@ -95,7 +95,7 @@ extension TransactionStore {
                     record.downloads = stored
                     try Self.setReplayWeight(db, id: id, Self.replayWeight(record.transaction(db)))
                 }
-                try batch.append(
+                try batch.appendQueueEvent(
                     key: queue.key,
                     Storebus_PaymentQueue_V1_QueueEvent.with {
                         $0.updatedDownloads.downloads = announced
@@ -161,7 +161,7 @@ extension TransactionStore {
             $0.text(record.downloads)
             $0.text(record.id)
         }
-        try batch.append(
+        try batch.appendQueueEvent(
             key: queue.key,
             Storebus_PaymentQueue_V1_QueueEvent.with {
                 $0.updatedDownloads.downloads = cancelled

@@ -27,7 +27,7 @@ extension TransactionStore {
             let (policy, _) = try Self.policy(db, app: queue.appBundleID, account: queue.accountID)
             if policy.mode == .fail {
                 let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: 0, now: now)
-                try batch.append(
+                try batch.appendQueueEvent(
                     key: queue.key,
                     Storebus_PaymentQueue_V1_QueueEvent.with {
                         $0.queue = queue
@@ -86,7 +86,7 @@ extension TransactionStore {
             for chunk in Self.eventSized(restored) {
                 try Self.announce(&batch, key: queue.key, chunk, queue: queue)
             }
-            try batch.append(
+            try batch.appendQueueEvent(
                 key: queue.key,
                 Storebus_PaymentQueue_V1_QueueEvent.with {
                     $0.queue = queue
@@ -219,7 +219,7 @@ extension TransactionStore {
                 }
                 for (key, transactions) in refundedByQueue.sorted(by: { $0.key < $1.key }) {
                     for chunk in Self.eventSized(transactions) {
-                        try batch.append(
+                        try batch.appendQueueEvent(
                             key: key,
                             Storebus_PaymentQueue_V1_QueueEvent.with {
                                 $0.queue = chunk[0].queue
@@ -236,7 +236,7 @@ extension TransactionStore {
                             $0.accountID = queueRow["account"]
                             $0.deviceID = queueRow["device"]
                         }
-                        try batch.append(
+                        try batch.appendQueueEvent(
                             key: queueRow["queue_key"],
                             Storebus_PaymentQueue_V1_QueueEvent.with {
                                 $0.queue = queue
@@ -341,7 +341,7 @@ extension TransactionStore {
                 try Self.announce(&batch, key: key, chunk, removed: true, queue: queue)
             }
             if !held.isEmpty {
-                try batch.append(
+                try batch.appendQueueEvent(
                     key: key,
                     Storebus_PaymentQueue_V1_QueueEvent.with {
                         $0.queue = queue
@@ -350,7 +350,7 @@ extension TransactionStore {
                         }
                     })
             }
-            try batch.append(
+            try batch.appendQueueEvent(
                 key: key,
                 Storebus_PaymentQueue_V1_QueueEvent.with {
                     $0.queue = queue

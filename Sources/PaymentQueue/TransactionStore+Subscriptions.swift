@@ -212,7 +212,7 @@ extension TransactionStore {
         }
         guard let cancelled = try TransactionRecord.fetch(db, id: running.id) else { return }
         let transaction = try cancelled.transaction(db)
-        try batch.append(
+        try batch.appendQueueEvent(
             key: cancelled.queueKey,
             Storebus_PaymentQueue_V1_QueueEvent.with {
                 $0.queue = transaction.queue
@@ -401,7 +401,7 @@ extension TransactionStore {
     /// in the log of its queue.
     static func announce(_ batch: inout EventLogWriter.Batch, _ subscription: SubscriptionRecord) throws {
         let queue = subscription.queue
-        try batch.append(
+        try batch.appendQueueEvent(
             key: queue.key,
             Storebus_PaymentQueue_V1_QueueEvent.with {
                 $0.queue = queue

@@ -550,7 +550,9 @@ public final class TransactionStore: Sendable {
         _ batch: inout EventLogWriter.Batch, key: String, _ transactions: [Storebus_PaymentQueue_V1_PaymentTransaction],
         removed: Bool = false, queue: Storebus_PaymentQueue_V1_QueueRef
     ) throws -> StoredEvent {
-        try batch.appendJSON(key: key, type: Storebus_PaymentQueue_V1_QueueEvent.protoMessageName) { out in
+        try batch.appendJSON(
+            key: key, type: Storebus_PaymentQueue_V1_QueueEvent.protoMessageName, topics: QueueTopics.of(transactions, removed: removed)
+        ) { out in
             try TransactionJSON.appendQueueEvent(transactions, removed: removed, queue: queue, to: &out)
         }
     }

@@ -28,8 +28,16 @@ public struct ReceiptBook: Sendable {
     ) async throws -> (receipt: [UInt8], asOf: UInt64) {
         let asOf = appliedSeq
         let (opaque, firstMS) = try await store.device(app: app, account: account, device: device, revoked: properties?.isRevoked == true, now: now)
-        let purchases: [StoredPurchase]
-        if let held { purchases = held } else { purchases = try await store.purchases(app: app, account: account).filter(\.inReceipt) }
+        // Each purchase's attribute as kept since it last changed (the fast path; with fast paths
+        // off, every purchase read and encoded again, the plain twin), unless the caller holds them.
+        let entries: [[UInt8]]
+        if let held {
+            entries = try held.map { try Self.entry($0).attributeDER() }
+        } else if FastPaths.enabled {
+            entries = try await store.receiptEntries(app: app, account: account)
+        } else {
+            entries = try await store.purchases(app: app, account: account).filter(\.inReceipt).map { try Self.entry($0).attributeDER() }
+        }
         var expiration: Date?
         if properties?.isExpired == true { expiration = now.addingTimeInterval(-86_400) } else if properties?.isVolumePurchase == true { expiration = now.addingTimeInterval(365 * 86_400) }
         let receipt = AppReceipt(
@@ -38,9 +46,9 @@ public struct ReceiptBook: Sendable {
             opaqueValue: opaque, sha1Hash: try AppReceipt.hash(deviceID: device, opaque: opaque, bundleID: app),
             creationDate: Self.seconds(now), originalPurchaseDate: Self.date(firstMS),
             originalApplicationVersion: configuration.app(app).originalApplicationVersion,
-            expirationDate: expiration.map(Self.seconds), inApp: purchases.map(Self.entry)
+            expirationDate: expiration.map(Self.seconds), inApp: []
         )
-        let signed = try ReceiptSignature.sign(receipt, with: try authority.current(now: now), at: now)
+        let signed = try ReceiptSignature.sign(payload: try receipt.der(inAppAttributes: entries), with: try authority.current(now: now), at: now)
         ReceiptMetrics.signed.increment()
         return (signed, asOf)
     }

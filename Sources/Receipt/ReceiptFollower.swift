@@ -15,6 +15,9 @@ import Synchronization
 /// google.protobuf.Struct took half of this process's CPU under the flow benchmark.
 struct ReceiptReducer: LogReducer {
     typealias Page = Storebus_PaymentQueue_V1_QueueEventPage
+    /// The events that change a receipt: a purchase or a restore completed, a refund, a finish (a
+    /// consumable leaves the receipt), a cleared history, a subscription's renewal state.
+    static let topics = [QueueTopic.completed, .refunded, .finished, .cleared, .subscriptions].map(\.rawValue)
 
     func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {
         for record in records where record.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {

@@ -92,6 +92,12 @@ enum ReceiptSchema {
             // Whether an upgrade replaced the period before its end (is_upgraded).
             try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN upgraded INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("receipt_v5_entry") { db in
+            // Each purchase's receipt attribute (type 17) as DER, made when its row changes
+            // (ReceiptStore.encodeEntry): a receipt copies them rather than encoding its account's
+            // whole history again. NULL (rows from before): encoded when a receipt needs it.
+            try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN entry BLOB")
+        }
         return migrator
     }
 }

@@ -36,7 +36,7 @@ public struct ReceiptService: Service {
         let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied, head: LogHead(client: queueClient))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
         let follower = try EventFollower(
-            configuration: .init(log: ReceiptStore.log, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            configuration: .init(log: ReceiptStore.log, topics: ReceiptReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
         )
         let leaf = try authority.current()

@@ -132,6 +132,7 @@ public final class ReceiptStore: Sendable {
                 try db.cachedStatement(sql: "UPDATE rc_transaction SET expires_ms = ?, seq = ? WHERE id = ? AND expires_ms IS NOT ?").execute(arguments: [
                     milliseconds(subscription.expiresDate), Int64(seq), subscription.latestTransactionIdentifier, milliseconds(subscription.expiresDate)
                 ])
+                if db.changesCount > 0 { try encodeEntry(db, id: subscription.latestTransactionIdentifier) }
             }
         case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
             // Refunds arrive as refundedTransactions, with every transaction they cancel; the rest
@@ -185,6 +186,31 @@ public final class ReceiptStore: Sendable {
                 ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
                 """
         ).execute(arguments: [queue.appBundleID, queue.accountID, originalMS])
+        try encodeEntry(db, id: transaction.transactionIdentifier)
+    }
+
+    /// Encodes the receipt attribute of the purchase `id` as its row now says, and keeps it.
+    static func encodeEntry(_ db: Database, id: String) throws {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ?"), arguments: [id]) else {
+            return
+        }
+        let entry = try ReceiptBook.entry(StoredPurchase(row)).attributeDER()
+        try db.cachedStatement(sql: "UPDATE rc_transaction SET entry = ? WHERE id = ?").execute(arguments: [Data(entry), id])
+    }
+
+    /// The receipt attributes of the account's purchases that its receipts hold (its history not
+    /// cleared; consumables until finished), in no order (a receipt's set sorts them): those kept,
+    /// and those of rows from before they were kept encoded now.
+    public func receiptEntries(app: String, account: String) async throws -> [[UInt8]] {
+        try await database.read { db in
+            let held = "app = ? AND account = ? AND cleared = 0 AND (product_type != \(Storebus_Catalog_V1_ProductType.consumable.rawValue) OR finished = 0)"
+            var entries = try Data.fetchAll(db.cachedStatement(sql: "SELECT entry FROM rc_transaction WHERE \(held) AND entry IS NOT NULL"), arguments: [app, account])
+                .map { Array($0) }
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE \(held) AND entry IS NULL"), arguments: [app, account]) {
+                entries.append(try ReceiptBook.entry(StoredPurchase(row)).attributeDER())
+            }
+            return entries
+        }
     }
 
     /// The account's purchases in the app that its history still holds, oldest first.

@@ -63,18 +63,19 @@ struct SubscriptionStatus: Sendable {
     }
 
     /// Receipts' `pending_renewal_info` entry, as verifyReceipt writes it.
-    var appleJSON: [String: Any] {
-        var json: [String: Any] = [
-            "auto_renew_product_id": autoRenewProductID, "product_id": latest.productID, "original_transaction_id": originalID,
-            "auto_renew_status": autoRenews ? "1" : "0"
-        ]
-        if let intent = expirationIntent { json["expiration_intent"] = String(intent) }
-        if status == 3 || status == 4 { json["is_in_billing_retry_period"] = "1" } else if status == 2 { json["is_in_billing_retry_period"] = "0" }
+    var appleJSON: JSONObjectWriter {
+        var json = JSONObjectWriter()
+        json.set("auto_renew_product_id", autoRenewProductID)
+        json.set("product_id", latest.productID)
+        json.set("original_transaction_id", originalID)
+        json.set("auto_renew_status", autoRenews ? "1" : "0")
+        if let intent = expirationIntent { json.set("expiration_intent", String(intent)) }
+        if status == 3 || status == 4 { json.set("is_in_billing_retry_period", "1") } else if status == 2 { json.set("is_in_billing_retry_period", "0") }
         if let grace = graceUntilMS {
             let date = ReceiptBook.date(grace)
-            json["grace_period_expires_date"] = AppleDates.format(date, zone: "Etc/GMT")
-            json["grace_period_expires_date_ms"] = String(grace)
-            json["grace_period_expires_date_pst"] = AppleDates.format(date, zone: "America/Los_Angeles")
+            json.set("grace_period_expires_date", AppleDates.format(date, zone: "Etc/GMT"))
+            json.set("grace_period_expires_date_ms", String(grace))
+            json.set("grace_period_expires_date_pst", AppleDates.format(date, zone: "America/Los_Angeles"))
         }
         return json
     }

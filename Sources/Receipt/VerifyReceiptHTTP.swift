@@ -20,18 +20,24 @@ enum VerifyReceiptHTTP {
         router.post("/verifyReceipt") { request, _ -> Response in
             /// 21000: Apple's answer to a request it cannot read.
             func unreadable(_ message: String) -> Response {
-                json(["status": ReceiptVerification.Status.malformedRequest.rawValue, "environment": book.configuration.environment.rawValue, "message": message])
+                var json = JSONObjectWriter()
+                json.set("status", ReceiptVerification.Status.malformedRequest.rawValue)
+                json.set("environment", book.configuration.environment.rawValue)
+                json.set("message", message)
+                return answer(json)
             }
             guard let body = try? await request.body.collect(upTo: maxBody) else { return unreadable("the request body is over \(maxBody) bytes") }
-            guard let fields = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
+            let fields: VerifyRequest
+            do {
+                fields = try JSONDecoder().decode(VerifyRequest.self, from: Data(buffer: body))
+            } catch let error as VerifyRequest.NoReceiptData {
+                return unreadable(error.message)
+            } catch {
                 return unreadable("the body is not a JSON object")
             }
-            guard let receiptData = fields["receipt-data"] as? String else { return unreadable("receipt-data is missing or not a string") }
             let verification = await book.verify(
-                receiptData: receiptData, password: fields["password"] as? String,
-                excludeOldTransactions: fields["exclude-old-transactions"] as? Bool ?? false
-            )
-            return json(verification.appleJSON())
+                receiptData: fields.receiptData, password: fields.password, excludeOldTransactions: fields.excludeOldTransactions ?? false)
+            return answer(verification.appleJSON())
         }
         logger.info("Serving verifyReceipt over HTTP", metadata: ["http.address": "\(address.host):\(address.port)"])
         return Application(
@@ -41,8 +47,34 @@ enum VerifyReceiptHTTP {
         )
     }
 
-    static func json(_ object: [String: Any]) -> Response {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data(#"{"status":21005}"#.utf8)
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    /// A request's body as Apple documents it: `receipt-data` a string; `password` and
+    /// `exclude-old-transactions` taken when they are a string and a boolean, left out otherwise.
+    struct VerifyRequest: Decodable {
+        var receiptData: String
+        var password: String?
+        var excludeOldTransactions: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case receiptData = "receipt-data"
+            case password
+            case excludeOldTransactions = "exclude-old-transactions"
+        }
+
+        /// A JSON object without a string `receipt-data`.
+        struct NoReceiptData: Error {
+            let message = "receipt-data is missing or not a string"
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard let receiptData = try? container.decode(String.self, forKey: .receiptData) else { throw NoReceiptData() }
+            self.receiptData = receiptData
+            password = try? container.decodeIfPresent(String.self, forKey: .password)
+            excludeOldTransactions = try? container.decodeIfPresent(Bool.self, forKey: .excludeOldTransactions)
+        }
+    }
+
+    static func answer(_ json: JSONObjectWriter) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: json.body)))
     }
 }

@@ -62,6 +62,13 @@ public struct AppReceipt: Equatable, Sendable {
 
     /// The DER of the payload.
     public func der() throws -> [UInt8] {
+        try der(inAppAttributes: inApp.map { try $0.attributeDER() })
+    }
+
+    /// The DER of the payload with the in-app purchases given as their attributes' DER
+    /// (``InAppPurchaseEntry/attributeDER()``, kept from when each purchase last changed) in place
+    /// of ``inApp``: a receipt is the account's purchases copied, not encoded again each time.
+    public func der(inAppAttributes: [[UInt8]]) throws -> [UInt8] {
         var attributes: [ReceiptAttribute] = [
             .init(type: 0, value: try ReceiptField.utf8(receiptType)),
             .init(type: 2, value: try ReceiptField.utf8(bundleID)),
@@ -73,10 +80,13 @@ public struct AppReceipt: Equatable, Sendable {
             .init(type: 19, value: try ReceiptField.utf8(originalApplicationVersion))
         ]
         if let expirationDate { attributes.append(.init(type: 21, value: try ReceiptField.date(expirationDate))) }
-        for entry in inApp {
-            attributes.append(.init(type: 17, value: try ReceiptAttribute.setDER(entry.attributes())))
+        var encoded = try attributes.map { attribute in
+            var serializer = DER.Serializer()
+            try serializer.serialize(attribute)
+            return serializer.serializedBytes
         }
-        return try ReceiptAttribute.setDER(attributes)
+        encoded += inAppAttributes
+        return ReceiptAttribute.setDER(encoded: encoded)
     }
 
     /// Decodes a payload. Throws ``ReceiptFormatError`` for DER that is not a set of attributes, a
@@ -163,6 +173,14 @@ public struct InAppPurchaseEntry: Equatable, Sendable {
         self.isInIntroOfferPeriod = isInIntroOfferPeriod
     }
 
+    /// The DER of the receipt attribute (type 17) holding this purchase, as a receipt's payload
+    /// carries it.
+    public func attributeDER() throws -> [UInt8] {
+        var serializer = DER.Serializer()
+        try serializer.serialize(ReceiptAttribute(type: 17, value: try ReceiptAttribute.setDER(attributes())))
+        return serializer.serializedBytes
+    }
+
     func attributes() throws -> [ReceiptAttribute] {
         var attributes: [ReceiptAttribute] = [
             .init(type: 1701, value: try ReceiptField.integer(Int64(quantity))),
@@ -241,6 +259,29 @@ struct ReceiptAttribute: DERImplicitlyTaggable, Equatable {
         var serializer = DER.Serializer()
         try serializer.serializeSetOf(attributes)
         return serializer.serializedBytes
+    }
+
+    /// The DER of a SET OF elements given as their DER, sorted as DER orders a set (bytewise, a
+    /// shorter encoding that is the prefix of a longer one first).
+    static func setDER(encoded elements: [[UInt8]]) -> [UInt8] {
+        let sorted = elements.sorted { $0.lexicographicallyPrecedes($1) }
+        let length = sorted.reduce(0) { $0 + $1.count }
+        var out: [UInt8] = [0x31]
+        out.reserveCapacity(length + 6)
+        if length < 0x80 {
+            out.append(UInt8(length))
+        } else {
+            var bytes: [UInt8] = []
+            var rest = length
+            while rest > 0 {
+                bytes.insert(UInt8(rest & 0xff), at: 0)
+                rest >>= 8
+            }
+            out.append(0x80 | UInt8(bytes.count))
+            out += bytes
+        }
+        for element in sorted { out += element }
+        return out
     }
 
     /// The attributes of a SET OF, by type. The set's order is not checked (Apple's parsers read

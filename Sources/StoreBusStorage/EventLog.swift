@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusServer
 import StoreSchema
 import SwiftProtobuf
 
@@ -40,27 +41,33 @@ public enum EventLog {
                     )
                     """)
         }
+        // Each event's topics (``EventTopics``), a bit each. The events already there are in all.
+        migrator.registerMigration("storebus_event_log_v2_topics") { db in
+            try db.execute(sql: "ALTER TABLE storebus_event ADD COLUMN topics INTEGER NOT NULL DEFAULT -1")
+        }
     }
 
-    /// Appends an event to the log within the caller's write transaction.
-    public static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload) throws -> StoredEvent {
-        try append(db, key: key, payload: payload, positions: nil)
+    /// Appends an event to the log within the caller's write transaction, filed under `topics`.
+    public static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {
+        try append(db, key: key, payload: payload, topics: topics, positions: nil)
     }
 
     /// Appends an event, its positions taken from `positions` when given (see ``EventPositions``).
-    static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload, positions: EventPositions?) throws -> StoredEvent {
+    static func append<Payload: SwiftProtobuf.Message>(
+        _ db: Database, key: String, payload: Payload, topics: EventTopics, positions: EventPositions?
+    ) throws -> StoredEvent {
         let payloadJSON: [UInt8]
         do {
             payloadJSON = try payload.jsonUTF8Bytes()
         } catch {
             throw RPCError(.internalError, "could not encode event \(Payload.protoMessageName)", cause: error)
         }
-        return try appendJSON(db, key: key, type: Payload.protoMessageName, positions: positions) { $0 += payloadJSON }
+        return try appendJSON(db, key: key, type: Payload.protoMessageName, topics: topics, positions: positions) { $0 += payloadJSON }
     }
 
     /// Appends an event whose payload is already proto3 JSON.
-    public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-        try appendJSON(db, key: key, type: type, positions: nil) { $0 += payloadJSON.utf8 }
+    public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String, topics: EventTopics = .all) throws -> StoredEvent {
+        try appendJSON(db, key: key, type: type, topics: topics, positions: nil) { $0 += payloadJSON.utf8 }
     }
 
     /// Appends an event whose payload `writePayload` appends to the record's JSON, as proto3 JSON:
@@ -68,7 +75,7 @@ public enum EventLog {
     /// string of its own that is then copied. With `positions` (the log's one writer's), the event's
     /// positions come from there rather than from the table.
     static func appendJSON(
-        _ db: Database, key: String, type: String, positions: EventPositions?, payload writePayload: (inout [UInt8]) throws -> Void
+        _ db: Database, key: String, type: String, topics: EventTopics, positions: EventPositions?, payload writePayload: (inout [UInt8]) throws -> Void
     ) throws -> StoredEvent {
         let (seq, keySeq) = try positions?.take(db, key: key) ?? readPositions(db, key: key)
         do {
@@ -96,6 +103,7 @@ public enum EventLog {
                 $0.text(type)
                 $0.int(timeMS)
                 $0.text(json)
+                $0.int(topics.rawValue)
             }
             return StoredEvent(seq: seq, key: key, keySeq: keySeq, json: json)
         } catch {
@@ -105,7 +113,7 @@ public enum EventLog {
         }
     }
 
-    static let insertSQL: CachedSQL = "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json) VALUES (?, ?, ?, ?, ?, ?)"
+    static let insertSQL: CachedSQL = "INSERT INTO storebus_event (seq, stream_key, key_seq, type, time_ms, json, topics) VALUES (?, ?, ?, ?, ?, ?, ?)"
     static let positionsSQL: CachedSQL = """
         SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM storebus_event),
                (SELECT COALESCE(MAX(key_seq), 0) + 1 FROM storebus_event WHERE stream_key = ?)
@@ -137,6 +145,34 @@ public enum EventLog {
                 arguments: [key, position, last, limit])
         }
         return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
+    }
+
+    /// A page of ``read(_:key:after:limit:through:)`` in any of `topics`, and the position it read
+    /// through: at most `scan` positions after `position` are looked at (so that a follower of a
+    /// rare topic is answered in bounded time, and steps on), and fewer than `limit` events found
+    /// means every position up to the returned one was read (and the others are in none of the topics).
+    public static func read(
+        _ db: Database, key: String, after position: UInt64, limit: Int, through last: UInt64 = .max, topics: EventTopics, scan: UInt64
+    ) throws -> (events: [StoredEvent], through: UInt64) {
+        guard position < UInt64(Int64.max) else { return ([], position) }
+        let head = try head(db, key: key, through: last)
+        let bound = min(head, position.addingReportingOverflow(scan).overflow ? .max : position + scan)
+        guard bound > position else { return ([], position) }
+        let rows: [Row]
+        if key.isEmpty {
+            rows = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? AND topics & ? != 0 ORDER BY seq LIMIT ?"),
+                arguments: [position, Int64(clamping: bound), topics.rawValue, limit])
+        } else {
+            rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND key_seq <= ? AND topics & ? != 0 ORDER BY key_seq LIMIT ?"
+                ),
+                arguments: [key, position, Int64(clamping: bound), topics.rawValue, limit])
+        }
+        let events = rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
+        guard events.count == limit, let final = events.last else { return (events, bound) }
+        return (events, key.isEmpty ? final.seq : final.keySeq)
     }
 
     /// The newest position: seq of the whole log, or key seq of one key (0 when empty). With

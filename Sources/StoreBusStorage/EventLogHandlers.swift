@@ -25,12 +25,20 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
     /// that an answer stays well under the 4 MiB message limit whatever the events hold.
     public static let maxPageBytes = 1024 * 1024
 
+    /// Positions a page read with topics looks at, at most: a follower of a rare topic is answered
+    /// in bounded time however long the log, and reads on from the page's `through_seq`.
+    public static let maxScan: UInt64 = 16 * 1024
+
     let database: StoreDatabase
     let inline: InlineReader
+    /// The log's topic names, in the order of their bits (``EventTopics``).
+    let topics: [String]
 
-    /// Handlers reading `database`'s log.
-    public init(database: StoreDatabase) throws {
+    /// Handlers reading `database`'s log, whose writer files events under `topics` (none: ReadEvents
+    /// with topics is refused).
+    public init(database: StoreDatabase, topics: [String] = []) throws {
         self.database = database
+        self.topics = topics
         inline = InlineReader(try database.makeReadOnlyConnection())
     }
 
@@ -46,25 +54,57 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
 
     public func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Eventlog_V1_ReadEventsResponse> {
         let limit = Int(request.limit == 0 ? Self.defaultPageSize : request.limit)
+        let topics = try Self.topics(request.topics, of: self.topics)
         // Events not yet durable are left out: a follower never passes on one that a power loss
         // could still take back (and give its position to another).
         let durable = database.durableEventSeq
-        if limit <= Self.inlinePageSize, let page = try inline.read({ db in try Self.page(db, request, limit: limit, through: durable) }) {
+        if limit <= Self.inlinePageSize, let page = try inline.read({ db in try Self.page(db, request, topics: topics, limit: limit, through: durable) }) {
             return PrewrittenResponse(json: page)
         }
-        return PrewrittenResponse(json: try await database.pool.read { db in try Self.page(db, request, limit: limit, through: durable) })
+        return PrewrittenResponse(json: try await database.pool.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable) })
     }
 
-    /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`.
-    static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, limit: Int, through: UInt64) throws -> [UInt8] {
-        let events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through)
+    /// The topics `names` of a log whose topics are `topics` (nil for none asked); INVALID_ARGUMENT
+    /// for a name the log does not have.
+    static func topics(_ names: [String], of topics: [String]) throws -> EventTopics? {
+        guard !names.isEmpty else { return nil }
+        switch EventTopics.named(names, in: topics) {
+        case .success(let set): return set
+        case .failure(let unknown):
+            throw RPCError.invalidArgument(
+                field: "topics",
+                topics.isEmpty
+                    ? "this event log has no topics: read it without"
+                    : "'\(RPCError.echo(unknown.name))' is not one of this event log's topics: \(topics.joined(separator: ", "))")
+        }
+    }
+
+    /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`, in
+    /// any of `topics` when given.
+    static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, topics: EventTopics?, limit: Int, through: UInt64) throws -> [UInt8] {
+        let events: [StoredEvent]
+        var readThrough: UInt64
+        if let topics {
+            (events, readThrough) = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through, topics: topics, scan: maxScan)
+        } else {
+            events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through)
+            readThrough = request.afterSeq
+        }
         let head = try EventLog.head(db, key: request.key, through: through)
+        let keyed = !request.key.isEmpty
         var count = 0, bytes = 0
         for event in events {
             let size = event.json.utf8.count + 1
-            if count > 0 && bytes + size > maxPageBytes { break }
+            if count > 0 && bytes + size > maxPageBytes {
+                // Cut short: read through the last event given, not past it.
+                readThrough = 0
+                break
+            }
             count += 1
             bytes += size
+        }
+        if let last = events.prefix(count).last {
+            readThrough = max(readThrough, keyed ? last.keySeq : last.seq)
         }
         var json = "{\"events\":["
         json.reserveCapacity(bytes + 64)
@@ -72,7 +112,7 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
             if index > 0 { json += "," }
             json += event.json
         }
-        json += "],\"headSeq\":\"\(head)\"}"
+        json += "],\"headSeq\":\"\(head)\",\"throughSeq\":\"\(readThrough)\"}"
         return Array(json.utf8)
     }
 }

@@ -63,10 +63,10 @@ public final class EventLogWriter: Sendable {
         let positions: EventPositions
         fileprivate(set) var events: [StoredEvent] = []
 
-        /// Appends an event for `key` to the log, in the current transaction.
+        /// Appends an event for `key` to the log, in the current transaction, filed under `topics`.
         @discardableResult
-        public mutating func append<Payload: SwiftProtobuf.Message>(key: String, _ payload: Payload) throws -> StoredEvent {
-            let event = try EventLog.append(db, key: key, payload: payload, positions: positions)
+        public mutating func append<Payload: SwiftProtobuf.Message>(key: String, _ payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {
+            let event = try EventLog.append(db, key: key, payload: payload, topics: topics, positions: positions)
             events.append(event)
             return event
         }
@@ -74,15 +74,17 @@ public final class EventLogWriter: Sendable {
         /// Appends an event for `key` whose payload, a `type` (its full message name), is already
         /// proto3 JSON.
         @discardableResult
-        public mutating func appendJSON(key: String, type: String, payloadJSON: String) throws -> StoredEvent {
-            try appendJSON(key: key, type: type) { $0 += payloadJSON.utf8 }
+        public mutating func appendJSON(key: String, type: String, payloadJSON: String, topics: EventTopics = .all) throws -> StoredEvent {
+            try appendJSON(key: key, type: type, topics: topics) { $0 += payloadJSON.utf8 }
         }
 
         /// Appends an event for `key` whose payload, a `type` (its full message name), `writePayload`
         /// appends to the event's JSON as proto3 JSON (the event's record is put together in one buffer).
         @discardableResult
-        public mutating func appendJSON(key: String, type: String, payload writePayload: (inout [UInt8]) throws -> Void) throws -> StoredEvent {
-            let event = try EventLog.appendJSON(db, key: key, type: type, positions: positions, payload: writePayload)
+        public mutating func appendJSON(
+            key: String, type: String, topics: EventTopics = .all, payload writePayload: (inout [UInt8]) throws -> Void
+        ) throws -> StoredEvent {
+            let event = try EventLog.appendJSON(db, key: key, type: type, topics: topics, positions: positions, payload: writePayload)
             events.append(event)
             return event
         }

@@ -78,6 +78,7 @@ public final class StoreDatabase: Sendable {
         // short tail, then asks the writer to copy that tail between two of its transactions
         // (``completeRequestedCheckpoint()``). SQLite's own checkpoint after a commit, past
         // ``writerCheckpointPages``, is the safety net for writers that never ask.
+        self.durability = durability
         let syncs = syncThread && durability == .full
         try pool.barrierWriteWithoutTransaction { db in
             // With a sync thread, the writer's commits no longer sync (the thread does; checkpoints,
@@ -97,6 +98,8 @@ public final class StoreDatabase: Sendable {
 
     /// The thread that syncs the writer's commits, when it does not sync them itself.
     let syncer: WALSyncer?
+    /// How durable the writer's commits are.
+    public let durability: Durability
 
     /// The last event position of the log that is durable: readers that cannot wait for a sync
     /// (``EventLogHandlers``'s pages) leave out the events after it. Every event committed, when the
@@ -136,6 +139,28 @@ public final class StoreDatabase: Sendable {
             syncer.end(mark, lastSeq: nil) { continuation.resume() }
         }
         return value
+    }
+
+    /// Writes state derived from another service's log, in a transaction that also stores the log
+    /// position it came from (``FollowedLog``), without waiting for the disk: the commit survives a
+    /// crash of the process but a power loss may take it back, and with it the position, so the
+    /// follower reads those events again and ends where it would have. Later commits that do sync
+    /// (SQLite's WAL is written in order) make it durable with them: a power loss only ever takes
+    /// back the newest such commits, never one before a synced one. With ``Durability/normal``, or
+    /// a sync thread (whose writes never sync in the commit), the same as ``write(_:)``.
+    public func writeDerived<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        guard syncer == nil, durability == .full else { return try await write(body) }
+        return try await pool.writeWithoutTransaction { db in
+            // SQLite refuses to change the setting inside a transaction: around it, then.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
+            var value: T?
+            try db.inTransaction {
+                value = try body(db)
+                return .commit
+            }
+            return value!
+        }
     }
 
     /// WAL pages past which the checkpointer asks the writer to complete the copy, so that the WAL

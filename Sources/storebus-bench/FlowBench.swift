@@ -64,11 +64,11 @@ struct FlowBench {
     /// The CPU meter of the bench and a cluster's services.
     static func meter(_ cluster: StoreCluster) -> CPUMeter? {
         guard let gatewayPID = cluster.gateways[0].pid, let queuePID = cluster.queue.pid, let catalogPID = cluster.catalog.pid,
-            let receiptPID = cluster.receipt.pid, let notificationsPID = cluster.notifications.pid
+            let receiptPID = cluster.receipt.pid, let downloadPID = cluster.download.pid, let notificationsPID = cluster.notifications.pid
         else { return nil }
         return CPUMeter(processes: [
             ("bench", getpid()), ("gateway", gatewayPID), ("payment-queue", queuePID), ("catalog", catalogPID), ("receipt", receiptPID),
-            ("notifications", notificationsPID)
+            ("download", downloadPID), ("notifications", notificationsPID)
         ])
     }
 
@@ -296,7 +296,7 @@ struct FlowBench {
     /// One run's figures: flows per second, each flow's latency in nanoseconds, the CPU time the
     /// processes used per flow in microseconds, and the share of the machine's CPU time that its
     /// hypervisor stole meanwhile, in percent (each nil when it could not be read).
-    typealias Run = (rate: Double, latencies: [UInt64], cpu: Double?, steal: Double?)
+    typealias Run = (rate: Double, latencies: [UInt64], cpu: Double?, steal: Double?, split: [(name: String, cpu: Double)])
 
     /// Runs `drive` (a run of `flows` flows) and measures the CPU all the processes of `meter` used
     /// meanwhile; with `verbose`, prints each process's share on standard error.
@@ -313,19 +313,21 @@ struct FlowBench {
         if verbose, let steal {
             FileHandle.standardError.write("round \(round) CPU time stolen by the hypervisor: \(String(format: "%.1f", steal))%\n".data(using: .utf8)!)
         }
-        guard let meter, let before, let after else { return (rate, latencies, nil, steal) }
+        guard let meter, let before, let after else { return (rate, latencies, nil, steal, []) }
         let perFlow = zip(before, after).map { ($1 - $0) * 1e6 / Double(flows) }
         if verbose {
             let shares = zip(meter.processes, perFlow).map { "\($0.name) \(Int($1.rounded()))" }.joined(separator: ", ")
             FileHandle.standardError.write("round \(round) CPU per flow (µs): \(shares)\n".data(using: .utf8)!)
         }
-        return (rate, latencies, perFlow.reduce(0, +), steal)
+        return (rate, latencies, perFlow.reduce(0, +), steal, zip(meter.processes, perFlow).map { ($0.name, $1) })
     }
 
     /// The rounds of one kind of run: each round's rate, latency percentiles and CPU per flow,
     /// reported as medians.
     struct RoundFigures {
         private var rates: [Double] = [], p50s: [Double] = [], p99s: [Double] = [], cpus: [Double] = [], steals: [Double] = []
+        /// Each process's CPU per flow, by round, in the meter's order.
+        private var split: [(name: String, cpus: [Double])] = []
 
         /// Adds a round.
         mutating func add(_ round: Run) {
@@ -335,6 +337,10 @@ struct FlowBench {
             p99s.append(FlowBench.milliseconds(sorted, percentile: 99))
             if let cpu = round.cpu { cpus.append(cpu) }
             if let steal = round.steal { steals.append(steal) }
+            for (index, process) in round.split.enumerated() {
+                if index == split.count { split.append((process.name, [])) }
+                split[index].cpus.append(process.cpu)
+            }
         }
 
         /// Prints the medians under the given metric names (the CPU figure only when every round
@@ -343,7 +349,14 @@ struct FlowBench {
             report(rate, median(rates), "flows/s")
             report(p50, median(p50s), "ms")
             report(p99, median(p99s), "ms")
-            if !cpus.isEmpty && cpus.count == rates.count { report(cpu, median(cpus), "us") }
+            if !cpus.isEmpty && cpus.count == rates.count {
+                report(cpu, median(cpus), "us")
+                // Where it goes: `<cpu>_<process>` (the bench is the load generator, the rest the
+                // services), each the median of its own rounds.
+                for process in split where process.cpus.count == rates.count {
+                    report("\(cpu)_\(process.name.replacingOccurrences(of: "-", with: "_"))", median(process.cpus), "us")
+                }
+            }
             if !steals.isEmpty && steals.count == rates.count { report(steal, median(steals), "%") }
         }
     }

@@ -1,5 +1,7 @@
+import AsyncHTTPClient
 import Crypto
 import Foundation
+import NIOCore
 import ReceiptFormat
 import StoreBus
 import StoreBusTesting
@@ -30,7 +32,8 @@ struct ReceiptBench {
         let queue = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.directory.ipcEndpoint("pq")]))
         let receipts = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.receiptEndpoint]))
         do {
-            try await measure(queue: queue, receipts: receipts)
+            try await measure(queue: queue, receipts: receipts, http: "http://\(cluster.receiptHTTPAddress)/verifyReceipt")
+            if let pid = cluster.receipt.pid { try await measureIssue(queue: queue, receipts: receipts, receiptPID: pid) }
         } catch {
             await queue.shutdown()
             await receipts.shutdown()
@@ -40,7 +43,7 @@ struct ReceiptBench {
         await receipts.shutdown()
     }
 
-    private func measure(queue: RPCClient, receipts: RPCClient) async throws {
+    private func measure(queue: RPCClient, receipts: RPCClient, http url: String) async throws {
         // A receipt of 100 purchases: consumables left unfinished stay in it.
         let account = Storebus_PaymentQueue_V1_QueueRef.with {
             $0.appBundleID = puzzle; $0.accountID = "receipt-bench"; $0.deviceID = "d"
@@ -74,7 +77,40 @@ struct ReceiptBench {
             throw ClusterFailure(description: "the bench's receipt does not verify")
         }
 
-        var bare: [Double] = [], offline: [Double] = [], service: [Double] = []
+        // POST /verifyReceipt, `window` requests in flight on as many connections
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = window
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            try await measure(receipts: receipts, der: der, request: request, floor: floor, verifier: verifier, http: http, url: url)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+    }
+
+    private func measure(
+        receipts: RPCClient, der: [UInt8], request: Storebus_Receipt_V1_VerifyReceiptRequest, floor: SignatureFloor, verifier: ReceiptVerifier,
+        http: HTTPClient, url: String
+    ) async throws {
+        let receipt = der
+        let body = try JSONSerialization.data(withJSONObject: ["receipt-data": Data(der).base64EncodedString()])
+        @Sendable func post() async throws {
+            var request = HTTPClientRequest(url: url)
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+            let response = try await http.execute(request, timeout: .seconds(30))
+            let answer = try await response.body.collect(upTo: 8 << 20)
+            // `{"environment":…,"receipt":…,"status":0}`: the status is the last member
+            guard response.status == .ok, String(buffer: answer).hasSuffix("\"status\":0}") else {
+                throw ClusterFailure(description: "POST /verifyReceipt answered \(response.status): \(String(buffer: answer).suffix(200))")
+            }
+        }
+        try await post()
+
+        var bare: [Double] = [], offline: [Double] = [], service: [Double] = [], overHTTP: [Double] = []
         for round in 0..<rounds {
             bare.append(floor.verificationsPerSecond(count: 2_000))
             let offlineCount = 400
@@ -88,15 +124,76 @@ struct ReceiptBench {
                     let answer = try await receipts.call(Storebus_Receipt_V1_Receipt.verifyReceipt, request)
                     guard answer.status == 0 else { throw ClusterFailure(description: "VerifyReceipt answered \(answer.status)") }
                 })
+            overHTTP.append(try await RunBenchmarks.concurrentRate(total: 1_000, concurrency: window) { try await post() })
             if verbose {
-                FileHandle.standardError.write("round \(round) receipts: bare \(Int(bare.last!))/s, offline \(Int(offline.last!))/s, service \(Int(service.last!))/s\n".data(using: .utf8)!)
+                FileHandle.standardError.write(
+                    "round \(round) receipts: bare \(Int(bare.last!))/s, offline \(Int(offline.last!))/s, service \(Int(service.last!))/s, HTTP \(Int(overHTTP.last!))/s\n"
+                        .data(using: .utf8)!)
             }
         }
         report("bare_receipt_signature_verify_per_s", median(bare), "verifies/s")
         report("receipt_verify_offline_per_s", median(offline), "receipts/s")
         report("verify_receipts_per_s", median(service), "receipts/s")
         report("verify_receipts_over_bare_signature", median(zip(service, bare).map { $0 / $1 }), "ratio")
+        report("verify_receipts_http_per_s", median(overHTTP), "receipts/s")
+        report("verify_receipts_http_over_bus", median(zip(overHTTP, service).map { $0 / $1 }), "ratio")
         report("receipt_bytes_100_entries", Double(der.count), "bytes")
+    }
+
+    /// `receipt_issue_us_<n>`: the receipt process's CPU time per RefreshReceipt of an account with
+    /// `n` purchases (10 and 1,000), one refresh at a time: what issuing costs as a history grows.
+    private func measureIssue(queue: RPCClient, receipts: RPCClient, receiptPID: pid_t) async throws {
+        var figures: [Int: [Double]] = [:]
+        let sizes = [10, 1_000]
+        var accounts: [Int: Storebus_PaymentQueue_V1_QueueRef] = [:]
+        for size in sizes {
+            let account = Storebus_PaymentQueue_V1_QueueRef.with {
+                $0.appBundleID = puzzle; $0.accountID = "receipt-issue-\(size)"; $0.deviceID = "d"
+            }
+            accounts[size] = account
+            _ = try await RunBenchmarks.concurrentSeconds(total: size, concurrency: 16, warmUp: false) {
+                _ = try await queue.call(
+                    Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                    .with {
+                        $0.queue = account
+                        $0.payment = .with { $0.productIdentifier = coins }
+                    })
+            }
+        }
+        @Sendable func refresh(_ account: Storebus_PaymentQueue_V1_QueueRef) async throws -> Int {
+            let data = try await receipts.call(
+                Storebus_Receipt_V1_Receipt.refreshReceipt,
+                .with {
+                    $0.appBundleID = puzzle; $0.accountID = account.accountID; $0.deviceID = account.deviceID
+                }
+            ).receiptData
+            let der = Array(Data(base64Encoded: data) ?? Data())
+            return (try? AppReceipt(der: ReceiptSignature.attachedPayload(of: der)).inApp.count) ?? -1
+        }
+        for size in sizes {
+            let account = accounts[size]!
+            guard try await waitUntil(timeout: .seconds(60), interval: .milliseconds(20), { try await refresh(account) == size }) else {
+                throw ClusterFailure(description: "the bench's receipt never held \(size) purchases")
+            }
+        }
+        for _ in 0..<rounds {
+            for size in sizes {
+                let account = accounts[size]!
+                let count = size >= 1_000 ? 100 : 400
+                guard let before = CPUMeter.seconds(pid: receiptPID) else { return }
+                for _ in 0..<count {
+                    _ = try await receipts.call(
+                        Storebus_Receipt_V1_Receipt.refreshReceipt,
+                        .with {
+                            $0.appBundleID = puzzle; $0.accountID = account.accountID; $0.deviceID = account.deviceID
+                        })
+                }
+                guard let after = CPUMeter.seconds(pid: receiptPID) else { return }
+                figures[size, default: []].append((after - before) * 1e6 / Double(count))
+            }
+        }
+        for size in sizes { report("receipt_issue_us_\(size)", median(figures[size] ?? []), "us") }
+        report("receipt_issue_1000_over_10", median(figures[1_000] ?? []) / median(figures[10] ?? []), "ratio")
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Receipt
 import ReceiptFormat
 import StoreBus
@@ -120,6 +121,77 @@ struct ReceiptServiceTests {
                 recorder.cancel()
                 await queue.close()
             }
+        }
+    }
+
+    @Test(
+        "power loss simulated: the receipt database put back to a copy from before its last follower pages, the service restarted: it applies them again and its tables end as they were"
+    )
+    func powerLossTakesBackFollowerPages() async throws {
+        try await StoreCluster(gatewayCount: 1).running { cluster in
+            let (queue, recorder) = try await ReceiptFlowTests.launch(cluster, account: "power", device: "phone")
+            let connection = try StoreConnection(configuration: cluster.configuration(account: "power", device: "phone"))
+            var bought: [String] = []
+            func buy(_ count: Int) async throws {
+                for _ in 0..<count { bought.append(try await queue.addPayment(Payment(productIdentifier: coins)).id) }
+                let expected = Set(bought)
+                _ = try await ReceiptFlowTests.receipt(connection) { Set($0.inApp.map(\.transactionID)) == expected }
+            }
+            // Given purchases the receipt service has applied, and a copy of its database then
+            try await buy(3)
+            let data = cluster.directory.path("receipt-data")
+            let copy = cluster.directory.path("receipt-copy")
+            _ = await cluster.receipt.stop()
+            try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+            let files = ["receipt.sqlite", "receipt.sqlite-wal"]
+            for file in files where FileManager.default.fileExists(atPath: "\(data)/\(file)") {
+                try FileManager.default.copyItem(atPath: "\(data)/\(file)", toPath: "\(copy)/\(file)")
+            }
+            try await cluster.startReceipt()
+            // And more purchases it applied after the copy
+            try await buy(5)
+            let applied = try Self.followerState(data)
+            #expect(applied.transactions.count == 8)
+
+            // When the power goes (the process killed, its database back to the copy) and it starts again
+            await cluster.receipt.kill()
+            for file in files + ["receipt.sqlite-shm"] { try? FileManager.default.removeItem(atPath: "\(data)/\(file)") }
+            for file in files where FileManager.default.fileExists(atPath: "\(copy)/\(file)") {
+                try FileManager.default.copyItem(atPath: "\(copy)/\(file)", toPath: "\(data)/\(file)")
+            }
+            #expect(try Self.followerState(data).transactions.count == 3, "the copy is from before the last pages")
+            try await cluster.startReceipt()
+
+            // Then the follower applies the lost pages again: the same rows, every purchase in the receipt once
+            let again = try await waitUntil(timeout: .seconds(20), interval: .milliseconds(50)) { try Self.followerState(data) == applied }
+            let now = try Self.followerState(data)
+            #expect(again, "the receipt database did not come back to what it held: \(now) against \(applied)")
+            let receipt = try await ReceiptFlowTests.receipt(connection) { Set($0.inApp.map(\.transactionID)) == Set(bought) }
+            #expect(receipt.inApp.count == bought.count)
+            await connection.close()
+            recorder.cancel()
+            await queue.close()
+        }
+    }
+
+    /// What the receipt service's follower applied, read from its database in `directory`.
+    struct FollowerState: Equatable, CustomStringConvertible {
+        var transactions: [[String]]
+        var subscriptions: [[String]]
+        var description: String { "\(transactions.count) transactions, \(subscriptions.count) subscriptions" }
+    }
+
+    static func followerState(_ directory: String) throws -> FollowerState {
+        // Read-write (it only reads): a read-only connection cannot open a WAL database whose -wal
+        // file is not there, as after the copy is put back.
+        let database = try DatabaseQueue(path: "\(directory)/receipt.sqlite")
+        defer { try? database.close() }
+        return try database.read { db in
+            func rows(_ sql: String) throws -> [[String]] {
+                try Row.fetchAll(db, sql: sql).map { row in row.databaseValues.map(\.description) }
+            }
+            return FollowerState(
+                transactions: try rows("SELECT * FROM rc_transaction ORDER BY id"), subscriptions: try rows("SELECT * FROM rc_subscription ORDER BY app, account, grp"))
         }
     }
 }

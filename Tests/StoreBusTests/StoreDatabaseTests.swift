@@ -29,6 +29,30 @@ struct StoreDatabaseTests {
         }
     }
 
+    @Test("a derived write commits with NORMAL and leaves the writer at FULL; a failed one too; with durability normal nothing changes")
+    func derivedWrites() async throws {
+        let directory = try TemporaryDirectory(prefix: "derived")
+        defer { directory.remove() }
+        for (durability, inside, after) in [(Durability.full, 1, 2), (.normal, 1, 1)] {
+            let database = try StoreDatabase(directory: directory.url, name: "derived-\(durability)", durability: durability, migrator: Self.eventLogMigrator)
+            let seen = try await database.writeDerived { db in
+                _ = try EventLog.appendJSON(db, key: "k", type: "t", payloadJSON: "{}")
+                return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            }
+            #expect(seen == inside, "durability \(durability): inside the derived write")
+            #expect(try database.synchronousSetting() == after, "durability \(durability): after it")
+            await #expect(throws: (any Error).self) {
+                try await database.writeDerived { db in
+                    _ = try EventLog.appendJSON(db, key: "k", type: "t", payloadJSON: "{}")
+                    throw CancellationError()
+                }
+            }
+            #expect(try database.synchronousSetting() == after, "durability \(durability): after a failed one")
+            #expect(try await database.read { db in try EventLog.head(db, key: "k") } == 1, "the failed one rolled back")
+            try database.close()
+        }
+    }
+
     @Test("a new database file has 2 KiB pages; one made before with SQLite's default keeps its own and its data")
     func pageSize() throws {
         let directory = try TemporaryDirectory(prefix: "pages")

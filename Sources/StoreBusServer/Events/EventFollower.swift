@@ -12,10 +12,12 @@ import ZeroMQ
 /// each payload's Struct back into JSON and then into its message.
 public protocol EventLogPage: SwiftProtobuf.Message {
     associatedtype Record: EventLogRecord
-    /// Consecutive events, oldest first.
+    /// Events, oldest first: consecutive, unless read with topics.
     var events: [Record] { get }
     /// The newest committed position.
     var headSeq: UInt64 { get }
+    /// The position the page read through (0 from a log that predates it: the last event's).
+    var throughSeq: UInt64 { get }
 }
 
 /// One event of an ``EventLogPage``: its positions in the whole log and in its key.
@@ -34,9 +36,11 @@ extension Storebus_PaymentQueue_V1_QueueEventRecord: EventLogRecord {}
 ///
 /// The follower never skips: every event it hands over has the position right after the previous
 /// one. A page that does not continue the sequence is a gap; the follower logs it and reads again
-/// from its position until the missing event is there. Doorbells only shorten the wait: with none,
-/// the follower still reads every `idlePoll`. A consumer that stores the position of the last event it
-/// applied, together with the effect, and restarts from it, applies every event exactly once.
+/// from its position until the missing event is there. With topics (``Configuration/topics``) it
+/// hands over only the events in them, in order, and moves its position over the others as the
+/// log's pages say (`through_seq`). Doorbells only shorten the wait: with none, the follower still
+/// reads every `idlePoll`. A consumer that stores the position reached, together with the effect,
+/// and restarts from it, applies every event exactly once.
 public final class EventFollower: Sendable {
     /// What to follow.
     public struct Configuration: Sendable {
@@ -52,11 +56,15 @@ public final class EventFollower: Sendable {
         public var idlePoll: Duration = .seconds(1)
         /// Pause after a failed read or a gap before trying again. Default 100 ms.
         public var retryDelay: Duration = .milliseconds(100)
+        /// Only the events in any of these topics of the log (none: every event).
+        public var topics: [String]
 
-        /// A configuration following `key` (or the whole log) of `log`.
-        public init(log: String, key: String = "", doorbellEndpoints: [String]) {
+        /// A configuration following `key` (or the whole log) of `log`, the events in `topics` only
+        /// when given.
+        public init(log: String, key: String = "", topics: [String] = [], doorbellEndpoints: [String]) {
             self.log = log
             self.key = key
+            self.topics = topics
             self.doorbellEndpoints = doorbellEndpoints
         }
     }
@@ -95,22 +103,22 @@ public final class EventFollower: Sendable {
     /// passed the old position, and then only its later events; the consumer decides instead, for
     /// example to rebuild what it keeps from position 0.
     public func follow(after position: UInt64, _ apply: (Storebus_Eventlog_V1_Event) async throws -> Void) async throws {
-        try await followPages(after: position) { events in
+        try await followPages(after: position, as: Storebus_Eventlog_V1_ReadEventsResponse.self) { events, _ in
             for event in events { try await apply(event) }
         }
     }
 
-    /// ``follow(after:_:)`` a page at a time: `apply` gets the consecutive new events of each page
-    /// read (never none), for a consumer that applies them in one transaction.
-    public func followPages(after position: UInt64, _ apply: ([Storebus_Eventlog_V1_Event]) async throws -> Void) async throws {
-        try await followPages(after: position, as: Storebus_Eventlog_V1_ReadEventsResponse.self, apply)
-    }
-
-    /// ``followPages(after:_:)`` with each answer decoded as `Page`: a log's typed page (see
-    /// ``EventLogPage``).
-    public func followPages<Page: EventLogPage>(after position: UInt64, as page: Page.Type, _ apply: ([Page.Record]) async throws -> Void) async throws {
+    /// ``follow(after:_:)`` a page at a time, each answer decoded as `Page` (a log's typed page, see
+    /// ``EventLogPage``), for a consumer that applies a page in one transaction: `apply` gets the new
+    /// events of each page read and the position they bring the follower to (the last one's, or past
+    /// it over events not in the follower's topics). Without topics it always gets events; with
+    /// topics, a page may bring none and still move the position.
+    public func followPages<Page: EventLogPage>(
+        after position: UInt64, as page: Page.Type, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
+    ) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
+        let filtered = !configuration.topics.isEmpty
         /// The position at which the last wait ended with a doorbell (nil: it timed out).
         var rangAt: UInt64?
         while !Task.isCancelled {
@@ -130,7 +138,8 @@ public final class EventFollower: Sendable {
             for event in page.events {
                 let at = keyed ? event.keySeq : event.seq
                 if at <= next { continue } // already applied (overlapping page)
-                guard at == next + 1 else {
+                // With topics the log leaves out what is in none of them; it says how far it read.
+                guard at == next + 1 || filtered else {
                     logger.error("Gap in the event log; not skipping", metadata: ["expected": "\(next + 1)", "got": "\(at)"])
                     gap = true
                     break
@@ -138,8 +147,9 @@ public final class EventFollower: Sendable {
                 run.append(event)
                 next = at
             }
-            if !run.isEmpty {
-                try await apply(run)
+            if filtered && !gap && page.throughSeq > next { next = page.throughSeq }
+            if next > position {
+                try await apply(run, next)
                 position = next
             }
             lag.record(page.headSeq > position ? page.headSeq - position : 0)
@@ -174,7 +184,7 @@ public final class EventFollower: Sendable {
     /// consumer forgets its position, and the log is followed again from the position `start` then
     /// reads.
     public func followAlways<Page: EventLogPage>(
-        as page: Page.Type, start: () async throws -> UInt64, _ apply: ([Page.Record]) async throws -> Void,
+        as page: Page.Type, start: () async throws -> UInt64, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
         replaced: (RPCError) async throws -> Void
     ) async throws {
         while !Task.isCancelled {
@@ -194,6 +204,7 @@ public final class EventFollower: Sendable {
                 $0.key = configuration.key
                 $0.afterSeq = position
                 $0.limit = configuration.pageSize
+                $0.topics = configuration.topics
             })
         let response = try await client.callRaw(
             path: Storebus_Eventlog_V1_EventLog.readEvents.path, idempotent: true, body: body, options: CallOptions(timeout: .seconds(5))

@@ -38,13 +38,21 @@ public struct FollowedLog: Sendable {
         UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sb_follow WHERE log = ?"), arguments: [name]) ?? 0)
     }
 
-    /// Runs `effects` and moves the position to `seq`, in one write transaction.
-    public func apply(through seq: UInt64, _ effects: @Sendable @escaping (Database) throws -> Void) async throws {
+    /// Runs `effects` and moves the position to `seq`, in one write transaction, durable before it
+    /// returns. `derived`: the effects are state the log gives again (nothing else depends on them
+    /// having been made): the commit does not wait for the disk (``StoreDatabase/writeDerived(_:)``),
+    /// and a power loss that takes it back takes the position back with it.
+    public func apply(through seq: UInt64, derived: Bool = false, _ effects: @Sendable @escaping (Database) throws -> Void) async throws {
         let name = name
-        try await database.write { db in
+        let write: @Sendable (Database) throws -> Void = { db in
             try effects(db)
             try db.cachedStatement(sql: "INSERT INTO sb_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq")
                 .execute(arguments: [name, Int64(seq)])
+        }
+        if derived {
+            try await database.writeDerived(write)
+        } else {
+            try await database.write(write)
         }
     }
 

@@ -6,7 +6,9 @@ import StoreBusServer
 /// Follows another service's event log into a ``LogReducer``, a page at a time, until the process
 /// stops: each page's effects and its position committed together (``FollowedLog``), from the position
 /// the follower's database holds. A log that ends before that position (its database was replaced) is
-/// forgotten and applied again from its start. `applied` (when given) hears every position reached,
+/// forgotten and applied again from its start. A reducer's effects are derived state: each page is
+/// committed without waiting for the disk (``FollowedLog/apply(through:derived:_:)``), as a power
+/// loss that takes pages back takes their position back too, and they are applied again. `applied` (when given) hears every position reached,
 /// for calls that wait to read their own writes.
 public struct LogFollowerService<Reducer: LogReducer>: Service {
     let follower: EventFollower
@@ -34,10 +36,13 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
                     applied?.advance(log.name, to: start)
                     return start
                 },
-                { records in
-                    guard let last = records.last?.seq else { return }
-                    try await log.apply(through: last) { db in try reducer.apply(records, in: db) }
-                    applied?.advance(log.name, to: last)
+                { records, through in
+                    // A page of events in none of the reducer's topics moves the position in memory
+                    // only: after a restart the log's pages step over them again.
+                    if !records.isEmpty {
+                        try await log.apply(through: through, derived: true) { db in try reducer.apply(records, in: db) }
+                    }
+                    applied?.advance(log.name, to: through)
                 },
                 replaced: { error in
                     logger.warning(

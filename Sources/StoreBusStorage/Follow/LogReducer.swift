@@ -2,7 +2,8 @@ import GRDB
 import StoreBusServer
 
 /// What a follower of another service's event log does with it, and nothing else: the effects of
-/// consecutive records on its own database. ``LogFollowerService`` reads the log, runs ``apply(_:in:)``
+/// consecutive records on its own database, which the log can always give again (they are committed
+/// as derived state: see ``LogFollowerService``). ``LogFollowerService`` reads the log, runs ``apply(_:in:)``
 /// in the transaction that also moves the position, and ``forget(in:)`` when the log was replaced.
 public protocol LogReducer: Sendable {
     /// The log's typed page (the payment queue's: `Storebus_PaymentQueue_V1_QueueEventPage`).

@@ -15,7 +15,8 @@ extension Storebus_Eventlog_V1_EventLog {
         public init(_ rpc: RPCClient) { self.rpc = rpc }
 
         /// Reads a page of events in order. With an empty `key`, events with seq > after_seq; with a key,
-        /// that key's events with key_seq > after_seq. INVALID_ARGUMENT: limit over 1000. No side effects.
+        /// that key's events with key_seq > after_seq; with `topics`, only the events in any of them.
+        /// INVALID_ARGUMENT: limit over 1000, a topic the log does not have. No side effects.
         public func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Eventlog_V1_ReadEventsResponse {
             try await rpc.call(Storebus_Eventlog_V1_EventLog.readEvents, request, options: options)
         }
@@ -33,6 +34,11 @@ extension Storebus_Eventlog_V1_ReadEventsRequest: ContractChecked {
         do {
             let field = prefix + "limit"
             guard limit <= 1000 else { throw RPCError.invalidArgument(field: field, "must be at most 1000") }
+        }
+        guard topics.count <= 16 else { throw RPCError.invalidArgument(field: prefix + "topics", "must be at most 16 items") }
+        for (index, item) in topics.enumerated() {
+            let field = prefix + "topics[\(index)]"
+            guard item.utf8.count <= 64 else { throw RPCError.invalidArgument(field: field, "must be at most 64 bytes") }
         }
     }
 }

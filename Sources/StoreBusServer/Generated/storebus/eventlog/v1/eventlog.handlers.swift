@@ -11,7 +11,8 @@ extension Storebus_Eventlog_V1_EventLog {
     /// rules, idempotency key taken from the metadata). Serve them with `RPCRouter.register(_:)`.
     public protocol Handlers: RPCHandlers {
         /// Reads a page of events in order. With an empty `key`, events with seq > after_seq; with a key,
-        /// that key's events with key_seq > after_seq. INVALID_ARGUMENT: limit over 1000. No side effects.
+        /// that key's events with key_seq > after_seq; with `topics`, only the events in any of them.
+        /// INVALID_ARGUMENT: limit over 1000, a topic the log does not have. No side effects.
         func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Eventlog_V1_ReadEventsResponse>
     }
 }

@@ -35,6 +35,12 @@ public nonisolated struct Storebus_Eventlog_V1_ReadEventsRequest: Sendable {
   /// JSON (it holds at least one event when any follows), so it may hold fewer: read on from the last.
   public var limit: UInt32 = 0
 
+  /// Only the events in any of these topics (none: every event). A log's writer files each event
+  /// under the topics it concerns (the payment queue's: docs/contract.md, "Topics"), so that a
+  /// follower that needs a few kinds of event reads those, not the whole log. An event written
+  /// before its log had topics is in every topic.
+  public var topics: [String] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -45,11 +51,17 @@ public nonisolated struct Storebus_Eventlog_V1_ReadEventsResponse: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Consecutive events, oldest first.
+  /// Events, oldest first: consecutive, unless the page was read with topics.
   public var events: [Storebus_Eventlog_V1_Event] = []
 
   /// The newest committed position: seq for the whole log, key_seq for a key.
   public var headSeq: UInt64 = 0
+
+  /// The position this page read through: the last event's, or past it when `topics` left events
+  /// out (the events between the last one given and this position are in none of the topics). A
+  /// follower goes on after it. A page with topics may hold no event and still move it; a page of
+  /// a log that reads topics in bounded steps may stop short of head_seq with no event.
+  public var throughSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -108,7 +120,7 @@ fileprivate nonisolated let _protobuf_package = "storebus.eventlog.v1"
 
 nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadEventsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{3}after_seq\0\u{1}limit\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{3}after_seq\0\u{1}limit\0\u{1}topics\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -119,6 +131,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
       case 1: try { try decoder.decodeSingularStringField(value: &self.key) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.afterSeq) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.topics) }()
       default: break
       }
     }
@@ -134,6 +147,9 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
     if self.limit != 0 {
       try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 3)
     }
+    if !self.topics.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.topics, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -141,6 +157,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
     if lhs.key != rhs.key {return false}
     if lhs.afterSeq != rhs.afterSeq {return false}
     if lhs.limit != rhs.limit {return false}
+    if lhs.topics != rhs.topics {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -148,7 +165,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
 
 nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadEventsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0\u{3}through_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -158,6 +175,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Mes
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.throughSeq) }()
       default: break
       }
     }
@@ -170,12 +188,16 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Mes
     if self.headSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.headSeq, fieldNumber: 2)
     }
+    if self.throughSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.throughSeq, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Eventlog_V1_ReadEventsResponse, rhs: Storebus_Eventlog_V1_ReadEventsResponse) -> Bool {
     if lhs.events != rhs.events {return false}
     if lhs.headSeq != rhs.headSeq {return false}
+    if lhs.throughSeq != rhs.throughSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

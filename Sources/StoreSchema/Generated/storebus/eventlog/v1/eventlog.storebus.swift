@@ -16,7 +16,8 @@ public enum Storebus_Eventlog_V1_EventLog: ServiceDescription {
     public static let serviceName = "storebus.eventlog.v1.EventLog"
 
     /// Reads a page of events in order. With an empty `key`, events with seq > after_seq; with a key,
-    /// that key's events with key_seq > after_seq. INVALID_ARGUMENT: limit over 1000. No side effects.
+    /// that key's events with key_seq > after_seq; with `topics`, only the events in any of them.
+    /// INVALID_ARGUMENT: limit over 1000, a topic the log does not have. No side effects.
     public static let readEvents = MethodDescriptor<Storebus_Eventlog_V1_ReadEventsRequest, Storebus_Eventlog_V1_ReadEventsResponse>(
         service: serviceName, method: "ReadEvents", idempotent: true, streaming: .unary,
         access: .internal, cacheable: false

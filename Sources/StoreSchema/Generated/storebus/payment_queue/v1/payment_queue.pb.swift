@@ -1615,11 +1615,14 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEventPage: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Consecutive events, oldest first.
+  /// Events, oldest first: consecutive, unless the page was read with topics.
   public var events: [Storebus_PaymentQueue_V1_QueueEventRecord] = []
 
   /// The newest committed position.
   public var headSeq: UInt64 = 0
+
+  /// The position the page read through (ReadEventsResponse.through_seq).
+  public var throughSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3780,7 +3783,7 @@ nonisolated extension Storebus_PaymentQueue_V1_DownloadsUpdated: SwiftProtobuf.M
 
 nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueueEventPage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0\u{3}through_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3790,6 +3793,7 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Mes
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.throughSeq) }()
       default: break
       }
     }
@@ -3802,12 +3806,16 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Mes
     if self.headSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.headSeq, fieldNumber: 2)
     }
+    if self.throughSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.throughSeq, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_QueueEventPage, rhs: Storebus_PaymentQueue_V1_QueueEventPage) -> Bool {
     if lhs.events != rhs.events {return false}
     if lhs.headSeq != rhs.headSeq {return false}
+    if lhs.throughSeq != rhs.throughSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
