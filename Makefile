@@ -2,6 +2,10 @@
 # Both install the system packages they need (libzmq3-dev, protobuf-compiler) when missing.
 
 SWIFT       ?= swift
+# Debug builds without debug information: DWARF for BoringSSL (twice: swift-crypto's and
+# swift-nio-ssl's copies) and the test bundle made compiling and linking about a third slower, and
+# lldb does not run on the machines this builds on. `make test SWIFT_BUILD_FLAGS=` keeps it.
+SWIFT_BUILD_FLAGS ?= -debug-info-format none
 PROTO_DIR   := proto-schemas
 GEN_DIRS    := StoreSchema/Generated StoreBus/Generated StoreBusServer/Generated
 APT_PACKAGES := libzmq3-dev libsqlite3-dev protobuf-compiler pkg-config
@@ -31,7 +35,7 @@ RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storeb
 TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-testkit-echo storebus-bench
 
 build: deps
-	@for product in $(RUN_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
+	@for product in $(RUN_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
 
 ## run: build and start every StoreBus service on the embedded defaults (Ctrl-C stops them all).
 run: build
@@ -54,14 +58,14 @@ test-deps: deps
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
 ## Each test target runs in a process of its own (scripts/run-tests says why).
 test: test-deps check-protos check-format
-	@for product in $(TEST_PRODUCTS); do $(SWIFT) build --product $$product || exit 1; done
+	@for product in $(TEST_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
 	scripts/run-tests
 
 # The generators: protoc-gen-swift (swift-protobuf) for messages, protoc-gen-storebus (ours) for
 # method descriptors. Both are built from this package, in debug mode (fast to build).
 generators: deps
-	@$(SWIFT) build --product protoc-gen-swift >/dev/null
-	@$(SWIFT) build --product protoc-gen-storebus >/dev/null
+	@$(SWIFT) build $(SWIFT_BUILD_FLAGS) --product protoc-gen-swift >/dev/null
+	@$(SWIFT) build $(SWIFT_BUILD_FLAGS) --product protoc-gen-storebus >/dev/null
 
 
 ## protos: regenerate the Generated folders of StoreSchema, StoreBus and StoreBusServer from

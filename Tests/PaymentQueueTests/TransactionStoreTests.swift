@@ -133,16 +133,25 @@ struct TransactionStoreTests {
         defer { fixture.remove() }
         let authority = PaymentAuthority(store: fixture.store, logger: Logger(label: "test"))
         let done = Atomic<Int>(0)
+        let ended = Atomic<Int>(0)
         let waits = Task {
             // A zero timeout often ends the wait before its waiting task has run.
-            for _ in 0..<3000 { await authority.waitForPoke(timeout: .zero) }
+            for _ in 0..<3000 {
+                await authority.waitForPoke(timeout: .zero)
+                ended.wrappingAdd(1, ordering: .relaxed)
+            }
             done.store(1, ordering: .releasing)
         }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while done.load(ordering: .acquiring) == 0 && ContinuousClock.now < deadline {
+        // A wait that outlives its timeout never ends without a poke: no wait ends for 20 s. A busy
+        // machine only slows the waits down (3,000 of them once took over 20 s in all).
+        var last = -1
+        var since = ContinuousClock.now
+        while done.load(ordering: .acquiring) == 0 && ContinuousClock.now - since < .seconds(20) {
             try await Task.sleep(for: .milliseconds(10))
+            let now = ended.load(ordering: .relaxed)
+            if now != last { (last, since) = (now, ContinuousClock.now) }
         }
-        #expect(done.load(ordering: .acquiring) == 1, "a wait outlived its timeout: only a poke ended it")
+        #expect(done.load(ordering: .acquiring) == 1, "a wait outlived its timeout: only a poke ended it (\(last) of 3,000 ended)")
         // Unstick a hung wait, so that the test ends either way.
         while done.load(ordering: .acquiring) == 0 {
             authority.poke()

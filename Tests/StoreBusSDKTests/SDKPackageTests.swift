@@ -62,7 +62,7 @@ struct SDKPackageTests {
             // Built in a scratch folder of StoreBus's own build directory, so a second run is quick.
             let scratch = root.appendingPathComponent(".build/sdk-example").path
             let build = try await runCommand(
-                "/bin/sh", ["-c", #"cd "$0" && exec swift build --scratch-path "$1" --product Shop"#, package.path, scratch],
+                "/bin/sh", ["-c", #"cd "$0" && exec swift build -debug-info-format none --scratch-path "$1" --product Shop"#, package.path, scratch],
                 log: directory.path("build.log"))
             try #require(build.status == 0, "the example package does not build:\n\(build.output.suffix(4000))")
             let run = try await runCommand("\(scratch)/debug/Shop", [], log: directory.path("run.log"))
