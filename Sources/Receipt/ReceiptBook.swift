@@ -48,7 +48,8 @@ public struct ReceiptBook: Sendable {
             originalApplicationVersion: configuration.app(app).originalApplicationVersion,
             expirationDate: expiration.map(Self.seconds), inApp: []
         )
-        let signed = try ReceiptSignature.sign(payload: try receipt.der(inAppAttributes: entries), with: try authority.current(now: now), at: now)
+        let signed = try ReceiptSignature.sign(
+            payload: try receipt.der(inAppAttributes: entries), with: try authority.current(now: now), at: now, spliced: FastPaths.enabled)
         ReceiptMetrics.signed.increment()
         return (signed, asOf)
     }

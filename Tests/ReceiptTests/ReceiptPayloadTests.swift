@@ -176,3 +176,92 @@ struct AppleJSONTests {
         #expect(String(decoding: ordered.json, as: UTF8.self) == #"{"environment":"Sandbox","is-retryable":false,"status":21002}"#)
     }
 }
+
+/// The receipt's signed message with its payload put in by hand against swift-certificates' own.
+struct ReceiptSignatureTests {
+    @Test("payloads of 0 bytes to 300 KB signed detached and spliced: canonical DER as swift-certificates writes it, the payload attached, the signature valid")
+    func splicedMatchesAttached() async throws {
+        let directory = try TemporaryDirectory(prefix: "splice")
+        defer { directory.remove() }
+        let authority = try SigningAuthority(directory: directory.url)
+        let key = try authority.current()
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        var random = SeededRandom(seed: 5)
+        for size in [0, 1, 127, 128, 255, 256, 65_535, 65_536, 300_000] {
+            let payload = (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let spliced = try ReceiptSignature.sign(payload: payload, with: key, at: now, spliced: true)
+            let plain = try ReceiptSignature.sign(payload: payload, with: key, at: now, spliced: false)
+            // Both carry the payload and verify against the root
+            #expect(try ReceiptSignature.attachedPayload(of: spliced) == payload, "\(size) bytes")
+            #expect(await ReceiptSignature.check(spliced, payload: payload, roots: [authority.root], at: now) == nil, "\(size) bytes")
+            #expect(await ReceiptSignature.check(plain, payload: payload, roots: [authority.root], at: now) == nil, "\(size) bytes")
+            // The spliced message is canonical DER: read and written again, the same bytes
+            #expect(try Self.encode(DER.parse(spliced), dropping: []) == spliced, "\(size) bytes")
+            // and it differs from swift-certificates' own attached message only in the signature's bytes
+            #expect(try Self.withoutSignature(spliced) == Self.withoutSignature(plain), "\(size) bytes")
+        }
+    }
+
+    /// The message with its signer's signature emptied (ECDSA signatures differ at each signing):
+    /// ContentInfo, [0], SignedData, signerInfos (its last), the first SignerInfo, its signature (last).
+    static func withoutSignature(_ der: [UInt8]) throws -> [UInt8] {
+        let root = try DER.parse(der)
+        guard case .constructed(let info) = root.content, let wrapped = Array(info).last, case .constructed(let inner) = wrapped.content,
+            let signedData = Array(inner).first, case .constructed(let fields) = signedData.content,
+            let signerInfos = Array(fields).last, case .constructed(let infos) = signerInfos.content,
+            let signerInfo = Array(infos).first, case .constructed(let signerFields) = signerInfo.content
+        else { throw TestingError("not a signed message") }
+        return try encode(root, dropping: [Array(signerFields).count - 1], at: [1, 0, Array(fields).count - 1, 0])
+    }
+
+    /// `node` encoded again from its parts; the child `dropping` of the node at `path` (child
+    /// indexes from `node`) written as an empty OCTET STRING.
+    static func encode(_ node: ASN1Node, dropping: [Int], at path: [Int] = []) throws -> [UInt8] {
+        guard case .constructed(let children) = node.content else { return Array(node.encodedBytes) }
+        var content: [UInt8] = []
+        for (index, child) in Array(children).enumerated() {
+            if path.isEmpty && dropping.contains(index) {
+                content += [0x04, 0x00]
+            } else if let next = path.first, next == index {
+                content += try encode(child, dropping: dropping, at: Array(path.dropFirst()))
+            } else {
+                content += try encode(child, dropping: [], at: [-1])
+            }
+        }
+        var out: [UInt8] = [node.encodedBytes.first!]
+        if content.count < 0x80 {
+            out.append(UInt8(content.count))
+        } else {
+            let bytes = withUnsafeBytes(of: UInt64(content.count).bigEndian) { Array($0) }.drop { $0 == 0 }
+            out.append(0x80 | UInt8(bytes.count))
+            out += bytes
+        }
+        return out + content
+    }
+}
+
+/// RefreshReceipt's answer written directly against swift-protobuf's encoder.
+struct RefreshReceiptJSONTests {
+    @Test("2,000 random answers (base64 receipts, any text, empty, positions up to UInt64.max) are swift-protobuf's bytes exactly")
+    func directMatchesSwiftProtobuf() throws {
+        var random = SeededRandom(seed: 31)
+        let alphabet = Array("ab+/=\"\\\n\u{0}\u{1f}\u{7f}\u{85}é日🎉 ".unicodeScalars)
+        for index in 0..<2_000 {
+            var response = Storebus_Receipt_V1_RefreshReceiptResponse()
+            switch index % 4 {
+            case 0:
+                let bytes: [UInt8] = (0..<Int.random(in: 0...3000, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                response.receiptData = Data(bytes).base64EncodedString()
+            case 1:
+                var text = String.UnicodeScalarView()
+                for _ in 0..<Int.random(in: 0...40, using: &random) { text.append(alphabet.randomElement(using: &random)!) }
+                response.receiptData = String(text)
+            default: break
+            }
+            let positions: [UInt64] = [0, 1, UInt64.random(in: 0...UInt64.max, using: &random), .max]
+            response.asOfSeq = positions[index % 4 == 3 ? 3 : Int.random(in: 0...2, using: &random)]
+            let plain: [UInt8] = try response.jsonUTF8Bytes()
+            #expect(RefreshReceiptJSON.encode(response) == plain, "\(String(decoding: plain, as: UTF8.self).prefix(80))")
+        }
+    }
+}
