@@ -73,7 +73,8 @@ extension ReceiptBook {
         do {
             // The checks every verifier makes, in one order (ReceiptVerifier), against this
             // deployment's root and environment.
-            receipt = try await ReceiptVerifier(rootCertificates: [authority.root]).verify(Array(bytes), environment: environment, now: now)
+            receipt = try await ReceiptVerifier(rootCertificates: [authority.root], walksPayload: FastPaths.enabled).verify(
+                Array(bytes), environment: environment, now: now)
         } catch {
             switch error {
             case .malformed(let why): return refuse(.malformed, why)

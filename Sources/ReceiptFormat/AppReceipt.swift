@@ -93,6 +93,17 @@ public struct AppReceipt: Equatable, Sendable {
     /// field missing or given twice, or a value of the wrong type; attributes of unknown types are
     /// skipped, as Apple's own parsers skip its undocumented ones.
     public init(der: [UInt8]) throws {
+        self = try ReceiptPayloadWalker.receipt(der)
+    }
+
+    /// ``init(der:)``, `walking` the DER in place (``ReceiptPayloadWalker``, the default) or, not,
+    /// through swift-asn1's nodes and types (the plain twin, with `STOREBUS_FAST_PATHS=off`).
+    public init(der: [UInt8], walking: Bool) throws {
+        self = walking ? try ReceiptPayloadWalker.receipt(der) : try AppReceipt(plainDER: der)
+    }
+
+    /// The plain reader: swift-asn1 parses the set, each attribute, each value.
+    init(plainDER der: [UInt8]) throws {
         let fields = try ReceiptAttribute.fields(of: der, context: "receipt")
         receiptType = try fields.take(0, ReceiptField.readUTF8)
         bundleID = try fields.take(2, ReceiptField.readUTF8)

@@ -39,15 +39,19 @@ public struct ReceiptVerifier: Sendable {
 
     /// The roots trusted.
     public let roots: [Certificate]
+    /// Whether a receipt's payload is read by walking its DER in place (``AppReceipt/init(der:walking:)``).
+    let walksPayload: Bool
 
-    /// A verifier trusting `roots`.
-    public init(rootCertificates roots: [Certificate]) {
+    /// A verifier trusting `roots`; `walksPayload` false reads payloads the plain way.
+    public init(rootCertificates roots: [Certificate], walksPayload: Bool = true) {
         self.roots = roots
+        self.walksPayload = walksPayload
     }
 
     /// A verifier trusting the root in `pem`.
     public init(rootCertificatePEM pem: String) throws {
         roots = [try Certificate(pemEncoded: pem)]
+        walksPayload = true
     }
 
     /// The receipt in `der` (an app receipt's bytes) once its signature is checked against the
@@ -71,7 +75,7 @@ public struct ReceiptVerifier: Sendable {
         }
         let receipt: AppReceipt
         do {
-            receipt = try AppReceipt(der: payload)
+            receipt = try AppReceipt(der: payload, walking: walksPayload)
         } catch {
             if let problem = await ReceiptSignature.check(der, payload: payload, roots: roots, at: now) {
                 throw .notAuthenticated("the payload is not a receipt and the signature does not verify: \(problem)")

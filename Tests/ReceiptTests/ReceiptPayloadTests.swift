@@ -265,3 +265,80 @@ struct RefreshReceiptJSONTests {
         }
     }
 }
+
+/// The payload walker against the plain reader (swift-asn1's nodes and types): the same receipts,
+/// the same refusals.
+struct ReceiptPayloadWalkerTests {
+    @Test("receipts of 0 to 120 purchases and 15,400 damaged copies (bytes changed, inserted, removed, cut): the walker takes exactly what the plain reader takes, and reads the same receipt")
+    func walkerMatchesPlain() throws {
+        var random = SeededRandom(seed: 1712)
+        var accepted = 0, refused = 0
+        // Fewer copies of the large receipt: the plain reader takes milliseconds for each in a debug build.
+        for (count, copies) in [(0, 4_000), (1, 4_000), (3, 4_000), (17, 3_000), (120, 400)] {
+            let receipt = AppReceipt(
+                receiptType: "ProductionSandbox", bundleID: "com.example.app", applicationVersion: "2.\(count)", opaqueValue: (0..<16).map { UInt8($0) },
+                sha1Hash: Array(repeating: 3, count: 20), creationDate: Date(timeIntervalSince1970: 1_795_784_939),
+                originalPurchaseDate: Date(timeIntervalSince1970: 1_700_000_000), originalApplicationVersion: "1.0",
+                expirationDate: count == 3 ? Date(timeIntervalSince1970: 1_800_000_000) : nil,
+                inApp: (0..<count).map { ReceiptPayloadTests.entry($0, random: &random) })
+            let der = try receipt.der()
+            let walked = try AppReceipt(der: der, walking: true)
+            #expect(walked == (try AppReceipt(der: der, walking: false)), "\(count) purchases")
+            #expect(walked.inApp.count == count)
+            for _ in 0..<copies {
+                var damaged = der
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    guard !damaged.isEmpty else { break }
+                    let at = Int.random(in: 0..<damaged.count, using: &random)
+                    switch Int.random(in: 0..<10, using: &random) {
+                    case 0: damaged.insert(UInt8.random(in: 0...255, using: &random), at: at)
+                    case 1: damaged.remove(at: at)
+                    case 2: damaged.removeLast(Int.random(in: 1...min(8, damaged.count), using: &random))
+                    case 3: damaged[at] ^= 0x80
+                    default: damaged[at] = UInt8.random(in: 0...255, using: &random)
+                    }
+                }
+                let plain = try? AppReceipt(der: damaged, walking: false)
+                let walkedDamaged = try? AppReceipt(der: damaged, walking: true)
+                #expect(walkedDamaged == plain, "\(count) purchases, damaged: \(damaged.count) bytes")
+                if plain == nil { refused += 1 } else { accepted += 1 }
+            }
+        }
+        // Both outcomes were exercised
+        #expect(accepted > 100 && refused > 1_000, "accepted \(accepted), refused \(refused)")
+    }
+
+    @Test("refused alike: a field missing or given twice, a non-minimal length or INTEGER, bytes after the set, a value of another type; unknown attributes skipped alike")
+    func handMadeCases() throws {
+        func attribute(_ type: Int, _ value: [UInt8]) throws -> ReceiptAttribute { ReceiptAttribute(type: type, value: value) }
+        let base: [ReceiptAttribute] = [
+            try attribute(0, ReceiptField.utf8("Production")), try attribute(2, ReceiptField.utf8("com.example.app")),
+            try attribute(3, ReceiptField.utf8("1.0")), try attribute(4, [1, 2, 3]), try attribute(5, [4, 5]),
+            try attribute(12, ReceiptField.date(Date(timeIntervalSince1970: 1_795_784_939))),
+            try attribute(18, ReceiptField.date(Date(timeIntervalSince1970: 1_700_000_000))), try attribute(19, ReceiptField.utf8("1.0"))
+        ]
+        let good = try ReceiptAttribute.setDER(base)
+        var cases: [(String, [UInt8], Bool)] = [("good", good, true)]
+        cases.append(("unknown attribute", try ReceiptAttribute.setDER(base + [try attribute(1234, [0xff, 0x00])]), true))
+        cases.append(("missing", try ReceiptAttribute.setDER(Array(base.dropLast())), false))
+        cases.append(("twice", try ReceiptAttribute.setDER(base + [try attribute(2, ReceiptField.utf8("com.other"))]), false))
+        cases.append(("wrong type", try ReceiptAttribute.setDER(Array(base.dropFirst()) + [try attribute(0, ReceiptField.integer(5))]), false))
+        cases.append(("bytes after", good + [0x00], false))
+        cases.append(("IA5 not ASCII", try ReceiptAttribute.setDER(Array(base.prefix(5)) + [try attribute(12, [0x16, 0x01, 0xe9])] + Array(base.suffix(2))), false))
+        // A length in the long form although short: 0x31 0x81 <n>
+        var long = good
+        if good[1] < 0x80 {
+            long = [0x31, 0x81] + good[1...]
+        } else {
+            long.insert(0x00, at: 2)
+            long[1] += 1
+        }
+        cases.append(("long length", long, false))
+        for (name, der, expected) in cases {
+            let plain = try? AppReceipt(der: der, walking: false)
+            let walked = try? AppReceipt(der: der, walking: true)
+            #expect((plain != nil) == expected, "\(name): plain")
+            #expect(walked == plain, "\(name)")
+        }
+    }
+}
