@@ -281,6 +281,28 @@ public final class ReceiptStore: Sendable {
         }
     }
 
+    /// A purchase's name: its app, account and transaction id.
+    struct PurchaseKey: Hashable {
+        var app: String
+        var account: String
+        var id: String
+    }
+
+    /// The purchases named that the accounts' histories hold or once held, in one read.
+    func purchases(_ keys: [(app: String, account: String, id: String)]) async throws -> [PurchaseKey: StoredPurchase] {
+        guard !keys.isEmpty else { return [:] }
+        return try await database.read { db in
+            let statement = try db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?")
+            var found: [PurchaseKey: StoredPurchase] = [:]
+            for key in keys {
+                if let row = try Row.fetchOne(statement, arguments: [key.id, key.app, key.account]) {
+                    found[PurchaseKey(app: key.app, account: key.account, id: key.id)] = StoredPurchase(row)
+                }
+            }
+            return found
+        }
+    }
+
     /// The opaque value of the device's receipts and when the account first had the app, made on
     /// first use. With `revoked`, a new opaque value marked revoked (a sandbox receipt issued revoked).
     func device(app: String, account: String, device: String, revoked: Bool = false, now: Date) async throws -> (opaque: [UInt8], firstMS: Int64) {

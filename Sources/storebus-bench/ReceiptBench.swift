@@ -68,7 +68,6 @@ struct ReceiptBench {
             return (try? AppReceipt(der: ReceiptSignature.attachedPayload(of: der)).inApp.count) == Self.entries
         }
         guard filled else { throw ClusterFailure(description: "the bench's receipt never held \(Self.entries) purchases") }
-        let receipt = der
         let root = try await receipts.call(Storebus_Receipt_V1_Receipt.getSigningCertificates, .init()).rootCertificatePem
         let verifier = try ReceiptVerifier(rootCertificatePEM: root)
         let floor = try SignatureFloor(cms: der)
