@@ -275,10 +275,13 @@ public final class ReceiptStore: Sendable {
     /// One purchase of the account, if its history still holds it (or, `includingCleared`, if it
     /// ever held it).
     public func purchase(app: String, account: String, id: String, includingCleared: Bool = false) async throws -> StoredPurchase? {
-        try await database.read { db in
-            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0")"
-            return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [id, app, account]).map(StoredPurchase.init)
-        }
+        try await database.read { db in try Self.purchase(db, app: app, account: account, id: id, includingCleared: includingCleared) }
+    }
+
+    /// ``purchase(app:account:id:includingCleared:)`` in an open transaction.
+    static func purchase(_ db: Database, app: String, account: String, id: String, includingCleared: Bool) throws -> StoredPurchase? {
+        let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0")"
+        return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [id, app, account]).map(StoredPurchase.init)
     }
 
     /// A purchase's name: its app, account and transaction id.
@@ -292,12 +295,10 @@ public final class ReceiptStore: Sendable {
     func purchases(_ keys: [(app: String, account: String, id: String)]) async throws -> [PurchaseKey: StoredPurchase] {
         guard !keys.isEmpty else { return [:] }
         return try await database.read { db in
-            let statement = try db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?")
             var found: [PurchaseKey: StoredPurchase] = [:]
             for key in keys {
-                if let row = try Row.fetchOne(statement, arguments: [key.id, key.app, key.account]) {
-                    found[PurchaseKey(app: key.app, account: key.account, id: key.id)] = StoredPurchase(row)
-                }
+                found[PurchaseKey(app: key.app, account: key.account, id: key.id)] = try Self.purchase(
+                    db, app: key.app, account: key.account, id: key.id, includingCleared: true)
             }
             return found
         }

@@ -37,7 +37,8 @@ enum ReceiptPayloadWalker {
 
     /// The attributes of the SET OF that exactly fills `range`.
     static func attributes(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, context: String) throws -> [Attribute] {
-        let set = try element(bytes, at: range.lowerBound, within: range.upperBound)
+        // The set's elements and theirs are walked below: not checked a first time here.
+        let set = try element(bytes, at: range.lowerBound, within: range.upperBound, checkingContent: false)
         guard set.tag == 0x31, set.end == range.upperBound else {
             throw ReceiptFormatError(set.tag == 0x31 ? "the \(context) is not a DER set of receipt attributes: bytes after the set" : "the \(context) is not a set")
         }
@@ -46,7 +47,7 @@ enum ReceiptPayloadWalker {
         var index = set.content.lowerBound
         do {
             while index < set.content.upperBound {
-                let sequence = try element(bytes, at: index, within: set.content.upperBound)
+                let sequence = try element(bytes, at: index, within: set.content.upperBound, checkingContent: false)
                 guard sequence.tag == 0x30 else { throw ReceiptFormatError("an attribute is not a SEQUENCE") }
                 let type = try element(bytes, at: sequence.content.lowerBound, within: sequence.content.upperBound)
                 let version = try element(bytes, at: type.end, within: sequence.content.upperBound)
@@ -67,8 +68,11 @@ enum ReceiptPayloadWalker {
     }
 
     /// One element's tag, its content's bounds and where it ends, read at `start`; it must end at or
-    /// before `limit`.
-    static func element(_ bytes: UnsafeBufferPointer<UInt8>, at start: Int, within limit: Int) throws -> (tag: UInt8, content: Range<Int>, end: Int) {
+    /// before `limit`. A constructed element's content is checked to be whole elements, unless the
+    /// caller walks it itself (`checkingContent` false).
+    static func element(
+        _ bytes: UnsafeBufferPointer<UInt8>, at start: Int, within limit: Int, checkingContent: Bool = true
+    ) throws -> (tag: UInt8, content: Range<Int>, end: Int) {
         guard start + 2 <= limit else { throw ReceiptFormatError("truncated") }
         let tag = bytes[start]
         // Tag numbers of 31 and above (several bytes) are not any of a receipt's types.
@@ -89,7 +93,7 @@ enum ReceiptPayloadWalker {
         }
         guard length <= limit - contentStart else { throw ReceiptFormatError("truncated") }
         // Constructed types hold elements: each must be whole (as swift-asn1 parses the tree).
-        if tag & 0x20 != 0 {
+        if checkingContent && tag & 0x20 != 0 {
             var index = contentStart
             while index < contentStart + length { index = try element(bytes, at: index, within: contentStart + length).end }
         }

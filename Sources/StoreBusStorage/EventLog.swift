@@ -147,15 +147,15 @@ public enum EventLog {
         return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
     }
 
-    /// A page of ``read(_:key:after:limit:through:)`` in any of `topics`, and the position it read
-    /// through: at most `scan` positions after `position` are looked at (so that a follower of a
-    /// rare topic is answered in bounded time, and steps on), and fewer than `limit` events found
-    /// means every position up to the returned one was read (and the others are in none of the topics).
+    /// A page of ``read(_:key:after:limit:through:)`` in any of `topics`, up to `head` (the log's or
+    /// the key's, ``head(_:key:through:)``), and the position it read through: at most `scan`
+    /// positions after `position` are looked at (so that a follower of a rare topic is answered in
+    /// bounded time, and steps on), and fewer than `limit` events found means every position up to
+    /// the returned one was read (and the others are in none of the topics).
     public static func read(
-        _ db: Database, key: String, after position: UInt64, limit: Int, through last: UInt64 = .max, topics: EventTopics, scan: UInt64
+        _ db: Database, key: String, after position: UInt64, limit: Int, head: UInt64, topics: EventTopics, scan: UInt64
     ) throws -> (events: [StoredEvent], through: UInt64) {
         guard position < UInt64(Int64.max) else { return ([], position) }
-        let head = try head(db, key: key, through: last)
         let bound = min(head, position.addingReportingOverflow(scan).overflow ? .max : position + scan)
         guard bound > position else { return ([], position) }
         let rows: [Row]

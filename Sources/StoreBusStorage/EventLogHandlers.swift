@@ -82,30 +82,26 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
     /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`, in
     /// any of `topics` when given.
     static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, topics: EventTopics?, limit: Int, through: UInt64) throws -> [UInt8] {
+        let head = try EventLog.head(db, key: request.key, through: through)
         let events: [StoredEvent]
-        var readThrough: UInt64
+        // How far the read looked: past the events given when topics left some out.
+        let scanned: UInt64
         if let topics {
-            (events, readThrough) = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through, topics: topics, scan: maxScan)
+            (events, scanned) = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, head: head, topics: topics, scan: maxScan)
         } else {
             events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through)
-            readThrough = request.afterSeq
+            scanned = request.afterSeq
         }
-        let head = try EventLog.head(db, key: request.key, through: through)
-        let keyed = !request.key.isEmpty
         var count = 0, bytes = 0
         for event in events {
             let size = event.json.utf8.count + 1
-            if count > 0 && bytes + size > maxPageBytes {
-                // Cut short: read through the last event given, not past it.
-                readThrough = 0
-                break
-            }
+            if count > 0 && bytes + size > maxPageBytes { break }
             count += 1
             bytes += size
         }
-        if let last = events.prefix(count).last {
-            readThrough = max(readThrough, keyed ? last.keySeq : last.seq)
-        }
+        let position = { (event: StoredEvent) in request.key.isEmpty ? event.seq : event.keySeq }
+        // A page cut short reads through its last event, not past it.
+        let readThrough = count < events.count ? position(events[count - 1]) : max(scanned, events.last.map(position) ?? 0)
         var json = "{\"events\":["
         json.reserveCapacity(bytes + 64)
         for (index, event) in events.prefix(count).enumerated() {
