@@ -62,6 +62,8 @@ let package = Package(
         // The App Store Server API's bearer tokens (ES256 JSON Web Tokens), checked by the
         // notification service.
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        // Base64 for the megabytes of download chunks in proto3 JSON (jwt-kit uses it too).
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -91,6 +93,7 @@ let package = Package(
                 "ZeroMQ", "StoreSchema",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
             ]
         ),
         // What a server needs besides: the RPC server and router, Health and Diagnostics, doorbells

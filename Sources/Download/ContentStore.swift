@@ -47,7 +47,23 @@ public final class ContentStore: Sendable {
         public var length: Int64
         /// Lowercase hex SHA-256 of the whole package.
         public var sha256: String
+        /// Lowercase hex SHA-256 of each ``ContentStore/digestGrid`` bytes of the package in turn
+        /// (the last piece may be shorter): the digests of the chunks a reader asks for at the
+        /// default size, worked out once when the package is made.
+        public var chunkSHA256: [String]
+
+        /// The kept digest of the `count` bytes at `offset`, when they are one piece of the grid.
+        public func keptDigest(offset: Int64, count: Int) -> String? {
+            let grid = Int64(ContentStore.digestGrid)
+            guard offset >= 0, offset % grid == 0, count == Int(min(grid, length - offset)) else { return nil }
+            let index = Int(offset / grid)
+            return index < chunkSHA256.count ? chunkSHA256[index] : nil
+        }
     }
+
+    /// The size of the pieces whose digests are kept: the size of chunk ReadChunk gives when asked
+    /// for none, and the SDK's.
+    public static let digestGrid = 256 * 1024
 
     private let packages: [String: Package]
 
@@ -73,12 +89,16 @@ public final class ContentStore: Sendable {
             let name = try Self.fingerprint(spec, files: files)
             let file = directory.appendingPathComponent("\(name).tar")
             let digestFile = directory.appendingPathComponent("\(name).sha256")
+            let chunkFile = directory.appendingPathComponent("\(name).chunks")
             let made: (length: Int64, sha256: String)
+            var remade = false
             if let kept = try? String(contentsOf: digestFile, encoding: .utf8), kept.count == 64,
                 let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64, size == length
             {
                 made = (size, kept)
             } else {
+                remade = true
+                try? FileManager.default.removeItem(at: chunkFile)
                 do {
                     made = try ContentPackage.write(files, to: file)
                 } catch {
@@ -86,11 +106,25 @@ public final class ContentStore: Sendable {
                 }
                 try Data(made.sha256.utf8).write(to: digestFile, options: .atomic)
             }
+            let chunkSHA256: [String]
+            if !remade, let kept = try? String(contentsOf: chunkFile, encoding: .utf8), case let digests = kept.split(separator: "\n").map(String.init),
+                digests.count == Self.pieces(made.length), digests.allSatisfy({ $0.utf8.count == 64 })
+            {
+                chunkSHA256 = digests
+            } else {
+                do {
+                    chunkSHA256 = try Self.pieceDigests(of: file, length: made.length)
+                } catch {
+                    throw StartupError("hosted content of \(spec.productID): the package \(file.path) cannot be read: \(error)")
+                }
+                try Data(chunkSHA256.joined(separator: "\n").utf8).write(to: chunkFile, options: .atomic)
+            }
             guard packages[Self.key(app: spec.app, contentID: spec.contentID)] == nil else {
                 throw StartupError("hosted content of \(spec.productID): content identifier \(spec.contentID) is used twice in \(spec.app)")
             }
             packages[Self.key(app: spec.app, contentID: spec.contentID)] = Package(
-                app: spec.app, productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256)
+                app: spec.app, productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256,
+                chunkSHA256: chunkSHA256)
         }
         self.packages = packages
     }
@@ -128,12 +162,43 @@ public final class ContentStore: Sendable {
 
     /// ``read(_:offset:maxBytes:)`` and the chunk's SHA-256 (lowercase hex), on a thread of
     /// NIO's blocking-I/O pool: a read from a cold disk never holds up a thread of Swift's
-    /// cooperative pool, nor the RPC server's reactor.
-    public func readChunk(_ package: Package, offset: Int64, maxBytes: Int) async throws -> (bytes: [UInt8], sha256: String) {
+    /// cooperative pool, nor the RPC server's reactor. With `keptDigests` (``FastPaths``) a chunk
+    /// of the grid takes its kept digest (``Package/keptDigest(offset:count:)``), any other is
+    /// hashed; without, every chunk is. Should the package's bytes change on disk after it was
+    /// made, a reader finds such a chunk damaged.
+    public func readChunk(_ package: Package, offset: Int64, maxBytes: Int, keptDigests: Bool = FastPaths.enabled) async throws -> (bytes: [UInt8], sha256: String) {
         try await NIOThreadPool.singleton.runIfActive { [self] in
             let bytes = try read(package, offset: offset, maxBytes: maxBytes)
+            if keptDigests, let kept = package.keptDigest(offset: offset, count: bytes.count) { return (bytes, kept) }
             return (bytes, ContentPackage.hex(SHA256.hash(data: bytes)))
         }
+    }
+
+    /// How many pieces of the grid a package of `length` bytes has.
+    static func pieces(_ length: Int64) -> Int {
+        Int((length + Int64(digestGrid) - 1) / Int64(digestGrid))
+    }
+
+    /// The SHA-256 of each piece of the grid of the file, read in turn.
+    static func pieceDigests(of file: URL, length: Int64) throws -> [String] {
+        let input = try FileHandle(forReadingFrom: file)
+        defer { try? input.close() }
+        var digests: [String] = []
+        digests.reserveCapacity(pieces(length))
+        var read: Int64 = 0
+        while read < length {
+            let want = Int(min(Int64(digestGrid), length - read))
+            var piece = Data()
+            while piece.count < want {
+                guard let more = try input.read(upToCount: want - piece.count), !more.isEmpty else {
+                    throw StartupError("it ends at byte \(read + Int64(piece.count)), before its \(length)")
+                }
+                piece += more
+            }
+            digests.append(ContentPackage.hex(SHA256.hash(data: piece)))
+            read += Int64(want)
+        }
+        return digests
     }
 
     /// A name for the package that changes with anything that makes it.

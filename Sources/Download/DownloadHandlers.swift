@@ -17,7 +17,7 @@ import StoreSchema
 public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     /// The size of chunk ReadChunk gives when asked for none (download.proto's rule bounds a request's
     /// `max_bytes` at 1 MiB).
-    public static let defaultChunkBytes = 256 * 1024
+    public static let defaultChunkBytes = ContentStore.digestGrid
 
     let content: ContentStore
     let ledger: DownloadLedger

@@ -274,7 +274,7 @@ final class DownloadEngine: Sendable {
             let unpacking = final.deletingLastPathComponent().appendingPathComponent(".\(final.lastPathComponent).unpacking")
             try? FileManager.default.removeItem(at: unpacking)
             try FileManager.default.createDirectory(at: unpacking, withIntermediateDirectories: true)
-            try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"))
+            try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"), inKernel: FastPaths.enabled)
             try? FileManager.default.removeItem(at: final)
             try FileManager.default.moveItem(at: unpacking, to: final)
             return .success(())
@@ -285,7 +285,7 @@ final class DownloadEngine: Sendable {
 
     /// One pass of chunk reads from the bytes kept to the end of the package: a window of reads in
     /// flight (``ChunkWindow``), each chunk checked and written into the partial file
-    /// (``PartialFile``), synced every 8 MiB and at the end.
+    /// (``PartialFile``), synced every 8 MiB (in the background) and at the end.
     private func pull(_ download: Download, key: Key, meter: Meter) async -> Outcome {
         let configuration = self.configuration
         let file: PartialFile
@@ -383,7 +383,7 @@ final class DownloadEngine: Sendable {
                     lastProgress = .now
                     retryDelay = .milliseconds(100)
                     if file.unsynced >= 8 << 20 {
-                        do throws(StoreKitError) { try file.keep() } catch { return end(.failed(error)) }
+                        do throws(StoreKitError) { try file.keepSoon() } catch { return end(.failed(error)) }
                     }
                 case .failure(let error):
                     switch error.reason {

@@ -1,6 +1,9 @@
 import ContentPackage
 import Crypto
+import Dispatch
 import Foundation
+import StoreBus
+import Synchronization
 
 extension DownloadEngine {
     /// A package being written: the partial file, its sidecar (what it is, the bytes kept), and the
@@ -19,6 +22,8 @@ extension DownloadEngine {
         private var hash: SHA256
         /// Chunks written past the bytes in order, kept until those before them come (a window at most).
         private var waiting: [Int64: [UInt8]] = [:]
+        /// The sync ``keepSoon()`` runs on a thread of its own, and how the last one ended.
+        private let background = BackgroundSync()
 
         private init(descriptor: Int32, sidecarURL: URL, sidecar: Sidecar, hash: SHA256) {
             self.descriptor = descriptor
@@ -97,11 +102,30 @@ extension DownloadEngine {
             }
         }
 
-        /// Bytes written in order and not yet synced.
+        /// Bytes written in order and not yet synced (or being synced).
         var unsynced: Int64 { contiguous - synced }
 
-        /// Syncs the file and records the bytes kept in the sidecar (nothing when nothing changed).
+        /// Starts syncing the bytes in order so far and then recording them in the sidecar, on a
+        /// thread of the file's own, while chunks go on arriving (the disk's writing back overlaps
+        /// the transfer; one sync at a time, none started while one runs); with `inBackground`
+        /// false (``FastPaths`` off), ``keep()`` now. Throws what an earlier one met.
+        func keepSoon(inBackground: Bool = FastPaths.enabled) throws(StoreKitError) {
+            guard inBackground else { return try keep() }
+            if let failure = background.failure { throw failure }
+            guard !background.running else { return }
+            let copy = dup(descriptor)
+            guard copy >= 0 else { return try keep() }
+            var record = sidecar
+            record.kept = contiguous
+            synced = contiguous
+            background.start(descriptor: copy, record: record, to: sidecarURL)
+        }
+
+        /// Syncs the file and records the bytes kept in the sidecar (nothing when nothing changed),
+        /// after a sync ``keepSoon()`` started has ended.
         func keep() throws(StoreKitError) {
+            background.waitUntilIdle()
+            if let failure = background.failure { throw failure }
             guard contiguous != synced || sidecar.kept != contiguous else { return }
             if fsync(descriptor) != 0 { throw DownloadEngine.writeError(errno) }
             sidecar.kept = contiguous
@@ -117,6 +141,48 @@ extension DownloadEngine {
         /// Call once, at the end.
         func isWholeAndIntact() -> Bool {
             identified && contiguous >= sidecar.length && ContentPackage.hex(hash.finalize()) == sidecar.sha256
+        }
+    }
+
+    /// One partial file's syncs off the transfer's task: each `fsync`s a duplicate of the file's
+    /// descriptor (closed after it, so it outlives nothing) and then writes the sidecar, on a
+    /// serial queue of its own (a thread outside Swift's cooperative pool, which a sync would block).
+    final class BackgroundSync: Sendable {
+        private struct State {
+            var running = false
+            var failure: StoreKitError?
+        }
+
+        private let queue = DispatchQueue(label: "storebus.sdk.download-sync")
+        private let state = Mutex(State())
+
+        var running: Bool { state.withLock { $0.running } }
+        var failure: StoreKitError? { state.withLock { $0.failure } }
+
+        /// Syncs `descriptor` (and closes it), then writes `record` to `url`.
+        func start(descriptor: Int32, record: Sidecar, to url: URL) {
+            state.withLock { $0.running = true }
+            queue.async { [self] in
+                var failure: StoreKitError?
+                if fsync(descriptor) != 0 { failure = DownloadEngine.writeError(errno) }
+                close(descriptor)
+                if failure == nil {
+                    do {
+                        try JSONEncoder().encode(record).write(to: url, options: .atomic)
+                    } catch {
+                        failure = DownloadEngine.writeError(error)
+                    }
+                }
+                state.withLock {
+                    $0.running = false
+                    if $0.failure == nil { $0.failure = failure }
+                }
+            }
+        }
+
+        /// Returns when no sync runs (blocking: at the end of a transfer only).
+        func waitUntilIdle() {
+            queue.sync {}
         }
     }
 

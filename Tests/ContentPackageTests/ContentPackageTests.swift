@@ -89,4 +89,34 @@ struct ContentPackageTests {
         #expect(field[1...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } == 1 << 40)
         #expect(ContentPackage.size(1000) == Array("00000001750".utf8) + [0])
     }
+
+    @Test("unpacking with the kernel's copy (the fast path) and by reads and writes (its plain twin) makes the same files as the sources; a cut archive stops both")
+    func unpacksBothWays() throws {
+        let directory = try TemporaryDirectory(prefix: "pkg")
+        defer { directory.remove() }
+        let sizes = [0, 1, 511, 512, 513, 70_000, (1 << 20) + 3, 3 << 20]
+        let files = try Self.files(sizes, in: directory, seed: 41)
+        let package = directory.url.appendingPathComponent("content.tar")
+        let (length, _) = try ContentPackage.write(files, to: package)
+        for inKernel in [true, false] {
+            let out = directory.url.appendingPathComponent("out-\(inKernel)")
+            try ContentPackage.unpack(package, into: out, inKernel: inKernel)
+            for file in files {
+                #expect(try Data(contentsOf: out.appendingPathComponent(file.path)) == Data(contentsOf: file.source), "\(file.path), in kernel: \(inKernel)")
+            }
+            let found = FileManager.default.enumerator(atPath: out.path)?.compactMap { $0 as? String }.filter { !$0.hasSuffix("levels") } ?? []
+            #expect(Set(found) == Set(files.map(\.path)))
+        }
+        // Cut in the middle of the largest file's bytes, and in a header
+        let whole = try Data(contentsOf: package)
+        for cut in [Int(length) - (1 << 20), 512 + 100] {
+            let damaged = directory.url.appendingPathComponent("cut-\(cut).tar")
+            try whole.prefix(cut).write(to: damaged)
+            for inKernel in [true, false] {
+                #expect(throws: ContentPackage.Failure.self, "cut at \(cut), in kernel: \(inKernel)") {
+                    try ContentPackage.unpack(damaged, into: directory.url.appendingPathComponent("cut-\(cut)-\(inKernel)"), inKernel: inKernel)
+                }
+            }
+        }
+    }
 }

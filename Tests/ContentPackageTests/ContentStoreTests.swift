@@ -1,4 +1,5 @@
 import ContentPackage
+import Crypto
 import Download
 import Foundation
 import StoreBus
@@ -82,5 +83,47 @@ struct ContentStoreTests {
             #expect("\(error)".contains(spec.productID) && "\(error)".contains("SHA-256"), "\(error)")
         }
         #expect(ContentPackage.isVersion("2.10.3") && ContentPackage.isVersion("1") && !ContentPackage.isVersion("1.") && !ContentPackage.isVersion("v1"))
+    }
+
+    @Test(
+        "each 256 KiB piece's digest is worked out once when the package is made and kept beside it; a chunk of the grid takes it (the fast path), any other is hashed, and both give what hashing every chunk gives (the plain twin); damaged kept digests are made again"
+    )
+    func keptChunkDigests() async throws {
+        let directory = try TemporaryDirectory(prefix: "store")
+        defer { directory.remove() }
+        let sources = try ContentPackageTests.files([300_000, 400_000, 100_001], in: directory, seed: 7)
+        let root = directory.url.appendingPathComponent("source")
+        let spec = ContentStore.Spec(
+            app: puzzle, productID: "com.example.pack", contentID: "com.example.pack", version: "1.2", location: ".",
+            files: sources.map { (path: $0.path, length: $0.length, sha256: $0.sha256 ?? "") },
+            announcedLength: ContentPackage.archiveLength(fileLengths: sources.map(\.length)))
+        let packages = directory.url.appendingPathComponent("packages")
+        let store = try ContentStore(contentRoot: root, directory: packages, specs: [spec])
+        let package = try #require(store.package(app: puzzle, contentID: spec.contentID))
+        let grid = ContentStore.digestGrid
+        let whole = [UInt8](try Data(contentsOf: package.file))
+        #expect(package.chunkSHA256.count == (whole.count + grid - 1) / grid && package.chunkSHA256.count == 4)
+        for (index, kept) in package.chunkSHA256.enumerated() {
+            let piece = whole[(index * grid)..<min(whole.count, (index + 1) * grid)]
+            #expect(kept == ContentPackage.hex(SHA256.hash(data: Array(piece))), "piece \(index)")
+        }
+        // Reads of the grid, across it, short and past the end, both ways
+        let reads: [(Int64, Int)] = [
+            (0, grid), (Int64(grid), grid), (Int64(3 * grid), grid), (Int64(3 * grid), whole.count - 3 * grid), (0, grid - 1), (1, grid), (Int64(grid), 2 * grid), (Int64(whole.count - 10), grid),
+            (Int64(whole.count), grid)
+        ]
+        for (offset, count) in reads {
+            let fast = try await store.readChunk(package, offset: offset, maxBytes: count, keptDigests: true)
+            let plain = try await store.readChunk(package, offset: offset, maxBytes: count, keptDigests: false)
+            let expected = Array(whole[Int(offset)..<min(whole.count, Int(offset) + count)])
+            #expect(fast.bytes == expected && plain.bytes == expected, "\(offset)+\(count)")
+            #expect(fast.sha256 == plain.sha256 && plain.sha256 == ContentPackage.hex(SHA256.hash(data: expected)), "\(offset)+\(count)")
+        }
+        // A restart reads them back; a damaged file of them is made again
+        #expect(try ContentStore(contentRoot: root, directory: packages, specs: [spec]).package(app: puzzle, contentID: spec.contentID) == package)
+        let kept = try #require(try FileManager.default.contentsOfDirectory(at: packages, includingPropertiesForKeys: nil).first { $0.pathExtension == "chunks" })
+        try Data("0123\n".utf8).write(to: kept)
+        #expect(try ContentStore(contentRoot: root, directory: packages, specs: [spec]).package(app: puzzle, contentID: spec.contentID) == package)
+        #expect(try String(contentsOf: kept, encoding: .utf8).split(separator: "\n").count == 4)
     }
 }

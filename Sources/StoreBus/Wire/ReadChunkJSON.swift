@@ -1,59 +1,111 @@
+import ExtrasBase64
 import StoreSchema
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Download.ReadChunk's answer in proto3 JSON, written and read directly: its `data` is up to a
-/// megabyte of base64, which swift-protobuf encodes and decodes a byte at a time. The bytes are
-/// those swift-protobuf would accept (field names, int64 as strings); a body of any other shape is
-/// read by swift-protobuf.
+/// megabyte of base64, which swift-protobuf encodes and decodes a byte at a time. The base64 is
+/// swift-extras-base64's; the bytes are those swift-protobuf writes (field names, int64 as
+/// strings), and a body of any other shape is read by swift-protobuf. With ``FastPaths`` off both
+/// ways are swift-protobuf's alone (`ReadChunkJSONTests` holds the two to the same bytes).
 public enum ReadChunkJSON {
-    /// The answer's JSON, its `data` included.
-    public static func encode(_ response: Storebus_Download_V1_ReadChunkResponse) -> [UInt8] {
-        response.data.withUnsafeBytes { encode(response, bytes: $0) }
+    /// The answer's JSON, its `data` included: written here with `direct`, else by swift-protobuf.
+    public static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, direct: Bool = FastPaths.enabled) -> [UInt8] {
+        guard direct else { return (try? JSONCodec.encode(response)) ?? [] }
+        return response.data.withUnsafeBytes { encode(response, bytes: $0) }
     }
 
     /// The answer's JSON: `data` and the other fields of `response` (whose own `data` is ignored).
-    /// Strings are written as they are: the digests are hex and versions dot-separated digits.
-    public static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) -> [UInt8] {
-        data.withUnsafeBytes { encode(response, bytes: $0) }
+    public static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8], direct: Bool = FastPaths.enabled) -> [UInt8] {
+        guard direct else {
+            var whole = response
+            whole.data = .init(data)
+            return (try? JSONCodec.encode(whole)) ?? []
+        }
+        return data.withUnsafeBytes { encode(response, bytes: $0) }
     }
 
+    /// Writes the members in swift-protobuf's order, omitting those at their default as it does.
+    /// Strings are written as they are: the digests are hex and versions dot-separated digits
+    /// (anything else goes through swift-protobuf, which escapes).
     private static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, bytes data: UnsafeRawBufferPointer) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity((data.count + 2) / 3 * 4 + 256 + response.version.utf8.count)
-        out += #"{"data":""#.utf8
-        Base64.encode(data, into: &out)
-        out += #"","chunkSha256":""#.utf8
-        out += response.chunkSha256.utf8
-        out += #"","offset":""#.utf8
-        out += String(response.offset).utf8
-        out += #"","version":""#.utf8
-        out += response.version.utf8
-        out += #"","contentLength":""#.utf8
-        out += String(response.contentLength).utf8
-        out += #"","sha256":""#.utf8
-        out += response.sha256.utf8
-        out += #"","eof":"#.utf8
-        out += (response.eof ? "true" : "false").utf8
-        out.append(UInt8(ascii: "}"))
-        return out
+        guard [response.chunkSha256, response.version, response.sha256].allSatisfy(isPlain) else {
+            var whole = response
+            whole.data = .init(data)
+            return (try? JSONCodec.encode(whole)) ?? []
+        }
+        let encodedLength = Base64.encodedLength(bytesCount: data.count)
+        let capacity = encodedLength + 160 + response.chunkSha256.utf8.count + response.version.utf8.count + response.sha256.utf8.count
+        return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+            var at = 0
+            func put(_ text: StaticString) {
+                text.withUTF8Buffer { for byte in $0 { buffer[at] = byte; at += 1 } }
+            }
+            func put(_ text: String) {
+                for byte in text.utf8 { buffer[at] = byte; at += 1 }
+            }
+            var first = true
+            func member(_ name: StaticString) {
+                if !first { buffer[at] = UInt8(ascii: ","); at += 1 }
+                first = false
+                put(name)
+            }
+            buffer[at] = UInt8(ascii: "{"); at += 1
+            if data.count > 0 {
+                member(#""data":""#)
+                var output = UnsafeMutableBufferPointer(rebasing: buffer[at..<(at + encodedLength)]).mutableSpan
+                at += Base64.encode(bytes: data.assumingMemoryBound(to: UInt8.self).span, into: &output)
+                buffer[at] = UInt8(ascii: "\""); at += 1
+            }
+            if !response.chunkSha256.isEmpty { member(#""chunkSha256":""#); put(response.chunkSha256); put("\"") }
+            if response.offset != 0 { member(#""offset":""#); put(String(response.offset)); put("\"") }
+            if !response.version.isEmpty { member(#""version":""#); put(response.version); put("\"") }
+            if response.contentLength != 0 { member(#""contentLength":""#); put(String(response.contentLength)); put("\"") }
+            if !response.sha256.isEmpty { member(#""sha256":""#); put(response.sha256); put("\"") }
+            if response.eof { member(#""eof":true"#) }
+            buffer[at] = UInt8(ascii: "}"); at += 1
+            count = at
+        }
+    }
+
+    /// Whether a string is written in JSON as it is: printable ASCII without `"` or `\`.
+    private static func isPlain(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
     }
 
     /// The answer in `json` without its `data`, and the data: decoded here, the rest by
-    /// swift-protobuf (all of it when `data` is not a plain base64 string).
-    public static func decode(_ json: [UInt8]) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
+    /// swift-protobuf (all of it when `data` is not a plain, padded base64 string of the standard
+    /// alphabet, or without `direct`).
+    public static func decode(_ json: [UInt8], direct: Bool = FastPaths.enabled) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
         func whole() throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
             var response = try JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: json)
             let data = [UInt8](response.data)
             response.data = .init()
             return (response, data)
         }
-        guard let value = JSONScanner.member("data", of: json, in: 0..<json.count),
+        guard direct, let value = JSONScanner.member("data", of: json, in: 0..<json.count),
             value.count >= 2, json[value.lowerBound] == UInt8(ascii: "\""), json[value.upperBound - 1] == UInt8(ascii: "\"")
         else { return try whole() }
         let inner = (value.lowerBound + 1)..<(value.upperBound - 1)
-        guard let data = json.withUnsafeBufferPointer({ Base64.decode(UnsafeBufferPointer(rebasing: $0[inner])) }) else { return try whole() }
+        // Padding only at the end, as swift-protobuf takes it (swift-extras-base64 takes it inside
+        // too): the first `=` (found with memchr) is one of the last two characters.
+        let decoded = json[inner].withUnsafeBufferPointer { text -> [UInt8]? in
+            guard text.count % 4 == 0, let base = text.baseAddress else { return text.isEmpty ? [] : nil }
+            if let found = memchr(base, Int32(UInt8(ascii: "=")), text.count) {
+                let at = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                guard at >= text.count - 2, text[(text.count - 1)] == UInt8(ascii: "=") else { return nil }
+            }
+            return try? Base64.decode(bytes: text.span)
+        }
+        guard let data = decoded else { return try whole() }
         var rest = Array(json[..<value.lowerBound])
         rest += #""""#.utf8
         rest += json[value.upperBound...]
-        return (try JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: rest), data)
+        let response = try JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: rest)
+        // A second `data` member: swift-protobuf's reading of the whole decides.
+        guard response.data.isEmpty else { return try whole() }
+        return (response, data)
     }
 }
