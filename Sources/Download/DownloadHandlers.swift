@@ -142,6 +142,8 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
             $0.contentLength = package.length
             $0.sha256 = package.sha256
             $0.eof = end == package.length
+            // The codec moves the bytes into the answer's attachment.
+            $0.dataFrame = request.dataFrame
         }
     }
 
@@ -299,10 +301,14 @@ enum DownloadMetrics {
 }
 
 extension MessageCodec where Request == Storebus_Download_V1_ReadChunkRequest, Response == Storebus_Download_V1_ReadChunkResponse {
-    /// ReadChunk's codec: the request by swift-protobuf, the answer's JSON written directly
-    /// (``ReadChunkJSON``), its megabyte of base64 included.
+    /// ReadChunk's codec: the request by swift-protobuf; the answer's JSON written directly
+    /// (``ReadChunkJSON``), its megabyte of base64 included, or, when the request asked for
+    /// `data_frame`, without it: the bytes are the answer's attachment.
     static let readChunk = MessageCodec(
         decode: { body in try JSONCodec.decode(Request.self, from: body) },
-        encode: { response in ReadChunkJSON.encode(response) }
+        reply: { response in
+            guard response.dataFrame else { return RawReply(body: ReadChunkJSON.encode(response)) }
+            return RawReply(body: ReadChunkJSON.encode(response, data: []), attachment: [UInt8](response.data))
+        }
     )
 }

@@ -253,7 +253,9 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         }
     }
 
-    func forward(_ route: ForwardingTable.Route, body: [UInt8], context: ServerContext) async throws -> [UInt8] {
+    /// Passes a call to the upstream serving it, and its answer back as it came: body and
+    /// attachment undecoded.
+    func forward(_ route: ForwardingTable.Route, body: [UInt8], context: ServerContext) async throws -> RawReply {
         let session = try session(context)
         guard ForwardingTable.allows(session.key, route.method.access) else {
             switch route.method.access {
@@ -269,7 +271,7 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         // Not for admin sessions: services let them read any app, so their answers are not the
         // session's app's to give.
         let cached = !session.admin && route.method.cacheable
-        if cached, let answer = answers.answer(path: route.method.path, app: session.claims.app, body: body) { return answer }
+        if cached, let answer = answers.answer(path: route.method.path, app: session.claims.app, body: body) { return RawReply(body: answer) }
         logger.debug(
             "Forwarding",
             metadata: [
@@ -282,8 +284,8 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
         guard response.code == .ok else {
             throw response.error ?? RPCError(response.code, "\(route.method.path) failed")
         }
-        if cached { answers.keep(response.body, path: route.method.path, app: session.claims.app, body: body) }
-        return response.body
+        if cached && response.attachment == nil { answers.keep(response.body, path: route.method.path, app: session.claims.app, body: body) }
+        return RawReply(body: response.body, attachment: response.attachment)
     }
 
     // MARK: The observer stream

@@ -317,6 +317,8 @@ final class DownloadEngine: Sendable {
                 $0.offset = offset
                 $0.maxBytes = UInt32(chunk)
                 $0.ifVersion = version
+                // The bytes as a frame beside the JSON, not base64 inside it (the plain path: base64).
+                $0.dataFrame = FastPaths.enabled
             }
         }
         let connection = self.connection
@@ -328,8 +330,8 @@ final class DownloadEngine: Sendable {
                 group.addTask {
                     if delay > .zero { try? await Task.sleep(for: delay) }
                     do {
-                        let body = try await connection.callRaw(path: path, idempotent: true, body: try JSONCodec.encode(call))
-                        return (offset, .success(try ReadChunkJSON.decode(body)))
+                        let answer = try await connection.callRawReply(path: path, idempotent: true, body: try JSONCodec.encode(call))
+                        return (offset, .success(try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)))
                     } catch let error as StoreError {
                         return (offset, .failure(error))
                     } catch {

@@ -237,13 +237,18 @@ public final class StoreConnection: Sendable {
     /// Calls `path` with a JSON body and returns the answer's JSON body, as ``call(_:_:timeout:idempotencyKey:)``
     /// does for messages: for bodies the SDK reads itself (downloads' chunks).
     func callRaw(path: String, idempotent: Bool, body: [UInt8]) async throws -> [UInt8] {
+        try await callRawReply(path: path, idempotent: idempotent, body: body).body
+    }
+
+    /// ``callRaw(path:idempotent:body:)``, with the answer's attachment.
+    func callRawReply(path: String, idempotent: Bool, body: [UInt8]) async throws -> RawResponse {
         try await withSession { token in
             let response = try await client.callRaw(
                 path: path, idempotent: idempotent, body: body,
                 options: CallOptions(timeout: configuration.callTimeout, metadata: [GatewayMetadata.session: token])
             )
             guard response.code == .ok else { throw response.error ?? RPCError(response.code, "\(path) failed") }
-            return response.body
+            return response
         }
     }
 

@@ -107,7 +107,9 @@ extension InMemoryStore {
         return statuses
     }
 
-    func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> [UInt8] {
+    /// ReadChunk's answer: its JSON and, when the request asked for `data_frame`, the bytes as the
+    /// attachment.
+    func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> (json: [UInt8], attachment: [UInt8]?) {
         let (package, download) = try state.withLock { state -> (Package, Storebus_PaymentQueue_V1_Download) in
             guard let stored = state.transactions[request.download.transactionIdentifier], stored.queueKey == queue.key,
                 let download = stored.transaction.downloads.first(where: { $0.contentIdentifier == request.download.contentIdentifier }),
@@ -132,7 +134,8 @@ extension InMemoryStore {
             $0.contentLength = length
             $0.sha256 = package.sha256
             $0.eof = request.offset + Int64(count) == length
+            $0.dataFrame = request.dataFrame
         }
-        return ReadChunkJSON.encode(response, data: data)
+        return request.dataFrame ? (ReadChunkJSON.encode(response, data: []), data) : (ReadChunkJSON.encode(response, data: data), nil)
     }
 }

@@ -236,6 +236,12 @@ public final class InMemoryStore: StoreTransport {
 
     public func callRaw(path: String, idempotent: Bool, body: [UInt8], options: CallOptions) async throws(RPCError) -> RawResponse {
         do {
+            if path == Storebus_Download_V1_Download.readChunk.path {
+                // Its bytes in a frame of their own when asked, as the download service answers.
+                let request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
+                let (json, attachment) = try readChunk(request, queue: try Self.queue(of: options))
+                return RawResponse(code: .ok, body: json, attachment: attachment)
+            }
             let answer = try await answer(path: path, body: body, options: options)
             return RawResponse(code: .ok, body: answer)
         } catch let error as RPCError {
@@ -333,9 +339,6 @@ public final class InMemoryStore: StoreTransport {
             let request = try JSONCodec.decode(Storebus_Download_V1_FailDownloadRequest.self, from: body)
             let status = try changeDownloads([request.download], action: .fail, queue: try Self.queue(of: options), error: request.error).first ?? .init()
             return try JSONCodec.encode(Storebus_Download_V1_FailDownloadResponse.with { $0.download = status })
-        case Storebus_Download_V1_Download.readChunk.path:
-            let request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
-            return try readChunk(request, queue: try Self.queue(of: options))
         default:
             if let answer = try answerSubscriptions(path: path, body: body, queue: { try Self.queue(of: options) }) { return answer }
             throw RPCError(.unimplemented, "\(path) is not served by InMemoryStore").withReason("UNKNOWN_METHOD", domain: "storebus.rpc")

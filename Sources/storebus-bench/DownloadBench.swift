@@ -35,12 +35,13 @@ struct DownloadBench {
         let context = try ZeroMQ.Context(ioThreads: 1, batchScheduledIO: false)
         let floorEndpoint = "ipc://\(fixture.directory.path("floor.sock"))"
         try Self.startChunkServer(context: context, endpoint: floorEndpoint, file: package)
-        var bare: [Double] = [], single: [Double] = [], concurrent: [Double] = []
+        var bare: [Double] = [], single: [Double] = [], concurrent: [Double] = [], disk: [Double] = []
         var idleP99: [Double] = [], duringP99: [Double] = [], readerRate: [Double] = []
         var bareIdleP99: [Double] = [], bareDuringP99: [Double] = []
         let megabytes = Double(Self.big.packageLength) / Double(1 << 20)
         for round in 0..<rounds {
             bare.append(megabytes / (try Self.pullOverPlainZeroMQ(context: context, endpoint: floorEndpoint, length: Self.big.packageLength)))
+            disk.append(megabytes / (try Self.writeAsDeviceDoes(package: package, into: fixture.directory.url)))
             single.append(megabytes / (try await download(cluster, fixture, pack: Self.big, devices: 1, round: round)))
             let total = Double(Self.devices) * Double(Self.mid.packageLength) / Double(1 << 20)
             concurrent.append(total / (try await download(cluster, fixture, pack: Self.mid, devices: Self.devices, round: round)))
@@ -63,6 +64,8 @@ struct DownloadBench {
         report("bare_zmq_chunk_mb_per_s", median(bare), "MB/s")
         report("download_mb_per_s", median(single), "MB/s")
         report("download_over_bare_zmq_chunk", median(zip(single, bare).map { $0 / $1 }), "ratio")
+        report("bare_device_write_mb_per_s", median(disk), "MB/s")
+        report("download_over_bare_device_write", median(zip(single, disk).map { $0 / $1 }), "ratio")
         report("downloads_concurrent_mb_per_s", median(concurrent), "MB/s")
         report("download_peak_rss_mb", Double(peakRSS) / Double(1 << 20), "MB")
         report("rpc_rtt_p99_download_idle_us", median(idleP99), "us")
@@ -279,6 +282,50 @@ struct DownloadBench {
             inFlight -= 1
             guard !reply.isEmpty else { throw ClusterFailure(description: "the floor's server sent an empty chunk") }
             received += Int64(reply.count)
+        }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// Seconds for the disk work the SDK does for a download, with nothing else: the package
+    /// written into a new file in chunks and synced every 8 MiB and at the end, then copied by the
+    /// kernel into a second file (the unpacked content; not synced, as the SDK does not sync it).
+    /// No network, JSON or digests.
+    static func writeAsDeviceDoes(package: URL, into directory: URL) throws -> Double {
+        let input = open(package.path, O_RDONLY)
+        guard input >= 0 else { throw ClusterFailure(description: "cannot open \(package.path)") }
+        defer { close(input) }
+        let partial = directory.appendingPathComponent("floor.partial"), unpacked = directory.appendingPathComponent("floor.unpacked")
+        defer {
+            unlink(partial.path)
+            unlink(unpacked.path)
+        }
+        let start = DispatchTime.now().uptimeNanoseconds
+        let output = open(partial.path, O_RDWR | O_CREAT | O_TRUNC, 0o644)
+        guard output >= 0 else { throw ClusterFailure(description: "cannot make \(partial.path)") }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: chunk)
+        var offset = 0, unsynced = 0
+        while true {
+            let count = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress!, chunk, off_t(offset)) }
+            guard count > 0 else { break }
+            guard buffer.withUnsafeBytes({ pwrite(output, $0.baseAddress!, count, off_t(offset)) }) == count else {
+                throw ClusterFailure(description: "a write of the device floor failed: \(String(cString: strerror(errno)))")
+            }
+            offset += count
+            unsynced += count
+            if unsynced >= 8 << 20 {
+                fsync(output)
+                unsynced = 0
+            }
+        }
+        fsync(output)
+        let copy = open(unpacked.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard copy >= 0 else { throw ClusterFailure(description: "cannot make \(unpacked.path)") }
+        defer { close(copy) }
+        var from = 0
+        while from < offset {
+            let sent = sendfile(copy, output, &from, offset - from)
+            guard sent > 0 else { throw ClusterFailure(description: "the device floor's copy failed: \(String(cString: strerror(errno)))") }
         }
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }

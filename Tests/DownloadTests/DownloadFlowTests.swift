@@ -1,10 +1,12 @@
 import ContentPackage
+import Crypto
 import Foundation
 import StoreBus
-import StoreBusSDK
 import StoreBusTesting
 import StoreSchema
 import Testing
+
+@testable import StoreBusSDK
 
 /// Downloads of hosted content through a whole system of real processes: the catalog names the
 /// content, the payment queue keeps the states, the receipt proves the purchase, the download
@@ -43,6 +45,49 @@ struct DownloadFlowTests {
             #expect(await recorder.wait { $0.removed(bought.id) })
             #expect(recorder.downloadStates(of: bought.id) == [.active, .finished])
             await phone.close()
+        }
+    }
+
+    @Test("ReadChunk through a gateway: the bytes as base64 in the JSON and as a frame of their own (data_frame) are the same, with the same digests, the attachment only when asked")
+    func dataFrame() async throws {
+        let fixture = try DownloadFixture(megabytes: 1)
+        defer { fixture.directory.remove() }
+        try await fixture.cluster().running { cluster in
+            let (phone, recorder) = try await cluster.device("carol", downloads: fixture.directory.url.appendingPathComponent("phone-downloads"))
+            let bought = try await cluster.buy(DownloadFixture.levelPack, phone, recorder)
+            // No device pulls it: this connection reads the chunks itself.
+            await phone.close()
+            let connection = try StoreConnection(configuration: cluster.configuration(account: "carol"))
+            let ref = Storebus_Download_V1_DownloadRef.with {
+                $0.transactionIdentifier = bought.id
+                $0.contentIdentifier = bought.downloads.first?.contentIdentifier ?? ""
+            }
+            let started = try await connection.call(Storebus_Download_V1_Download.startDownloads, .with { $0.downloads = [ref] })
+            let sha256 = try #require(started.downloads.first).sha256
+            var packages: [[UInt8]] = []
+            for frame in [false, true] {
+                var package: [UInt8] = []
+                while true {
+                    let request = Storebus_Download_V1_ReadChunkRequest.with {
+                        $0.queue = connection.configuration.queue
+                        $0.download = ref
+                        $0.offset = Int64(package.count)
+                        $0.maxBytes = 30_000
+                        $0.dataFrame = frame
+                    }
+                    let answer = try await connection.callRawReply(path: Storebus_Download_V1_Download.readChunk.path, idempotent: true, body: try JSONCodec.encode(request))
+                    #expect((answer.attachment != nil) == frame)
+                    let (response, data) = try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)
+                    #expect(response.dataFrame == frame && response.offset == Int64(package.count))
+                    #expect(response.chunkSha256 == ContentPackage.hex(SHA256.hash(data: data)))
+                    package += data
+                    if response.eof || data.isEmpty { break }
+                }
+                packages.append(package)
+            }
+            #expect(packages[0] == packages[1] && packages[0].count == 86_528)
+            #expect(ContentPackage.hex(SHA256.hash(data: packages[1])) == sha256)
+            await connection.close()
         }
     }
 }

@@ -36,15 +36,19 @@ struct FramesTests {
         }
     }
 
-    @Test("a response built by the server parses at the client, routing and body untouched")
+    @Test("a response built by the server parses at the client, routing, body and attachment untouched")
     func responseRoundTrip() throws {
         let body = Array(#"{"payload":"x"}"#.utf8)
         for code in [StatusCode.ok, .notFound, .internalError] {
-            let frames = Frames.response(envelope: Envelope(routing: []), requestID: Array("req-42".utf8), code: code, body: body)
-            let parsed = try #require(Frames.parseAtClient(frames))
-            #expect(parsed.requestID == Array("req-42".utf8))
-            #expect(parsed.code == code)
-            #expect(parsed.body == body)
+            for attachment in [nil, [], [0x00, 0x0A, 0xFF]] as [[UInt8]?] {
+                let frames = Frames.response(envelope: Envelope(routing: []), requestID: Array("req-42".utf8), code: code, body: body, attachment: attachment)
+                #expect(frames.count == (attachment == nil ? 3 : 4))
+                let parsed = try #require(Frames.parseAtClient(frames))
+                #expect(parsed.requestID == Array("req-42".utf8))
+                #expect(parsed.code == code)
+                #expect(parsed.body == body)
+                #expect(parsed.attachment == attachment)
+            }
         }
     }
 
@@ -65,12 +69,13 @@ struct FramesTests {
         #expect(Frames.parseAtClient([[], Array(header.utf8), []]) == nil)
     }
 
-    @Test("a response whose frames do not follow the delimiter as header and body is refused")
+    @Test("a response whose frames do not follow the delimiter as header, body and at most one attachment is refused")
     func malformedResponseShape() {
         let header = Array("SB1R\nreq-1\n0".utf8)
         #expect(Frames.parseAtClient([header, []]) == nil)
         #expect(Frames.parseAtClient([[], header]) == nil)
-        #expect(Frames.parseAtClient([[], header, [], []]) == nil)
+        #expect(Frames.parseAtClient([[], header, [], [1]])?.attachment == [1])
+        #expect(Frames.parseAtClient([[], header, [], [], []]) == nil)
     }
 
     @Test("metadata keeps one value per key: setting replaces it, nil removes it, the last of a key given twice wins")

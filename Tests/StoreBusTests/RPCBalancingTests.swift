@@ -60,7 +60,7 @@ struct RPCBalancingTests {
             throw RPCError(.unavailable, "the server is shutting down", details: .with { $0.retry.retryDelayMs = 100 })
         }
         var answering = RPCRouter()
-        answering.registerRaw(path: "/test.Flaky/Call") { _, _ in Array("{}".utf8) }
+        answering.registerRaw(path: "/test.Flaky/Call") { _, _ in RawReply(body: Array("{}".utf8)) }
         let a = try TestServer(extra: refusing), b = try TestServer(extra: answering)
         try await withRPCClient(endpoints: [a.endpoint, b.endpoint]) { client in
             // (Both connected: quick calls reach each of them.)
@@ -95,7 +95,7 @@ struct RPCBalancingTests {
         var refusing = RPCRouter()
         refusing.registerRaw(path: "/test.Retry/Call") { _, _ in throw RPCError(.unavailable, "busy") }
         var answering = RPCRouter()
-        answering.registerRaw(path: "/test.Retry/Call") { _, _ in Array("{}".utf8) }
+        answering.registerRaw(path: "/test.Retry/Call") { _, _ in RawReply(body: Array("{}".utf8)) }
         let busy = try TestServer(extra: refusing), healthy = try TestServer(extra: answering)
         try await withRPCClient(endpoints: [busy.endpoint, healthy.endpoint]) { client in
             _ = try await client.call(Storebus_Diagnostics_V1_Diagnostics.echo, .init())

@@ -342,11 +342,11 @@ struct RPCTests {
         let limit: Int64 = 64 * 1024
         var router = RPCRouter()
         router.registerRaw(path: "/test.Size/Big") { _, _ in
-            Array("\"".utf8) + [UInt8](repeating: 0x61, count: Int(limit)) + Array("\"".utf8)
+            RawReply(body: Array("\"".utf8) + [UInt8](repeating: 0x61, count: Int(limit)) + Array("\"".utf8))
         }
         router.registerRaw(path: "/test.Size/Slow") { _, _ in
             try await Task.sleep(for: .milliseconds(300))
-            return Array("{}".utf8)
+            return RawReply(body: Array("{}".utf8))
         }
         let server = try TestServer(extra: router) { $0.maxMessageBytes = limit }
         try await withRPCClient(endpoints: [server.endpoint], configure: { $0.maxMessageBytes = limit }) { client in

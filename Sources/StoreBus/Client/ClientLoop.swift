@@ -300,7 +300,7 @@ final class ClientLoop {
             }
             endpoints[index].inFlight -= 1
             call.endpoint = nil
-            let raw = RawResponse(code: response.code, body: response.body)
+            let raw = RawResponse(code: response.code, body: response.body, attachment: response.attachment)
             if response.code == .unavailable || response.code == .resourceExhausted {
                 rest(index, after: raw)
             }

@@ -10,11 +10,14 @@ public struct RawResponse: Sendable {
     public var code: StatusCode
     /// The response message on OK; an ErrorStatus otherwise.
     public var body: [UInt8]
+    /// The frame after the body, when the answer has one (see ``InboundResponse/attachment``).
+    public var attachment: [UInt8]?
 
-    /// An answer with `code` and `body`.
-    public init(code: StatusCode, body: [UInt8]) {
+    /// An answer with `code`, `body` and perhaps an attachment.
+    public init(code: StatusCode, body: [UInt8], attachment: [UInt8]? = nil) {
         self.code = code
         self.body = body
+        self.attachment = attachment
     }
 
     /// The error this response stands for, nil on OK.

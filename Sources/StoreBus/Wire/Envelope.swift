@@ -53,6 +53,9 @@ public struct InboundResponse: Sendable {
     public var code: StatusCode
     /// On OK the response message; otherwise a `storebus.common.v1.ErrorStatus`, both proto3 JSON.
     public var body: [UInt8]
+    /// The frame after the body, when the answer has one: bytes a method's contract says its
+    /// response carries beside the JSON when the request asked (Download.ReadChunk's `data_frame`).
+    public var attachment: [UInt8]?
 }
 
 /// Builds and parses StoreBus frames.
@@ -150,8 +153,8 @@ public enum Frames {
             ))
     }
 
-    /// Builds the frames of a response.
-    public static func response(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8]) -> [[UInt8]] {
+    /// Builds the frames of a response; `attachment`, when given, is a frame after the body.
+    public static func response(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8], attachment: [UInt8]? = nil) -> [[UInt8]] {
         var header = WireProtocol.responseTag
         header.reserveCapacity(8 + requestID.count)
         header.append(0x0A)
@@ -159,10 +162,11 @@ public enum Frames {
         header.append(0x0A)
         header.append(contentsOf: decimal(UInt64(bitPattern: Int64(code.rawValue))))
         var frames = envelope.routing
-        frames.reserveCapacity(frames.count + 3)
+        frames.reserveCapacity(frames.count + 4)
         frames.append([])
         frames.append(header)
         frames.append(body)
+        if let attachment { frames.append(attachment) }
         return frames
     }
 
@@ -190,7 +194,7 @@ public enum Frames {
 
     /// Parses a message received on a DEALER.
     public static func parseAtClient(_ frames: [[UInt8]]) -> InboundResponse? {
-        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 3 else { return nil }
+        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 3 || frames.count == delimiter + 4 else { return nil }
         // Three lines: tag, request id, status code (found without splitting: this runs per answer).
         let header = frames[delimiter + 1]
         guard let firstBreak = header.firstIndex(of: 0x0A),
@@ -201,7 +205,8 @@ public enum Frames {
         guard !codeBytes.contains(0x0A), let code = parseDecimal(codeBytes), code <= UInt64(Int32.max) else { return nil }
         return InboundResponse(
             envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: Array(header[(firstBreak + 1)..<secondBreak]),
-            code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 2]
+            code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 2],
+            attachment: frames.count == delimiter + 4 ? frames[delimiter + 3] : nil
         )
     }
 

@@ -37,7 +37,7 @@ public enum ReadChunkJSON {
             return (try? JSONCodec.encode(whole)) ?? []
         }
         let encodedLength = Base64.encodedLength(bytesCount: data.count)
-        let capacity = encodedLength + 160 + response.chunkSha256.utf8.count + response.version.utf8.count + response.sha256.utf8.count
+        let capacity = encodedLength + 180 + response.chunkSha256.utf8.count + response.version.utf8.count + response.sha256.utf8.count
         return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
             var at = 0
             func put(_ text: StaticString) {
@@ -65,6 +65,7 @@ public enum ReadChunkJSON {
             if response.contentLength != 0 { member(#""contentLength":""#); put(String(response.contentLength)); put("\"") }
             if !response.sha256.isEmpty { member(#""sha256":""#); put(response.sha256); put("\"") }
             if response.eof { member(#""eof":true"#) }
+            if response.dataFrame { member(#""dataFrame":true"#) }
             buffer[at] = UInt8(ascii: "}"); at += 1
             count = at
         }
@@ -73,6 +74,17 @@ public enum ReadChunkJSON {
     /// Whether a string is written in JSON as it is: printable ASCII without `"` or `\`.
     private static func isPlain(_ text: String) -> Bool {
         text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+    }
+
+    /// The answer in `json` and its bytes: the attachment when the answer says `dataFrame` (an
+    /// answer that says so without one is refused), else its `data`, taken out of the answer.
+    public static func decode(_ json: [UInt8], attachment: [UInt8]?, direct: Bool = FastPaths.enabled) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
+        let (response, data) = try decode(json, direct: direct)
+        guard response.dataFrame else { return (response, data) }
+        guard let attachment, data.isEmpty else {
+            throw RPCError(.dataLoss, "a ReadChunk answer says its bytes follow as a frame, and \(attachment == nil ? "none does" : "it has data too")")
+        }
+        return (response, attachment)
     }
 
     /// The answer in `json` without its `data`, and the data: decoded here, the rest by

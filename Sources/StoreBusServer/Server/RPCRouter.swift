@@ -13,7 +13,7 @@ import SwiftProtobuf
 /// the handlers call it loop-safe.
 public struct RPCRouter: Sendable {
     /// A handler on encoded bodies.
-    public typealias RawHandler = @Sendable (_ body: [UInt8], _ context: ServerContext) async throws -> [UInt8]
+    public typealias RawHandler = @Sendable (_ body: [UInt8], _ context: ServerContext) async throws -> RawReply
 
     /// Where a method's handler runs.
     public enum Placement: Sendable, Equatable {
@@ -54,10 +54,10 @@ public struct RPCRouter: Sendable {
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
         let decode = decoder(for: method, codec.decode)
-        let encode = codec.encode
+        let reply = codec.reply
         handlers[method.path] = Entry(
             handler: { body, context in
-                try encode(try await handler(try decode(body, context), context))
+                try reply(try await handler(try decode(body, context), context))
             }, placement: placement)
     }
 
@@ -72,7 +72,7 @@ public struct RPCRouter: Sendable {
         let decode = decoder(for: method, codec.decode)
         handlers[method.path] = Entry(
             handler: { body, context in
-                try await handler(try decode(body, context), context).json
+                RawReply(body: try await handler(try decode(body, context), context).json)
             }, placement: placement)
     }
 
@@ -135,17 +135,39 @@ public struct PrewrittenResponse<Message: SwiftProtobuf.Message>: Sendable {
 public struct MessageCodec<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>: Sendable {
     /// Reads a request body; throws INVALID_ARGUMENT naming what it refuses.
     public var decode: @Sendable (_ body: [UInt8]) throws -> Request
-    /// Writes a response.
-    public var encode: @Sendable (_ response: Response) throws -> [UInt8]
+    /// Writes a response: its body and, for a method whose contract gives its answers a frame after
+    /// the body, that frame.
+    public var reply: @Sendable (_ response: Response) throws -> RawReply
 
     /// A codec of the given reader and writer.
     public init(decode: @escaping @Sendable ([UInt8]) throws -> Request, encode: @escaping @Sendable (Response) throws -> [UInt8]) {
         self.decode = decode
-        self.encode = encode
+        reply = { RawReply(body: try encode($0)) }
+    }
+
+    /// A codec whose writer may put part of a response in a frame after its body.
+    public init(decode: @escaping @Sendable ([UInt8]) throws -> Request, reply: @escaping @Sendable (Response) throws -> RawReply) {
+        self.decode = decode
+        self.reply = reply
     }
 
     /// swift-protobuf's JSON.
     public static var plain: MessageCodec {
         MessageCodec(decode: { try JSONCodec.decode(Request.self, from: $0) }, encode: { try JSONCodec.encode($0) })
+    }
+}
+
+/// What a handler answers: the body (proto3 JSON) and, when the method's contract says so and the
+/// request asked for it, one more frame after it (proto-schemas/README.md, "Attachments").
+public struct RawReply: Sendable {
+    /// The response's JSON.
+    public var body: [UInt8]
+    /// The frame after the body.
+    public var attachment: [UInt8]?
+
+    /// A reply of `body` and perhaps an attachment.
+    public init(body: [UInt8], attachment: [UInt8]? = nil) {
+        self.body = body
+        self.attachment = attachment
     }
 }

@@ -142,7 +142,7 @@ final class ServerLoop {
     /// The token of the loop-placed call being started inline (0 when none), and its outcome if it
     /// finished before its first suspension.
     private var startingInline: UInt64 = 0
-    private var inlineOutcome: Result<[UInt8], any Error>?
+    private var inlineOutcome: Result<RawReply, any Error>?
     private var draining = false
 
     init(socket: Socket, router: RPCRouter, reactor: Reactor, statistics: ServerStatistics, configuration: ServerConfiguration, logger: Logger) {
@@ -254,7 +254,7 @@ final class ServerLoop {
         let reactor = self.reactor
         let operation: @Sendable () async -> Void = {
             statistics.handlersRunning.wrappingAdd(1, ordering: .relaxed)
-            let outcome: Result<[UInt8], any Error>
+            let outcome: Result<RawReply, any Error>
             do {
                 outcome = .success(try await handler(body, context))
             } catch {
@@ -295,7 +295,7 @@ final class ServerLoop {
         send(envelope: request.envelope, requestID: request.requestID, error: error)
     }
 
-    private func complete(_ key: Key, token: UInt64, outcome: Result<[UInt8], any Error>) {
+    private func complete(_ key: Key, token: UInt64, outcome: Result<RawReply, any Error>) {
         if token == startingInline {
             // Finished inside `start`, before it made an entry: it answers.
             inlineOutcome = outcome
@@ -308,12 +308,12 @@ final class ServerLoop {
         finishIfDrained()
     }
 
-    private func answer(_ key: Key, method: String, started: ContinuousClock.Instant, outcome: Result<[UInt8], any Error>) {
+    private func answer(_ key: Key, method: String, started: ContinuousClock.Instant, outcome: Result<RawReply, any Error>) {
         switch outcome {
-        case .success(let body):
+        case .success(let reply):
             ServerStatistics.bump(statistics.requestsSucceeded)
             callMetrics.record(method: method, code: .ok, since: started)
-            send(envelope: key.envelope, requestID: key.requestID, code: .ok, body: body)
+            send(envelope: key.envelope, requestID: key.requestID, code: .ok, body: reply.body, attachment: reply.attachment)
         case .failure(let error):
             complete(key.envelope, key.requestID, method: method, started: started, failure: error)
         }
@@ -358,20 +358,21 @@ final class ServerLoop {
         send(envelope: envelope, requestID: requestID, code: error.code, body: body)
     }
 
-    private func send(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8]) {
+    private func send(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8], attachment: [UInt8]? = nil) {
         // The caller's socket has the same MAXMSGSIZE as ours: a larger answer would make it drop the
         // connection, failing every other call in flight on it. The caller hears why instead.
-        guard Int64(body.count) <= configuration.maxMessageBytes else {
+        let largest = max(body.count, attachment?.count ?? 0)
+        guard Int64(largest) <= configuration.maxMessageBytes else {
             logger.warning(
                 "Answer over the message limit replaced by RESOURCE_EXHAUSTED",
                 metadata: [
-                    "request.id": "\(String(decoding: requestID, as: UTF8.self))", "bytes": "\(body.count)"
+                    "request.id": "\(String(decoding: requestID, as: UTF8.self))", "bytes": "\(largest)"
                 ])
-            let error = RPCError(.resourceExhausted, "the answer (\(body.count) bytes) is larger than the message limit (\(configuration.maxMessageBytes) bytes)")
+            let error = RPCError(.resourceExhausted, "the answer (\(largest) bytes) is larger than the message limit (\(configuration.maxMessageBytes) bytes)")
             return send(envelope: envelope, requestID: requestID, error: error)
         }
         do {
-            try socket.send(frames: Frames.response(envelope: envelope, requestID: requestID, code: code, body: body), dontWait: true)
+            try socket.send(frames: Frames.response(envelope: envelope, requestID: requestID, code: code, body: body, attachment: attachment), dontWait: true)
         } catch {
             // The peer is gone (EHOSTUNREACH) or its queue is full (EAGAIN): the caller will time out.
             ServerStatistics.bump(statistics.repliesDropped)

@@ -452,6 +452,11 @@ public nonisolated struct Storebus_Download_V1_ReadChunkRequest: Sendable {
   /// now is FAILED_PRECONDITION CONTENT_VERSION_CHANGED.
   public var ifVersion: String = String()
 
+  /// True: the answer carries the bytes as a frame of their own after its JSON body (an attachment,
+  /// proto-schemas/README.md), not as base64 in `data`. False: base64 in `data`, as any proto3 JSON
+  /// reader takes it.
+  public var dataFrame: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -466,7 +471,8 @@ public nonisolated struct Storebus_Download_V1_ReadChunkResponse: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The bytes read (base64 in JSON): fewer than asked only at the package's end.
+  /// The bytes read (base64 in JSON): fewer than asked only at the package's end. Empty when
+  /// `data_frame` is true.
   public var data: Data = Data()
 
   /// Lowercase hex SHA-256 of data.
@@ -486,6 +492,10 @@ public nonisolated struct Storebus_Download_V1_ReadChunkResponse: Sendable {
 
   /// True when data reaches the end of the package.
   public var eof: Bool = false
+
+  /// True when the bytes read follow this message as the answer's attachment (the request asked
+  /// for `data_frame`): `chunk_sha256` is theirs.
+  public var dataFrame: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1103,7 +1113,7 @@ nonisolated extension Storebus_Download_V1_GetDownloadsResponse: SwiftProtobuf.M
 
 nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadChunkRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}download\0\u{1}offset\0\u{3}max_bytes\0\u{3}if_version\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}queue\0\u{1}download\0\u{1}offset\0\u{3}max_bytes\0\u{3}if_version\0\u{3}data_frame\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1116,6 +1126,7 @@ nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Messa
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.offset) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.maxBytes) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.ifVersion) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.dataFrame) }()
       default: break
       }
     }
@@ -1141,6 +1152,9 @@ nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Messa
     if !self.ifVersion.isEmpty {
       try visitor.visitSingularStringField(value: self.ifVersion, fieldNumber: 5)
     }
+    if self.dataFrame != false {
+      try visitor.visitSingularBoolField(value: self.dataFrame, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1150,6 +1164,7 @@ nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Messa
     if lhs.offset != rhs.offset {return false}
     if lhs.maxBytes != rhs.maxBytes {return false}
     if lhs.ifVersion != rhs.ifVersion {return false}
+    if lhs.dataFrame != rhs.dataFrame {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1157,7 +1172,7 @@ nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Messa
 
 nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadChunkResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{3}chunk_sha256\0\u{1}offset\0\u{1}version\0\u{3}content_length\0\u{1}sha256\0\u{1}eof\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{3}chunk_sha256\0\u{1}offset\0\u{1}version\0\u{3}content_length\0\u{1}sha256\0\u{1}eof\0\u{3}data_frame\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1172,6 +1187,7 @@ nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Mess
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.contentLength) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
       case 7: try { try decoder.decodeSingularBoolField(value: &self.eof) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.dataFrame) }()
       default: break
       }
     }
@@ -1199,6 +1215,9 @@ nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Mess
     if self.eof != false {
       try visitor.visitSingularBoolField(value: self.eof, fieldNumber: 7)
     }
+    if self.dataFrame != false {
+      try visitor.visitSingularBoolField(value: self.dataFrame, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1210,6 +1229,7 @@ nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Mess
     if lhs.contentLength != rhs.contentLength {return false}
     if lhs.sha256 != rhs.sha256 {return false}
     if lhs.eof != rhs.eof {return false}
+    if lhs.dataFrame != rhs.dataFrame {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
