@@ -50,20 +50,43 @@ public enum ContentPackage {
     /// whatever the sizes. Throws when a file is missing, has another length than the catalog says,
     /// or another SHA-256. Returns the package's length and SHA-256 (lowercase hex).
     public static func write(_ files: [File], to destination: URL) throws -> (length: Int64, sha256: String) {
+        let made = try write(files, to: destination, pieceBytes: nil)
+        return (made.length, made.sha256)
+    }
+
+    /// ``write(_:to:)``, and with `pieceBytes` the SHA-256 of each `pieceBytes` of the package in
+    /// turn (the last may be shorter), worked out from the same bytes as they are written.
+    public static func write(_ files: [File], to destination: URL, pieceBytes: Int?) throws -> (length: Int64, sha256: String, pieceSHA256: [String]) {
         let temporary = destination.deletingLastPathComponent().appendingPathComponent(".\(destination.lastPathComponent).partial")
         try? FileManager.default.removeItem(at: temporary)
         guard FileManager.default.createFile(atPath: temporary.path, contents: nil) else { throw Failure("cannot create \(temporary.path)") }
         let output = try FileHandle(forWritingTo: temporary)
         var packageHash = SHA256()
         var length: Int64 = 0
-        func emit<Bytes: DataProtocol>(_ bytes: Bytes) throws {
+        var pieceHash = SHA256()
+        var pieceFill = 0
+        var pieces: [String] = []
+        func emit(_ bytes: Data) throws {
             try output.write(contentsOf: bytes)
             packageHash.update(data: bytes)
             length += Int64(bytes.count)
+            guard let pieceBytes else { return }
+            var at = bytes.startIndex
+            while at < bytes.endIndex {
+                let take = min(pieceBytes - pieceFill, bytes.endIndex - at)
+                pieceHash.update(data: bytes[at..<(at + take)])
+                pieceFill += take
+                at += take
+                if pieceFill == pieceBytes {
+                    pieces.append(hex(pieceHash.finalize()))
+                    pieceHash = SHA256()
+                    pieceFill = 0
+                }
+            }
         }
         do {
             for file in files {
-                try emit(try header(for: file))
+                try emit(Data(try header(for: file)))
                 guard let input = FileHandle(forReadingAtPath: file.source.path) else { throw Failure("\(file.path): no such file at \(file.source.path)") }
                 defer { try? input.close() }
                 var fileHash = SHA256()
@@ -82,9 +105,10 @@ public enum ContentPackage {
                     throw Failure("\(file.path) has SHA-256 \(digest), the catalog says \(expected.lowercased())")
                 }
                 let padding = Int((Int64(block) - read % Int64(block)) % Int64(block))
-                if padding > 0 { try emit([UInt8](repeating: 0, count: padding)) }
+                if padding > 0 { try emit(Data(count: padding)) }
             }
-            try emit([UInt8](repeating: 0, count: 2 * block))
+            try emit(Data(count: 2 * block))
+            if pieceFill > 0 { pieces.append(hex(pieceHash.finalize())) }
             try output.synchronize()
             try output.close()
         } catch {
@@ -95,7 +119,7 @@ public enum ContentPackage {
         guard rename(temporary.path, destination.path) == 0 else {
             throw Failure("cannot rename \(temporary.path) to \(destination.path): \(String(cString: strerror(errno)))")
         }
-        return (length, hex(packageHash.finalize()))
+        return (length, hex(packageHash.finalize()), pieces)
     }
 
     /// The ustar header block of `file`.

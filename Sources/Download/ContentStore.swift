@@ -91,32 +91,35 @@ public final class ContentStore: Sendable {
             let digestFile = directory.appendingPathComponent("\(name).sha256")
             let chunkFile = directory.appendingPathComponent("\(name).chunks")
             let made: (length: Int64, sha256: String)
-            var remade = false
+            // The pieces' digests: worked out while a package is made, else read back from beside a
+            // kept one (and worked out from its bytes when that file is missing or damaged).
+            var chunkSHA256: [String] = []
             if let kept = try? String(contentsOf: digestFile, encoding: .utf8), kept.count == 64,
                 let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64, size == length
             {
                 made = (size, kept)
+                if let kept = try? String(contentsOf: chunkFile, encoding: .utf8), case let digests = kept.split(separator: "\n").map(String.init),
+                    digests.count == Self.pieces(made.length), digests.allSatisfy({ $0.utf8.count == 64 })
+                {
+                    chunkSHA256 = digests
+                } else {
+                    do {
+                        chunkSHA256 = try Self.pieceDigests(of: file, length: made.length)
+                    } catch {
+                        throw StartupError("hosted content of \(spec.productID): the package \(file.path) cannot be read: \(error)")
+                    }
+                    try Data(chunkSHA256.joined(separator: "\n").utf8).write(to: chunkFile, options: .atomic)
+                }
             } else {
-                remade = true
                 try? FileManager.default.removeItem(at: chunkFile)
                 do {
-                    made = try ContentPackage.write(files, to: file)
+                    let written = try ContentPackage.write(files, to: file, pieceBytes: Self.digestGrid)
+                    made = (written.length, written.sha256)
+                    chunkSHA256 = written.pieceSHA256
                 } catch {
                     throw StartupError("hosted content of \(spec.productID) in \(folder.path): \(error)")
                 }
                 try Data(made.sha256.utf8).write(to: digestFile, options: .atomic)
-            }
-            let chunkSHA256: [String]
-            if !remade, let kept = try? String(contentsOf: chunkFile, encoding: .utf8), case let digests = kept.split(separator: "\n").map(String.init),
-                digests.count == Self.pieces(made.length), digests.allSatisfy({ $0.utf8.count == 64 })
-            {
-                chunkSHA256 = digests
-            } else {
-                do {
-                    chunkSHA256 = try Self.pieceDigests(of: file, length: made.length)
-                } catch {
-                    throw StartupError("hosted content of \(spec.productID): the package \(file.path) cannot be read: \(error)")
-                }
                 try Data(chunkSHA256.joined(separator: "\n").utf8).write(to: chunkFile, options: .atomic)
             }
             guard packages[Self.key(app: spec.app, contentID: spec.contentID)] == nil else {
