@@ -8,7 +8,11 @@ extension ContentPackage {
     /// With `inKernel` each file's bytes are copied by the kernel from the archive to the file
     /// (`sendfile`: one copy, none through this process); without, or where the kernel cannot,
     /// they are read and written in 1 MiB pieces. Both make the same files.
-    public static func unpack(_ archive: URL, into folder: URL, inKernel: Bool = true) throws {
+    ///
+    /// With `durable`, each file is synced once written, and so is every folder made (the names in
+    /// them), before this returns: what it made survives a power loss. The folder that holds
+    /// `folder` is the caller's to sync (``syncFolder(_:)``), once the content is where it stays.
+    public static func unpack(_ archive: URL, into folder: URL, inKernel: Bool = true, durable: Bool = false) throws {
         let input = try FileHandle(forReadingFrom: archive)
         defer { try? input.close() }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
@@ -22,9 +26,16 @@ extension ContentPackage {
             }
             return bytes
         }
+        var folders: Set<String> = [folder.path]
         while true {
             let header = try read(block)
-            if header.allSatisfy({ $0 == 0 }) { return }
+            if header.allSatisfy({ $0 == 0 }) {
+                if durable {
+                    // Deepest first: a folder's entry in its parent is synced after its own names.
+                    for path in folders.sorted(by: { $0.count > $1.count }) { try syncFolder(URL(fileURLWithPath: path)) }
+                }
+                return
+            }
             let name = field(header, 0, 100)
             let prefix = field(header, 345, 155)
             let path = prefix.isEmpty ? name : "\(prefix)/\(name)"
@@ -35,6 +46,10 @@ extension ContentPackage {
             guard let length = entrySize(header) else { throw Failure("\(path): the size field is not a number") }
             let target = folder.appendingPathComponent(path)
             try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            if durable {
+                var made = target.deletingLastPathComponent()
+                while made.path.count > folder.path.count, folders.insert(made.path).inserted { made.deleteLastPathComponent() }
+            }
             guard FileManager.default.createFile(atPath: target.path, contents: nil) else { throw Failure("cannot create \(target.path)") }
             let output = try FileHandle(forWritingTo: target)
             defer { try? output.close() }
@@ -56,9 +71,18 @@ extension ContentPackage {
                 try output.write(contentsOf: piece)
                 left -= Int64(piece.count)
             }
+            if durable { try output.synchronize() }
             let padding = Int((Int64(block) - length % Int64(block)) % Int64(block))
             if padding > 0 { _ = try read(padding) }
         }
+    }
+
+    /// Syncs a folder's names (its entries: files made, renamed into or out of it) to the disk.
+    public static func syncFolder(_ folder: URL) throws {
+        let descriptor = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Failure("cannot open \(folder.path) to sync it: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(folder.path): \(String(cString: strerror(errno)))") }
     }
 
     /// A NUL-terminated text field of a header.

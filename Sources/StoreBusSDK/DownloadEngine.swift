@@ -268,15 +268,19 @@ final class DownloadEngine: Sendable {
     }
 
     /// Unpacks the package (its SHA-256 checked already) beside it, and renames that into place.
+    /// Everything is synced before the rename and the rename after it: the package goes once this
+    /// returns, and a device that loses power after FINISHED must still have the content.
     private func place(_ key: Key) -> Result<Void, StoreKitError> {
         do {
             let final = folder(key)
             let unpacking = final.deletingLastPathComponent().appendingPathComponent(".\(final.lastPathComponent).unpacking")
             try? FileManager.default.removeItem(at: unpacking)
             try FileManager.default.createDirectory(at: unpacking, withIntermediateDirectories: true)
-            try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"), inKernel: FastPaths.enabled)
+            try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"), inKernel: FastPaths.enabled, durable: true)
+            try ContentPackage.syncFolder(unpacking)
             try? FileManager.default.removeItem(at: final)
             try FileManager.default.moveItem(at: unpacking, to: final)
+            try ContentPackage.syncFolder(final.deletingLastPathComponent())
             return .success(())
         } catch {
             return .failure(StoreKitError(code: .unknown, localizedDescription: "the downloaded content could not be put in place: \(error)"))

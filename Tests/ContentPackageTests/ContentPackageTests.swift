@@ -90,7 +90,7 @@ struct ContentPackageTests {
         #expect(ContentPackage.size(1000) == Array("00000001750".utf8) + [0])
     }
 
-    @Test("unpacking with the kernel's copy (the fast path) and by reads and writes (its plain twin) makes the same files as the sources; a cut archive stops both")
+    @Test("unpacking with the kernel's copy (the fast path) and by reads and writes (its plain twin), synced or not, makes the same files as the sources; a cut archive stops both")
     func unpacksBothWays() throws {
         let directory = try TemporaryDirectory(prefix: "pkg")
         defer { directory.remove() }
@@ -98,15 +98,16 @@ struct ContentPackageTests {
         let files = try Self.files(sizes, in: directory, seed: 41)
         let package = directory.url.appendingPathComponent("content.tar")
         let (length, _) = try ContentPackage.write(files, to: package)
-        for inKernel in [true, false] {
-            let out = directory.url.appendingPathComponent("out-\(inKernel)")
-            try ContentPackage.unpack(package, into: out, inKernel: inKernel)
+        for (inKernel, durable) in [(true, false), (false, false), (true, true), (false, true)] {
+            let out = directory.url.appendingPathComponent("out-\(inKernel)-\(durable)")
+            try ContentPackage.unpack(package, into: out, inKernel: inKernel, durable: durable)
             for file in files {
-                #expect(try Data(contentsOf: out.appendingPathComponent(file.path)) == Data(contentsOf: file.source), "\(file.path), in kernel: \(inKernel)")
+                #expect(try Data(contentsOf: out.appendingPathComponent(file.path)) == Data(contentsOf: file.source), "\(file.path), in kernel: \(inKernel), synced: \(durable)")
             }
             let found = FileManager.default.enumerator(atPath: out.path)?.compactMap { $0 as? String }.filter { !$0.hasSuffix("levels") } ?? []
             #expect(Set(found) == Set(files.map(\.path)))
         }
+        #expect(throws: ContentPackage.Failure.self) { try ContentPackage.syncFolder(directory.url.appendingPathComponent("no-such-folder")) }
         // Cut in the middle of the largest file's bytes, and in a header
         let whole = try Data(contentsOf: package)
         for cut in [Int(length) - (1 << 20), 512 + 100] {
