@@ -216,6 +216,7 @@ let package = Package(
             name: "ReceiptFormat",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]

@@ -139,7 +139,12 @@ public struct NotificationStore: Sendable {
     static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification, webhooks: WebhookURLs, environment: String) throws -> UInt64 {
         var stored = notification
         stored.appBundleID = ""
-        let position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
+        let position: UInt64
+        if FastPaths.enabled, let json = NotificationJSON.write(stored) {
+            position = try EventLog.appendJSON(db, key: notification.appBundleID, type: Storebus_Notifications_V1_Notification.protoMessageName, payloadJSON: json).keySeq
+        } else {
+            position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
+        }
         for transaction in Set([notification.transactionID, notification.originalTransactionID]) where !transaction.isEmpty {
             try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_customer (app, txn, account) VALUES (?, ?, ?)")
                 .execute(arguments: [notification.appBundleID, transaction, notification.accountID])
@@ -188,13 +193,7 @@ public struct NotificationStore: Sendable {
     func read(app: String, after position: UInt64, limit: Int) async throws -> (notifications: [Storebus_Notifications_V1_Notification], head: UInt64) {
         try await database.read { db in
             let events = try EventLog.read(db, key: app, after: position, limit: limit)
-            let notifications = try events.map { stored in
-                let event = try Storebus_Eventlog_V1_Event(jsonString: stored.json)
-                var notification = try Storebus_Notifications_V1_Notification(jsonString: try event.payload.jsonString())
-                notification.position = stored.keySeq
-                notification.appBundleID = app
-                return notification
-            }
+            let notifications = try events.map { try NotificationJSON.read($0, app: app) }
             return (notifications, try EventLog.head(db, key: app))
         }
     }

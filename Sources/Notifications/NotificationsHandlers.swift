@@ -41,6 +41,12 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
         return router
     }
 
+    public var codecs: MessageCodecs {
+        var codecs = MessageCodecs()
+        codecs.use(.readNotifications, for: Storebus_Notifications_V1_Notifications.readNotifications)
+        return codecs
+    }
+
     /// The longest a read waits for a notification, whatever it asks.
     static let longestWait = Duration.seconds(30)
 
@@ -152,4 +158,18 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
             $0.position = position
         }
     }
+}
+
+extension MessageCodec where Request == Storebus_Notifications_V1_ReadNotificationsRequest, Response == Storebus_Notifications_V1_ReadNotificationsResponse {
+    /// ReadNotifications' codec: the request by swift-protobuf; the answer, up to 500 notifications
+    /// of kilobytes each, written directly (``NotificationJSON``). With the fast paths off, or a
+    /// notification the writer leaves to swift-protobuf, swift-protobuf's
+    /// (`NotificationJSONTests` holds the two to the same bytes).
+    static let readNotifications = MessageCodec(
+        decode: { body in try JSONCodec.decode(Request.self, from: body) },
+        encode: { response in
+            guard FastPaths.enabled, let json = NotificationJSON.write(response) else { return try JSONCodec.encode(response) }
+            return json
+        }
+    )
 }

@@ -1,5 +1,6 @@
 // swift-crypto 3 does not mark its key types Sendable; they are immutable values.
 @preconcurrency import Crypto
+import ExtrasBase64
 import Foundation
 import SwiftASN1
 import X509
@@ -44,22 +45,16 @@ public struct SigningKey: Sendable {
 
 /// Base64 with the URL alphabet and no padding (JWS, JWK).
 public enum Base64URL {
-    /// `bytes` encoded. Byte by byte over Foundation's base64: `replacingOccurrences` compares
-    /// strings with locale-aware search, and took 15 % of the receipt service's CPU signing
-    /// notifications (each signature encodes kilobytes).
+    /// `bytes` encoded, by swift-extras-base64 straight into the URL alphabet without padding.
+    /// (Foundation's base64 then a byte-by-byte rewrite of it was 7 % of the receipt service's CPU
+    /// signing notifications, most of it in `Data`'s iterator; `replacingOccurrences` before that,
+    /// with its locale-aware search, 15 %.)
     public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        let base64 = Data(bytes).base64EncodedData()
-        var out = [UInt8]()
-        out.reserveCapacity(base64.count)
-        for byte in base64 {
-            switch byte {
-            case UInt8(ascii: "+"): out.append(UInt8(ascii: "-"))
-            case UInt8(ascii: "/"): out.append(UInt8(ascii: "_"))
-            case UInt8(ascii: "="): continue
-            default: out.append(byte)
-            }
+        let options: ExtrasBase64.Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
+        if let encoded = bytes.withContiguousStorageIfAvailable({ ExtrasBase64.Base64.encodeToString(bytes: $0, options: options) }) {
+            return encoded
         }
-        return String(decoding: out, as: UTF8.self)
+        return ExtrasBase64.Base64.encodeToString(bytes: Array(bytes), options: options)
     }
 
     /// The bytes of `text`, or nil when it is not unpadded base64url.

@@ -70,6 +70,11 @@ public enum EventLog {
         try appendJSON(db, key: key, type: type, topics: topics, positions: nil) { $0 += payloadJSON.utf8 }
     }
 
+    /// Appends an event whose payload is already proto3 JSON, as UTF-8.
+    public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: [UInt8], topics: EventTopics = .all) throws -> StoredEvent {
+        try appendJSON(db, key: key, type: type, topics: topics, positions: nil) { $0 += payloadJSON }
+    }
+
     /// Appends an event whose payload `writePayload` appends to the record's JSON, as proto3 JSON:
     /// the record is put together in one buffer, the payload written into it rather than into a
     /// string of its own that is then copied. With `positions` (the log's one writer's), the event's

@@ -266,6 +266,33 @@ struct RefreshReceiptJSONTests {
     }
 }
 
+/// SignNotifications' answer written directly against swift-protobuf's encoder.
+struct SignNotificationsJSONTests {
+    @Test("1,000 random answers (JWS-like payloads, any text, empty lists and strings) are swift-protobuf's bytes exactly")
+    func directMatchesSwiftProtobuf() throws {
+        var random = SeededRandom(seed: 97)
+        let alphabet = Array("ab-_.+/=\"\\\n\u{0}\u{1f}\u{7f}\u{85}é日🎉 ".unicodeScalars)
+        func text(_ longest: Int) -> String {
+            var text = String.UnicodeScalarView()
+            for _ in 0..<Int.random(in: 0...longest, using: &random) { text.append(alphabet.randomElement(using: &random)!) }
+            return String(text)
+        }
+        for index in 0..<1_000 {
+            var response = Storebus_Receipt_V1_SignNotificationsResponse()
+            response.signedPayloads = (0..<(index % 5)).map { _ in
+                if Bool.random(using: &random) {
+                    let bytes: [UInt8] = (0..<Int.random(in: 0...4_000, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    return Data(bytes).base64EncodedString() + "." + text(6)
+                }
+                return text(60)
+            }
+            response.environment = [text(12), "Sandbox", ""][index % 3]
+            let plain: [UInt8] = try response.jsonUTF8Bytes()
+            #expect(SignNotificationsJSON.encode(response) == plain, "\(String(decoding: plain, as: UTF8.self).prefix(80))")
+        }
+    }
+}
+
 /// The payload walker against the plain reader (swift-asn1's nodes and types): the same receipts,
 /// the same refusals.
 struct ReceiptPayloadWalkerTests {

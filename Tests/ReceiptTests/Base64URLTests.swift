@@ -1,0 +1,49 @@
+import Foundation
+import StoreBusTesting
+import Testing
+
+@testable import ReceiptFormat
+
+/// JWS's base64url (swift-extras-base64) against Foundation's base64 rewritten by hand, and the
+/// byte-wise split of a compact JWS against `String.split`.
+struct Base64URLTests {
+    /// Foundation's base64 of `bytes`, into the URL alphabet, padding dropped.
+    static func reference(_ bytes: [UInt8]) -> String {
+        String(
+            Data(bytes).base64EncodedString().compactMap { character -> Character? in
+                switch character {
+                case "+": "-"
+                case "/": "_"
+                case "=": nil
+                default: character
+                }
+            })
+    }
+
+    @Test("base64url encodes every length as Foundation's base64 rewritten does, and decodes back; padded or standard-alphabet text is refused")
+    func encodesAsFoundation() {
+        var random = SeededRandom(seed: 64)
+        for length in Array(0..<70) + [255, 256, 257, 4_096, 27_101] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let encoded = Base64URL.encode(bytes)
+            #expect(encoded == Self.reference(bytes), "length \(length)")
+            #expect(Base64URL.encode(Data(bytes)) == encoded, "length \(length), from Data")
+            #expect(Base64URL.decode(encoded) == bytes, "length \(length)")
+        }
+        #expect(Base64URL.decode("AQ==") == nil)
+        #expect(Base64URL.decode("+/8") == nil)
+    }
+
+    @Test("a compact JWS splits into the segments String.split gives, empty ones kept; anything but two dots is refused")
+    func splitsOnBytes() {
+        for text in ["a.b.c", "..", "a..c", ".b.", "héé.ü\u{301}.x", "eyJ.eyJ.sig"] {
+            let expected = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            #expect(JWS.segments(text)?.map(String.init) == expected, "\(text)")
+        }
+        // A combining mark after a dot makes one Character of the two for String.split; bytes are split.
+        #expect(JWS.segments("abc.\u{301}def.ghi")?.map(String.init) == ["abc", "\u{301}def", "ghi"])
+        for text in ["", "abc", "a.b", "a.b.c.d", "...", "a.b.c."] {
+            #expect(JWS.segments(text) == nil, "\(text)")
+        }
+    }
+}
