@@ -28,6 +28,10 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
     public var webhookRetryScale: Double?
     /// Attempts in flight at once per webhook URL. Default 4.
     public var webhookConcurrencyPerURL = 4
+    /// How long the payment queue's events gather after a doorbell before the service reads them,
+    /// in milliseconds (0 to 1000): a read, a signing call and a commit then serve several
+    /// purchases, and each notification comes up to this much later. Default 10.
+    public var batchMilliseconds = 10
 
     /// How long notifications are kept, in days (fractions allowed); older ones are pruned, oldest
     /// first, once their webhook delivery has ended. 0 keeps them all. Default 180, the window of
@@ -94,7 +98,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
 
     enum CodingKeys: String, CodingKey {
         case paymentQueueEndpoints, paymentQueueEventEndpoints, receiptEndpoints, durability, webhooks, webhookTimeoutMilliseconds, webhookRetryScale
-        case webhookConcurrencyPerURL, httpAddress, serverAPIKeys, retentionDays
+        case webhookConcurrencyPerURL, httpAddress, serverAPIKeys, retentionDays, batchMilliseconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -111,6 +115,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         httpAddress = try container.value(.httpAddress, default: defaults.httpAddress)
         serverAPIKeys = try container.value(.serverAPIKeys, default: defaults.serverAPIKeys)
         retentionDays = try container.value(.retentionDays, default: defaults.retentionDays)
+        batchMilliseconds = try container.value(.batchMilliseconds, default: defaults.batchMilliseconds)
     }
 
     /// Throws a ``StartupError`` naming the first setting that cannot work.
@@ -126,6 +131,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
             guard webhookRetryScale > 0, webhookRetryScale <= 1 else { throw StartupError("service.webhookRetryScale must be more than 0 and at most 1") }
         }
         guard (1...64).contains(webhookConcurrencyPerURL) else { throw StartupError("service.webhookConcurrencyPerURL must be from 1 to 64") }
+        guard (0...1_000).contains(batchMilliseconds) else { throw StartupError("service.batchMilliseconds must be from 0 to 1000") }
         if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress, setting: "service.httpAddress") }
         guard retentionDays >= 0, retentionDays.isFinite else { throw StartupError("service.retentionDays must be 0 (keep every notification) or more") }
         for (index, key) in serverAPIKeys.enumerated() {

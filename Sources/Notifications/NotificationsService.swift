@@ -41,14 +41,13 @@ public struct NotificationsService: Service {
             store: store, client: client, timeout: .milliseconds(Int64(configuration.webhookTimeoutMilliseconds)), retryScale: configuration.webhookRetryScale,
             perURL: configuration.webhookConcurrencyPerURL, logger: host.logger, queue: queueClient)
         let receiptClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.receiptEndpoints), reactor: host.reactor, logger: host.logger)
-        let follower = try EventFollower(
-            configuration: .init(log: NotificationStore.followedLog, topics: NotificationFollower.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
-            client: queueClient, context: host.context, logger: host.logger
-        )
-        let following = NotificationFollower(
+        var following = EventFollower.Configuration(log: NotificationStore.followedLog, topics: NotificationFollower.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints)
+        following.batchWindow = .milliseconds(Int64(configuration.batchMilliseconds))
+        let follower = try EventFollower(configuration: following, client: queueClient, context: host.context, logger: host.logger)
+        let notifying = NotificationFollower(
             follower: follower, log: FollowedLog(name: NotificationStore.followedLog, database: database), store: store, receipt: receiptClient, logger: host.logger)
         let handlers = NotificationsHandlers(store: store, receipt: receiptClient)
-        var background: [any Service] = [following, sender]
+        var background: [any Service] = [notifying, sender]
         if configuration.retentionDays > 0 {
             background.append(NotificationPruner(store: store, retention: .milliseconds(Int64(configuration.retentionDays * 86_400_000)), logger: host.logger))
         }

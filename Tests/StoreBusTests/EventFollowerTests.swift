@@ -109,6 +109,59 @@ struct EventFollowerTests {
         await server.stop()
     }
 
+    @Test("with a batch window, the events announced within it after a doorbell are taken in one read")
+    func batchWindow() async throws {
+        // Given a log the test appends to, and a follower that lets events gather for 4 s
+        let head = Atomic<UInt64>(1)
+        let reads = Atomic<Int>(0)
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            reads.wrappingAdd(1, ordering: .relaxed)
+            let last = head.load(ordering: .relaxed)
+            return .with {
+                $0.events = (1...last).filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = last
+            }
+        }
+        let server = try TestServer(extra: router)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: publisher.boundEndpoints)
+        configuration.idlePoll = .seconds(60)
+        configuration.batchWindow = .seconds(4)
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = Mutex<[UInt64]>([])
+        let run = Task {
+            try await follower.follow(after: 0) { event in applied.withLock { $0.append(event.seq) } }
+        }
+        // (The subscription may still be joining: event 2 is announced until the follower has it.)
+        head.store(2, ordering: .relaxed)
+        #expect(
+            await waitUntil(timeout: .seconds(60)) {
+                publisher.ring([Doorbell(log: "test", key: "k", seq: 2, keySeq: 2)])
+                return applied.withLock { $0 } == [1, 2]
+            })
+        let before = reads.load(ordering: .relaxed)
+
+        // When ten events are appended and announced one by one, 25 ms apart (a follower without
+        // the window reads after each)
+        for seq in UInt64(3)...12 {
+            head.store(seq, ordering: .relaxed)
+            publisher.ring([Doorbell(log: "test", key: "k", seq: seq, keySeq: seq)])
+            try await Task.sleep(for: .milliseconds(25))
+        }
+
+        // Then the follower takes them all in one read, once the window has passed
+        #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0 } == Array(1...12) })
+        #expect(reads.load(ordering: .relaxed) - before == 1)
+        run.cancel()
+        _ = await run.result
+        await follower.shutdown()
+        await publisher.shutdown()
+        await client.shutdown()
+        await server.stop()
+    }
+
     @Test("a log that ends before the follower's position (replaced by an older one) ends the follow with OUT_OF_RANGE instead of waiting without a word")
     func logBehindThePosition() async throws {
         // Given a log of three events, and a follower that last applied event 10 of the log it replaced

@@ -56,6 +56,11 @@ public final class EventFollower: Sendable {
         public var idlePoll: Duration = .seconds(1)
         /// Pause after a failed read or a gap before trying again. Default 100 ms.
         public var retryDelay: Duration = .milliseconds(100)
+        /// How long to let events gather after a doorbell before reading them, so that one read
+        /// and one apply take the events of several purchases: a follower's cost per event falls
+        /// at moderate rates, its lag grows by as much. For consumers that can wait (notifications,
+        /// which Apple delivers seconds later); zero (the default) reads at once.
+        public var batchWindow: Duration = .zero
         /// Only the events in any of these topics of the log (none: every event).
         public var topics: [String]
 
@@ -172,6 +177,7 @@ public final class EventFollower: Sendable {
                 // no more often than every retryDelay.
                 if rangAt == position { try? await Task.sleep(for: configuration.retryDelay) }
                 rangAt = await bell.wait(beyond: position, keyed: keyed, timeout: configuration.idlePoll) ? position : nil
+                if rangAt != nil, configuration.batchWindow > .zero { try? await Task.sleep(for: configuration.batchWindow) }
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
             }
