@@ -203,15 +203,26 @@ public final class ReceiptStore: Sendable {
     /// and those of rows from before they were kept encoded now.
     public func receiptEntries(app: String, account: String) async throws -> [[UInt8]] {
         try await database.read { db in
-            let held = "app = ? AND account = ? AND cleared = 0 AND (product_type != \(Storebus_Catalog_V1_ProductType.consumable.rawValue) OR finished = 0)"
-            var entries = try Data.fetchAll(db.cachedStatement(sql: "SELECT entry FROM rc_transaction WHERE \(held) AND entry IS NOT NULL"), arguments: [app, account])
-                .map { Array($0) }
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE \(held) AND entry IS NULL"), arguments: [app, account]) {
+            // Each kept attribute read by SQLite's C API straight into an array (fast path; GRDB's
+            // rows and `Data` with the switch off): for 1,000 purchases the rows were about half a
+            // receipt's cost.
+            var entries: [[UInt8]] = []
+            try db.forEachRow(
+                cached: Self.keptEntriesSQL,
+                bind: {
+                    $0.text(app); $0.text(account)
+                }
+            ) { entries.append($0.bytes(0)) }
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE \(Self.held) AND entry IS NULL"), arguments: [app, account]) {
                 entries.append(try ReceiptBook.entry(StoredPurchase(row)).attributeDER())
             }
             return entries
         }
     }
+
+    /// The purchases of an account (`app`, `account` bound) that its receipts hold.
+    static let held = "app = ? AND account = ? AND cleared = 0 AND (product_type != \(Storebus_Catalog_V1_ProductType.consumable.rawValue) OR finished = 0)"
+    static let keptEntriesSQL = CachedSQL("SELECT entry FROM rc_transaction WHERE \(held) AND entry IS NOT NULL")
 
     /// The account's purchases in the app that its history still holds, oldest first.
     public func purchases(app: String, account: String, includingCleared: Bool = false) async throws -> [StoredPurchase] {

@@ -150,6 +150,14 @@ public struct StatementColumns {
         isNull(index) ? nil : text(index)
     }
 
+    /// The column as a byte array (empty for NULL): one copy, where `Data` and then an array were two.
+    public func bytes(_ index: CInt) -> [UInt8] {
+        if let row { return [UInt8](row[Int(index)] as Data? ?? Data()) }
+        let count = Int(sqlite3_column_bytes(statement, index))
+        guard count > 0, let bytes = sqlite3_column_blob(statement, index) else { return [] }
+        return [UInt8](UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
     /// The column as bytes (empty for NULL).
     public func data(_ index: CInt) -> Data {
         if let row { return row[Int(index)] ?? Data() }
@@ -240,6 +248,28 @@ extension Database {
     /// ``fetchFirst(cached:bind:read:)`` for SQL whose statement is remembered with it (see ``CachedSQL``).
     public func fetchFirst<T>(cached sql: CachedSQL, bind: (inout StatementParameters) throws -> Void = { _ in }, read: (StatementColumns) throws -> T) throws -> T? {
         try fetchFirst(cachedStatement: sql.statement(in: self), bind: bind, read: read)
+    }
+
+    /// Every row of `sql` (prepared once, in GRDB's statement cache) with the parameters `bind`
+    /// binds in order, each handed to `read` in turn, as SQLite returns them. Throws as
+    /// ``execute(cached:bind:)`` does.
+    public func forEachRow(cached sql: CachedSQL, bind: (inout StatementParameters) throws -> Void = { _ in }, read: (StatementColumns) throws -> Void) throws {
+        let cachedStatement = try sql.statement(in: self)
+        guard FastPaths.enabled else {
+            // The plain way: GRDB runs the statement and builds each row.
+            for row in try Row.fetchAll(cachedStatement, arguments: plainArguments(cachedStatement, bind: bind)) {
+                try read(StatementColumns(statement: cachedStatement.sqliteStatement, row: row))
+            }
+            return
+        }
+        try step(cachedStatement, bind: bind) { statement, code in
+            var code = code
+            while code == SQLITE_ROW {
+                try read(StatementColumns(statement: statement))
+                code = sqlite3_step(statement)
+            }
+            guard code == SQLITE_DONE else { throw stepError(code, statement) }
+        }
     }
 
     private func fetchFirst<T>(cachedStatement: Statement, bind: (inout StatementParameters) throws -> Void, read: (StatementColumns) throws -> T) throws -> T? {

@@ -53,6 +53,34 @@ struct DirectStatementsTests {
         }
     }
 
+    @Test("every row, read in place one after another, is GRDB's row: blobs as byte arrays (empty and NULL as none), text, integers; no row, no call")
+    func forEachRow() throws {
+        let queue = try Self.database()
+        try queue.write { db in
+            for index in 0..<300 {
+                try db.execute(cached: Self.insert) {
+                    $0.int(index)
+                    $0.text(index % 7 == 0 ? nil : "row \(index) é😀")
+                    $0.int(Int64(index) * 1_000_003)
+                    $0.blob(Data((0..<(index % 50)).map { UInt8(($0 * 31 + index) & 0xff) }))
+                    $0.bool(index % 2 == 0)
+                }
+            }
+            try db.execute(sql: "UPDATE t SET b = NULL WHERE id % 11 = 0")
+            let all: CachedSQL = "SELECT s, n, b FROM t WHERE id >= ? ORDER BY id"
+            var direct: [(String?, Int64, [UInt8])] = []
+            try db.forEachRow(cached: all, bind: { $0.int(0) }) { direct.append(($0.optionalText(0), $0.int64(1), $0.bytes(2))) }
+            let rows = try Row.fetchAll(db, sql: "SELECT s, n, b FROM t ORDER BY id")
+            #expect(direct.count == rows.count && rows.count == 300)
+            for (read, row) in zip(direct, rows) {
+                #expect(read.0 == row[0] && read.1 == row[1] && read.2 == [UInt8]((row[2] as Data?) ?? Data()))
+            }
+            var calls = 0
+            try db.forEachRow(cached: all, bind: { $0.int(1_000) }) { _ in calls += 1 }
+            #expect(calls == 0)
+        }
+    }
+
     @Test("a row with no match is nil; RETURNING hands its row over once the change is made; execute steps a statement that returns rows to its end")
     func rowsAndReturning() throws {
         let queue = try Self.database()
