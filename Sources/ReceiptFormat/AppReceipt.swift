@@ -275,7 +275,7 @@ struct ReceiptAttribute: DERImplicitlyTaggable, Equatable {
     /// The DER of a SET OF elements given as their DER, sorted as DER orders a set (bytewise, a
     /// shorter encoding that is the prefix of a longer one first).
     static func setDER(encoded elements: [[UInt8]]) -> [UInt8] {
-        let sorted = elements.sorted { $0.lexicographicallyPrecedes($1) }
+        let sorted = elements.sorted(by: derPrecedes)
         let length = sorted.reduce(0) { $0 + $1.count }
         var out: [UInt8] = [0x31]
         out.reserveCapacity(length + 6)
@@ -293,6 +293,17 @@ struct ReceiptAttribute: DERImplicitlyTaggable, Equatable {
         }
         for element in sorted { out += element }
         return out
+    }
+
+    /// Whether `a` comes before `b` in a DER set: bytewise, a prefix first. By `memcmp`: the
+    /// generic `lexicographicallyPrecedes` compared a byte at a time through the iterators, and a
+    /// receipt of 1,000 purchases sorts some 10,000 pairs whose first ten bytes or so are the same.
+    static func derPrecedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        let common = min(a.count, b.count)
+        let order =
+            common == 0
+            ? 0 : a.withUnsafeBufferPointer { pa in b.withUnsafeBufferPointer { pb in memcmp(pa.baseAddress!, pb.baseAddress!, common) } }
+        return order != 0 ? order < 0 : a.count < b.count
     }
 
     /// The attributes of a SET OF, by type. The set's order is not checked (Apple's parsers read

@@ -5,7 +5,8 @@ import Testing
 @testable import ReceiptFormat
 
 /// JWS's base64url (swift-extras-base64) against Foundation's base64 rewritten by hand, and the
-/// byte-wise split of a compact JWS against `String.split`.
+/// byte-wise split of a compact JWS against `String.split`, and DER's set order by `memcmp`
+/// against `lexicographicallyPrecedes`.
 struct Base64URLTests {
     /// Foundation's base64 of `bytes`, into the URL alphabet, padding dropped.
     static func reference(_ bytes: [UInt8]) -> String {
@@ -44,6 +45,17 @@ struct Base64URLTests {
         #expect(JWS.segments("abc.\u{301}def.ghi")?.map(String.init) == ["abc", "\u{301}def", "ghi"])
         for text in ["", "abc", "a.b", "a.b.c.d", "...", "a.b.c."] {
             #expect(JWS.segments(text) == nil, "\(text)")
+        }
+    }
+
+    @Test("DER's set order by memcmp is the bytewise order lexicographicallyPrecedes gives, a prefix first")
+    func derSetOrder() {
+        var random = SeededRandom(seed: 17)
+        for _ in 0..<20_000 {
+            let prefix = (0..<Int.random(in: 0...12, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let a = prefix + (0..<Int.random(in: 0...3, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let b = prefix + (0..<Int.random(in: 0...3, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            #expect(ReceiptAttribute.derPrecedes(a, b) == a.lexicographicallyPrecedes(b), "\(a) \(b)")
         }
     }
 }
