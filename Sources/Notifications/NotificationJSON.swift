@@ -41,9 +41,7 @@ enum NotificationJSON {
         }
         if notification.position != 0 {
             name("position")
-            out.append(UInt8(ascii: "\""))
-            out += String(notification.position).utf8
-            out.append(UInt8(ascii: "\""))
+            JSONText.appendQuoted(notification.position, to: &out)
         }
         string("notificationUuid", notification.notificationUuid)
         string("notificationType", notification.notificationType)
@@ -77,9 +75,8 @@ enum NotificationJSON {
         }
         if response.headPosition != 0 {
             if out.count > 1 { out.append(UInt8(ascii: ",")) }
-            out += #""headPosition":""#.utf8
-            out += String(response.headPosition).utf8
-            out.append(UInt8(ascii: "\""))
+            out += #""headPosition":"#.utf8
+            JSONText.appendQuoted(response.headPosition, to: &out)
         }
         out.append(UInt8(ascii: "}"))
         return out

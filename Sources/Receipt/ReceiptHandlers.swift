@@ -260,9 +260,8 @@ enum RefreshReceiptJSON {
         }
         if response.asOfSeq != 0 {
             if out.count > 1 { out.append(UInt8(ascii: ",")) }
-            out += #""asOfSeq":""#.utf8
-            out += String(response.asOfSeq).utf8
-            out.append(UInt8(ascii: "\""))
+            out += #""asOfSeq":"#.utf8
+            JSONText.appendQuoted(response.asOfSeq, to: &out)
         }
         out.append(UInt8(ascii: "}"))
         return out

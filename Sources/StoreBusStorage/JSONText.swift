@@ -39,6 +39,13 @@ public enum JSONText {
         return true
     }
 
+    /// Appends a uint64 as proto3 JSON writes one: its decimal digits in quotes (`"42"`).
+    public static func appendQuoted(_ value: UInt64, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        out += String(value).utf8
+        out.append(UInt8(ascii: "\""))
+    }
+
     /// Appends `text` as a JSON string literal, quotes included, escaped as swift-protobuf escapes
     /// strings: `\b \t \n \f \r \" \\` by name, other C0 and C1 control characters and DEL as
     /// `\u00XX` (uppercase hex digits), everything else as its UTF-8.
