@@ -280,6 +280,15 @@ public final class StoreCluster: Sendable {
         try StoreConnection(configuration: configuration(account: "operator", device: "console", key: adminKey))
     }
 
+    /// What every process has logged so far, each under its name (empty logs left out): for the
+    /// message of an expectation that failed on a cluster's answer.
+    public var logs: String {
+        ([catalog, queue, receipt, download, notifications] + gateways).compactMap { process in
+            let output = process.output
+            return output.isEmpty ? nil : "== \(process.logFile.lastPathComponent)\n\(output)"
+        }.joined(separator: "\n")
+    }
+
     /// Stops every process and removes the directory.
     public func stop() async {
         for gateway in gateways { await gateway.stop() }
