@@ -1,5 +1,6 @@
 import GRDB
 import StoreBus
+import StoreBusStorage
 import StoreSchema
 
 /// One row of `pq_subscription`: an account's auto-renewable subscription in one group, which every
@@ -50,10 +51,10 @@ struct SubscriptionRecord: Sendable, Equatable {
 
     /// Writes every column of ``columns``, one `?` each (counted from the list, so that a column
     /// added there cannot leave the statement a parameter short).
-    static let saveSQL =
+    static let saveSQL: CachedSQL =
         "INSERT OR REPLACE INTO pq_subscription (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
 
-    init(_ row: Row) {
+    init(_ row: SQLRow) {
         app = row[0]
         account = row[1]
         group = row[2]
@@ -108,20 +109,21 @@ struct SubscriptionRecord: Sendable, Equatable {
     }
 
     /// The account's subscription in `group`, if it ever subscribed there.
-    static func fetch(_ db: Database, app: String, account: String, group: String) throws -> SubscriptionRecord? {
-        try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT \(columns) FROM pq_subscription WHERE app = ? AND account = ? AND grp = ?"),
-            arguments: [app, account, group]
-        ).map(SubscriptionRecord.init)
+    static func fetch(_ db: any SQLConnection, app: String, account: String, group: String) throws -> SubscriptionRecord? {
+        try db.row(cached: fetchSQL, arguments: [app, account, group]).map(SubscriptionRecord.init)
     }
 
+    static let fetchSQL: CachedSQL = "SELECT \(columns) FROM pq_subscription WHERE app = ? AND account = ? AND grp = ?"
+
     /// Writes the record, replacing the row of its account and group.
-    func save(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.saveSQL).execute(arguments: [
-            app, account, group, productID, autoRenewProductID, autoRenew, originalID, originalMS, latestID,
-            expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront,
-            retryAtMS, retryUntilMS, graceUntilMS, introLeft, introPeriod, introPrice, level, autoRenewLevel
-        ])
+    func save(_ db: any SQLConnection) throws {
+        try db.execute(
+            cached: Self.saveSQL,
+            arguments: [
+                app, account, group, productID, autoRenewProductID, autoRenew, originalID, originalMS, latestID,
+                expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront,
+                retryAtMS, retryUntilMS, graceUntilMS, introLeft, introPeriod, introPrice, level, autoRenewLevel
+            ])
     }
 
     /// The queue its renewals go to.

@@ -179,12 +179,12 @@ struct TransactionRecord: Sendable, Equatable {
     }
 
     /// The transaction with identifier `id`, if any.
-    static func fetch(_ db: Database, id: String) throws -> TransactionRecord? {
+    static func fetch(_ db: any SQLConnection, id: String) throws -> TransactionRecord? {
         try db.fetchFirst(cached: selectByID, bind: { $0.text(id) }, read: TransactionRecord.init)
     }
 
     /// Writes the record as a new row.
-    func insert(_ db: Database) throws {
+    func insert(_ db: any SQLConnection) throws {
         try db.execute(cached: Self.insertSQL) {
             $0.text(id)
             $0.text(app)
@@ -235,7 +235,7 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// Writes the fields a decision changes (``setState(_:at:)``, ``setFailed(_:at:interrupted:)``)
     /// to the record's existing row.
-    func saveDecision(_ db: Database) throws {
+    func saveDecision(_ db: any SQLConnection) throws {
         try db.execute(cached: Self.saveDecisionSQL) {
             $0.int(state.rawValue)
             $0.int(dateMS)
@@ -291,7 +291,7 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// The transaction as observers see it. A restored transaction carries its original (read from
     /// `db`) unless `depth` says this is that original already.
-    func transaction(_ db: Database, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+    func transaction(_ db: any SQLConnection, depth: Int = 0) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         var transaction = Storebus_PaymentQueue_V1_PaymentTransaction()
         transaction.transactionIdentifier = id
         transaction.transactionState = state

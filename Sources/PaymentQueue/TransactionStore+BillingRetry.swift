@@ -9,8 +9,8 @@ import StoreSchema
 // retries that recover it or, after 60 days on the store's clock, expire it.
 extension TransactionStore {
     /// An app's billing controls: its own, else none (renewal charges succeed).
-    static func billingControls(_ db: Database, app: String) throws -> Storebus_PaymentQueue_V1_BillingControls {
-        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT billing_retry, grace FROM pq_billing WHERE app = ?"), arguments: [app])
+    static func billingControls(_ db: any SQLConnection, app: String) throws -> Storebus_PaymentQueue_V1_BillingControls {
+        let row = try db.row(cached: "SELECT billing_retry, grace FROM pq_billing WHERE app = ?", arguments: [app])
         return .with {
             $0.billingRetryOnRenewal = row?[0] ?? false
             $0.gracePeriodEnabled = row?[1] ?? false
@@ -23,15 +23,14 @@ extension TransactionStore {
     public func setBillingControls(_ controls: Storebus_PaymentQueue_V1_BillingControls, app: String) async throws -> Storebus_PaymentQueue_V1_BillingControls {
         // No event: the controls change no queue (a renewal they cause or prevent tells).
         try await database.write { db in
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_billing (app, billing_retry, grace) VALUES (?, ?, ?)")
-                .execute(arguments: [app, controls.billingRetryOnRenewal, controls.gracePeriodEnabled])
+            try db.execute(cached: "INSERT OR REPLACE INTO pq_billing (app, billing_retry, grace) VALUES (?, ?, ?)", arguments: [app, controls.billingRetryOnRenewal, controls.gracePeriodEnabled])
             return try Self.billingControls(db, app: app)
         }
     }
 
     /// The period of `subscription` ended and its renewal charge failed: billing retry from the
     /// period's end (a grace period first, with `grace`), told to followers.
-    static func enterBillingRetry(_ db: Database, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, grace: Bool) throws {
+    static func enterBillingRetry(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, grace: Bool) throws {
         let period = RenewalClock.Period(iso8601: subscription.period) ?? RenewalClock.Period(unit: .month, count: 1)
         let billing = RenewalClock.billing(of: period, rate: try renewalRate(db, app: subscription.app).rate)
         let failedAt = subscription.expiresMS
@@ -50,13 +49,13 @@ extension TransactionStore {
     }
 
     /// Subscriptions in billing retry whose next retry is due by a time (`?`), earliest first, at most `?`.
-    static let retriesDueSQL = """
+    static let retriesDueSQL: CachedSQL = """
         SELECT app, account, grp FROM pq_subscription
         WHERE status IN (\(Storebus_PaymentQueue_V1_SubscriptionStatus.billingRetry.rawValue), \(Storebus_PaymentQueue_V1_SubscriptionStatus.gracePeriod.rawValue))
           AND retry_at_ms <= ? ORDER BY retry_at_ms LIMIT ?
         """
     /// The earliest retry due.
-    static let nextRetrySQL = """
+    static let nextRetrySQL: CachedSQL = """
         SELECT MIN(retry_at_ms) FROM pq_subscription
         WHERE status IN (\(Storebus_PaymentQueue_V1_SubscriptionStatus.billingRetry.rawValue), \(Storebus_PaymentQueue_V1_SubscriptionStatus.gracePeriod.rawValue))
         """
@@ -66,7 +65,7 @@ extension TransactionStore {
     /// from now; past the end of retrying it expires (intent 2, a billing error); past the grace
     /// period it leaves it. Returns whether it renewed, or nil when the renewal waits on its queue.
     static func retry(
-        _ db: Database, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, now nowMS: Int64, maxUnfinished: Int
+        _ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, now nowMS: Int64, maxUnfinished: Int
     ) throws -> Bool? {
         guard subscription.autoRenew else {
             subscription.retryAtMS = 0

@@ -17,7 +17,7 @@ extension TransactionStore {
         return try await database.read { db in
             // Through the account's transactions, as the transactions' listing reads them: charges
             // have no index by account of their own (see the v7 migration).
-            let rows = try Row.fetchAll(db.cachedStatement(sql: Self.ledgerSQL), arguments: [app, account, after, limit + 1])
+            let rows = try db.rows(cached: Self.ledgerSQL, arguments: [app, account, after, limit + 1])
             let page = rows.prefix(limit)
             guard page.count < rows.count, let last = page.last else { return (page.map(Self.charge), "") }
             return (page.map(Self.charge), Paging.token("charges", after: last["id"]))
@@ -27,7 +27,7 @@ extension TransactionStore {
     /// Charges a PURCHASED transaction, unless the account already holds this non-consumable (a
     /// regular purchased transaction, but no second charge). Subscriptions are charged per period:
     /// ``startPeriod(_:_:at:)`` decides whether a purchase of one starts a period.
-    static func charge(_ db: Database, _ record: TransactionRecord, at ms: Int64) throws {
+    static func charge(_ db: any SQLConnection, _ record: TransactionRecord, at ms: Int64) throws {
         if record.productType == .nonConsumable {
             if try holds(db, app: record.app, account: record.account, product: record.productID) { return }
         }
@@ -55,7 +55,7 @@ extension TransactionStore {
     /// Whether the account holds the product: a charge of one of its transactions of that product,
     /// not refunded, and not cleared. Read through the transactions' index by account and product
     /// (charges have none by account; see the v7 migration).
-    static func holds(_ db: Database, app: String, account: String, product: String) throws -> Bool {
+    static func holds(_ db: any SQLConnection, app: String, account: String, product: String) throws -> Bool {
         try db.fetchFirst(
             cached: holdsSQL,
             bind: {
@@ -73,7 +73,7 @@ extension TransactionStore {
         """
     /// A page of an account's ledger: the charges of an account (`?`, `?`) after a charge id (`?`), at
     /// most `?`, oldest first, through the account's transactions.
-    static let ledgerSQL = """
+    static let ledgerSQL: CachedSQL = """
         SELECT c.* FROM pq_transaction t INDEXED BY pq_transaction_account JOIN pq_charge c ON c.transaction_id = t.id
         WHERE t.app = ? AND t.account = ? AND c.id > ? ORDER BY c.id LIMIT ?
         """

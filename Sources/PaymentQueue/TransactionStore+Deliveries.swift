@@ -17,12 +17,12 @@ extension TransactionStore {
     /// keys of the queues delivered to.
     @discardableResult
     static func deliver(
-        _ db: Database, _ batch: inout EventLogWriter.Batch, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction,
+        _ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction,
         weight: Int, owner: String, at ms: Int64, maxUnfinished: Int
     ) throws -> [String] {
         let app = transaction.queue.appBundleID, account = transaction.queue.accountID
         var delivered: [String] = []
-        for row in try Row.fetchAll(db.cachedStatement(sql: accountQueuesSQL), arguments: [app, account, app, account]) {
+        for row in try db.rows(cached: accountQueuesSQL, arguments: [app, account, app, account]) {
             let key: String = row["queue_key"]
             guard key != owner else { continue }
             let own = try unfinishedLoad(db, queueKey: key)
@@ -32,12 +32,11 @@ extension TransactionStore {
                 $0.accountID = account
                 $0.deviceID = row["device"]
             }
-            try db.cachedStatement(
-                sql: """
+            try db.execute(
+                cached: """
                     INSERT OR IGNORE INTO pq_delivery (queue_key, id, app, account, device, finished, replay_bytes, created_ms)
                     VALUES (?, ?, ?, ?, ?, 0, ?, ?)
-                    """
-            ).execute(arguments: [key, transaction.transactionIdentifier, app, account, queue.deviceID, weight, ms])
+                    """, arguments: [key, transaction.transactionIdentifier, app, account, queue.deviceID, weight, ms])
             var copy = transaction
             copy.queue = queue
             try announce(&batch, key: key, [copy], queue: queue)
@@ -49,17 +48,16 @@ extension TransactionStore {
     /// Finishes the delivery of `id` to `queue`, if there is one: nil when there is none (the caller
     /// goes on with its own rules), true when it was finished already, false when this finished it.
     /// A delivery is finished by the rules of the transaction's state, as the queue's own are.
-    static func finishDelivery(_ db: Database, _ batch: inout EventLogWriter.Batch, _ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> Bool? {
+    static func finishDelivery(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> Bool? {
         guard
-            let finished = try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT finished FROM pq_delivery WHERE queue_key = ? AND id = ?"), arguments: [queue.key, id]),
+            let finished = try db.value(Bool.self, cached: "SELECT finished FROM pq_delivery WHERE queue_key = ? AND id = ?", arguments: [queue.key, id]),
             let record = try TransactionRecord.fetch(db, id: id)
         else { return nil }
         if finished { return true }
         if case .refused(let predicate) = TransactionStateMachine.step(record.state, .finish, record.machineFacts) {
             throw TransactionStateMachine.refusal(id, predicate)
         }
-        try db.cachedStatement(sql: "UPDATE pq_delivery SET finished = 1 WHERE queue_key = ? AND id = ?").execute(arguments: [queue.key, id])
+        try db.execute(cached: "UPDATE pq_delivery SET finished = 1 WHERE queue_key = ? AND id = ?", arguments: [queue.key, id])
         var removed = try record.transaction(db)
         removed.queue = queue
         removed.finished = true
@@ -68,9 +66,8 @@ extension TransactionStore {
     }
 
     /// The unfinished deliveries to `queue`, with their creation times, each naming that queue.
-    static func unfinishedDeliveries(_ db: Database, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> [(ms: Int64, transaction: Storebus_PaymentQueue_V1_PaymentTransaction)] {
-        let rows = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT id, created_ms FROM pq_delivery WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id"), arguments: [queue.key])
+    static func unfinishedDeliveries(_ db: any SQLConnection, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> [(ms: Int64, transaction: Storebus_PaymentQueue_V1_PaymentTransaction)] {
+        let rows = try db.rows(cached: "SELECT id, created_ms FROM pq_delivery WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id", arguments: [queue.key])
         return try rows.compactMap { row in
             guard var transaction = try transaction(db, id: row["id"]) else { return nil }
             transaction.queue = queue
@@ -80,12 +77,11 @@ extension TransactionStore {
 
     /// The account's unfinished deliveries, by queue, each naming its queue and marked finished (for
     /// clearing the account's history: they leave their queues with it); marks them finished.
-    static func clearDeliveries(_ db: Database, app: String, account: String) throws -> [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] {
-        let rows = try Row.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT queue_key, id, device FROM pq_delivery WHERE app = ? AND account = ? AND finished = 0 ORDER BY created_ms, id
-                    """), arguments: [app, account])
+    static func clearDeliveries(_ db: any SQLConnection, app: String, account: String) throws -> [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] {
+        let rows = try db.rows(
+            cached: """
+                SELECT queue_key, id, device FROM pq_delivery WHERE app = ? AND account = ? AND finished = 0 ORDER BY created_ms, id
+                """, arguments: [app, account])
         var byQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for row in rows {
             guard var transaction = try transaction(db, id: row["id"]) else { continue }
@@ -97,9 +93,7 @@ extension TransactionStore {
             transaction.finished = true
             byQueue[row["queue_key"], default: []].append(transaction)
         }
-        try db.cachedStatement(
-            sql: "UPDATE pq_delivery SET finished = 1 WHERE app = ? AND account = ? AND finished = 0"
-        ).execute(arguments: [app, account])
+        try db.execute(cached: "UPDATE pq_delivery SET finished = 1 WHERE app = ? AND account = ? AND finished = 0", arguments: [app, account])
         return byQueue
     }
 }

@@ -123,8 +123,8 @@ extension TransactionStore {
 
     /// A restored copy offers its original's content anew: every download WAITING, whatever became
     /// of the original's.
-    static func offerDownloadsAfresh(_ db: Database, id: String) throws {
-        guard let stored = try String.fetchOne(db, sql: "SELECT downloads FROM pq_transaction WHERE id = ?", arguments: [id]), stored != "[]" else { return }
+    static func offerDownloadsAfresh(_ db: any SQLConnection, id: String) throws {
+        guard let stored = try db.value(String.self, cached: CachedSQL("SELECT downloads FROM pq_transaction WHERE id = ?"), arguments: [id]), stored != "[]" else { return }
         let fresh = try Storebus_PaymentQueue_V1_Download.array(fromJSONString: stored).map { download in
             Storebus_PaymentQueue_V1_Download.with {
                 $0.contentIdentifier = download.contentIdentifier
@@ -142,7 +142,7 @@ extension TransactionStore {
     /// FinishTransaction's part: every download of `record` not finished or cancelled becomes
     /// CANCELLED, announced before the transaction leaves the queue. Returns the downloads as kept.
     static func cancelUnfinishedDownloads(
-        _ db: Database, _ batch: inout EventLogWriter.Batch, _ record: inout TransactionRecord, queue: Storebus_PaymentQueue_V1_QueueRef
+        _ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ record: inout TransactionRecord, queue: Storebus_PaymentQueue_V1_QueueRef
     ) throws {
         guard record.state == .purchased || record.state == .restored else { return }
         var downloads = try record.offeredDownloads()
@@ -171,7 +171,7 @@ extension TransactionStore {
 
     /// The transaction `id` of `queue`: NOT_FOUND when there is none in it, PERMISSION_DENIED when it
     /// is another account's.
-    static func queueRecord(_ db: Database, id: String, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> TransactionRecord {
+    static func queueRecord(_ db: any SQLConnection, id: String, queue: Storebus_PaymentQueue_V1_QueueRef) throws -> TransactionRecord {
         guard let record = try TransactionRecord.fetch(db, id: id), QueueNames.same(record.app, queue.appBundleID) else {
             throw RPCError.resource(.notFound, type: "transaction", name: id, "no transaction \(RPCError.echo(id)) in this queue")
         }

@@ -16,7 +16,7 @@ extension TransactionStore {
         """
 
     /// The policy in force for an account, read in `db`'s transaction.
-    static func policy(_ db: Database, app: String, account: String) throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
+    static func policy(_ db: any SQLConnection, app: String, account: String) throws -> (policy: Storebus_PaymentQueue_V1_PaymentPolicy, isDefault: Bool) {
         // The account's own policy, else the app's default (account ''): both keys in one statement,
         // the account's row first (UNION ALL keeps that order with no sort; LIMIT 1 stops there).
         let found = try db.fetchFirst(
@@ -41,13 +41,12 @@ extension TransactionStore {
     /// Sets the policy of an account (or the app's default with an empty account).
     public func setPolicy(_ policy: Storebus_PaymentQueue_V1_PaymentPolicy, app: String, account: String) async throws {
         try await database.write { db in
-            try db.cachedStatement(
-                sql: """
+            try db.execute(
+                cached: """
                     INSERT INTO pq_policy (app, account, mode, fail_error, delay_ms, restricted) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT (app, account) DO UPDATE SET mode = excluded.mode, fail_error = excluded.fail_error,
                         delay_ms = excluded.delay_ms, restricted = excluded.restricted
-                    """
-            ).execute(arguments: [app, account, policy.mode.rawValue, policy.failError.rawValue, policy.delayMs, policy.purchasesRestricted])
+                    """, arguments: [app, account, policy.mode.rawValue, policy.failError.rawValue, policy.delayMs, policy.purchasesRestricted])
         }
     }
 }

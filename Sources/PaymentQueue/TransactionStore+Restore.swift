@@ -44,7 +44,7 @@ extension TransactionStore {
                 WHERE app = ? AND account = ? AND state = ? AND product_type IN (?, ?) AND original_id IS NULL
                   AND (sub_original_id IS NULL OR sub_original_id = id) AND (revoked_ms IS NULL OR upgraded = 1) AND cleared = 0
                 """
-            var arguments: StatementArguments = [
+            var arguments: [any SQLArgument] = [
                 queue.appBundleID, queue.accountID, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
                 Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue
             ]
@@ -52,7 +52,7 @@ extension TransactionStore {
                 sql += " AND application_username = ?"
                 arguments += [applicationUsername]
             }
-            let originals = try String.fetchAll(db, sql: sql + " ORDER BY created_ms, id", arguments: arguments)
+            let originals = try db.values(String.self, cached: CachedSQL(sql + " ORDER BY created_ms, id"), arguments: arguments)
             let load = try Self.unfinishedLoad(db, queueKey: queue.key)
             // Refused before anything is written when the count alone is too many; the weight is known
             // once the transactions are (the savepoint undoes them when there is no room).
@@ -60,19 +60,19 @@ extension TransactionStore {
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             for original in originals {
                 let id = try Self.nextIdentifier(db)
-                try db.cachedStatement(
-                    sql: """
+                try db.execute(
+                    cached: """
                         INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                             application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
                             policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
                         SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
                             application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads
                         FROM pq_transaction WHERE id = ?
-                        """
-                ).execute(arguments: [
-                    id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
-                    nowMS, nowMS, nowMS, original
-                ])
+                        """,
+                    arguments: [
+                        id, queue.deviceID, queue.key, Storebus_PaymentQueue_V1_TransactionState.restored.rawValue,
+                        nowMS, nowMS, nowMS, original
+                    ])
                 try Self.offerDownloadsAfresh(db, id: id)
                 restored.append(try Self.transaction(db, id: id)!)
             }
@@ -102,7 +102,7 @@ extension TransactionStore {
     /// Every queue of an account (`?`, `?`, twice): those that hold its transactions and those that
     /// asked for theirs (``noteQueue(_:)``), so that a device with an empty queue hears what the
     /// account loses too.
-    static let accountQueuesSQL = """
+    static let accountQueuesSQL: CachedSQL = """
         SELECT app, account, device, queue_key FROM pq_transaction WHERE app = ? AND account = ?
         UNION SELECT app, account, device, queue_key FROM pq_queue WHERE app = ? AND account = ?
         ORDER BY queue_key
@@ -115,8 +115,7 @@ extension TransactionStore {
         let key = queue.key
         guard !knownQueues.withLock({ $0.contains(key) }) else { return }
         try await database.write { db in
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO pq_queue (queue_key, app, account, device) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [key, queue.appBundleID, queue.accountID, queue.deviceID])
+            try db.execute(cached: "INSERT OR IGNORE INTO pq_queue (queue_key, app, account, device) VALUES (?, ?, ?, ?)", arguments: [key, queue.appBundleID, queue.accountID, queue.deviceID])
         }
         knownQueues.withLock { known in
             // A bound on the memory: past it, a queue asks again (one more INSERT OR IGNORE).
@@ -132,10 +131,10 @@ extension TransactionStore {
         try await database.read { db in try Self.keyedRestore(db, key: key, app: app, account: account, digest: digest) }
     }
 
-    static func keyedRestore(_ db: Database, key: String, app: String, account: String, digest: String) throws -> (restoreID: String, count: Int)? {
+    static func keyedRestore(_ db: any SQLConnection, key: String, app: String, account: String, digest: String) throws -> (restoreID: String, count: Int)? {
         guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?"),
+            let row = try db.row(
+                cached: "SELECT id, count, request_digest FROM pq_restore WHERE app = ? AND account = ? AND key = ?",
                 arguments: [app, account, key])
         else {
             return nil
@@ -149,10 +148,11 @@ extension TransactionStore {
     }
 
     /// Records a restore (with its key and request digest, when it has a key) and returns its new id.
-    static func recordRestore(_ db: Database, queue: Storebus_PaymentQueue_V1_QueueRef, idempotency: (key: String, digest: String)?, count: Int, now: Date) throws -> String {
+    static func recordRestore(_ db: any SQLConnection, queue: Storebus_PaymentQueue_V1_QueueRef, idempotency: (key: String, digest: String)?, count: Int, now: Date) throws -> String {
         let restoreID = "restore-" + (try nextIdentifier(db))
-        try db.cachedStatement(sql: "INSERT INTO pq_restore (id, app, account, device, key, request_digest, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-            .execute(arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, idempotency?.key ?? "", idempotency?.digest ?? "", count, milliseconds(now)])
+        try db.execute(
+            cached: "INSERT INTO pq_restore (id, app, account, device, key, request_digest, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, idempotency?.key ?? "", idempotency?.digest ?? "", count, milliseconds(now)])
         return restoreID
     }
 
@@ -176,17 +176,17 @@ extension TransactionStore {
             if case .refused(let predicate) = TransactionStateMachine.step(record.state, .refund, record.machineFacts) {
                 throw TransactionStateMachine.refusal(id, predicate)
             }
-            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pq_charge WHERE transaction_id = ?)"), arguments: [id]) == true else {
+            guard try db.value(Bool.self, cached: "SELECT EXISTS (SELECT 1 FROM pq_charge WHERE transaction_id = ?)", arguments: [id]) == true else {
                 throw RPCError(.failedPrecondition, "transaction \(id) was never charged (the account already held the product when it was bought): refund the purchase that was")
             }
             let product = record.productID
             var revokes = record.productType == .nonConsumable || record.productType == .autoRenewableSubscription
             if record.revokedMS == nil {
                 let nowMS = Self.milliseconds(now)
-                var cancelled = try String.fetchAll(
-                    db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE (id = ? OR original_id = ?) AND revoked_ms IS NULL ORDER BY created_ms, id"), arguments: [id, id])
-                try db.cachedStatement(sql: "UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE id = ? OR original_id = ?").execute(arguments: [nowMS, reason.rawValue, id, id])
-                try db.cachedStatement(sql: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?").execute(arguments: [id])
+                var cancelled = try db.values(
+                    String.self, cached: "SELECT id FROM pq_transaction WHERE (id = ? OR original_id = ?) AND revoked_ms IS NULL ORDER BY created_ms, id", arguments: [id, id])
+                try db.execute(cached: "UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE id = ? OR original_id = ?", arguments: [nowMS, reason.rawValue, id, id])
+                try db.execute(cached: "UPDATE pq_charge SET refunded = 1 WHERE transaction_id = ?", arguments: [id])
                 if record.productType == .autoRenewableSubscription {
                     // A subscription is held by its running period: refunding that one revokes the
                     // subscription (status 5, no more renewals); refunding an earlier one revokes nothing.
@@ -205,11 +205,12 @@ extension TransactionStore {
                             """
                         let standing = "revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)"
                         let purchased = Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue
-                        cancelled += try String.fetchAll(
-                            db.cachedStatement(sql: "\(rebuys) SELECT id FROM pq_transaction WHERE \(standing) ORDER BY created_ms, id"),
+                        cancelled += try db.values(
+                            String.self, cached: "\(rebuys) SELECT id FROM pq_transaction WHERE \(standing) ORDER BY created_ms, id",
                             arguments: [record.app, record.account, product, purchased])
-                        try db.cachedStatement(sql: "\(rebuys) UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE \(standing)")
-                            .execute(arguments: [record.app, record.account, product, purchased, nowMS, reason.rawValue])
+                        try db.execute(
+                            cached: "\(rebuys) UPDATE pq_transaction SET revoked_ms = ?, revoked_reason = ? WHERE \(standing)",
+                            arguments: [record.app, record.account, product, purchased, nowMS, reason.rawValue])
                     }
                 }
                 var refundedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
@@ -228,8 +229,7 @@ extension TransactionStore {
                     }
                 }
                 if revokes {
-                    let queues = try Row.fetchAll(
-                        db.cachedStatement(sql: Self.accountQueuesSQL), arguments: [record.app, record.account, record.app, record.account])
+                    let queues = try db.rows(cached: Self.accountQueuesSQL, arguments: [record.app, record.account, record.app, record.account])
                     for queueRow in queues {
                         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
                             $0.appBundleID = queueRow["app"]
@@ -249,7 +249,7 @@ extension TransactionStore {
                     }
                 }
             }
-            let charge = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pq_charge WHERE transaction_id = ?"), arguments: [id]).map(Self.charge)
+            let charge = try db.row(cached: "SELECT * FROM pq_charge WHERE transaction_id = ?", arguments: [id]).map(Self.charge)
             return (try Self.transaction(db, id: id)!, charge, revokes ? [product] : [])
         }
     }
@@ -269,28 +269,28 @@ extension TransactionStore {
     /// charges) keep counting up, so nothing issued before a reset is ever issued again.
     public func reset(now: Date = Date()) async throws {
         try await writer.write { db, batch in
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT app, account FROM pq_transaction ORDER BY app, account")) {
+            for row in try db.rows(cached: "SELECT DISTINCT app, account FROM pq_transaction ORDER BY app, account") {
                 _ = try Self.clear(db, &batch, app: row["app"], account: row["account"], now: now)
             }
             // The ledger is emptied, but its last charge id is kept for the next charge to count on from.
-            try db.cachedStatement(sql: Self.chargeFloorSQL).execute()
+            try db.execute(cached: Self.chargeFloorSQL)
             for table in ["pq_idempotency", "pq_charge", "pq_restore", "pq_transaction", "pq_policy"] {
-                try db.cachedStatement(sql: "DELETE FROM \(table)").execute()
+                try db.execute(cached: "DELETE FROM \(table)")
             }
         }
     }
 
     /// Keeps the highest charge id ever given in `pq_sequence` ('charge') before the ledger is emptied.
-    static let chargeFloorSQL = """
+    static let chargeFloorSQL: CachedSQL = """
         INSERT INTO pq_sequence (name, value) SELECT 'charge', COALESCE(MAX(id), 0) FROM pq_charge WHERE true
         ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value)
         """
 
-    static func clear(_ db: Database, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
+    static func clear(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
         // Payments still waiting (PURCHASING, or DEFERRED for Ask to Buy) end FAILED with
         // paymentCancelled: a cleared history is not charged later by the authority or an approval.
-        let waiting = try String.fetchAll(
-            db.cachedStatement(sql: "SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state IN (?, ?)"),
+        let waiting = try db.values(
+            String.self, cached: "SELECT id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state IN (?, ?)",
             arguments: [
                 app, account, Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue, Storebus_PaymentQueue_V1_TransactionState.deferred.rawValue
             ])
@@ -305,8 +305,8 @@ extension TransactionStore {
             try record.saveDecision(db)
             failedByQueue[record.queueKey, default: []].append(try record.transaction(db))
         }
-        let rows = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id"),
+        let rows = try db.rows(
+            cached: "SELECT id, queue_key, finished FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 ORDER BY created_ms, id",
             arguments: [app, account])
         var removedByQueue: [String: [Storebus_PaymentQueue_V1_PaymentTransaction]] = [:]
         for row in rows where !(row["finished"] as Bool) {
@@ -317,18 +317,18 @@ extension TransactionStore {
         for (key, delivered) in try Self.clearDeliveries(db, app: app, account: account) {
             removedByQueue[key, default: []] += delivered
         }
-        let held = try String.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
-                      AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
-                    """),
+        let held = try db.values(
+            String.self,
+            cached: """
+                SELECT DISTINCT product_id FROM pq_transaction WHERE app = ? AND account = ? AND cleared = 0 AND state = ?
+                  AND product_type IN (?, ?) AND revoked_ms IS NULL ORDER BY product_id
+                """,
             arguments: [
                 app, account, Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue,
                 Storebus_Catalog_V1_ProductType.nonConsumable.rawValue, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue
             ])
-        let queues = try Row.fetchAll(db.cachedStatement(sql: Self.accountQueuesSQL), arguments: [app, account, app, account])
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?").execute(arguments: [app, account])
+        let queues = try db.rows(cached: Self.accountQueuesSQL, arguments: [app, account, app, account])
+        try db.execute(cached: "UPDATE pq_transaction SET cleared = 1, finished = 1 WHERE app = ? AND account = ?", arguments: [app, account])
         for queueRow in queues {
             let queue = Storebus_PaymentQueue_V1_QueueRef.with {
                 $0.appBundleID = app; $0.accountID = account; $0.deviceID = queueRow["device"]
@@ -362,7 +362,7 @@ extension TransactionStore {
         return rows.count
     }
 
-    static func charge(_ row: Row) -> Storebus_PaymentQueue_V1_Charge {
+    static func charge(_ row: SQLRow) -> Storebus_PaymentQueue_V1_Charge {
         .with {
             $0.chargeID = String(row["id"] as Int64)
             $0.transactionIdentifier = row["transaction_id"]

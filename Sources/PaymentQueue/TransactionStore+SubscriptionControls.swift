@@ -35,8 +35,8 @@ extension TransactionStore {
             if case .extend(let days, let requestID) = control, !requestID.isEmpty {
                 // Made once: the same request again answers the subscription as it is, whatever
                 // happened to it since.
-                let made = try Int.fetchOne(
-                    db.cachedStatement(sql: "SELECT days FROM pq_extension WHERE app = ? AND account = ? AND grp = ? AND request_id = ?"),
+                let made = try db.value(
+                    Int.self, cached: "SELECT days FROM pq_extension WHERE app = ? AND account = ? AND grp = ? AND request_id = ?",
                     arguments: [app, account, group, requestID])
                 if let made {
                     guard made == days else {
@@ -72,8 +72,8 @@ extension TransactionStore {
             case .extend(let days, let requestID):
                 guard (1...90).contains(days) else { throw RPCError.invalidArgument(field: "extendByDays", "must be from 1 to 90") }
                 if !requestID.isEmpty {
-                    try db.cachedStatement(sql: "INSERT INTO pq_extension (app, account, grp, request_id, days, created_ms) VALUES (?, ?, ?, ?, ?, ?)")
-                        .execute(arguments: [app, account, group, requestID, days, nowMS])
+                    try db.execute(
+                        cached: "INSERT INTO pq_extension (app, account, grp, request_id, days, created_ms) VALUES (?, ?, ?, ?, ?, ?)", arguments: [app, account, group, requestID, days, nowMS])
                 }
                 let period = RenewalClock.Period(iso8601: subscription.period) ?? RenewalClock.Period(unit: .month, count: 1)
                 // A day on the store's clock: a thirtieth of its month.
@@ -87,17 +87,17 @@ extension TransactionStore {
 
     /// Moves the end of the period running to `endMS`, on the subscription (saved) and on the
     /// purchase of that period.
-    static func moveEnd(_ db: Database, _ subscription: inout SubscriptionRecord, to endMS: Int64) throws {
+    static func moveEnd(_ db: any SQLConnection, _ subscription: inout SubscriptionRecord, to endMS: Int64) throws {
         subscription.expiresMS = endMS
         try subscription.save(db)
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET expires_ms = ? WHERE id = ?").execute(arguments: [endMS, subscription.latestID])
+        try db.execute(cached: "UPDATE pq_transaction SET expires_ms = ? WHERE id = ?", arguments: [endMS, subscription.latestID])
     }
 
     /// A refund of `refunded`, an auto-renewable purchase or renewal: when it is the subscription's
     /// running (or last) period, the subscription is revoked (status 5: no more renewals, no billing
     /// retry, expired or not) and followers told; returns whether the entitlement goes with it. An earlier period's refund
     /// revokes nothing: the period running still holds the subscription.
-    static func revokeSubscription(_ db: Database, _ batch: inout EventLogWriter.Batch, of refunded: TransactionRecord) throws -> Bool {
+    static func revokeSubscription(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, of refunded: TransactionRecord) throws -> Bool {
         guard let original = refunded.subscriptionOriginalID ?? (refunded.group.isEmpty ? nil : refunded.id),
             var subscription = try SubscriptionRecord.fetch(db, app: refunded.app, account: refunded.account, group: refunded.group),
             subscription.originalID == original, subscription.latestID == refunded.id

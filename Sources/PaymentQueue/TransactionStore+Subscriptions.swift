@@ -22,7 +22,7 @@ extension TransactionStore {
 
     /// The rate an app's subscriptions renew at: its own, else the deployment's (the row of app
     /// ''), else ``RenewalClock/defaultRate``.
-    static func renewalRate(_ db: Database, app: String) throws -> (rate: Storebus_PaymentQueue_V1_RenewalRate, setForApp: Bool) {
+    static func renewalRate(_ db: any SQLConnection, app: String) throws -> (rate: Storebus_PaymentQueue_V1_RenewalRate, setForApp: Bool) {
         let found = try db.fetchFirst(cached: renewalRateSQL, bind: { $0.text(app) }) { row in (row.text(0), row.int(1)) }
         guard let found, let rate = Storebus_PaymentQueue_V1_RenewalRate(rawValue: found.1), rate != .unspecified else {
             return (RenewalClock.defaultRate, false)
@@ -42,9 +42,9 @@ extension TransactionStore {
         // No event: a rate changes no queue (policies are written the same way).
         try await database.write { db in
             if rate == .unspecified {
-                try db.cachedStatement(sql: "DELETE FROM pq_renewal_rate WHERE app = ?").execute(arguments: [app])
+                try db.execute(cached: "DELETE FROM pq_renewal_rate WHERE app = ?", arguments: [app])
             } else {
-                try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_renewal_rate (app, rate) VALUES (?, ?)").execute(arguments: [app, rate.rawValue])
+                try db.execute(cached: "INSERT OR REPLACE INTO pq_renewal_rate (app, rate) VALUES (?, ?)", arguments: [app, rate.rawValue])
             }
             return try Self.renewalRate(db, app: app).rate
         }
@@ -55,10 +55,10 @@ extension TransactionStore {
     static let lastWebOrderSQL: CachedSQL = "SELECT value FROM pq_sequence WHERE name = 'web_order'"
 
     /// The next web order line item id.
-    static func nextWebOrder(_ db: Database) throws -> Int64 {
+    static func nextWebOrder(_ db: any SQLConnection) throws -> Int64 {
         let last = try db.fetchFirst(cached: lastWebOrderSQL) { row in row.int64(0) }
         let value = (last ?? 0) + 1
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO pq_sequence (name, value) VALUES ('web_order', ?)").execute(arguments: [value])
+        try db.execute(cached: "INSERT OR REPLACE INTO pq_sequence (name, value) VALUES ('web_order', ?)", arguments: [value])
         return webOrderBase + value
     }
 
@@ -75,7 +75,7 @@ extension TransactionStore {
     /// own from now; the group's subscription keeps its first purchase. An account that never
     /// subscribed in the group gets the product's introductory offer: a free trial (not charged), a
     /// period paid up front, or pay-as-you-go periods at the offer's price, renewals included.
-    static func startPeriod(_ db: Database, _ batch: inout EventLogWriter.Batch, _ record: inout TransactionRecord, at ms: Int64) throws -> Bool {
+    static func startPeriod(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ record: inout TransactionRecord, at ms: Int64) throws -> Bool {
         if record.productType == .nonConsumable {
             // Bought again while held: a purchase with no charge whose original is the first, so
             // that receipts and restores count the product once.
@@ -144,7 +144,7 @@ extension TransactionStore {
     /// the product's introductory offer), a resubscription, or an upgrade taking over. Returns
     /// whether it is charged (not a free trial).
     private static func startNewPeriod(
-        _ db: Database, _ record: inout TransactionRecord, existing: SubscriptionRecord?, at ms: Int64, period: RenewalClock.Period,
+        _ db: any SQLConnection, _ record: inout TransactionRecord, existing: SubscriptionRecord?, at ms: Int64, period: RenewalClock.Period,
         rate: Storebus_PaymentQueue_V1_RenewalRate
     ) throws -> Bool {
         record.expiresMS = RenewalClock.end(of: period, startingAt: ms, rate: rate)
@@ -200,14 +200,13 @@ extension TransactionStore {
     /// An upgrade at `ms` replaces `running`, the purchase of the period running: it is cancelled
     /// then (its cancellation date, marked upgraded), the unused part of its charge refunded pro
     /// rata, and followers (receipts) told with a refundedTransactions event.
-    static func cancelForUpgrade(_ db: Database, _ batch: inout EventLogWriter.Batch, _ running: TransactionRecord, at ms: Int64) throws {
+    static func cancelForUpgrade(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ running: TransactionRecord, at ms: Int64) throws {
         guard running.revokedMS == nil else { return }
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET upgraded = 1, revoked_ms = ? WHERE id = ?").execute(arguments: [ms, running.id])
+        try db.execute(cached: "UPDATE pq_transaction SET upgraded = 1, revoked_ms = ? WHERE id = ?", arguments: [ms, running.id])
         if let expires = running.expiresMS, expires > ms, expires > running.dateMS {
             let unused = Decimal(expires - ms) / Decimal(expires - running.dateMS)
-            if let amount = try String.fetchOne(db.cachedStatement(sql: "SELECT amount FROM pq_charge WHERE transaction_id = ?"), arguments: [running.id]) {
-                try db.cachedStatement(sql: "UPDATE pq_charge SET refunded_amount = ? WHERE transaction_id = ?")
-                    .execute(arguments: [proRata(amount, unused), running.id])
+            if let amount = try db.value(String.self, cached: "SELECT amount FROM pq_charge WHERE transaction_id = ?", arguments: [running.id]) {
+                try db.execute(cached: "UPDATE pq_charge SET refunded_amount = ? WHERE transaction_id = ?", arguments: [proRata(amount, unused), running.id])
             }
         }
         guard let cancelled = try TransactionRecord.fetch(db, id: running.id) else { return }
@@ -237,7 +236,7 @@ extension TransactionStore {
     }
 
     /// Writes a subscription purchase's period fields to its row (none yet: the insert writes them).
-    private static func savePeriod(_ db: Database, _ record: TransactionRecord) throws {
+    private static func savePeriod(_ db: any SQLConnection, _ record: TransactionRecord) throws {
         try db.execute(cached: periodFieldsSQL) {
             $0.int(record.expiresMS)
             $0.int(record.webOrder)
@@ -252,12 +251,12 @@ extension TransactionStore {
     // MARK: Renewals
 
     /// Active subscriptions whose period has ended by a time (`?`), earliest first, at most `?`.
-    static let renewalsDueSQL = """
+    static let renewalsDueSQL: CachedSQL = """
         SELECT app, account, grp FROM pq_subscription
         WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue) AND expires_ms <= ? ORDER BY expires_ms LIMIT ?
         """
     /// The earliest end of an active subscription's period.
-    static let nextRenewalSQL = "SELECT MIN(expires_ms) FROM pq_subscription WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue)"
+    static let nextRenewalSQL: CachedSQL = "SELECT MIN(expires_ms) FROM pq_subscription WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue)"
 
     /// Renews (or, with auto-renew off, expires) the subscriptions whose period has ended by `now`,
     /// each period its own transaction, at most `limit` of them, in one write: whatever stops the
@@ -271,7 +270,7 @@ extension TransactionStore {
         let nowMS = Self.milliseconds(now)
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
-            let due = try Row.fetchAll(db.cachedStatement(sql: Self.renewalsDueSQL), arguments: [nowMS, limit])
+            let due = try db.rows(cached: Self.renewalsDueSQL, arguments: [nowMS, limit])
             var renewed = 0, blocked = 0
             for row in due {
                 guard var subscription = try SubscriptionRecord.fetch(db, app: row[0], account: row[1], group: row[2]) else { continue }
@@ -293,7 +292,7 @@ extension TransactionStore {
                     renewed += 1
                 }
             }
-            let retries = try Row.fetchAll(db.cachedStatement(sql: Self.retriesDueSQL), arguments: [nowMS, limit])
+            let retries = try db.rows(cached: Self.retriesDueSQL, arguments: [nowMS, limit])
             for row in retries {
                 guard var subscription = try SubscriptionRecord.fetch(db, app: row[0], account: row[1], group: row[2]) else { continue }
                 switch try Self.retry(db, &batch, &subscription, now: nowMS, maxUnfinished: maxUnfinished) {
@@ -302,8 +301,8 @@ extension TransactionStore {
                 default: break
                 }
             }
-            let nextPeriod = try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL))
-            let nextRetry = try Int64.fetchOne(db.cachedStatement(sql: Self.nextRetrySQL))
+            let nextPeriod = try db.value(Int64.self, cached: Self.nextRenewalSQL)
+            let nextRetry = try db.value(Int64.self, cached: Self.nextRetrySQL)
             let next = [nextPeriod, nextRetry].compactMap { $0 }.min()
             let moreDue = (next.map { $0 <= nowMS } ?? false) && blocked < due.count + retries.count
             return (renewed, moreDue, next.map(EpochMilliseconds.date), blocked)
@@ -315,7 +314,7 @@ extension TransactionStore {
     /// subscription moved on to it. False, with nothing written, when that queue has no room for
     /// another unfinished transaction: the renewal waits until the app finishes some.
     static func renew(
-        _ db: Database, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, now nowMS: Int64, maxUnfinished: Int
+        _ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, now nowMS: Int64, maxUnfinished: Int
     ) throws -> Bool {
         guard let period = RenewalClock.Period(iso8601: subscription.period) else {
             // Not a period this store can renew (a row written by hand): it ends here.
@@ -372,14 +371,14 @@ extension TransactionStore {
     /// retry is due, if any.
     public func nextRenewal() async throws -> Date? {
         try await database.read { db in
-            let next = [try Int64.fetchOne(db.cachedStatement(sql: Self.nextRenewalSQL)), try Int64.fetchOne(db.cachedStatement(sql: Self.nextRetrySQL))]
+            let next = [try db.value(Int64.self, cached: Self.nextRenewalSQL), try db.value(Int64.self, cached: Self.nextRetrySQL)]
             return next.compactMap { $0 }.min().map(EpochMilliseconds.date)
         }
     }
 
     /// Ends `subscription` at the end of its period, for `intent` (receipts' expiration_intent), and
     /// tells followers.
-    static func expire(_ db: Database, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, intent: Int) throws {
+    static func expire(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ subscription: inout SubscriptionRecord, intent: Int) throws {
         subscription.status = .expired
         subscription.expirationIntent = intent
         try subscription.save(db)
@@ -390,7 +389,7 @@ extension TransactionStore {
     /// purchase left it (a new period, a resubscription, an upgrade, a planned downgrade, "already
     /// subscribed"), so that followers see every change of a subscription as a `subscription_changed`
     /// event after the transaction that made it.
-    static func announceSubscription(_ db: Database, _ batch: inout EventLogWriter.Batch, of record: TransactionRecord) throws {
+    static func announceSubscription(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, of record: TransactionRecord) throws {
         guard record.state == .purchased, record.productType == .autoRenewableSubscription, !record.group.isEmpty,
             let subscription = try SubscriptionRecord.fetch(db, app: record.app, account: record.account, group: record.group)
         else { return }
@@ -435,8 +434,8 @@ extension TransactionStore {
     /// An account's subscriptions in an app, one per group it ever subscribed in, by group.
     public func subscriptions(app: String, account: String) async throws -> [Storebus_PaymentQueue_V1_Subscription] {
         try await database.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT \(SubscriptionRecord.columns) FROM pq_subscription WHERE app = ? AND account = ? ORDER BY grp"),
+            try db.rows(
+                cached: "SELECT \(SubscriptionRecord.columns) FROM pq_subscription WHERE app = ? AND account = ? ORDER BY grp",
                 arguments: [app, account]
             ).map { SubscriptionRecord($0).message }
         }

@@ -48,8 +48,8 @@ public final class TransactionStore: Sendable {
     }
 
     /// Records an unfinished transaction's weight (see ``replayWeight(_:)``).
-    static func setReplayWeight(_ db: Database, id: String, _ weight: Int) throws {
-        try db.cachedStatement(sql: "UPDATE pq_transaction SET replay_bytes = ? WHERE id = ?").execute(arguments: [weight, id])
+    static func setReplayWeight(_ db: any SQLConnection, id: String, _ weight: Int) throws {
+        try db.execute(cached: "UPDATE pq_transaction SET replay_bytes = ? WHERE id = ?", arguments: [weight, id])
     }
     /// Most transactions announced in one event by a restore or a clear.
     static let transactionsPerEvent = 64
@@ -89,7 +89,7 @@ public final class TransactionStore: Sendable {
     /// The unfinished transactions in the queue with key `queueKey`: how many, and how many bytes of
     /// requestData and applicationUsername they hold, as the launch replay carries them (see
     /// ``restoredPayloadCopies``).
-    static func unfinishedLoad(_ db: Database, queueKey: String) throws -> (count: Int, bytes: Int) {
+    static func unfinishedLoad(_ db: any SQLConnection, queueKey: String) throws -> (count: Int, bytes: Int) {
         try db.fetchFirst(cached: unfinishedLoadSQL, bind: { $0.text(queueKey) }) { row in (row.int(0), row.int(1)) } ?? (0, 0)
     }
 
@@ -161,7 +161,7 @@ public final class TransactionStore: Sendable {
 
     static let keyedSQL: CachedSQL = "SELECT transaction_id, request_digest FROM pq_idempotency WHERE app = ? AND account = ? AND key = ?"
 
-    static func keyed(_ db: Database, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+    static func keyed(_ db: any SQLConnection, key: String, app: String, account: String, digest: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
         let found = try db.fetchFirst(
             cached: keyedSQL,
             bind: {
@@ -266,7 +266,7 @@ public final class TransactionStore: Sendable {
     /// replay weight from that event (see ``replayWeight(announcedBy:_:)``). RESOURCE_EXHAUSTED, for
     /// `doing`, when its queue, holding `load`, has no room for it. Returns the transaction announced.
     static func announceNew(
-        _ record: inout TransactionRecord, _ db: Database, _ batch: inout EventLogWriter.Batch,
+        _ record: inout TransactionRecord, _ db: any SQLConnection, _ batch: inout EventLogWriter.Batch,
         load: (count: Int, bytes: Int), maxUnfinished: Int, doing: String
     ) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         let transaction = try record.transaction(db)
@@ -280,15 +280,16 @@ public final class TransactionStore: Sendable {
 
     /// PURCHASING transactions due by a time (`?`), oldest first, at most `?`. The state is written into
     /// the SQL, not bound: only then can SQLite use the partial index of PURCHASING transactions.
-    static let dueSQL = "SELECT id FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue) AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"
+    static let dueSQL: CachedSQL =
+        "SELECT id FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue) AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"
     /// The earliest decision time of a PURCHASING transaction.
-    static let nextDueSQL = "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue)"
+    static let nextDueSQL: CachedSQL = "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue)"
 
     /// PURCHASING transactions whose decision time has come, oldest first.
     public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
         try await database.read { db in
-            try String.fetchAll(
-                db.cachedStatement(sql: Self.dueSQL),
+            try db.values(
+                String.self, cached: Self.dueSQL,
                 arguments: [Self.milliseconds(now), limit])
         }
     }
@@ -296,7 +297,7 @@ public final class TransactionStore: Sendable {
     /// The earliest decision time of a PURCHASING transaction, if any.
     public func nextDecision() async throws -> Date? {
         try await database.read { db in
-            try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
+            try db.value(Int64.self, cached: Self.nextDueSQL)
                 .map(EpochMilliseconds.date)
         }
     }
@@ -307,9 +308,9 @@ public final class TransactionStore: Sendable {
     public func decideDue(now: Date = Date(), limit: Int = 256) async throws -> (decided: Int, moreDue: Bool, next: Date?) {
         let nowMS = Self.milliseconds(now)
         return try await writer.write { db, batch in
-            let ids = try String.fetchAll(db.cachedStatement(sql: Self.dueSQL), arguments: [nowMS, limit])
+            let ids = try db.values(String.self, cached: Self.dueSQL, arguments: [nowMS, limit])
             let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
-            let next = try Int64.fetchOne(db.cachedStatement(sql: Self.nextDueSQL))
+            let next = try db.value(Int64.self, cached: Self.nextDueSQL)
             return (decided, next.map { $0 <= nowMS } ?? false, next.map(EpochMilliseconds.date))
         }
     }
@@ -333,7 +334,7 @@ public final class TransactionStore: Sendable {
 
     /// Decides the transaction `id` by the policy copied onto it (see ``TransactionRecord/decide(at:)``).
     /// Returns it decided, or nil when it was not PURCHASING (decided already).
-    static func decide(_ db: Database, _ batch: inout EventLogWriter.Batch, id: String, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+    static func decide(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, id: String, now: Date) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
         guard var record = try TransactionRecord.fetch(db, id: id), record.state == .purchasing else { return nil }
         let nowMS = Self.milliseconds(now)
         record.decide(at: nowMS)
@@ -344,7 +345,7 @@ public final class TransactionStore: Sendable {
     /// After a transaction's decision is written: charges it when PURCHASED (see ``charge(_:_:at:)``)
     /// and announces it to its queue. Returns it.
     @discardableResult
-    static func announceDecision(_ db: Database, _ batch: inout EventLogWriter.Batch, _ record: TransactionRecord, at ms: Int64) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
+    static func announceDecision(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, _ record: TransactionRecord, at ms: Int64) throws -> Storebus_PaymentQueue_V1_PaymentTransaction {
         var record = record
         if record.state == .purchased, try startPeriod(db, &batch, &record, at: ms) { try charge(db, record, at: ms) }
         let transaction = try record.transaction(db)
@@ -413,7 +414,7 @@ public final class TransactionStore: Sendable {
             try Self.announceSubscription(db, &batch, of: record)
             try record.insert(db)
             if charged { try Self.charge(db, record, at: nowMS) }
-            try db.cachedStatement(sql: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?").execute(arguments: [record.id, id])
+            try db.execute(cached: "UPDATE pq_transaction SET resolved_by = ? WHERE id = ?", arguments: [record.id, id])
             return transaction
         }
     }
@@ -437,12 +438,12 @@ public final class TransactionStore: Sendable {
         let after = try Paging.row(after: pageToken, kind: "transactions").map(String.init) ?? ""
         return try await database.read { db in
             // One more than the page, to know whether there is a next one.
-            let ids = try String.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
-                        WHERE app = ? AND account = ? AND (? OR finished = 0) AND id > ? ORDER BY id LIMIT ?
-                        """), arguments: [app, account, includeFinished, after, limit + 1])
+            let ids = try db.values(
+                String.self,
+                cached: """
+                    SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
+                    WHERE app = ? AND account = ? AND (? OR finished = 0) AND id > ? ORDER BY id LIMIT ?
+                    """, arguments: [app, account, includeFinished, after, limit + 1])
             var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             var bytes = 0
             for id in ids.prefix(limit) {
@@ -496,8 +497,8 @@ public final class TransactionStore: Sendable {
     /// that this snapshot reflects.
     public func unfinished(_ queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> (transactions: [Storebus_PaymentQueue_V1_PaymentTransaction], keySeq: UInt64) {
         try await database.read { db in
-            let own = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT id, created_ms FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id"), arguments: [queue.key]
+            let own = try db.rows(
+                cached: "SELECT id, created_ms FROM pq_transaction WHERE queue_key = ? AND finished = 0 ORDER BY created_ms, id", arguments: [queue.key]
             ).map { row in (ms: row["created_ms"] as Int64, transaction: try Self.transaction(db, id: row["id"])!) }
             let delivered = try Self.unfinishedDeliveries(db, queue: queue)
             let transactions = delivered.isEmpty ? own.map(\.transaction) : (own + delivered).sorted { $0.ms < $1.ms }.map(\.transaction)
@@ -511,7 +512,7 @@ public final class TransactionStore: Sendable {
 
     /// The next identifier (of a transaction, or the number of a restore): one more than the last
     /// given, which `pq_sequence` keeps across restarts and resets.
-    static func nextIdentifier(_ db: Database) throws -> String {
+    static func nextIdentifier(_ db: any SQLConnection) throws -> String {
         // A read and a plain write (the writer's transaction keeps them together): one upsert with
         // RETURNING, which SQLite runs as an insert that fails, an update, and its rows gathered in
         // a temporary table first, took about 26K instructions, 3% of a purchase's in this process.
@@ -529,7 +530,7 @@ public final class TransactionStore: Sendable {
         EpochMilliseconds.of(date)
     }
 
-    static func transaction(_ db: Database, id: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
+    static func transaction(_ db: any SQLConnection, id: String) throws -> Storebus_PaymentQueue_V1_PaymentTransaction? {
         try TransactionRecord.fetch(db, id: id)?.transaction(db)
     }
 

@@ -18,20 +18,31 @@ private let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3
 /// The parameters of a statement, bound in order (the first call binds `?1`); see
 /// `Database.execute(cached:bind:)`.
 public struct StatementParameters {
-    fileprivate let statement: SQLiteStatement
+    fileprivate let statement: SQLiteStatement?
     fileprivate var next: CInt = 1
     fileprivate var failure: CInt = SQLITE_OK
-    /// With the fast paths off: the values, kept for GRDB to bind (``Database/execute(cached:bind:)``
-    /// then runs the statement through GRDB), instead of bound here.
-    fileprivate var values: [DatabaseValue]?
+    /// The values, kept rather than bound here: with the fast paths off, for GRDB to bind
+    /// (``Database/execute(cached:bind:)`` then runs the statement through GRDB); on another engine
+    /// (PostgreSQL), for it to send. nil when they are bound to `statement` as they come.
+    public internal(set) var values: [SQLValue]?
 
     fileprivate init(_ statement: SQLiteStatement, keepingValues: Bool = false) {
         self.statement = statement
         if keepingValues { values = [] }
     }
 
-    /// Keeps `value` for GRDB when values are kept; true when it did (nothing is to be bound here).
-    private mutating func kept(_ value: DatabaseValue) -> Bool {
+    /// Parameters whose values are kept, in order, for an engine other than SQLite to send.
+    public static func keepingValues() -> StatementParameters {
+        StatementParameters(values: [])
+    }
+
+    private init(values: [SQLValue]) {
+        self.statement = nil
+        self.values = values
+    }
+
+    /// Keeps `value` when values are kept; true when it did (nothing is to be bound here).
+    private mutating func kept(_ value: SQLValue) -> Bool {
         guard values != nil else { return false }
         values!.append(value)
         next += 1
@@ -45,7 +56,7 @@ public struct StatementParameters {
 
     /// Binds text, all of its bytes (an embedded NUL included), empty text as empty text.
     public mutating func text(_ value: String) {
-        if kept(value.databaseValue) { return }
+        if kept(.text(value)) { return }
         var value = value
         let (statement, index) = (self.statement, next)
         bound(
@@ -65,7 +76,7 @@ public struct StatementParameters {
     }
 
     public mutating func int(_ value: Int64) {
-        if kept(value.databaseValue) { return }
+        if kept(.integer(value)) { return }
         bound(sqlite3_bind_int64(statement, next, value))
     }
 
@@ -92,10 +103,26 @@ public struct StatementParameters {
 
     /// Binds a blob, empty data as an empty blob (not NULL).
     public mutating func blob(_ value: Data) {
-        if kept(value.databaseValue) { return }
+        if kept(.blob(value)) { return }
         let (statement, index) = (self.statement, next)
         guard !value.isEmpty else { return bound(sqlite3_bind_zeroblob(statement, index, 0)) }
         bound(value.withUnsafeBytes { bytes in sqlite3_bind_blob(statement, index, bytes.baseAddress, CInt(bytes.count), transient) })
+    }
+
+    public mutating func double(_ value: Double) {
+        if kept(.real(value)) { return }
+        bound(sqlite3_bind_double(statement, next, value))
+    }
+
+    /// Binds `value`, whichever kind it is.
+    public mutating func value(_ value: SQLValue) {
+        switch value {
+        case .null: null()
+        case .integer(let value): int(value)
+        case .real(let value): double(value)
+        case .text(let value): text(value)
+        case .blob(let value): blob(value)
+        }
     }
 
     public mutating func null() {
@@ -107,22 +134,57 @@ public struct StatementParameters {
 /// The current row of a statement, read in place by column position (0 first); valid only inside
 /// the closure it is given to.
 public struct StatementColumns {
-    fileprivate let statement: SQLiteStatement
-    /// With the fast paths off: the row GRDB read, which the columns are taken from.
-    fileprivate var row: Row?
+    fileprivate let statement: SQLiteStatement?
+    /// The row's values, when they were read already: with the fast paths off (the row GRDB read),
+    /// or on another engine (the row PostgreSQL sent). nil when they are read from `statement`.
+    private let values: [SQLValue]?
+    /// The columns' names, with `values`.
+    private let names: [String]
 
-    fileprivate init(statement: SQLiteStatement, row: Row? = nil) {
+    fileprivate init(statement: SQLiteStatement) {
         self.statement = statement
-        self.row = row
+        self.values = nil
+        self.names = []
+    }
+
+    /// A row whose values were read already, the columns named `names`.
+    public init(values: [SQLValue], names: [String]) {
+        self.statement = nil
+        self.values = values
+        self.names = names
+    }
+
+    /// How many columns the row has.
+    public var count: Int {
+        if let values { return values.count }
+        return Int(sqlite3_column_count(statement))
+    }
+
+    /// The name of column `index`, as the statement gives it.
+    public func name(_ index: CInt) -> String {
+        if values != nil { return names[Int(index)] }
+        return sqlite3_column_name(statement, index).map { String(cString: $0) } ?? ""
+    }
+
+    /// Column `index` as a value of its own.
+    public func value(_ index: CInt) -> SQLValue {
+        if let values { return values[Int(index)] }
+        switch sqlite3_column_type(statement, index) {
+        case SQLITE_NULL: return .null
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, index))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, index))
+        case SQLITE_BLOB: return .blob(data(index))
+        default: return .text(text(index))
+        }
     }
 
     public func isNull(_ index: CInt) -> Bool {
-        if let row { return row.hasNull(atIndex: Int(index)) }
+        if let values { return values[Int(index)] == .null }
         return sqlite3_column_type(statement, index) == SQLITE_NULL
     }
 
     public func int64(_ index: CInt) -> Int64 {
-        if let row { return row[Int(index)] ?? 0 }
+        if let values { return values[Int(index)].int64 }
         return sqlite3_column_int64(statement, index)
     }
 
@@ -134,13 +196,18 @@ public struct StatementColumns {
         int64(index) != 0
     }
 
+    public func double(_ index: CInt) -> Double {
+        if let values { return values[Int(index)].double }
+        return sqlite3_column_double(statement, index)
+    }
+
     public func optionalInt64(_ index: CInt) -> Int64? {
         isNull(index) ? nil : int64(index)
     }
 
     /// The column as text (empty for NULL).
     public func text(_ index: CInt) -> String {
-        if let row { return row[Int(index)] ?? "" }
+        if let values { return values[Int(index)].text }
         // The pointer first, then its length: that order converts the value once.
         guard let characters = sqlite3_column_text(statement, index) else { return "" }
         return String(decoding: UnsafeBufferPointer(start: characters, count: Int(sqlite3_column_bytes(statement, index))), as: UTF8.self)
@@ -152,7 +219,7 @@ public struct StatementColumns {
 
     /// The column as a byte array (empty for NULL): one copy, where `Data` and then an array were two.
     public func bytes(_ index: CInt) -> [UInt8] {
-        if let row { return [UInt8](row[Int(index)] as Data? ?? Data()) }
+        if let values { return [UInt8](values[Int(index)].data) }
         let count = Int(sqlite3_column_bytes(statement, index))
         guard count > 0, let bytes = sqlite3_column_blob(statement, index) else { return [] }
         return [UInt8](UnsafeRawBufferPointer(start: bytes, count: count))
@@ -160,7 +227,7 @@ public struct StatementColumns {
 
     /// The column as bytes (empty for NULL).
     public func data(_ index: CInt) -> Data {
-        if let row { return row[Int(index)] ?? Data() }
+        if let values { return values[Int(index)].data }
         guard let bytes = sqlite3_column_blob(statement, index) else { return Data() }
         return Data(bytes: bytes, count: Int(sqlite3_column_bytes(statement, index)))
     }
@@ -175,7 +242,7 @@ public struct StatementColumns {
 /// holds it weakly: the statement stays GRDB's, finalized when GRDB drops it (as a connection
 /// closes), and then looked up again. A statement still alive belongs to a connection still open, so
 /// the same connection pointer is the same connection.
-public final class CachedSQL: ExpressibleByStringLiteral, @unchecked Sendable {
+public final class CachedSQL: ExpressibleByStringInterpolation, @unchecked Sendable {
     // Invariant for @unchecked Sendable: `connection` and `statement` are read and written only with
     // `lock` held; `sql` is immutable.
     /// The SQL text.
@@ -190,6 +257,11 @@ public final class CachedSQL: ExpressibleByStringLiteral, @unchecked Sendable {
 
     public convenience init(stringLiteral sql: String) {
         self.init(sql)
+    }
+
+    /// SQL put together where it is run (each use prepares or finds its statement by its text).
+    public convenience init(stringInterpolation: DefaultStringInterpolation) {
+        self.init(String(stringInterpolation: stringInterpolation))
     }
 
     /// The statement of `db` for this SQL, from GRDB's statement cache the first time.
@@ -258,7 +330,7 @@ extension Database {
         guard FastPaths.enabled else {
             // The plain way: GRDB runs the statement and builds each row.
             for row in try Row.fetchAll(cachedStatement, arguments: plainArguments(cachedStatement, bind: bind)) {
-                try read(StatementColumns(statement: cachedStatement.sqliteStatement, row: row))
+                try read(Self.columns(of: row))
             }
             return
         }
@@ -276,7 +348,7 @@ extension Database {
         guard FastPaths.enabled else {
             // The plain way: GRDB runs the statement and builds the row.
             guard let row = try Row.fetchOne(cachedStatement, arguments: plainArguments(cachedStatement, bind: bind)) else { return nil }
-            return try read(StatementColumns(statement: cachedStatement.sqliteStatement, row: row))
+            return try read(Self.columns(of: row))
         }
         return try step(cachedStatement, bind: bind) { statement, code in
             switch code {
@@ -309,7 +381,12 @@ extension Database {
         try bind(&parameters)
         let values = parameters.values ?? []
         try checkBound(values.count, cached)
-        return StatementArguments(values)
+        return StatementArguments(values.map(\.databaseValue))
+    }
+
+    /// A row GRDB read, as columns (the fast paths off).
+    private static func columns(of row: Row) -> StatementColumns {
+        StatementColumns(values: row.databaseValues.map(SQLValue.init), names: Array(row.columnNames))
     }
 
     /// Throws SQLITE_MISUSE when `count` parameters were bound and the statement has another number.

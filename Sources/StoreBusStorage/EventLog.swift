@@ -48,13 +48,13 @@ public enum EventLog {
     }
 
     /// Appends an event to the log within the caller's write transaction, filed under `topics`.
-    public static func append<Payload: SwiftProtobuf.Message>(_ db: Database, key: String, payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {
+    public static func append<Payload: SwiftProtobuf.Message>(_ db: any SQLConnection, key: String, payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {
         try append(db, key: key, payload: payload, topics: topics, positions: nil)
     }
 
     /// Appends an event, its positions taken from `positions` when given (see ``EventPositions``).
     static func append<Payload: SwiftProtobuf.Message>(
-        _ db: Database, key: String, payload: Payload, topics: EventTopics, positions: EventPositions?
+        _ db: any SQLConnection, key: String, payload: Payload, topics: EventTopics, positions: EventPositions?
     ) throws -> StoredEvent {
         let payloadJSON: [UInt8]
         do {
@@ -66,12 +66,12 @@ public enum EventLog {
     }
 
     /// Appends an event whose payload is already proto3 JSON.
-    public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: String, topics: EventTopics = .all) throws -> StoredEvent {
+    public static func appendJSON(_ db: any SQLConnection, key: String, type: String, payloadJSON: String, topics: EventTopics = .all) throws -> StoredEvent {
         try appendJSON(db, key: key, type: type, topics: topics, positions: nil) { $0 += payloadJSON.utf8 }
     }
 
     /// Appends an event whose payload is already proto3 JSON, as UTF-8.
-    public static func appendJSON(_ db: Database, key: String, type: String, payloadJSON: [UInt8], topics: EventTopics = .all) throws -> StoredEvent {
+    public static func appendJSON(_ db: any SQLConnection, key: String, type: String, payloadJSON: [UInt8], topics: EventTopics = .all) throws -> StoredEvent {
         try appendJSON(db, key: key, type: type, topics: topics, positions: nil) { $0 += payloadJSON }
     }
 
@@ -80,7 +80,7 @@ public enum EventLog {
     /// string of its own that is then copied. With `positions` (the log's one writer's), the event's
     /// positions come from there rather than from the table.
     static func appendJSON(
-        _ db: Database, key: String, type: String, topics: EventTopics, positions: EventPositions?, payload writePayload: (inout [UInt8]) throws -> Void
+        _ db: any SQLConnection, key: String, type: String, topics: EventTopics, positions: EventPositions?, payload writePayload: (inout [UInt8]) throws -> Void
     ) throws -> StoredEvent {
         let (seq, keySeq) = try positions?.take(db, key: key) ?? readPositions(db, key: key)
         do {
@@ -125,7 +125,7 @@ public enum EventLog {
         """
 
     /// The next positions of the log and of `key`, read from the table.
-    static func readPositions(_ db: Database, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
+    static func readPositions(_ db: any SQLConnection, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
         let positions = try db.fetchFirst(cached: positionsSQL, bind: { $0.text(key) }) { row in (seq: UInt64(row.int64(0)), keySeq: UInt64(row.int64(1))) }
         guard let positions else {
             throw RPCError(.internalError, "the event log's next position could not be read")
@@ -136,20 +136,40 @@ public enum EventLog {
     /// Up to `limit` events after `position`: of the whole log when `key` is empty (by seq), of one
     /// key otherwise (by key seq). With `through`, only events at or before that log position (the
     /// durable ones, see ``StoreDatabase/durableEventSeq``): within a key too, they come first.
-    public static func read(_ db: Database, key: String, after position: UInt64, limit: Int, through last: UInt64 = .max) throws -> [StoredEvent] {
+    public static func read(_ db: any SQLConnection, key: String, after position: UInt64, limit: Int, through last: UInt64 = .max) throws -> [StoredEvent] {
         // Positions are SQLite integers: none lies past Int64.max (and binding one past it would trap).
         guard position < UInt64(Int64.max) else { return [] }
         let last = Int64(clamping: last)
-        let rows: [Row]
+        var events: [StoredEvent] = []
         if key.isEmpty {
-            rows = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"), arguments: [position, last, limit])
+            try db.forEachRow(
+                cached: readSQL,
+                bind: {
+                    $0.int(Int64(position)); $0.int(last); $0.int(limit)
+                }
+            ) { events.append(event($0)) }
         } else {
-            rows = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND seq <= ? ORDER BY key_seq LIMIT ?"),
-                arguments: [key, position, last, limit])
+            try db.forEachRow(
+                cached: readKeySQL,
+                bind: {
+                    $0.text(key); $0.int(Int64(position)); $0.int(last); $0.int(limit)
+                }
+            ) { events.append(event($0)) }
         }
-        return rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
+        return events
+    }
+
+    static let readSQL: CachedSQL = "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+    static let readKeySQL: CachedSQL = "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND seq <= ? ORDER BY key_seq LIMIT ?"
+    static let readTopicsSQL: CachedSQL = "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? AND topics & ? != 0 ORDER BY seq LIMIT ?"
+    static let readKeyTopicsSQL: CachedSQL =
+        "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND key_seq <= ? AND topics & ? != 0 ORDER BY key_seq LIMIT ?"
+    static let headSQL: CachedSQL = "SELECT seq FROM storebus_event WHERE seq <= ? ORDER BY seq DESC LIMIT 1"
+    static let keyHeadSQL: CachedSQL = "SELECT key_seq FROM storebus_event WHERE stream_key = ? AND seq <= ? ORDER BY key_seq DESC LIMIT 1"
+
+    /// The event of a row of the read statements (seq, stream_key, key_seq, json).
+    private static func event(_ row: StatementColumns) -> StoredEvent {
+        StoredEvent(seq: UInt64(row.int64(0)), key: row.text(1), keySeq: UInt64(row.int64(2)), json: row.text(3))
     }
 
     /// A page of ``read(_:key:after:limit:through:)`` in any of `topics`, up to `head` (the log's or
@@ -158,37 +178,48 @@ public enum EventLog {
     /// bounded time, and steps on), and fewer than `limit` events found means every position up to
     /// the returned one was read (and the others are in none of the topics).
     public static func read(
-        _ db: Database, key: String, after position: UInt64, limit: Int, head: UInt64, topics: EventTopics, scan: UInt64
+        _ db: any SQLConnection, key: String, after position: UInt64, limit: Int, head: UInt64, topics: EventTopics, scan: UInt64
     ) throws -> (events: [StoredEvent], through: UInt64) {
         guard position < UInt64(Int64.max) else { return ([], position) }
         let bound = min(head, position.addingReportingOverflow(scan).overflow ? .max : position + scan)
         guard bound > position else { return ([], position) }
-        let rows: [Row]
+        var events: [StoredEvent] = []
+        let bound64 = Int64(clamping: bound)
         if key.isEmpty {
-            rows = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE seq > ? AND seq <= ? AND topics & ? != 0 ORDER BY seq LIMIT ?"),
-                arguments: [position, Int64(clamping: bound), topics.rawValue, limit])
+            try db.forEachRow(
+                cached: readTopicsSQL,
+                bind: {
+                    $0.int(Int64(position)); $0.int(bound64); $0.int(topics.rawValue); $0.int(limit)
+                }
+            ) { events.append(event($0)) }
         } else {
-            rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT seq, stream_key, key_seq, json FROM storebus_event WHERE stream_key = ? AND key_seq > ? AND key_seq <= ? AND topics & ? != 0 ORDER BY key_seq LIMIT ?"
-                ),
-                arguments: [key, position, Int64(clamping: bound), topics.rawValue, limit])
+            try db.forEachRow(
+                cached: readKeyTopicsSQL,
+                bind: {
+                    $0.text(key); $0.int(Int64(position)); $0.int(bound64); $0.int(topics.rawValue); $0.int(limit)
+                }
+            ) {
+                events.append(event($0))
+            }
         }
-        let events = rows.map { StoredEvent(seq: $0["seq"], key: $0["stream_key"], keySeq: $0["key_seq"], json: $0["json"]) }
         guard events.count == limit, let final = events.last else { return (events, bound) }
         return (events, key.isEmpty ? final.seq : final.keySeq)
     }
 
     /// The newest position: seq of the whole log, or key seq of one key (0 when empty). With
     /// `through`, the newest at or before that log position.
-    public static func head(_ db: Database, key: String, through last: UInt64 = .max) throws -> UInt64 {
+    public static func head(_ db: any SQLConnection, key: String, through last: UInt64 = .max) throws -> UInt64 {
         // Newest first through the key's index (or the table), stopping at the first event not past
         // `through`: at most the few events not yet durable are stepped over.
         let last = Int64(clamping: last)
         if key.isEmpty {
-            return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM storebus_event WHERE seq <= ? ORDER BY seq DESC LIMIT 1"), arguments: [last]) ?? 0
+            return try db.fetchFirst(cached: headSQL, bind: { $0.int(last) }) { UInt64($0.int64(0)) } ?? 0
         }
-        return try UInt64.fetchOne(db.cachedStatement(sql: "SELECT key_seq FROM storebus_event WHERE stream_key = ? AND seq <= ? ORDER BY key_seq DESC LIMIT 1"), arguments: [key, last]) ?? 0
+        return try db.fetchFirst(
+            cached: keyHeadSQL,
+            bind: {
+                $0.text(key); $0.int(last)
+            }
+        ) { UInt64($0.int64(0)) } ?? 0
     }
 }

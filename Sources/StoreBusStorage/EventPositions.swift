@@ -27,7 +27,7 @@ final class EventPositions: @unchecked Sendable {
 
     /// The positions of the next event of `key`, taken: the next call for the log, or for the key,
     /// gives the ones after them.
-    func take(_ db: Database, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
+    func take(_ db: any SQLConnection, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
         guard FastPaths.enabled else { return try EventLog.readPositions(db, key: key) }
         if let seq = lastSeq, let index = lastKeySeqs.index(forKey: key) {
             lastSeq = seq + 1

@@ -86,8 +86,8 @@ struct TransactionStoreTests {
             try [
                 "SELECT COUNT(*) FROM pq_transaction WHERE queue_key = 'q' AND finished = 0",
                 "SELECT id FROM pq_transaction WHERE queue_key = 'q' AND finished = 0 ORDER BY created_ms, id",
-                TransactionStore.dueSQL.replacingOccurrences(of: "?", with: "0"),
-                TransactionStore.nextDueSQL
+                TransactionStore.dueSQL.sql.replacingOccurrences(of: "?", with: "0"),
+                TransactionStore.nextDueSQL.sql
             ].map { sql in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ")
             }
@@ -498,7 +498,7 @@ struct TransactionStoreTests {
         let plans = try await fixture.database.pool.read { db -> [String] in
             let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pq_charge' AND sql IS NOT NULL")
             return [indexes.joined(separator: ",")]
-                + (try [TransactionStore.holdsSQL.sql, TransactionStore.ledgerSQL].map { sql in
+                + (try [TransactionStore.holdsSQL.sql, TransactionStore.ledgerSQL.sql].map { sql in
                     try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.replacingOccurrences(of: "?", with: "'x'"))
                         .map { $0["detail"] as String }.joined(separator: "; ")
                 })
