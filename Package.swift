@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "StoreBusHost", targets: ["StoreBusHost"]),
         .library(name: "StoreBusCommandLine", targets: ["StoreBusCommandLine"]),
         .library(name: "StoreBusStorage", targets: ["StoreBusStorage"]),
+        .library(name: "StoreBusPostgres", targets: ["StoreBusPostgres"]),
         .library(name: "StoreBusTesting", targets: ["StoreBusTesting"]),
         .library(name: "CatalogFormat", targets: ["CatalogFormat"]),
         .library(name: "Catalog", targets: ["Catalog"]),
@@ -64,6 +65,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         // Base64 for the megabytes of download chunks in proto3 JSON (jwt-kit uses it too).
         .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
+        // The scale-out storage engine: services' databases on PostgreSQL.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -144,12 +147,24 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
+        // The storage seam's PostgreSQL engine (postgres-nio): a service's database on a primary
+        // found among several hosts, for several instances of each service.
+        .target(
+            name: "StoreBusPostgres",
+            dependencies: [
+                "StoreBus", "StoreBusStorage", "StoreSchema",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // Test support: real processes (one StoreCluster starts a whole system), temporary
         // directories, hostile inputs, a recorder of an SDK queue's callbacks.
         .target(
             name: "StoreBusTesting",
             dependencies: [
-                "ContentPackage", "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreSchema", "ZeroMQ",
+                "ContentPackage", "StoreBus", "StoreBusPostgres", "StoreBusServer", "StoreBusSDK", "StoreSchema", "ZeroMQ",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -173,7 +188,7 @@ let package = Package(
         .target(
             name: "PaymentQueue",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusPostgres", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),

@@ -13,12 +13,12 @@ enum DownloadSchema {
         migrator.registerMigration("download_v1") { db in
             // The position of the payment queue's log applied, committed with its effects (moved to
             // the follower kit's sb_follow by the migration below).
-            try db.execute(sql: "CREATE TABLE dl_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
+            try db.execute(cached: "CREATE TABLE dl_follow (log TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT")
             // Every download this service was asked about, with its state as the payment queue last
             // said (key_seq: the queue position that said it) and what was sent for it. A finished
             // transaction's downloads stay, marked, so that a late answer cannot bring them back.
             try db.execute(
-                sql: """
+                cached: """
                     CREATE TABLE dl_download (
                         transaction_id TEXT NOT NULL,
                         content_id TEXT NOT NULL,
@@ -34,7 +34,7 @@ enum DownloadSchema {
                         PRIMARY KEY (transaction_id, content_id)
                     ) STRICT
                     """)
-            try db.execute(sql: "CREATE INDEX dl_download_queue ON dl_download (queue_key, created_ms)")
+            try db.execute(cached: "CREATE INDEX dl_download_queue ON dl_download (queue_key, created_ms)")
         }
         FollowedLog.registerMigration(&migrator, replacing: "dl_follow")
         return migrator
@@ -78,7 +78,7 @@ final class DownloadLedger: Sendable {
     init(database: StoreDatabase) async throws {
         self.database = database
         let loaded = try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM dl_download").map { row -> (DownloadKey, LedgerEntry) in
+            try db.rows(cached: CachedSQL("SELECT * FROM dl_download")).map { row -> (DownloadKey, LedgerEntry) in
                 (
                     DownloadKey(transaction: row["transaction_id"], content: row["content_id"]),
                     LedgerEntry(
@@ -145,7 +145,7 @@ final class DownloadLedger: Sendable {
     /// Applies a page of the payment queue's log in the follower's write transaction `db`: download
     /// states, and the end of finished transactions' downloads. Events of downloads never asked about
     /// here are passed over.
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: any SQLConnection) throws {
         let saved = entries.withLock { entries -> [(DownloadKey, LedgerEntry)] in
             var saved: [DownloadKey: LedgerEntry] = [:]
             for record in records {
@@ -180,9 +180,9 @@ final class DownloadLedger: Sendable {
         for (key, entry) in saved { try Self.save(db, key, entry) }
     }
 
-    private static func save(_ db: Database, _ key: DownloadKey, _ entry: LedgerEntry) throws {
+    private static func save(_ db: any SQLConnection, _ key: DownloadKey, _ entry: LedgerEntry) throws {
         try db.execute(
-            sql: """
+            cached: """
                 INSERT INTO dl_download (transaction_id, content_id, queue_key, app, product_id, state, key_seq, bytes_sent, served_end, created_ms, transaction_finished)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (transaction_id, content_id) DO UPDATE SET
@@ -206,7 +206,7 @@ struct DownloadReducer: LogReducer {
     static let topics = [QueueTopic.downloads.rawValue]
     let ledger: DownloadLedger
 
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: any SQLConnection) throws {
         try ledger.apply(records, in: db)
     }
 }

@@ -34,8 +34,8 @@ struct NotificationFollower: Service {
                     // knowledge goes, and the new log is read from its start.
                     logger.warning("The payment queue's event log was replaced; following it again from its start", metadata: ["error": "\(error.message)"])
                     try await log.forget { db in
-                        try db.execute(sql: "DELETE FROM nt_subscription")
-                        try db.execute(sql: "DELETE FROM nt_noted")
+                        try db.execute(cached: "DELETE FROM nt_subscription")
+                        try db.execute(cached: "DELETE FROM nt_noted")
                     }
                 })
         }

@@ -25,20 +25,19 @@ extension NotificationStore {
 
     /// Every URL deliveries were queued for.
     func deliveryURLs() async throws -> [String] {
-        try await database.read { db in try String.fetchAll(db.cachedStatement(sql: "SELECT url FROM nt_url ORDER BY url")) }
+        try await database.read { db in try db.values(String.self, cached: "SELECT url FROM nt_url ORDER BY url") }
     }
 
     /// Deliveries to `url` due by `nowMS`, oldest first, at most `limit`, leaving out those in
     /// `busy` (through the URL's own index: another URL's backlog is never read).
     func due(url: String, nowMS: Int64, limit: Int, excluding busy: Set<Delivery>) async throws -> [Delivery] {
         try await database.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT d.app, d.position, d.url, d.attempts, e.time_ms FROM nt_delivery d
-                        JOIN storebus_event e ON e.stream_key = d.app AND e.key_seq = d.position
-                        WHERE d.url = ? AND d.state = 'PENDING' AND d.next_ms <= ? ORDER BY d.next_ms, d.app, d.position LIMIT ?
-                        """),
+            try db.rows(
+                cached: """
+                    SELECT d.app, d.position, d.url, d.attempts, e.time_ms FROM nt_delivery d
+                    JOIN storebus_event e ON e.stream_key = d.app AND e.key_seq = d.position
+                    WHERE d.url = ? AND d.state = 'PENDING' AND d.next_ms <= ? ORDER BY d.next_ms, d.app, d.position LIMIT ?
+                    """,
                 arguments: [url, nowMS, limit + busy.count]
             )
             .map { Delivery(app: $0[0], position: UInt64($0[1] as Int64), url: $0[2], attempts: $0[3], appendedMS: $0[4]) }
@@ -48,12 +47,12 @@ extension NotificationStore {
 
     /// Deliveries waiting for an attempt.
     func pendingCount() async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nt_delivery WHERE state = 'PENDING'") ?? 0 }
+        try await database.read { db in try db.value(Int.self, cached: CachedSQL("SELECT COUNT(*) FROM nt_delivery WHERE state = 'PENDING'")) ?? 0 }
     }
 
     /// When the next pending delivery is due, if any.
     func nextDue() async throws -> Int64? {
-        try await database.read { db in try Int64.fetchOne(db, sql: "SELECT MIN(next_ms) FROM nt_delivery WHERE state = 'PENDING'") }
+        try await database.read { db in try db.value(Int64.self, cached: CachedSQL("SELECT MIN(next_ms) FROM nt_delivery WHERE state = 'PENDING'")) }
     }
 
     /// The signed payload of a delivery's notification.
@@ -66,8 +65,9 @@ extension NotificationStore {
     func record(_ delivery: Delivery, result: String, httpStatus: Int, atMS: Int64, scale: Double) async throws {
         try await attempts.write { db, _ in
             let attempt = delivery.attempts + 1
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO nt_attempt (app, position, attempt, at_ms, result, http_status) VALUES (?, ?, ?, ?, ?, ?)")
-                .execute(arguments: [delivery.app, Int64(delivery.position), attempt, atMS, result, httpStatus])
+            try db.execute(
+                cached: "INSERT OR REPLACE INTO nt_attempt (app, position, attempt, at_ms, result, http_status) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [delivery.app, Int64(delivery.position), attempt, atMS, result, httpStatus])
             let state: String
             var next = atMS
             if result == "SUCCESS" {
@@ -78,8 +78,9 @@ extension NotificationStore {
                 state = "PENDING"
                 next = atMS + Int64((Self.retryHours[attempt - 1] * 3_600_000 * scale).rounded(.up))
             }
-            try db.cachedStatement(sql: "UPDATE nt_delivery SET attempts = ?, state = ?, next_ms = ? WHERE app = ? AND position = ? AND state = 'PENDING'")
-                .execute(arguments: [attempt, state, next, delivery.app, Int64(delivery.position)])
+            try db.execute(
+                cached: "UPDATE nt_delivery SET attempts = ?, state = ?, next_ms = ? WHERE app = ? AND position = ? AND state = 'PENDING'",
+                arguments: [attempt, state, next, delivery.app, Int64(delivery.position)])
         }
     }
 
@@ -89,9 +90,9 @@ extension NotificationStore {
         let configured = configuredWebhooks
         return try await database.write { db in
             if url.isEmpty && sandboxURL.isEmpty {
-                try db.execute(sql: "DELETE FROM nt_webhook WHERE app = ?", arguments: [app])
+                try db.execute(cached: "DELETE FROM nt_webhook WHERE app = ?", arguments: [app])
             } else {
-                try db.execute(sql: "INSERT OR REPLACE INTO nt_webhook (app, url, sandbox_url) VALUES (?, ?, ?)", arguments: [app, url, sandboxURL])
+                try db.execute(cached: "INSERT OR REPLACE INTO nt_webhook (app, url, sandbox_url) VALUES (?, ?, ?)", arguments: [app, url, sandboxURL])
             }
             return (
                 try Self.webhook(db, app: app, environment: "Production", configured: configured) ?? "",
@@ -138,7 +139,7 @@ extension NotificationStore {
     /// delivery and attempts; nil when the app has none by that token.
     func testNotification(app: String, token: String) async throws -> Storebus_Notifications_V1_NotificationHistoryItem? {
         let found = try await database.read { db in
-            try Int64.fetchOne(db.cachedStatement(sql: "SELECT position FROM nt_test WHERE token = ? AND app = ?"), arguments: [token, app])
+            try db.value(Int64.self, cached: "SELECT position FROM nt_test WHERE token = ? AND app = ?", arguments: [token, app])
         }
         guard let position = found else { return nil }
         let page = try await read(app: app, after: UInt64(position) - 1, limit: 1)
@@ -149,10 +150,9 @@ extension NotificationStore {
     func historyItems(app: String, _ notifications: [Storebus_Notifications_V1_Notification]) async throws -> [Storebus_Notifications_V1_NotificationHistoryItem] {
         try await database.read { db in
             try notifications.map { notification in
-                let delivery = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT url, state FROM nt_delivery WHERE app = ? AND position = ?"), arguments: [app, Int64(notification.position)])
-                let attempts = try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT at_ms, result, http_status FROM nt_attempt WHERE app = ? AND position = ? ORDER BY attempt"),
+                let delivery = try db.row(cached: "SELECT url, state FROM nt_delivery WHERE app = ? AND position = ?", arguments: [app, Int64(notification.position)])
+                let attempts = try db.rows(
+                    cached: "SELECT at_ms, result, http_status FROM nt_attempt WHERE app = ? AND position = ? ORDER BY attempt",
                     arguments: [app, Int64(notification.position)])
                 return Storebus_Notifications_V1_NotificationHistoryItem.with {
                     $0.notification = notification

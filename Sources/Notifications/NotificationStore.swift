@@ -15,24 +15,24 @@ public enum NotificationsSchema {
         FollowedLog.registerMigration(&migrator)
         migrator.registerMigration("notifications_v1") { db in
             // Each subscription's last state (its Subscription message as JSON), by app|account|group.
-            try db.execute(sql: "CREATE TABLE nt_subscription (key TEXT PRIMARY KEY, json TEXT NOT NULL) STRICT")
+            try db.execute(cached: "CREATE TABLE nt_subscription (key TEXT PRIMARY KEY, json TEXT NOT NULL) STRICT")
             // Transactions whose charge or refund was notified ("charge:<id>", "refund:<id>").
-            try db.execute(sql: "CREATE TABLE nt_noted (key TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
+            try db.execute(cached: "CREATE TABLE nt_noted (key TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
         }
         migrator.registerMigration("notifications_v2_webhooks") { db in
             // The webhook an admin set for an app (the configuration's otherwise).
-            try db.execute(sql: "CREATE TABLE nt_webhook (app TEXT PRIMARY KEY, url TEXT NOT NULL) STRICT")
+            try db.execute(cached: "CREATE TABLE nt_webhook (app TEXT PRIMARY KEY, url TEXT NOT NULL) STRICT")
             // Each notification's delivery to its webhook: queued with it, in the same transaction.
             try db.execute(
-                sql: """
+                cached: """
                     CREATE TABLE nt_delivery (
                         app TEXT NOT NULL, position INTEGER NOT NULL, url TEXT NOT NULL, state TEXT NOT NULL,
                         attempts INTEGER NOT NULL, next_ms INTEGER NOT NULL, PRIMARY KEY (app, position)) STRICT
                     """)
-            try db.execute(sql: "CREATE INDEX nt_delivery_due ON nt_delivery (next_ms) WHERE state = 'PENDING'")
+            try db.execute(cached: "CREATE INDEX nt_delivery_due ON nt_delivery (next_ms) WHERE state = 'PENDING'")
             // Every attempt, with Apple's sendAttemptResult.
             try db.execute(
-                sql: """
+                cached: """
                     CREATE TABLE nt_attempt (
                         app TEXT NOT NULL, position INTEGER NOT NULL, attempt INTEGER NOT NULL, at_ms INTEGER NOT NULL,
                         result TEXT NOT NULL, http_status INTEGER NOT NULL, PRIMARY KEY (app, position, attempt)) STRICT
@@ -41,23 +41,23 @@ public enum NotificationsSchema {
         migrator.registerMigration("notifications_v3_test_tokens") { db in
             // Each TEST notification's token (its notificationUUID): how the App Store Server API's
             // Get Test Notification Status finds it.
-            try db.execute(sql: "CREATE TABLE nt_test (token TEXT PRIMARY KEY, app TEXT NOT NULL, position INTEGER NOT NULL) STRICT")
+            try db.execute(cached: "CREATE TABLE nt_test (token TEXT PRIMARY KEY, app TEXT NOT NULL, position INTEGER NOT NULL) STRICT")
             // The account of each transaction a notification carried (its original's too): how
             // Get Notification History finds a customer's notifications from any of its transactions.
             try db.execute(
-                sql: "CREATE TABLE nt_customer (app TEXT NOT NULL, txn TEXT NOT NULL, account TEXT NOT NULL, PRIMARY KEY (app, txn)) STRICT, WITHOUT ROWID")
+                cached: "CREATE TABLE nt_customer (app TEXT NOT NULL, txn TEXT NOT NULL, account TEXT NOT NULL, PRIMARY KEY (app, txn)) STRICT, WITHOUT ROWID")
         }
         migrator.registerMigration("notifications_v4_delivery_urls") { db in
             // Every URL deliveries were queued for, and each URL's pending deliveries by when they
             // fall due: the sender looks URL by URL, so that one URL's backlog is never read past to
             // find another's.
-            try db.execute(sql: "CREATE TABLE nt_url (url TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
-            try db.execute(sql: "INSERT OR IGNORE INTO nt_url (url) SELECT DISTINCT url FROM nt_delivery")
-            try db.execute(sql: "CREATE INDEX nt_delivery_url_due ON nt_delivery (url, next_ms) WHERE state = 'PENDING'")
+            try db.execute(cached: "CREATE TABLE nt_url (url TEXT PRIMARY KEY) STRICT, WITHOUT ROWID")
+            try db.execute(cached: "INSERT OR IGNORE INTO nt_url (url) SELECT DISTINCT url FROM nt_delivery")
+            try db.execute(cached: "CREATE INDEX nt_delivery_url_due ON nt_delivery (url, next_ms) WHERE state = 'PENDING'")
         }
         migrator.registerMigration("notifications_v5_sandbox_webhooks") { db in
             // An app's sandbox webhook, beside its production one (empty: the configuration's).
-            try db.execute(sql: "ALTER TABLE nt_webhook ADD COLUMN sandbox_url TEXT NOT NULL DEFAULT ''")
+            try db.execute(cached: "ALTER TABLE nt_webhook ADD COLUMN sandbox_url TEXT NOT NULL DEFAULT ''")
         }
         return migrator
     }
@@ -104,10 +104,10 @@ public struct NotificationStore: Sendable {
         return try await database.read { db in
             var rules = NotificationRules()
             for key in subscriptions {
-                guard let json = try String.fetchOne(db.cachedStatement(sql: "SELECT json FROM nt_subscription WHERE key = ?"), arguments: [key]) else { continue }
+                guard let json = try db.value(String.self, cached: "SELECT json FROM nt_subscription WHERE key = ?", arguments: [key]) else { continue }
                 rules.subscriptions[key] = try Storebus_PaymentQueue_V1_Subscription(jsonString: json)
             }
-            for key in noted where try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM nt_noted WHERE key = ?"), arguments: [key]) == true {
+            for key in noted where try db.value(Bool.self, cached: "SELECT 1 FROM nt_noted WHERE key = ?", arguments: [key]) == true {
                 rules.noted.insert(key)
             }
             return rules
@@ -117,15 +117,14 @@ public struct NotificationStore: Sendable {
     /// Writes what the rules learnt and appends the signed notifications, in the caller's write
     /// transaction. Returns each app's newest position.
     static func write(
-        _ db: Database, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification],
+        _ db: any SQLConnection, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification],
         webhooks: WebhookURLs, environment: String
     ) throws -> [String: UInt64] {
         for (key, subscription) in rules.subscriptions where before.subscriptions[key] != subscription {
-            try db.cachedStatement(sql: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json")
-                .execute(arguments: [key, try subscription.jsonString()])
+            try db.execute(cached: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json", arguments: [key, try subscription.jsonString()])
         }
         for key in rules.noted.subtracting(before.noted) {
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_noted (key) VALUES (?)").execute(arguments: [key])
+            try db.execute(cached: "INSERT OR IGNORE INTO nt_noted (key) VALUES (?)", arguments: [key])
         }
         var heads: [String: UInt64] = [:]
         for notification in notifications {
@@ -136,7 +135,7 @@ public struct NotificationStore: Sendable {
 
     /// Appends a notification to its app's log, and queues its delivery when the app has a webhook;
     /// returns its position.
-    static func append(_ db: Database, _ notification: Storebus_Notifications_V1_Notification, webhooks: WebhookURLs, environment: String) throws -> UInt64 {
+    static func append(_ db: any SQLConnection, _ notification: Storebus_Notifications_V1_Notification, webhooks: WebhookURLs, environment: String) throws -> UInt64 {
         var stored = notification
         stored.appBundleID = ""
         let position: UInt64
@@ -146,17 +145,16 @@ public struct NotificationStore: Sendable {
             position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
         }
         for transaction in Set([notification.transactionID, notification.originalTransactionID]) where !transaction.isEmpty {
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_customer (app, txn, account) VALUES (?, ?, ?)")
-                .execute(arguments: [notification.appBundleID, transaction, notification.accountID])
+            try db.execute(cached: "INSERT OR IGNORE INTO nt_customer (app, txn, account) VALUES (?, ?, ?)", arguments: [notification.appBundleID, transaction, notification.accountID])
         }
         if notification.notificationType == "TEST" {
-            try db.cachedStatement(sql: "INSERT INTO nt_test (token, app, position) VALUES (?, ?, ?)")
-                .execute(arguments: [notification.notificationUuid, notification.appBundleID, Int64(position)])
+            try db.execute(cached: "INSERT INTO nt_test (token, app, position) VALUES (?, ?, ?)", arguments: [notification.notificationUuid, notification.appBundleID, Int64(position)])
         }
         if let url = try webhook(db, app: notification.appBundleID, environment: environment, configured: webhooks) {
-            try db.cachedStatement(sql: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)")
-                .execute(arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nt_url (url) VALUES (?)").execute(arguments: [url])
+            try db.execute(
+                cached: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)",
+                arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
+            try db.execute(cached: "INSERT OR IGNORE INTO nt_url (url) VALUES (?)", arguments: [url])
         }
         return position
     }
@@ -174,8 +172,8 @@ public struct NotificationStore: Sendable {
     /// The webhook `app`'s notifications of `environment` go to: an admin's, else the
     /// configuration's; a sandbox notification to the sandbox URL, else to the production one; nil
     /// for none.
-    static func webhook(_ db: Database, app: String, environment: String, configured: WebhookURLs) throws -> String? {
-        let set = try Row.fetchOne(db.cachedStatement(sql: "SELECT url, sandbox_url FROM nt_webhook WHERE app = ?"), arguments: [app])
+    static func webhook(_ db: any SQLConnection, app: String, environment: String, configured: WebhookURLs) throws -> String? {
+        let set = try db.row(cached: "SELECT url, sandbox_url FROM nt_webhook WHERE app = ?", arguments: [app])
         func nonEmpty(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
         let production = nonEmpty(set?[0]) ?? configured.production[app]
         guard environment == "Sandbox" else { return production }
@@ -202,7 +200,7 @@ public struct NotificationStore: Sendable {
     /// original), nil when none did.
     func account(app: String, transaction: String) async throws -> String? {
         try await database.read { db in
-            try String.fetchOne(db.cachedStatement(sql: "SELECT account FROM nt_customer WHERE app = ? AND txn = ?"), arguments: [app, transaction])
+            try db.value(String.self, cached: "SELECT account FROM nt_customer WHERE app = ? AND txn = ?", arguments: [app, transaction])
         }
     }
 
@@ -211,8 +209,8 @@ public struct NotificationStore: Sendable {
         try await database.read { db in try Self.oldest(db, app: app) }
     }
 
-    static func oldest(_ db: Database, app: String) throws -> UInt64 {
-        try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?"), arguments: [app]) ?? 0
+    static func oldest(_ db: any SQLConnection, app: String) throws -> UInt64 {
+        try db.value(UInt64.self, cached: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ?", arguments: [app]) ?? 0
     }
 
     /// Deletes, for every app, the oldest notifications appended before `cutoffMS`, at most `batch`
@@ -223,24 +221,22 @@ public struct NotificationStore: Sendable {
     func prune(before cutoffMS: Int64, batch: Int = 1_000) async throws -> Int {
         try await database.write { db in
             var deleted = 0
-            let apps = try String.fetchAll(db, sql: "SELECT DISTINCT stream_key FROM storebus_event")
+            let apps = try db.values(String.self, cached: CachedSQL("SELECT DISTINCT stream_key FROM storebus_event"))
             for app in apps {
                 let head = try EventLog.head(db, key: app)
                 guard head > 1 else { continue }
                 let oldest = try Self.oldest(db, app: app)
                 // The last position of the prefix: before the first kept for its age, its pending
                 // delivery, or the head.
-                let young = try UInt64.fetchOne(
-                    db.cachedStatement(sql: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ? AND time_ms >= ?"), arguments: [app, cutoffMS])
-                let pending = try UInt64.fetchOne(
-                    db.cachedStatement(sql: "SELECT MIN(position) FROM nt_delivery WHERE app = ? AND state = 'PENDING'"), arguments: [app])
+                let young = try db.value(UInt64.self, cached: "SELECT MIN(key_seq) FROM storebus_event WHERE stream_key = ? AND time_ms >= ?", arguments: [app, cutoffMS])
+                let pending = try db.value(UInt64.self, cached: "SELECT MIN(position) FROM nt_delivery WHERE app = ? AND state = 'PENDING'", arguments: [app])
                 let last = min(head - 1, (young ?? .max) - 1, (pending ?? .max) - 1, oldest + UInt64(batch) - 1)
                 guard last >= oldest else { continue }
-                let range: [any DatabaseValueConvertible] = [app, Int64(last)]
-                try db.execute(sql: "DELETE FROM storebus_event WHERE stream_key = ? AND key_seq <= ?", arguments: StatementArguments(range))
-                try db.execute(sql: "DELETE FROM nt_delivery WHERE app = ? AND position <= ?", arguments: StatementArguments(range))
-                try db.execute(sql: "DELETE FROM nt_attempt WHERE app = ? AND position <= ?", arguments: StatementArguments(range))
-                try db.execute(sql: "DELETE FROM nt_test WHERE app = ? AND position <= ?", arguments: StatementArguments(range))
+                let range: [any SQLArgument] = [app, Int64(last)]
+                try db.execute(cached: "DELETE FROM storebus_event WHERE stream_key = ? AND key_seq <= ?", arguments: range)
+                try db.execute(cached: "DELETE FROM nt_delivery WHERE app = ? AND position <= ?", arguments: range)
+                try db.execute(cached: "DELETE FROM nt_attempt WHERE app = ? AND position <= ?", arguments: range)
+                try db.execute(cached: "DELETE FROM nt_test WHERE app = ? AND position <= ?", arguments: range)
                 deleted += Int(last - oldest + 1)
             }
             return deleted

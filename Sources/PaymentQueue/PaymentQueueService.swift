@@ -2,6 +2,7 @@ import Foundation
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusServer
 import StoreBusStorage
 import StoreSchema
@@ -28,6 +29,11 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     /// costs its followers: a receipt entry, a signed notification): the rest of the machine stays
     /// for purchases. 0: as fast as rounds go. Default 250 (900,000 an hour).
     public var renewalsPerSecond = RenewalEngine.defaultRenewalsPerSecond
+    /// Where the queue's state and event log are kept: `sqlite` (a file in the data directory, the
+    /// default) or `postgres` (the database `postgres` names, for several instances of the service).
+    public var storage = SQLEngine.sqlite
+    /// With `storage` `postgres`: the servers, role and database.
+    public var postgres: PostgresSettings?
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7302`, doorbells on
     /// `tcp://127.0.0.1:7312`, data in `data/payment-queue`
@@ -37,7 +43,7 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
     /// The defaults.
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case catalogEndpoints, durability, catalogCacheMilliseconds, policies, renewalRate, renewalsPerSecond }
+    enum CodingKeys: String, CodingKey { case catalogEndpoints, durability, catalogCacheMilliseconds, policies, renewalRate, renewalsPerSecond, storage, postgres }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -47,6 +53,8 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
         catalogCacheMilliseconds = try container.value(.catalogCacheMilliseconds, default: defaults.catalogCacheMilliseconds)
         policies = try container.value(.policies, default: defaults.policies)
         renewalsPerSecond = try container.value(.renewalsPerSecond, default: defaults.renewalsPerSecond)
+        storage = try container.value(.storage, default: defaults.storage)
+        postgres = try container.decodeIfPresent(PostgresSettings.self, forKey: .postgres)
         if let name = try container.decodeIfPresent(String.self, forKey: .renewalRate) {
             guard let rate = RenewalClock.rate(named: name) else {
                 let names = RenewalClock.rates.map(RenewalClock.name(of:)).joined(separator: ", ")
@@ -64,6 +72,14 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
         }
         guard catalogCacheMilliseconds >= 0 else { throw StartupError("service.catalogCacheMilliseconds must be 0 or more") }
         guard renewalsPerSecond >= 0 else { throw StartupError("service.renewalsPerSecond must be 0 (no limit) or more") }
+        if storage == .postgres {
+            guard let postgres else { throw StartupError("service.storage is postgres: service.postgres must name the servers, role and database") }
+            do {
+                try postgres.validate()
+            } catch {
+                throw StartupError("service.\(error)")
+            }
+        }
         for (index, entry) in policies.enumerated() {
             guard !entry.app.isEmpty else { throw StartupError("service.policies[\(index)].app must not be empty") }
             do {
@@ -166,15 +182,26 @@ public struct PaymentQueueService: Service {
     /// shutdown (SIGINT or SIGTERM in its own process).
     public func run() async throws {
         let host = try ServiceHost(process: Self.process, configuration: host)
-        // A thread of its own syncs the commits (see WALSyncer): the loop that commits goes on with
-        // the next writes meanwhile.
-        let database = try StoreDatabase(
-            directory: try host.dataDirectory(), name: "payment-queue",
-            durability: configuration.durability, syncThread: true, migrator: PaymentQueueSchema.migrator
-        )
+        let database: any SQLDatabase
+        /// Where writes commit: on SQLite, the server's loop, where requests arrive and answers and
+        /// doorbells leave; on PostgreSQL, a thread of the writer's (each commit waits for the server).
+        let commitLoop: Reactor?
+        switch configuration.storage {
+        case .sqlite:
+            // A thread of its own syncs the commits (see WALSyncer): the loop that commits goes on
+            // with the next writes meanwhile.
+            database = try StoreDatabase(
+                directory: try host.dataDirectory(), name: "payment-queue",
+                durability: configuration.durability, syncThread: true, migrator: PaymentQueueSchema.migrator
+            )
+            commitLoop = host.reactor
+        case .postgres:
+            guard let settings = configuration.postgres else { throw StartupError("service.storage is postgres: service.postgres must name the servers, role and database") }
+            database = try PostgresDatabase(settings: settings, schema: PaymentQueuePostgresSchema.schema, logger: host.logger)
+            commitLoop = nil
+        }
         let publisher = try host.makePublisher()
-        // Writes commit on the server's loop, where requests arrive and answers and doorbells leave.
-        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints, reactor: host.reactor))
+        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints, reactor: commitLoop))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
         for entry in configuration.policies {
             var policy = entry.policy

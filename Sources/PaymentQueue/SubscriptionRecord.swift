@@ -51,8 +51,12 @@ struct SubscriptionRecord: Sendable, Equatable {
 
     /// Writes every column of ``columns``, one `?` each (counted from the list, so that a column
     /// added there cannot leave the statement a parameter short).
-    static let saveSQL: CachedSQL =
-        "INSERT OR REPLACE INTO pq_subscription (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))"
+    static let saveSQL: CachedSQL = {
+        let names = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        let key: Set = ["app", "account", "grp"]
+        let updates = names.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+        return "INSERT INTO pq_subscription (\(columns)) VALUES (\(names.map { _ in "?" }.joined(separator: ", "))) ON CONFLICT (app, account, grp) DO UPDATE SET \(updates)"
+    }()
 
     init(_ row: SQLRow) {
         app = row[0]

@@ -23,7 +23,9 @@ extension TransactionStore {
     public func setBillingControls(_ controls: Storebus_PaymentQueue_V1_BillingControls, app: String) async throws -> Storebus_PaymentQueue_V1_BillingControls {
         // No event: the controls change no queue (a renewal they cause or prevent tells).
         try await database.write { db in
-            try db.execute(cached: "INSERT OR REPLACE INTO pq_billing (app, billing_retry, grace) VALUES (?, ?, ?)", arguments: [app, controls.billingRetryOnRenewal, controls.gracePeriodEnabled])
+            try db.execute(
+                cached: "INSERT INTO pq_billing (app, billing_retry, grace) VALUES (?, ?, ?) ON CONFLICT (app) DO UPDATE SET billing_retry = excluded.billing_retry, grace = excluded.grace",
+                arguments: [app, controls.billingRetryOnRenewal, controls.gracePeriodEnabled])
             return try Self.billingControls(db, app: app)
         }
     }

@@ -34,8 +34,8 @@ extension TransactionStore {
             }
             try db.execute(
                 cached: """
-                    INSERT OR IGNORE INTO pq_delivery (queue_key, id, app, account, device, finished, replay_bytes, created_ms)
-                    VALUES (?, ?, ?, ?, ?, 0, ?, ?)
+                    INSERT INTO pq_delivery (queue_key, id, app, account, device, finished, replay_bytes, created_ms)
+                    VALUES (?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT DO NOTHING
                     """, arguments: [key, transaction.transactionIdentifier, app, account, queue.deviceID, weight, ms])
             var copy = transaction
             copy.queue = queue

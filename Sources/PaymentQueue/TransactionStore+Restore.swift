@@ -115,10 +115,11 @@ extension TransactionStore {
         let key = queue.key
         guard !knownQueues.withLock({ $0.contains(key) }) else { return }
         try await database.write { db in
-            try db.execute(cached: "INSERT OR IGNORE INTO pq_queue (queue_key, app, account, device) VALUES (?, ?, ?, ?)", arguments: [key, queue.appBundleID, queue.accountID, queue.deviceID])
+            try db.execute(
+                cached: "INSERT INTO pq_queue (queue_key, app, account, device) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING", arguments: [key, queue.appBundleID, queue.accountID, queue.deviceID])
         }
         knownQueues.withLock { known in
-            // A bound on the memory: past it, a queue asks again (one more INSERT OR IGNORE).
+            // A bound on the memory: past it, a queue asks again (one more insert that does nothing).
             if known.count >= 100_000 { known.removeAll() }
             known.insert(key)
         }
@@ -203,7 +204,7 @@ extension TransactionStore {
                                 WHERE app = ? AND account = ? AND product_id = ? AND original_id IS NULL AND state = ? AND cleared = 0
                                   AND NOT EXISTS (SELECT 1 FROM pq_charge c WHERE c.transaction_id = t.id))
                             """
-                        let standing = "revoked_ms IS NULL AND cleared = 0 AND (id IN rebuys OR original_id IN rebuys)"
+                        let standing = "revoked_ms IS NULL AND cleared = 0 AND (id IN (SELECT id FROM rebuys) OR original_id IN (SELECT id FROM rebuys))"
                         let purchased = Storebus_PaymentQueue_V1_TransactionState.purchased.rawValue
                         cancelled += try db.values(
                             String.self, cached: "\(rebuys) SELECT id FROM pq_transaction WHERE \(standing) ORDER BY created_ms, id",
@@ -283,7 +284,7 @@ extension TransactionStore {
     /// Keeps the highest charge id ever given in `pq_sequence` ('charge') before the ledger is emptied.
     static let chargeFloorSQL: CachedSQL = """
         INSERT INTO pq_sequence (name, value) SELECT 'charge', COALESCE(MAX(id), 0) FROM pq_charge WHERE true
-        ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value)
+        ON CONFLICT (name) DO UPDATE SET value = CASE WHEN excluded.value > pq_sequence.value THEN excluded.value ELSE pq_sequence.value END
         """
 
     static func clear(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {

@@ -44,7 +44,7 @@ extension TransactionStore {
             if rate == .unspecified {
                 try db.execute(cached: "DELETE FROM pq_renewal_rate WHERE app = ?", arguments: [app])
             } else {
-                try db.execute(cached: "INSERT OR REPLACE INTO pq_renewal_rate (app, rate) VALUES (?, ?)", arguments: [app, rate.rawValue])
+                try db.execute(cached: "INSERT INTO pq_renewal_rate (app, rate) VALUES (?, ?) ON CONFLICT (app) DO UPDATE SET rate = excluded.rate", arguments: [app, rate.rawValue])
             }
             return try Self.renewalRate(db, app: app).rate
         }
@@ -58,7 +58,7 @@ extension TransactionStore {
     static func nextWebOrder(_ db: any SQLConnection) throws -> Int64 {
         let last = try db.fetchFirst(cached: lastWebOrderSQL) { row in row.int64(0) }
         let value = (last ?? 0) + 1
-        try db.execute(cached: "INSERT OR REPLACE INTO pq_sequence (name, value) VALUES ('web_order', ?)", arguments: [value])
+        try db.execute(cached: "INSERT INTO pq_sequence (name, value) VALUES ('web_order', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value", arguments: [value])
         return webOrderBase + value
     }
 

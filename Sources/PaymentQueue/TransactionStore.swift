@@ -70,7 +70,7 @@ public final class TransactionStore: Sendable {
     public let maxUnfinished: Int
     /// Reads go through the database (not its pool) so that, when a sync thread makes commits
     /// durable, none is answered from before it is (see ``StoreDatabase/read(_:)``).
-    var database: StoreDatabase { writer.database }
+    var database: any SQLDatabase { writer.database }
 
     /// A store writing through `writer` (whose database was migrated with ``PaymentQueueSchema``).
     public init(writer: EventLogWriter, maxUnfinished: Int = TransactionStore.defaultMaxUnfinished) {
@@ -442,7 +442,7 @@ public final class TransactionStore: Sendable {
                 String.self,
                 cached: """
                     SELECT id FROM pq_transaction INDEXED BY pq_transaction_account
-                    WHERE app = ? AND account = ? AND (? OR finished = 0) AND id > ? ORDER BY id LIMIT ?
+                    WHERE app = ? AND account = ? AND (? = 1 OR finished = 0) AND id > ? ORDER BY id LIMIT ?
                     """, arguments: [app, account, includeFinished, after, limit + 1])
             var transactions: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
             var bytes = 0

@@ -19,7 +19,7 @@ struct ReceiptReducer: LogReducer {
     /// consumable leaves the receipt), a cleared history, a subscription's renewal state.
     static let topics = [QueueTopic.completed, .refunded, .finished, .cleared, .subscriptions].map(\.rawValue)
 
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: Database) throws {
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: any SQLConnection) throws {
         for record in records where record.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {
             try ReceiptStore.apply(db, record.payload, seq: record.seq)
         }
@@ -27,7 +27,7 @@ struct ReceiptReducer: LogReducer {
 
     /// Forgets the transactions the log gave. Devices keep their opaque values, so receipts issued
     /// before still name their account.
-    func forget(in db: Database) throws {
-        try db.execute(sql: "DELETE FROM rc_transaction")
+    func forget(in db: any SQLConnection) throws {
+        try db.execute(cached: "DELETE FROM rc_transaction")
     }
 }

@@ -53,7 +53,7 @@ public struct StoredPurchase: Sendable, Equatable {
         expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order, renewal, sub_group, intro, upgraded
         """
 
-    init(_ row: Row) {
+    init(_ row: SQLRow) {
         id = row[0]
         app = row[1]
         account = row[2]
@@ -97,7 +97,7 @@ public final class ReceiptStore: Sendable {
         self.database = database
     }
 
-    static func apply(_ db: Database, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64) throws {
+    static func apply(_ db: any SQLConnection, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64) throws {
         switch event.event {
         case .updatedTransactions(let updated):
             for transaction in updated.transactions { try keep(db, transaction, seq: seq) }
@@ -105,33 +105,35 @@ public final class ReceiptStore: Sendable {
             for transaction in refunded.transactions { try keep(db, transaction, seq: seq) }
         case .removedTransactions(let removed):
             for transaction in removed.transactions {
-                try db.cachedStatement(sql: "UPDATE rc_transaction SET finished = 1, seq = ? WHERE id = ?").execute(arguments: [Int64(seq), transaction.transactionIdentifier])
+                try db.execute(cached: "UPDATE rc_transaction SET finished = 1, seq = ? WHERE id = ?", arguments: [Int64(seq), transaction.transactionIdentifier])
             }
         case .historyCleared(let cleared):
             try db.execute(
-                sql: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
+                cached: "UPDATE rc_transaction SET cleared = 1, seq = ? WHERE app = ? AND account = ? AND cleared = 0 AND seq < ?",
                 arguments: [Int64(seq), cleared.appBundleID, cleared.accountID, Int64(seq)])
         case .subscriptionChanged(let changed):
             // The renewal state purchases and renewals do not show (auto-renew, expiry), for
             // pending_renewal_info: one row per account and group, the latest.
             let subscription = changed.subscription
-            try db.cachedStatement(
-                sql: """
+            try db.execute(
+                cached: """
                     INSERT OR REPLACE INTO rc_subscription (app, account, grp, original_id, auto_renew, auto_renew_product_id, status,
                         expiration_intent, seq, grace_until_ms)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(arguments: [
-                subscription.queue.appBundleID, subscription.queue.accountID, subscription.subscriptionGroupIdentifier,
-                subscription.originalTransactionIdentifier, subscription.autoRenewStatus, subscription.autoRenewProductIdentifier,
-                subscription.status.rawValue, Int(subscription.expirationIntent), Int64(seq),
-                subscription.hasGracePeriodExpiresDate ? milliseconds(subscription.gracePeriodExpiresDate) : 0
-            ])
+                    """,
+                arguments: [
+                    subscription.queue.appBundleID, subscription.queue.accountID, subscription.subscriptionGroupIdentifier,
+                    subscription.originalTransactionIdentifier, subscription.autoRenewStatus, subscription.autoRenewProductIdentifier,
+                    subscription.status.rawValue, Int(subscription.expirationIntent), Int64(seq),
+                    subscription.hasGracePeriodExpiresDate ? milliseconds(subscription.gracePeriodExpiresDate) : 0
+                ])
             // A control that moved the end of the period running (renew now, expire now, extend).
             if subscription.hasExpiresDate && !subscription.latestTransactionIdentifier.isEmpty {
-                try db.cachedStatement(sql: "UPDATE rc_transaction SET expires_ms = ?, seq = ? WHERE id = ? AND expires_ms IS NOT ?").execute(arguments: [
-                    milliseconds(subscription.expiresDate), Int64(seq), subscription.latestTransactionIdentifier, milliseconds(subscription.expiresDate)
-                ])
+                try db.execute(
+                    cached: "UPDATE rc_transaction SET expires_ms = ?, seq = ? WHERE id = ? AND expires_ms IS NOT ?",
+                    arguments: [
+                        milliseconds(subscription.expiresDate), Int64(seq), subscription.latestTransactionIdentifier, milliseconds(subscription.expiresDate)
+                    ])
                 if db.changesCount > 0 { try encodeEntry(db, id: subscription.latestTransactionIdentifier) }
             }
         case .revokedEntitlements, .restoreCompletedTransactionsFinished, .restoreCompletedTransactionsFailed, .updatedDownloads, nil:
@@ -142,7 +144,7 @@ public final class ReceiptStore: Sendable {
     }
 
     /// Records a purchased or restored transaction (anything else never reaches a receipt).
-    static func keep(_ db: Database, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction, seq: UInt64) throws {
+    static func keep(_ db: any SQLConnection, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction, seq: UInt64) throws {
         guard transaction.transactionState == .purchased || transaction.transactionState == .restored else { return }
         let purchaseMS = milliseconds(transaction.transactionDate)
         let restored = transaction.transactionState == .restored && transaction.hasOriginalTransaction
@@ -153,12 +155,12 @@ public final class ReceiptStore: Sendable {
             // A renewal, or a resubscription: the subscription's first purchase, recorded before it.
             originalID = subscriptionOriginal
             originalMS =
-                try Int64.fetchOne(db.cachedStatement(sql: "SELECT purchase_ms FROM rc_transaction WHERE id = ?"), arguments: [subscriptionOriginal]) ?? originalMS
+                try db.value(Int64.self, cached: "SELECT purchase_ms FROM rc_transaction WHERE id = ?", arguments: [subscriptionOriginal]) ?? originalMS
         }
         let webOrder = restored ? transaction.originalTransaction.webOrderLineItemID : transaction.webOrderLineItemID
         let queue = transaction.queue
-        try db.cachedStatement(
-            sql: """
+        try db.execute(
+            cached: """
                 INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
                     original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
                     storefront, application_username, price, currency, seq, web_order, renewal, sub_group, intro, upgraded)
@@ -167,35 +169,34 @@ public final class ReceiptStore: Sendable {
                     expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
                     cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
                     finished = MAX(finished, excluded.finished), seq = excluded.seq, upgraded = excluded.upgraded
-                """
-        ).execute(arguments: [
-            transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
-            transaction.payment.productIdentifier, transaction.productType.rawValue, max(1, Int(transaction.payment.quantity)),
-            transaction.transactionState.rawValue, purchaseMS, originalID, originalMS,
-            transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
-            transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
-            transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
-            transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
-            webOrder == 0 ? nil : webOrder, transaction.transactionReason == .renewal,
-            restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier,
-            transaction.isInIntroOfferPeriod, transaction.isUpgraded
-        ])
-        try db.cachedStatement(
-            sql: """
+                """,
+            arguments: [
+                transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
+                transaction.payment.productIdentifier, transaction.productType.rawValue, max(1, Int(transaction.payment.quantity)),
+                transaction.transactionState.rawValue, purchaseMS, originalID, originalMS,
+                transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
+                transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
+                transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
+                transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
+                webOrder == 0 ? nil : webOrder, transaction.transactionReason == .renewal,
+                restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier,
+                transaction.isInIntroOfferPeriod, transaction.isUpgraded
+            ])
+        try db.execute(
+            cached: """
                 INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
                 ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
-                """
-        ).execute(arguments: [queue.appBundleID, queue.accountID, originalMS])
+                """, arguments: [queue.appBundleID, queue.accountID, originalMS])
         try encodeEntry(db, id: transaction.transactionIdentifier)
     }
 
     /// Encodes the receipt attribute of the purchase `id` as its row now says, and keeps it.
-    static func encodeEntry(_ db: Database, id: String) throws {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ?"), arguments: [id]) else {
+    static func encodeEntry(_ db: any SQLConnection, id: String) throws {
+        guard let row = try db.row(cached: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ?", arguments: [id]) else {
             return
         }
         let entry = try ReceiptBook.entry(StoredPurchase(row)).attributeDER()
-        try db.cachedStatement(sql: "UPDATE rc_transaction SET entry = ? WHERE id = ?").execute(arguments: [Data(entry), id])
+        try db.execute(cached: "UPDATE rc_transaction SET entry = ? WHERE id = ?", arguments: [Data(entry), id])
     }
 
     /// The receipt attributes of the account's purchases that its receipts hold (its history not
@@ -213,7 +214,7 @@ public final class ReceiptStore: Sendable {
                     $0.text(app); $0.text(account)
                 }
             ) { entries.append($0.bytes(0)) }
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE \(Self.held) AND entry IS NULL"), arguments: [app, account]) {
+            for row in try db.rows(cached: "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE \(Self.held) AND entry IS NULL", arguments: [app, account]) {
                 entries.append(try ReceiptBook.entry(StoredPurchase(row)).attributeDER())
             }
             return entries
@@ -227,8 +228,8 @@ public final class ReceiptStore: Sendable {
     /// The account's purchases in the app that its history still holds, oldest first.
     public func purchases(app: String, account: String, includingCleared: Bool = false) async throws -> [StoredPurchase] {
         try await database.read { db in
-            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0") ORDER BY purchase_ms, id"
-            return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [app, account]).map(StoredPurchase.init)
+            let sql: CachedSQL = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0") ORDER BY purchase_ms, id"
+            return try db.rows(cached: sql, arguments: [app, account]).map(StoredPurchase.init)
         }
     }
 
@@ -236,13 +237,12 @@ public final class ReceiptStore: Sendable {
     /// (auto-renew changes, expiry), by original transaction id.
     public func renewalStates(app: String, account: String) async throws -> [String: RenewalState] {
         try await database.read { db in
-            let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT original_id, grp, auto_renew, auto_renew_product_id, status, expiration_intent, grace_until_ms
-                        FROM rc_subscription WHERE app = ? AND account = ?
-                        """
-                ), arguments: [app, account])
+            let rows = try db.rows(
+                cached: """
+                    SELECT original_id, grp, auto_renew, auto_renew_product_id, status, expiration_intent, grace_until_ms
+                    FROM rc_subscription WHERE app = ? AND account = ?
+                    """
+                , arguments: [app, account])
             return Dictionary(
                 rows.map { row in
                     (
@@ -260,9 +260,9 @@ public final class ReceiptStore: Sendable {
     /// (its restored copies included), cleared ones too.
     public func subscriptionPurchases(app: String, account: String, original: String) async throws -> [StoredPurchase] {
         try await database.read { db in
-            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE app = ? AND account = ? AND original_id = ? AND product_type = ? ORDER BY purchase_ms, id"
-            return try Row.fetchAll(
-                db.cachedStatement(sql: sql), arguments: [app, account, original, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue]
+            let sql: CachedSQL = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE app = ? AND account = ? AND original_id = ? AND product_type = ? ORDER BY purchase_ms, id"
+            return try db.rows(
+                cached: sql, arguments: [app, account, original, Storebus_Catalog_V1_ProductType.autoRenewableSubscription.rawValue]
             ).map(StoredPurchase.init)
         }
     }
@@ -271,15 +271,15 @@ public final class ReceiptStore: Sendable {
     /// was cleared since): how the App Store Server API finds a customer from any of its transactions.
     public func account(app: String, transaction id: String) async throws -> String? {
         try await database.read { db in
-            try String.fetchOne(db.cachedStatement(sql: "SELECT account FROM rc_transaction WHERE id = ? AND app = ? AND cleared = 0"), arguments: [id, app])
+            try db.value(String.self, cached: "SELECT account FROM rc_transaction WHERE id = ? AND app = ? AND cleared = 0", arguments: [id, app])
         }
     }
 
     /// The app's transaction `id`, if the history of the account holding it still does.
     public func purchase(app: String, id: String) async throws -> StoredPurchase? {
         try await database.read { db in
-            let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND cleared = 0"
-            return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [id, app]).map(StoredPurchase.init)
+            let sql: CachedSQL = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND cleared = 0"
+            return try db.row(cached: sql, arguments: [id, app]).map(StoredPurchase.init)
         }
     }
 
@@ -290,9 +290,9 @@ public final class ReceiptStore: Sendable {
     }
 
     /// ``purchase(app:account:id:includingCleared:)`` in an open transaction.
-    static func purchase(_ db: Database, app: String, account: String, id: String, includingCleared: Bool) throws -> StoredPurchase? {
-        let sql = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0")"
-        return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [id, app, account]).map(StoredPurchase.init)
+    static func purchase(_ db: any SQLConnection, app: String, account: String, id: String, includingCleared: Bool) throws -> StoredPurchase? {
+        let sql: CachedSQL = "SELECT \(StoredPurchase.columns) FROM rc_transaction WHERE id = ? AND app = ? AND account = ?\(includingCleared ? "" : " AND cleared = 0")"
+        return try db.row(cached: sql, arguments: [id, app, account]).map(StoredPurchase.init)
     }
 
     /// A purchase's name: its app, account and transaction id.
@@ -325,34 +325,32 @@ public final class ReceiptStore: Sendable {
         }
         return try await database.write { db in
             let nowMS = Self.milliseconds(now)
-            try db.cachedStatement(sql: "INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?) ON CONFLICT (app, account) DO NOTHING")
-                .execute(arguments: [app, account, nowMS])
+            try db.execute(cached: "INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?) ON CONFLICT (app, account) DO NOTHING", arguments: [app, account, nowMS])
             if !revoked, let known = try Self.knownDevice(db, app: app, account: account, device: device) { return known }
-            let firstMS = try Int64.fetchOne(db.cachedStatement(sql: "SELECT first_ms FROM rc_account WHERE app = ? AND account = ?"), arguments: [app, account]) ?? nowMS
+            let firstMS = try db.value(Int64.self, cached: "SELECT first_ms FROM rc_account WHERE app = ? AND account = ?", arguments: [app, account]) ?? nowMS
             var generator = SystemRandomNumberGenerator()
             let opaque = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
             try db.execute(
-                sql: "INSERT INTO rc_device (opaque, app, account, device, revoked) VALUES (?, ?, ?, ?, ?)",
+                cached: "INSERT INTO rc_device (opaque, app, account, device, revoked) VALUES (?, ?, ?, ?, ?)",
                 arguments: [Data(opaque), app, account, device, revoked])
             return (opaque, firstMS)
         }
     }
 
     /// The opaque value of a device seen before and its account's first date, when both are known.
-    static func knownDevice(_ db: Database, app: String, account: String, device: String) throws -> (opaque: [UInt8], firstMS: Int64)? {
-        try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT d.opaque, a.first_ms FROM rc_device d JOIN rc_account a ON a.app = d.app AND a.account = d.account
-                    WHERE d.app = ? AND d.account = ? AND d.device = ? AND d.revoked = 0
-                    """), arguments: [app, account, device]
+    static func knownDevice(_ db: any SQLConnection, app: String, account: String, device: String) throws -> (opaque: [UInt8], firstMS: Int64)? {
+        try db.row(
+            cached: """
+                SELECT d.opaque, a.first_ms FROM rc_device d JOIN rc_account a ON a.app = d.app AND a.account = d.account
+                WHERE d.app = ? AND d.account = ? AND d.device = ? AND d.revoked = 0
+                """, arguments: [app, account, device]
         ).map { row in (Array(row[0] as Data), row[1]) }
     }
 
     /// Whose receipts carry `opaque`.
     func owner(opaque: [UInt8]) async throws -> (app: String, account: String, device: String, revoked: Bool)? {
         try await database.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT app, account, device, revoked FROM rc_device WHERE opaque = ?"), arguments: [Data(opaque)]).map {
+            try db.row(cached: "SELECT app, account, device, revoked FROM rc_device WHERE opaque = ?", arguments: [Data(opaque)]).map {
                 ($0[0], $0[1], $0[2], $0[3])
             }
         }

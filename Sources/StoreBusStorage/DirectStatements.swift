@@ -243,16 +243,28 @@ public struct StatementColumns {
 /// closes), and then looked up again. A statement still alive belongs to a connection still open, so
 /// the same connection pointer is the same connection.
 public final class CachedSQL: ExpressibleByStringInterpolation, @unchecked Sendable {
-    // Invariant for @unchecked Sendable: `connection` and `statement` are read and written only with
-    // `lock` held; `sql` is immutable.
+    // Invariant for @unchecked Sendable: `connection`, `statement` and `numberedText` are read and
+    // written only with `lock` held; `sql` is immutable.
     /// The SQL text.
     public let sql: String
     private let lock = NSLock()
     private var connection: SQLiteConnection?
     private weak var statement: Statement?
+    private var numberedText: String?
 
     public init(_ sql: String) {
         self.sql = sql
+    }
+
+    /// The SQL with its parameters numbered as PostgreSQL takes them (``SQLDialect/numberedParameters(_:)``),
+    /// worked out once.
+    public var numbered: String {
+        lock.lock()
+        defer { lock.unlock() }
+        if let numberedText { return numberedText }
+        let text = SQLDialect.numberedParameters(sql)
+        numberedText = text
+        return text
     }
 
     public convenience init(stringLiteral sql: String) {

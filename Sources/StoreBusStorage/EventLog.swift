@@ -29,7 +29,7 @@ public enum EventLog {
     public static func registerMigrations(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("storebus_event_log_v1") { db in
             try db.execute(
-                sql: """
+                cached: """
                     CREATE TABLE storebus_event (
                         seq INTEGER PRIMARY KEY,
                         stream_key TEXT NOT NULL,

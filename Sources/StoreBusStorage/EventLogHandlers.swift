@@ -29,17 +29,18 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
     /// in bounded time however long the log, and reads on from the page's `through_seq`.
     public static let maxScan: UInt64 = 16 * 1024
 
-    let database: StoreDatabase
-    let inline: InlineReader
+    let database: any SQLDatabase
+    /// SQLite's read-only connection for small pages, read on the loop (nil on another engine).
+    let inline: InlineReader?
     /// The log's topic names, in the order of their bits (``EventTopics``).
     let topics: [String]
 
     /// Handlers reading `database`'s log, whose writer files events under `topics` (none: ReadEvents
     /// with topics is refused).
-    public init(database: StoreDatabase, topics: [String] = []) throws {
+    public init(database: any SQLDatabase, topics: [String] = []) throws {
         self.database = database
         self.topics = topics
-        inline = InlineReader(try database.makeReadOnlyConnection())
+        inline = try (database as? StoreDatabase).map { InlineReader(try $0.makeReadOnlyConnection()) }
     }
 
     /// A router answering ReadEvents.
@@ -58,10 +59,15 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
         // Events not yet durable are left out: a follower never passes on one that a power loss
         // could still take back (and give its position to another).
         let durable = database.durableEventSeq
-        if limit <= Self.inlinePageSize, let page = try inline.read({ db in try Self.page(db, request, topics: topics, limit: limit, through: durable) }) {
+        if limit <= Self.inlinePageSize, let inline, let page = try inline.read({ db in try Self.page(db, request, topics: topics, limit: limit, through: durable) }) {
             return PrewrittenResponse(json: page)
         }
-        return PrewrittenResponse(json: try await database.pool.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable) })
+        // SQLite's pool directly: its read would also wait for a sync, which the durable bound
+        // above makes needless.
+        if let sqlite = database as? StoreDatabase {
+            return PrewrittenResponse(json: try await sqlite.pool.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable) })
+        }
+        return PrewrittenResponse(json: try await database.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable) })
     }
 
     /// The topics `names` of a log whose topics are `topics` (nil for none asked); INVALID_ARGUMENT
@@ -81,7 +87,7 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
 
     /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`, in
     /// any of `topics` when given.
-    static func page(_ db: Database, _ request: Storebus_Eventlog_V1_ReadEventsRequest, topics: EventTopics?, limit: Int, through: UInt64) throws -> [UInt8] {
+    static func page(_ db: any SQLConnection, _ request: Storebus_Eventlog_V1_ReadEventsRequest, topics: EventTopics?, limit: Int, through: UInt64) throws -> [UInt8] {
         let head = try EventLog.head(db, key: request.key, through: through)
         let events: [StoredEvent]
         // How far the read looked: past the events given when topics left some out.

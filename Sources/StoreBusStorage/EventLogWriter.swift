@@ -20,7 +20,7 @@ public final class EventLogWriter: Sendable {
     /// The log's name in doorbells, for example `payment-queue`.
     public let logName: String
     /// The database.
-    public let database: StoreDatabase
+    public let database: any SQLDatabase
     private let committer: any GroupCommitter
     /// Most writes committed in one transaction.
     static let maxGroup = 256
@@ -28,9 +28,6 @@ public final class EventLogWriter: Sendable {
     static let savepoint: CachedSQL = "SAVEPOINT storebus_write"
     static let releaseSavepoint: CachedSQL = "RELEASE SAVEPOINT storebus_write"
     static let rollbackToSavepoint: CachedSQL = "ROLLBACK TO SAVEPOINT storebus_write"
-    /// Each group's transaction (see ``GroupCommit/commit(_:)``).
-    static let beginGroup: CachedSQL = "BEGIN IMMEDIATE TRANSACTION"
-    static let commitGroup: CachedSQL = "COMMIT TRANSACTION"
 
     /// A writer for `database` announcing on `publisher` (nil: no announcements, followers poll).
     ///
@@ -39,7 +36,7 @@ public final class EventLogWriter: Sendable {
     /// running for writes to commit; once it stops, pending and later writes are cancelled. Without
     /// one, the writer starts a thread of its own, the committer, which ends when the writer is
     /// released.
-    public init(logName: String, database: StoreDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints = FailPoints(), reactor: Reactor? = nil) {
+    public init(logName: String, database: any SQLDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints = FailPoints(), reactor: Reactor? = nil) {
         self.logName = logName
         self.database = database
         let group = GroupCommit(logName: logName, database: database, publisher: publisher, failPoints: failPoints, reactor: reactor)
@@ -58,7 +55,7 @@ public final class EventLogWriter: Sendable {
 
     /// The events appended by one write.
     public struct Batch {
-        let db: Database
+        let db: any SQLConnection
         /// The log's positions as the writer knows them.
         let positions: EventPositions
         fileprivate(set) var events: [StoredEvent] = []
@@ -93,7 +90,7 @@ public final class EventLogWriter: Sendable {
     /// Runs `body` in a write transaction (shared with concurrent writes), commits, then announces
     /// the events it appended. Returns once the commit is durable (with the database's sync thread,
     /// announcements and answers wait for its sync; see ``StoreDatabase``).
-    public func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout Batch) throws -> T) async throws -> T {
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection, inout Batch) throws -> T) async throws -> T {
         let outcome = OutcomeBox<T>()
         try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
             committer.submit(
@@ -195,7 +192,7 @@ private struct CommitJob: Sendable {
     /// Applies the write inside the group's transaction and returns its events (nil when the body
     /// threw and its savepoint was rolled back). Throws when the savepoint could not be opened or
     /// rolled back: the group's transaction must then be rolled back as a whole.
-    let run: @Sendable (Database, EventPositions) throws -> [StoredEvent]?
+    let run: @Sendable (any SQLConnection, EventPositions) throws -> [StoredEvent]?
     /// Answers the caller once the group has committed (nil) or failed to (the error).
     let complete: @Sendable ((any Error)?) -> Void
 }
@@ -209,7 +206,7 @@ private protocol GroupCommitter: Sendable {
 /// Commits a group of writes in one transaction, announces their events, answers their callers.
 private struct GroupCommit: Sendable {
     let logName: String
-    let database: StoreDatabase
+    let database: any SQLDatabase
     let publisher: DoorbellPublisher?
     let failPoints: FailPoints
     /// The loop the writes commit on, if they do: their announcements and answers go out there.
@@ -222,7 +219,7 @@ private struct GroupCommit: Sendable {
     let commitTimes: Metrics.Timer
     let head: Gauge
 
-    init(logName: String, database: StoreDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints, reactor: Reactor?) {
+    init(logName: String, database: any SQLDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints, reactor: Reactor?) {
         self.logName = logName
         self.database = database
         self.publisher = publisher
@@ -234,31 +231,18 @@ private struct GroupCommit: Sendable {
     }
 
     func commit(_ group: [CommitJob]) {
-        // Between two transactions: the moment to let the WAL start over (see StoreDatabase).
-        database.completeRequestedCheckpoint()
+        // Between two transactions: the moment for the engine's housekeeping (SQLite's checkpoint).
+        database.betweenGroups()
         let started = ContinuousClock.now
         groupSizes.record(group.count)
         let syncer = database.syncer
         let mark = syncer?.begin()
         let events: [StoredEvent]
         do {
-            // The transaction GRDB's `write` would open (IMMEDIATE), with its BEGIN and COMMIT
-            // prepared once: `write` prepares both anew for every transaction, about 7K
-            // instructions each, a group at a time (one or two a purchase at low rates).
-            events = try database.pool.writeWithoutTransaction { db -> [StoredEvent] in
-                try db.execute(cached: EventLogWriter.beginGroup)
-                do {
-                    var events: [StoredEvent] = []
-                    for job in group { events += try job.run(db, positions) ?? [] }
-                    try db.execute(cached: EventLogWriter.commitGroup)
-                    return events
-                } catch {
-                    // Undone whole, as `write` undoes it: a failed COMMIT (a deferred foreign key)
-                    // leaves the transaction open, and an I/O error may have ended it already
-                    // (GRDB's rollback then does nothing).
-                    try? db.rollback()
-                    throw error
-                }
+            events = try database.inGroupTransaction { db -> [StoredEvent] in
+                var events: [StoredEvent] = []
+                for job in group { events += try job.run(db, positions) ?? [] }
+                return events
             }
         } catch {
             // Every append of the group is undone.

@@ -286,3 +286,42 @@ extension SQLConnection {
 extension Database: SQLConnection {
     public var engine: SQLEngine { .sqlite }
 }
+
+/// A service's database, whichever engine keeps it: reads, writes of their own, and the group
+/// transactions of its log's writer (``EventLogWriter``). SQLite's is ``StoreDatabase``;
+/// PostgreSQL's is `PostgresDatabase` in StoreBusPostgres.
+public protocol SQLDatabase: AnyObject, Sendable {
+    /// The engine.
+    var engine: SQLEngine { get }
+
+    /// Runs `body` in a read transaction (one snapshot for all its statements); returns once
+    /// everything it could have seen is durable.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+
+    /// Runs `body` in a write transaction of its own (outside the log writer's groups: for writes
+    /// with no events) and returns once it is durable.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+
+    /// Writes state derived from another service's log (see ``FollowedLog``): ``write(_:)``, or a
+    /// commit that need not wait for the disk where the engine allows it.
+    func writeDerived<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+
+    /// The last event position of the log that is durable (readers that cannot wait for a sync
+    /// leave out the events after it).
+    var durableEventSeq: UInt64 { get }
+
+    /// Runs `body` in one transaction of the log writer's connection, on the caller's thread, and
+    /// commits it; rolls it back when `body` throws (and rethrows). Only ``EventLogWriter`` calls
+    /// it, one group at a time.
+    func inGroupTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+
+    /// Between two groups: the moment for the engine's housekeeping (SQLite's WAL checkpoint).
+    func betweenGroups()
+
+    /// The thread that makes the writer's commits durable, when the engine has one (SQLite's with
+    /// ``Durability/syncThread``).
+    var syncer: WALSyncer? { get }
+
+    /// Closes the database's connections (a process stopping).
+    func close() throws
+}

@@ -30,7 +30,7 @@ import Glibc
 /// A failed `fdatasync` ends the process: the kernel may have dropped the pages it could not write,
 /// so no later sync could vouch for them, and answering would claim a durability the disk denied.
 /// SQLite's recovery at the next start finds what did reach the disk.
-final class WALSyncer: @unchecked Sendable {
+public final class WALSyncer: @unchecked Sendable {
     // Invariant for @unchecked Sendable: the variables from `begun` to `thread` are read and written
     // with `condition` locked; `walFile` and `walIdentity` only on the syncer's thread (and in init,
     // before it starts; syncs made on other threads open the WAL themselves); the paths are

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StoreBus
+import StoreBusPostgres
 import StoreBusSDK
 import StoreSchema
 import Synchronization
@@ -88,12 +89,13 @@ public final class StoreCluster: Sendable {
     /// demo content by default). With `gatewayKeys` (and `gatewaysOnTCP`), the gateways share a CURVE
     /// key pair and encrypt their client endpoints with it, as in a deployment. `extraRoutes` are
     /// added to the gateways' routes. Webhook retries run on Apple's schedule times
-    /// `webhookRetryScale` (nil: on each app's store clock).
+    /// `webhookRetryScale` (nil: on each app's store clock). With `queuePostgres`, the payment queue
+    /// keeps its state on that PostgreSQL database instead of its SQLite file.
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
-        extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001
+        extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001, queuePostgres: PostgresSettings? = nil
     ) throws {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
@@ -105,9 +107,16 @@ public final class StoreCluster: Sendable {
             arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", logLevel],
             logFile: directory.url.appendingPathComponent("catalog.log")
         )
+        var queueConfig: [String] = []
+        if let queuePostgres {
+            let file = directory.url.appendingPathComponent("payment-queue.json")
+            let settings = try JSONSerialization.jsonObject(with: JSONEncoder().encode(queuePostgres))
+            try JSONSerialization.data(withJSONObject: ["service": ["storage": "postgres", "postgres": settings]]).write(to: file)
+            queueConfig = ["--config", file.path]
+        }
         queue = ServiceProcess(
             name: "storebus-payment-queue",
-            arguments: [
+            arguments: queueConfig + [
                 "--rpc-endpoint", queueEndpoint, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
                 "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
             ],

@@ -51,18 +51,19 @@ struct RenewalBacklog {
     /// Writes `count` active subscriptions of group `group`, one per account `<accountPrefix>-<i>`,
     /// whose periods all end at `dueMS`, as purchases long past would have left them: the backlog
     /// here and `renewals_per_s`'s.
-    static func insertDue(_ db: Database, app: String, group: String, accountPrefix: String, count: Int, dueMS: Int64) throws {
-        let insert = try db.makeStatement(
-            sql: """
-                INSERT INTO pq_subscription (app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms,
-                    latest_id, expires_ms, status, device, period, price, currency, storefront)
-                VALUES (?, ?, ?, 'bench.monthly', 'bench.monthly', 1, ?, ?, ?, ?, ?, 'device', 'P1M', '4.99', 'USD', 'USA')
-                """)
+    static func insertDue(_ db: any SQLConnection, app: String, group: String, accountPrefix: String, count: Int, dueMS: Int64) throws {
+        let insert: CachedSQL = """
+            INSERT INTO pq_subscription (app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms,
+                latest_id, expires_ms, status, device, period, price, currency, storefront)
+            VALUES (?, ?, ?, 'bench.monthly', 'bench.monthly', 1, ?, ?, ?, ?, ?, 'device', 'P1M', '4.99', 'USD', 'USA')
+            """
         for index in 0..<count {
             let account = "\(accountPrefix)-\(index)"
-            try insert.execute(arguments: [
-                app, account, group, account, dueMS - 300_000, account, dueMS, Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue
-            ])
+            try db.execute(
+                cached: insert,
+                arguments: [
+                    app, account, group, account, dueMS - 300_000, account, dueMS, Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue
+                ])
         }
     }
 

@@ -82,11 +82,11 @@ struct JournalHandlers: Storebus_Testkit_V1_Journal.Handlers {
             throw RPCError.invalidArgument(field: "key", "must not contain a newline")
         }
         return try await writer.write { db, batch in
-            try db.execute(sql: "INSERT INTO journal_entry (key, text) VALUES (?, ?)", arguments: [request.key, request.text])
+            let id = try db.value(Int64.self, cached: "INSERT INTO journal_entry (key, text) VALUES (?, ?) RETURNING id", arguments: [request.key, request.text]) ?? 0
             let entry = Storebus_Testkit_V1_JournalEntryAppended.with {
                 $0.key = request.key
                 $0.text = request.text
-                $0.entryID = UInt64(db.lastInsertedRowID)
+                $0.entryID = UInt64(id)
             }
             let event = try batch.append(key: request.key, entry)
             return Storebus_Testkit_V1_AppendResponse.with {

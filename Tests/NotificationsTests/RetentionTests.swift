@@ -106,7 +106,7 @@ struct RetentionTests {
         _ = try await store.append(Self.test(4), environment: "Sandbox")
         let cleared = try await store.setWebhook(app: puzzle, url: "", sandboxURL: "")
         #expect(cleared.sandbox == "http://sandbox.example/hook")
-        let urls = try await database.read { db in try String.fetchAll(db, sql: "SELECT url FROM nt_delivery ORDER BY app, position") }
+        let urls = try await database.read { db in try db.values(String.self, cached: "SELECT url FROM nt_delivery ORDER BY app, position") }
         #expect(
             urls == ["http://other.example/hook", "http://sandbox.example/hook", "http://prod.example/hook", "http://admin.example/sandbox"], "\(urls)")
         try database.close()

@@ -126,7 +126,7 @@ struct ReceiptEntryStoreTests {
             try await compare("after event \(seq + 1)")
         }
         // Rows from before attributes were kept are encoded when a receipt needs them
-        try await database.write { db in try db.execute(sql: "UPDATE rc_transaction SET entry = NULL WHERE CAST(id AS INTEGER) % 2 = 0") }
+        try await database.write { db in try db.execute(cached: "UPDATE rc_transaction SET entry = NULL WHERE CAST(id AS INTEGER) % 2 = 0") }
         try await compare("some not kept")
         try await database.write { db in
             try ReceiptStore.apply(

@@ -247,6 +247,17 @@ struct SDKScenarioTests {
         }
     }
 
+    @Test("the same scenarios against the real services, the payment queue on PostgreSQL", arguments: Scenario.allCases)
+    func againstTheServicesOnPostgres(scenario: Scenario) async throws {
+        try await PostgresServer.running { server in
+            try await StoreCluster(gatewayCount: 1, queuePostgres: server.settings()).running { cluster in
+                let admin = try cluster.admin()
+                try await Self.run(scenario, on: ServicesStore(cluster: cluster, admin: admin))
+                await admin.close()
+            }
+        }
+    }
+
     @Test("the same scenarios against StoreBusSDKTesting's store in memory", arguments: Scenario.allCases)
     func againstTheDouble(scenario: Scenario) async throws {
         try await Self.run(scenario, on: try MemoryStore())

@@ -24,9 +24,9 @@ struct GroupCommitTests {
         var migrator = DatabaseMigrator()
         EventLog.registerMigrations(&migrator)
         migrator.registerMigration("note") { db in
-            try db.execute(sql: "CREATE TABLE note (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+            try db.execute(cached: "CREATE TABLE note (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
             // Checked at commit: a row naming a missing note fails the whole group's transaction.
-            try db.execute(sql: "CREATE TABLE mention (note INTEGER NOT NULL REFERENCES note(id) DEFERRABLE INITIALLY DEFERRED)")
+            try db.execute(cached: "CREATE TABLE mention (note INTEGER NOT NULL REFERENCES note(id) DEFERRABLE INITIALLY DEFERRED)")
         }
         return migrator
     }
@@ -34,7 +34,7 @@ struct GroupCommitTests {
     /// Every event's positions, in log order.
     static func positions(_ database: StoreDatabase) async throws -> [(seq: UInt64, key: String, keySeq: UInt64)] {
         try await database.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT seq, stream_key, key_seq FROM storebus_event ORDER BY seq").map { ($0[0], $0[1], $0[2]) }
+            try db.rows(cached: CachedSQL("SELECT seq, stream_key, key_seq FROM storebus_event ORDER BY seq")).map { ($0[0], $0[1], $0[2]) }
         }
     }
 
@@ -54,7 +54,7 @@ struct GroupCommitTests {
             try await writer.write { db, batch in
                 try batch.append(key: "a", note)
                 try batch.append(key: "b", note)
-                try db.execute(sql: "INSERT INTO mention (note) VALUES (42)")
+                try db.execute(cached: "INSERT INTO mention (note) VALUES (42)")
             }
         }
         try await writer.write { _, batch in
@@ -107,7 +107,7 @@ struct GroupCommitTests {
                 group.addTask {
                     do {
                         _ = try await writer.write { db, batch in
-                            try db.execute(sql: "INSERT INTO note (id, text) VALUES (?, ?)", arguments: [index, "note \(index)"])
+                            try db.execute(cached: "INSERT INTO note (id, text) VALUES (?, ?)", arguments: [index, "note \(index)"])
                             try batch.append(
                                 key: "k\(index % 7)",
                                 Storebus_Testkit_V1_AppendRequest.with {
@@ -135,13 +135,13 @@ struct GroupCommitTests {
         #expect(database.durableEventSeq == (syncThread ? 320 : UInt64.max))
 
         try await database.pool.read { db in
-            let notes = try Int.fetchAll(db, sql: "SELECT id FROM note ORDER BY id")
+            let notes = try db.values(Int.self, cached: CachedSQL("SELECT id FROM note ORDER BY id"))
             #expect(notes == (0..<400).filter { $0 % 5 != 0 })
             // The log has exactly the committed writes' events, gapless, per key too.
-            let seqs = try UInt64.fetchAll(db, sql: "SELECT seq FROM storebus_event ORDER BY seq")
+            let seqs = try db.values(UInt64.self, cached: CachedSQL("SELECT seq FROM storebus_event ORDER BY seq"))
             #expect(seqs == Array(1...320))
             for key in 0..<7 {
-                let keySeqs = try UInt64.fetchAll(db, sql: "SELECT key_seq FROM storebus_event WHERE stream_key = ? ORDER BY key_seq", arguments: ["k\(key)"])
+                let keySeqs = try db.values(UInt64.self, cached: CachedSQL("SELECT key_seq FROM storebus_event WHERE stream_key = ? ORDER BY key_seq"), arguments: ["k\(key)"])
                 #expect(keySeqs == Array(1...UInt64(keySeqs.count)))
             }
         }
@@ -163,7 +163,7 @@ struct GroupCommitTests {
         // A task of the loop, as a request's handler is: its write commits and its caller resumes there.
         let committedOnLoop = try await Task(executorPreference: ReactorExecutor(reactor: reactor)) {
             try await writer.write { db, batch in
-                try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'on the loop')")
+                try db.execute(cached: "INSERT INTO note (id, text) VALUES (1, 'on the loop')")
                 try batch.append(
                     key: "k",
                     Storebus_Testkit_V1_AppendRequest.with {
@@ -176,9 +176,9 @@ struct GroupCommitTests {
         reactor.stop()
         await reactor.join()
         await #expect(throws: CancellationError.self) {
-            try await writer.write { db, _ in try db.execute(sql: "INSERT INTO note (id, text) VALUES (2, 'too late')") }
+            try await writer.write { db, _ in try db.execute(cached: "INSERT INTO note (id, text) VALUES (2, 'too late')") }
         }
-        let notes = try await database.pool.read { db in try Int.fetchAll(db, sql: "SELECT id FROM note") }
+        let notes = try await database.pool.read { db in try db.values(Int.self, cached: CachedSQL("SELECT id FROM note")) }
         #expect(notes == [1])
         context.terminate()
         try database.close()

@@ -24,7 +24,7 @@ struct StoreDatabaseTests {
                 _ = try EventLog.appendJSON(db, key: "k", type: "t", payloadJSON: "{}")
             }
             #expect(try database.synchronousSetting() == expected, "durability \(durability)")
-            #expect(try database.pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") } == "wal")
+            #expect(try database.pool.read { db in try db.value(String.self, cached: CachedSQL("PRAGMA journal_mode")) } == "wal")
             try database.close()
         }
     }
@@ -37,7 +37,7 @@ struct StoreDatabaseTests {
             let database = try StoreDatabase(directory: directory.url, name: "derived-\(durability)", durability: durability, migrator: Self.eventLogMigrator)
             let seen = try await database.writeDerived { db in
                 _ = try EventLog.appendJSON(db, key: "k", type: "t", payloadJSON: "{}")
-                return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                return try db.value(Int.self, cached: CachedSQL("PRAGMA synchronous"))
             }
             #expect(seen == inside, "durability \(durability): inside the derived write")
             #expect(try database.synchronousSetting() == after, "durability \(durability): after it")
@@ -59,24 +59,24 @@ struct StoreDatabaseTests {
         defer { directory.remove() }
         let migrator = Self.eventLogMigrator
         let database = try StoreDatabase(directory: directory.url, name: "new", migrator: migrator)
-        #expect(try database.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 2048)
+        #expect(try database.pool.read { db in try db.value(Int.self, cached: CachedSQL("PRAGMA page_size")) } == 2048)
         try database.close()
 
         let older = directory.url.appendingPathComponent("older.sqlite").path
         let queue = try DatabaseQueue(path: older)
         try queue.write { db in
-            try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "CREATE TABLE kept (value TEXT)")
-            try db.execute(sql: "INSERT INTO kept VALUES ('before')")
+            try db.execute(cached: "PRAGMA journal_mode = WAL")
+            try db.execute(cached: "CREATE TABLE kept (value TEXT)")
+            try db.execute(cached: "INSERT INTO kept VALUES ('before')")
         }
-        #expect(try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4096)
+        #expect(try queue.read { db in try db.value(Int.self, cached: CachedSQL("PRAGMA page_size")) } == 4096)
         try queue.close()
         let reopened = try StoreDatabase(directory: directory.url, name: "older", migrator: migrator)
         try reopened.pool.write { db in
             _ = try EventLog.appendJSON(db, key: "k", type: "t", payloadJSON: "{}")
         }
-        #expect(try reopened.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4096)
-        #expect(try reopened.pool.read { db in try String.fetchAll(db, sql: "SELECT value FROM kept") } == ["before"])
+        #expect(try reopened.pool.read { db in try db.value(Int.self, cached: CachedSQL("PRAGMA page_size")) } == 4096)
+        #expect(try reopened.pool.read { db in try db.values(String.self, cached: CachedSQL("SELECT value FROM kept")) } == ["before"])
         try reopened.close()
     }
 
@@ -87,7 +87,7 @@ struct StoreDatabaseTests {
         let migrator = Self.eventLogMigrator
         // A restart threshold smaller than the default (16,384 pages), so that a test's writes pass it.
         let database = try StoreDatabase(directory: directory.url, name: "busy", migrator: migrator, checkpointInterval: .milliseconds(20), restartPages: 2048)
-        let threshold = try await database.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+        let threshold = try await database.pool.write { db in try db.value(Int.self, cached: CachedSQL("PRAGMA wal_autocheckpoint")) }
         #expect(threshold == 32768, "SQLite's own checkpoint after a commit is only the safety net")
         let writer = EventLogWriter(logName: "busy", database: database, publisher: nil)
         let payload = "\"" + String(repeating: "x", count: 3000) + "\""
@@ -116,7 +116,7 @@ struct StoreDatabaseTests {
         }
         let last = database.lastCheckpoint
         #expect(last.walFrames > 0 && last.walFrames == last.copied, "every frame copied: \(last)")
-        let count = try await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM storebus_event") }
+        let count = try await database.pool.read { db in try db.value(Int.self, cached: CachedSQL("SELECT COUNT(*) FROM storebus_event")) }
         #expect(count == 2000)
         try database.close()
     }

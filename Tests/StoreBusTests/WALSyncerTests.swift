@@ -77,30 +77,30 @@ struct WALSyncerTests {
             let answered = Done(), read = Done(), refused = Done(), set = Done()
             let pending = Task {
                 try await writer.write { db, batch in
-                    try db.execute(sql: "INSERT INTO note (id, text) VALUES (1, 'second')")
+                    try db.execute(cached: "INSERT INTO note (id, text) VALUES (1, 'second')")
                     try batch.append(key: "k", Self.note("second"))
                 }
                 answered.set()
             }
-            #expect(await waitUntil { (try? await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") }) == 1 })
+            #expect(await waitUntil { (try? await database.pool.read { db in try db.value(Int.self, cached: CachedSQL("SELECT COUNT(*) FROM note")) }) == 1 })
             // ...and a read that sees it, one that fails on seeing it, and a write of its own go
             // through the database.
             let reading = Task {
-                let count = try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note WHERE id = 1") ?? -1 }
+                let count = try await database.read { db in try db.value(Int.self, cached: CachedSQL("SELECT COUNT(*) FROM note WHERE id = 1")) ?? -1 }
                 read.set()
                 return count
             }
             let refusing = Task {
                 do {
                     try await database.read { db in
-                        if try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note WHERE id = 1") == 1 { throw GroupCommitTests.Refused() }
+                        if try db.value(Int.self, cached: CachedSQL("SELECT COUNT(*) FROM note WHERE id = 1")) == 1 { throw GroupCommitTests.Refused() }
                     }
                 } catch {
                     refused.set()
                 }
             }
             let setting = Task {
-                try await database.write { db in try db.execute(sql: "INSERT INTO note (id, text) VALUES (2, 'setting')") }
+                try await database.write { db in try db.execute(cached: "INSERT INTO note (id, text) VALUES (2, 'setting')") }
                 set.set()
             }
             try await Task.sleep(for: .milliseconds(300))
@@ -126,7 +126,7 @@ struct WALSyncerTests {
 
             // A read with nothing written since the last sync returns at once, even with syncs held
             syncer.hold(true)
-            #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") } == 2)
+            #expect(try await database.read { db in try db.value(Int.self, cached: CachedSQL("SELECT COUNT(*) FROM note")) } == 2)
             syncer.hold(false)
         }
 

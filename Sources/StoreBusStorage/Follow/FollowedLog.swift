@@ -8,10 +8,10 @@ import StoreBus
 public struct FollowedLog: Sendable {
     /// The log's name (``ServiceEntry/log``).
     public let name: String
-    let database: StoreDatabase
+    let database: any SQLDatabase
 
     /// The log `name`, its position kept in `database` (which registered ``registerMigration(_:replacing:)``).
-    public init(name: String, database: StoreDatabase) {
+    public init(name: String, database: any SQLDatabase) {
         self.name = name
         self.database = database
     }
@@ -34,20 +34,22 @@ public struct FollowedLog: Sendable {
     }
 
     /// The position in an open transaction.
-    static func position(_ db: Database, _ name: String) throws -> UInt64 {
-        UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sb_follow WHERE log = ?"), arguments: [name]) ?? 0)
+    static func position(_ db: any SQLConnection, _ name: String) throws -> UInt64 {
+        UInt64(try db.value(Int64.self, cached: positionSQL, arguments: [name]) ?? 0)
     }
+
+    static let positionSQL: CachedSQL = "SELECT seq FROM sb_follow WHERE log = ?"
+    static let setPositionSQL: CachedSQL = "INSERT INTO sb_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq"
 
     /// Runs `effects` and moves the position to `seq`, in one write transaction, durable before it
     /// returns. `derived`: the effects are state the log gives again (nothing else depends on them
     /// having been made): the commit does not wait for the disk (``StoreDatabase/writeDerived(_:)``),
     /// and a power loss that takes it back takes the position back with it.
-    public func apply(through seq: UInt64, derived: Bool = false, _ effects: @Sendable @escaping (Database) throws -> Void) async throws {
+    public func apply(through seq: UInt64, derived: Bool = false, _ effects: @Sendable @escaping (any SQLConnection) throws -> Void) async throws {
         let name = name
-        let write: @Sendable (Database) throws -> Void = { db in
+        let write: @Sendable (any SQLConnection) throws -> Void = { db in
             try effects(db)
-            try db.cachedStatement(sql: "INSERT INTO sb_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq")
-                .execute(arguments: [name, Int64(seq)])
+            try db.execute(cached: Self.setPositionSQL, arguments: [name, Int64(seq)])
         }
         if derived {
             try await database.writeDerived(write)
@@ -58,11 +60,11 @@ public struct FollowedLog: Sendable {
 
     /// Runs `effects` (removing what the log gave) and puts the position back to 0, in one write
     /// transaction: the log was replaced, and is applied again from its start.
-    public func forget(_ effects: @Sendable @escaping (Database) throws -> Void) async throws {
+    public func forget(_ effects: @Sendable @escaping (any SQLConnection) throws -> Void) async throws {
         let name = name
         try await database.write { db in
             try effects(db)
-            try db.execute(sql: "DELETE FROM sb_follow WHERE log = ?", arguments: [name])
+            try db.execute(cached: "DELETE FROM sb_follow WHERE log = ?", arguments: [name])
         }
     }
 }

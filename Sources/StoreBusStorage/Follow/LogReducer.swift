@@ -10,12 +10,12 @@ public protocol LogReducer: Sendable {
     associatedtype Page: EventLogPage
 
     /// Applies consecutive records, oldest first, in the write transaction `db`.
-    func apply(_ records: [Page.Record], in db: Database) throws
+    func apply(_ records: [Page.Record], in db: any SQLConnection) throws
     /// Removes what the log gave, in the write transaction `db`: the log was replaced and is applied
     /// again from its start. Default: nothing (state the log cannot give again stays).
-    func forget(in db: Database) throws
+    func forget(in db: any SQLConnection) throws
 }
 
 extension LogReducer {
-    public func forget(in db: Database) throws {}
+    public func forget(in db: any SQLConnection) throws {}
 }

@@ -1,0 +1,337 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import StoreBus
+import StoreBusStorage
+import StoreSchema
+import Synchronization
+
+/// Where a service's PostgreSQL database is, and how to sign in (a service's `postgres` setting).
+public struct PostgresSettings: Sendable, Codable, Equatable {
+    /// The servers to try, in order, each `host:port` (or `host`, port 5432): the first that takes
+    /// writes (not in recovery: the primary) is used, and the list is tried again when it is lost.
+    public var hosts: [String]
+    /// The role to sign in as.
+    public var user: String
+    /// The database.
+    public var database: String
+    /// A file holding the role's password (its first line); nil when the server asks for none.
+    public var passwordFile: String?
+    /// Connections for reads (each read is one REPEATABLE READ transaction on one of them).
+    public var readers: Int
+    /// How long a connection attempt to one host may take.
+    public var connectTimeoutSeconds: Double
+
+    public init(hosts: [String], user: String, database: String, passwordFile: String? = nil, readers: Int = 4, connectTimeoutSeconds: Double = 5) {
+        self.hosts = hosts
+        self.user = user
+        self.database = database
+        self.passwordFile = passwordFile
+        self.readers = readers
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case hosts, user, database, passwordFile, readers, connectTimeoutSeconds
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        hosts = try container.decode([String].self, forKey: .hosts)
+        user = try container.decodeIfPresent(String.self, forKey: .user) ?? "storebus"
+        database = try container.decodeIfPresent(String.self, forKey: .database) ?? "storebus"
+        passwordFile = try container.decodeIfPresent(String.self, forKey: .passwordFile)
+        readers = try container.decodeIfPresent(Int.self, forKey: .readers) ?? 4
+        connectTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .connectTimeoutSeconds) ?? 5
+    }
+
+    /// Refuses settings that cannot work, saying which and why.
+    public func validate() throws {
+        guard !hosts.isEmpty else { throw ConfigurationError("postgres.hosts: at least one host:port") }
+        for host in hosts {
+            guard Self.endpoint(host) != nil else { throw ConfigurationError("postgres.hosts: '\(host)' is not host or host:port") }
+        }
+        guard !user.isEmpty, !database.isEmpty else { throw ConfigurationError("postgres.user and postgres.database must not be empty") }
+        guard (1...64).contains(readers) else { throw ConfigurationError("postgres.readers: from 1 to 64") }
+        guard connectTimeoutSeconds > 0, connectTimeoutSeconds <= 300 else { throw ConfigurationError("postgres.connectTimeoutSeconds: above 0, at most 300") }
+    }
+
+    /// `host:port` (or `host`, `[v6]:port`) as a host and a port.
+    static func endpoint(_ text: String) -> (host: String, port: Int)? {
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            let host = String(text[text.index(after: text.startIndex)..<close])
+            let rest = text[text.index(after: close)...]
+            if rest.isEmpty { return (host, 5432) }
+            guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()), (1...65535).contains(port) else { return nil }
+            return (host, port)
+        }
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard let first = parts.first, !first.isEmpty else { return nil }
+        if parts.count == 1 { return (String(first), 5432) }
+        guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
+        return (String(first), port)
+    }
+}
+
+/// A configuration value that cannot work.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A service's database on PostgreSQL: the ``SQLDatabase`` of the scale-out set-up.
+///
+/// Writes go through one connection, one transaction at a time, as SQLite's single writer does:
+/// the log writer's groups (``inGroupTransaction(_:)``, on its committer's thread) and the writes of
+/// their own (``write(_:)``, on a thread of the database's) take turns on it. Reads run on
+/// ``PostgresSettings/readers`` other connections, each in a REPEATABLE READ, READ ONLY transaction:
+/// one snapshot for all of a read's statements. A commit is acknowledged once PostgreSQL has made it
+/// durable (`synchronous_commit = on`, and with a synchronous standby, once the standby has it too):
+/// every event committed is durable, and nothing waits for a sync of ours.
+///
+/// A connection that is lost is made again at its next use, from the first host of the list that is
+/// a primary: after a failover, the promoted standby.
+public final class PostgresDatabase: SQLDatabase {
+    public let settings: PostgresSettings
+    let logger: Logger
+    private let connector: Connector
+    private let writer: Worker
+    private let readers: [Worker]
+    private let nextReader = Atomic<Int>(0)
+
+    /// Connects to the primary among `settings.hosts` and brings its schema up to `schema`.
+    public init(settings: PostgresSettings, schema: PostgresSchema, logger: Logger) throws {
+        try settings.validate()
+        self.settings = settings
+        self.logger = logger
+        let password = try settings.passwordFile.map { path in
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ConfigurationError("postgres.passwordFile: cannot read \(path)")
+            }
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        let connector = Connector(settings: settings, password: password, logger: logger)
+        self.connector = connector
+        writer = Worker(name: "storebus-pg-writer", connector: connector)
+        readers = (0..<settings.readers).map { Worker(name: "storebus-pg-read-\($0)", connector: connector) }
+        try writer.sync { session in try schema.apply(session) }
+    }
+
+    deinit {
+        try? close()
+    }
+
+    /// Stops the workers; each closes its connection once its jobs are done.
+    public func close() throws {
+        writer.stop()
+        for reader in readers { reader.stop() }
+    }
+
+    public var engine: SQLEngine { .postgres }
+
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        let index = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue % readers.count
+        return try await readers[index].run { session in
+            try Self.inTransaction(session, begin: "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
+        }
+    }
+
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try await writer.run { session in try Self.inTransaction(session, begin: "BEGIN", body) }
+    }
+
+    public func writeDerived<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try await write(body)
+    }
+
+    public var durableEventSeq: UInt64 { .max }
+
+    public func inGroupTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try writer.sync { session in try Self.inTransaction(session, begin: "BEGIN", body) }
+    }
+
+    public func betweenGroups() {}
+
+    public var syncer: WALSyncer? { nil }
+
+    /// Runs `body` between `begin` and COMMIT; rolls back when it throws.
+    static func inTransaction<T>(_ session: PostgresSession, begin: String, _ body: (any SQLConnection) throws -> T) throws -> T {
+        try session.run(begin)
+        do {
+            let value = try body(session)
+            try session.run("COMMIT")
+            return value
+        } catch {
+            try? session.run("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// Makes connections to the primary among the settings' hosts.
+final class Connector: Sendable {
+    let settings: PostgresSettings
+    let password: String?
+    let logger: Logger
+    private let ids = Atomic<Int>(0)
+
+    init(settings: PostgresSettings, password: String?, logger: Logger) {
+        self.settings = settings
+        self.password = password
+        self.logger = logger
+    }
+
+    /// A connection to the first host of the list that answers and takes writes; UNAVAILABLE when
+    /// none does (each one's reason in the message).
+    func connect() throws -> PostgresSession {
+        var reasons: [String] = []
+        for host in settings.hosts {
+            guard let (name, port) = PostgresSettings.endpoint(host) else { continue }
+            var configuration = PostgresConnection.Configuration(host: name, port: port, username: settings.user, password: password, database: settings.database, tls: .disable)
+            configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeoutSeconds * 1000))
+            configuration.options.additionalStartupParameters = [("application_name", "storebus")]
+            let id = ids.wrappingAdd(1, ordering: .relaxed).oldValue
+            do {
+                let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: id, logger: logger).wait()
+                let session = PostgresSession(connection: connection, logger: logger)
+                let standby = try session.fetchFirst(cached: Self.inRecoverySQL, bind: { _ in }) { $0.bool(0) } ?? true
+                if standby {
+                    reasons.append("\(host): a standby")
+                    try? connection.close().wait()
+                    continue
+                }
+                return session
+            } catch {
+                reasons.append("\(host): \(error)")
+            }
+        }
+        throw RPCError(.unavailable, "no PostgreSQL primary among \(settings.hosts.joined(separator: ", ")): \(reasons.joined(separator: "; "))")
+    }
+
+    static let inRecoverySQL: CachedSQL = "SELECT pg_is_in_recovery()"
+}
+
+/// A thread with a connection of its own, running jobs one after another; the connection is made at
+/// the first job, and made again after one that lost it.
+final class Worker: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `jobs` and `stopped` are touched only with `condition`
+    // locked; `session` only by whoever holds `turn` (the thread's jobs, or a caller of `sync`).
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private var stopped = false
+    private let turn = NSLock()
+    private var session: PostgresSession?
+    private let connector: Connector
+
+    init(name: String, connector: Connector) {
+        self.connector = connector
+        let thread = Thread { [self] in loop() }
+        thread.name = name
+        thread.start()
+    }
+
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.unlock()
+        condition.signal()
+    }
+
+    /// Runs `body` with the connection on the worker's thread.
+    func run<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
+            condition.lock()
+            if stopped {
+                condition.unlock()
+                return continuation.resume(throwing: CancellationError())
+            }
+            jobs.append { [self] in continuation.resume(with: Result { try sync(body) }) }
+            condition.unlock()
+            condition.signal()
+        }
+    }
+
+    /// Runs `body` with the connection on the caller's thread, once the worker's turn is free.
+    func sync<T>(_ body: (PostgresSession) throws -> T) throws -> T {
+        turn.lock()
+        defer { turn.unlock() }
+        if session == nil || session!.connection.isClosed { session = try connector.connect() }
+        do {
+            return try body(session!)
+        } catch let failure as PostgresFailure where failure.connectionLost {
+            session = nil
+            throw RPCError(.unavailable, "the connection to PostgreSQL was lost: \(failure)")
+        }
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopped { condition.wait() }
+            if stopped && jobs.isEmpty {
+                condition.unlock()
+                try? session?.connection.close().wait()
+                return
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job()
+        }
+    }
+}
+
+/// A service's tables on PostgreSQL: named steps, each applied once, in order, in one transaction
+/// with its record in `storebus_migration`; several instances starting together apply each once
+/// (they take turns on an advisory lock).
+public struct PostgresSchema: Sendable {
+    /// Each step's name and statements.
+    public var steps: [(name: String, statements: [String])]
+
+    public init(steps: [(name: String, statements: [String])]) {
+        self.steps = steps
+    }
+
+    /// This schema and then `other`'s steps.
+    public func adding(_ other: PostgresSchema) -> PostgresSchema {
+        PostgresSchema(steps: steps + other.steps)
+    }
+
+    func apply(_ session: PostgresSession) throws {
+        try PostgresDatabase.inTransaction(session, begin: "BEGIN") { _ in
+            try session.run("SELECT pg_advisory_xact_lock(7130571)")
+            try session.run("CREATE TABLE IF NOT EXISTS storebus_migration (name TEXT COLLATE \"C\" PRIMARY KEY, applied_ms BIGINT NOT NULL)")
+            let applied = Set(try session.values(String.self, cached: "SELECT name FROM storebus_migration"))
+            for step in steps where !applied.contains(step.name) {
+                for statement in step.statements { try session.run(statement) }
+                try session.execute(cached: "INSERT INTO storebus_migration (name, applied_ms) VALUES (?, ?)", arguments: [step.name, EpochMilliseconds.now])
+            }
+        }
+    }
+}
+
+extension PostgresSchema {
+    /// The event log's table (``EventLog``) on PostgreSQL.
+    public static var eventLog: PostgresSchema {
+        PostgresSchema(steps: [
+            (
+                "storebus_event_log_v1",
+                [
+                    """
+                    CREATE TABLE storebus_event (
+                        seq BIGINT PRIMARY KEY,
+                        stream_key TEXT COLLATE "C" NOT NULL,
+                        key_seq BIGINT NOT NULL,
+                        type TEXT NOT NULL,
+                        time_ms BIGINT NOT NULL,
+                        json TEXT NOT NULL,
+                        topics BIGINT NOT NULL DEFAULT -1,
+                        UNIQUE (stream_key, key_seq)
+                    )
+                    """
+                ]
+            )
+        ])
+    }
+}
