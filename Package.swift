@@ -436,7 +436,7 @@ let package = Package(
         .testTarget(
             name: "StoreBusTests",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusCommandLine", "StoreBusStorage", "StoreBusPostgres", "StoreBusTesting", "StoreSchema", "ZeroMQ", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

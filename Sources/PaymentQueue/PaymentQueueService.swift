@@ -186,6 +186,9 @@ public struct PaymentQueueService: Service {
         /// Where writes commit: on SQLite, the server's loop, where requests arrive and answers and
         /// doorbells leave; on PostgreSQL, a thread of the writer's (each commit waits for the server).
         let commitLoop: Reactor?
+        /// On PostgreSQL, the log's shards and this instance's share of them.
+        var leases: ShardLeases?
+        let publisher = try host.makePublisher()
         switch configuration.storage {
         case .sqlite:
             // A thread of its own syncs the commits (see WALSyncer): the loop that commits goes on
@@ -197,11 +200,21 @@ public struct PaymentQueueService: Service {
             commitLoop = host.reactor
         case .postgres:
             guard let settings = configuration.postgres else { throw StartupError("service.storage is postgres: service.postgres must name the servers, role and database") }
-            database = try PostgresDatabase(settings: settings, schema: PaymentQueuePostgresSchema.schema, logger: host.logger)
+            let postgres = try PostgresDatabase(settings: settings, schema: PaymentQueuePostgresSchema.schema, logger: host.logger)
+            // Several instances share the log's shards by leases; each writes only to those it
+            // owns (see ShardLeases). Its first share is taken before it serves.
+            let shards = try ShardLeases(
+                database: postgres, logName: TransactionStore.logName, shardCount: settings.shards, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                endpoints: .init(rpc: host.configuration.rpcEndpoints, events: publisher?.boundEndpoints ?? []), logger: host.logger)
+            postgres.shard(shards)
+            try await shards.round()
+            leases = shards
+            database = postgres
             commitLoop = nil
         }
-        let publisher = try host.makePublisher()
-        let store = TransactionStore(writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints, reactor: commitLoop))
+        let shardOf: @Sendable (String) -> UInt32 = { [leases] key in leases?.shard(ofKey: key) ?? 0 }
+        let store = TransactionStore(
+            writer: EventLogWriter(logName: TransactionStore.logName, database: database, publisher: publisher, failPoints: host.failPoints, reactor: commitLoop, shardOf: shardOf))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
         for entry in configuration.policies {
             var policy = entry.policy
@@ -211,7 +224,7 @@ public struct PaymentQueueService: Service {
         try await store.setRenewalRate(configuration.renewalRate, app: "")
         let authority = PaymentAuthority(store: store, logger: host.logger)
         let renewals = RenewalEngine(store: store, renewalsPerSecond: configuration.renewalsPerSecond, logger: host.logger)
-        var router = try EventLogHandlers(database: database, topics: QueueTopic.names).router
+        var router = try EventLogHandlers(database: database, logName: TransactionStore.logName, topics: QueueTopic.names).router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
         router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority))
@@ -219,12 +232,22 @@ public struct PaymentQueueService: Service {
         try await host.serve(
             router: router,
             services: ServiceRegistry.paymentQueue.services + [Storebus_Eventlog_V1_EventLog.serviceName],
-            background: [authority, renewals],
+            background: [authority, renewals] + (leases.map { [LeaseKeeper(leases: $0)] } ?? []),
             publisher: publisher,
             onShutdown: {
                 await catalogClient.shutdown()
                 try? database.close()
             }
         )
+    }
+}
+
+/// Keeps a sharded log's leases (``ShardLeases/run()``) until the process stops, then lets go of
+/// them at once.
+struct LeaseKeeper: Service {
+    let leases: ShardLeases
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await leases.run() }
     }
 }

@@ -23,18 +23,28 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
     public var readers: Int
     /// How long a connection attempt to one host may take.
     public var connectTimeoutSeconds: Double
+    /// A sharded log's number of shards, fixed when its database is made (1: one log, as SQLite's).
+    public var shards: UInt32
+    /// How long a shard's lease lasts unless renewed (renewed every third of it); a transaction
+    /// left idle this long is ended by the server, so that a paused instance holds no lock.
+    public var leaseSeconds: Double
 
-    public init(hosts: [String], user: String, database: String, passwordFile: String? = nil, readers: Int = 4, connectTimeoutSeconds: Double = 5) {
+    public init(
+        hosts: [String], user: String, database: String, passwordFile: String? = nil, readers: Int = 4, connectTimeoutSeconds: Double = 5, shards: UInt32 = 1,
+        leaseSeconds: Double = 5
+    ) {
         self.hosts = hosts
         self.user = user
         self.database = database
         self.passwordFile = passwordFile
         self.readers = readers
         self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.shards = shards
+        self.leaseSeconds = leaseSeconds
     }
 
     enum CodingKeys: String, CodingKey {
-        case hosts, user, database, passwordFile, readers, connectTimeoutSeconds
+        case hosts, user, database, passwordFile, readers, connectTimeoutSeconds, shards, leaseSeconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -45,6 +55,8 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         passwordFile = try container.decodeIfPresent(String.self, forKey: .passwordFile)
         readers = try container.decodeIfPresent(Int.self, forKey: .readers) ?? 4
         connectTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .connectTimeoutSeconds) ?? 5
+        shards = try container.decodeIfPresent(UInt32.self, forKey: .shards) ?? 1
+        leaseSeconds = try container.decodeIfPresent(Double.self, forKey: .leaseSeconds) ?? 5
     }
 
     /// Refuses settings that cannot work, saying which and why.
@@ -56,6 +68,8 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         guard !user.isEmpty, !database.isEmpty else { throw ConfigurationError("postgres.user and postgres.database must not be empty") }
         guard (1...64).contains(readers) else { throw ConfigurationError("postgres.readers: from 1 to 64") }
         guard connectTimeoutSeconds > 0, connectTimeoutSeconds <= 300 else { throw ConfigurationError("postgres.connectTimeoutSeconds: above 0, at most 300") }
+        guard (1...4096).contains(shards) else { throw ConfigurationError("postgres.shards: from 1 to 4096") }
+        guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw ConfigurationError("postgres.leaseSeconds: from 1 to 600") }
     }
 
     /// `host:port` (or `host`, `[v6]:port`) as a host and a port.
@@ -100,6 +114,8 @@ public final class PostgresDatabase: SQLDatabase {
     private let writer: Worker
     private let readers: [Worker]
     private let nextReader = Atomic<Int>(0)
+    /// The sharded logs' leases, by log name.
+    private let sharded = Mutex<[String: ShardLeases]>([:])
 
     /// Connects to the primary among `settings.hosts` and brings its schema up to `schema`.
     public init(settings: PostgresSettings, schema: PostgresSchema, logger: Logger) throws {
@@ -154,6 +170,26 @@ public final class PostgresDatabase: SQLDatabase {
 
     public func betweenGroups() {}
 
+    /// Makes `leases`' log a sharded one: its writer takes positions from its shards' rows, fenced
+    /// by the leases (before the writer is made).
+    public func shard(_ leases: ShardLeases) {
+        sharded.withLock { $0[leases.logName] = leases }
+    }
+
+    public func logPositions(logName: String) -> any LogPositions {
+        if let leases = sharded.withLock({ $0[logName] }) { return ShardPositions(leases: leases) }
+        return EventPositions()
+    }
+
+    public func shardCount(logName: String) -> UInt32 {
+        sharded.withLock { $0[logName] }?.shardCount ?? 1
+    }
+
+    /// A connection on a thread of its own, for a task of the engine's (the leases).
+    func makeWorker(name: String) -> Worker {
+        Worker(name: name, connector: connector)
+    }
+
     public var syncer: WALSyncer? { nil }
 
     /// Runs `body` between `begin` and COMMIT; rolls back when it throws.
@@ -191,7 +227,11 @@ final class Connector: Sendable {
             guard let (name, port) = PostgresSettings.endpoint(host) else { continue }
             var configuration = PostgresConnection.Configuration(host: name, port: port, username: settings.user, password: password, database: settings.database, tls: .disable)
             configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeoutSeconds * 1000))
-            configuration.options.additionalStartupParameters = [("application_name", "storebus")]
+            // A transaction left idle past a lease (its process paused) is ended by the server: it
+            // holds no lock that would keep the other instances from taking its shards over.
+            configuration.options.additionalStartupParameters = [
+                ("application_name", "storebus"), ("idle_in_transaction_session_timeout", "\(Int(settings.leaseSeconds * 1000))")
+            ]
             let id = ids.wrappingAdd(1, ordering: .relaxed).oldValue
             do {
                 let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: id, logger: logger).wait()
@@ -320,14 +360,46 @@ extension PostgresSchema {
                 [
                     """
                     CREATE TABLE storebus_event (
-                        seq BIGINT PRIMARY KEY,
+                        shard BIGINT NOT NULL DEFAULT 0,
+                        seq BIGINT NOT NULL,
                         stream_key TEXT COLLATE "C" NOT NULL,
                         key_seq BIGINT NOT NULL,
                         type TEXT NOT NULL,
                         time_ms BIGINT NOT NULL,
                         json TEXT NOT NULL,
                         topics BIGINT NOT NULL DEFAULT -1,
+                        PRIMARY KEY (shard, seq),
                         UNIQUE (stream_key, key_seq)
+                    )
+                    """
+                ]
+            ),
+            (
+                "storebus_shards_v1",
+                [
+                    // A sharded log's shards (``ShardLeases``): each one's last position, and its
+                    // owner with the owner's epoch and lease. A log that is not sharded has none.
+                    """
+                    CREATE TABLE storebus_shard (
+                        log TEXT COLLATE "C" NOT NULL,
+                        shard BIGINT NOT NULL,
+                        seq BIGINT NOT NULL DEFAULT 0,
+                        owner TEXT COLLATE "C" NOT NULL DEFAULT '',
+                        epoch BIGINT NOT NULL DEFAULT 0,
+                        expires_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity',
+                        PRIMARY KEY (log, shard)
+                    )
+                    """,
+                    // The instances of each sharded log's service that are alive, and where they
+                    // answer: the shard map's endpoints.
+                    """
+                    CREATE TABLE storebus_instance (
+                        log TEXT COLLATE "C" NOT NULL,
+                        instance TEXT COLLATE "C" NOT NULL,
+                        rpc_endpoints TEXT NOT NULL,
+                        event_endpoints TEXT NOT NULL,
+                        expires_at TIMESTAMPTZ NOT NULL,
+                        PRIMARY KEY (log, instance)
                     )
                     """
                 ]

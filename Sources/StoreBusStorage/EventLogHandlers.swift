@@ -32,13 +32,16 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
     let database: any SQLDatabase
     /// SQLite's read-only connection for small pages, read on the loop (nil on another engine).
     let inline: InlineReader?
+    /// The log's name (its shards, on a sharded engine, are the database's for it).
+    let logName: String
     /// The log's topic names, in the order of their bits (``EventTopics``).
     let topics: [String]
 
     /// Handlers reading `database`'s log, whose writer files events under `topics` (none: ReadEvents
     /// with topics is refused).
-    public init(database: any SQLDatabase, topics: [String] = []) throws {
+    public init(database: any SQLDatabase, logName: String = "", topics: [String] = []) throws {
         self.database = database
+        self.logName = logName
         self.topics = topics
         inline = try (database as? StoreDatabase).map { InlineReader(try $0.makeReadOnlyConnection()) }
     }
@@ -56,18 +59,22 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
     public func readEvents(_ request: Storebus_Eventlog_V1_ReadEventsRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Eventlog_V1_ReadEventsResponse> {
         let limit = Int(request.limit == 0 ? Self.defaultPageSize : request.limit)
         let topics = try Self.topics(request.topics, of: self.topics)
+        let shards = database.shardCount(logName: logName)
+        guard request.key.isEmpty ? request.shard < shards : true else {
+            throw RPCError.invalidArgument(field: "shard", "this event log has \(shards) shard\(shards == 1 ? "" : "s"): 0 to \(shards - 1)")
+        }
         // Events not yet durable are left out: a follower never passes on one that a power loss
         // could still take back (and give its position to another).
         let durable = database.durableEventSeq
-        if limit <= Self.inlinePageSize, let inline, let page = try inline.read({ db in try Self.page(db, request, topics: topics, limit: limit, through: durable) }) {
+        if limit <= Self.inlinePageSize, let inline, let page = try inline.read({ db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) }) {
             return PrewrittenResponse(json: page)
         }
         // SQLite's pool directly: its read would also wait for a sync, which the durable bound
         // above makes needless.
         if let sqlite = database as? StoreDatabase {
-            return PrewrittenResponse(json: try await sqlite.pool.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable) })
+            return PrewrittenResponse(json: try await sqlite.pool.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) })
         }
-        return PrewrittenResponse(json: try await database.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable) })
+        return PrewrittenResponse(json: try await database.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) })
     }
 
     /// The topics `names` of a log whose topics are `topics` (nil for none asked); INVALID_ARGUMENT
@@ -87,15 +94,18 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
 
     /// One page of the log as the ReadEventsResponse JSON, of the events at or before `through`, in
     /// any of `topics` when given.
-    static func page(_ db: any SQLConnection, _ request: Storebus_Eventlog_V1_ReadEventsRequest, topics: EventTopics?, limit: Int, through: UInt64) throws -> [UInt8] {
-        let head = try EventLog.head(db, key: request.key, through: through)
+    static func page(
+        _ db: any SQLConnection, _ request: Storebus_Eventlog_V1_ReadEventsRequest, topics: EventTopics?, limit: Int, through: UInt64, shards: UInt32
+    ) throws -> [UInt8] {
+        let shard = request.key.isEmpty ? request.shard : 0
+        let head = try EventLog.head(db, key: request.key, shard: shard, through: through)
         let events: [StoredEvent]
         // How far the read looked: past the events given when topics left some out.
         let scanned: UInt64
         if let topics {
-            (events, scanned) = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, head: head, topics: topics, scan: maxScan)
+            (events, scanned) = try EventLog.read(db, key: request.key, shard: shard, after: request.afterSeq, limit: limit, head: head, topics: topics, scan: maxScan)
         } else {
-            events = try EventLog.read(db, key: request.key, after: request.afterSeq, limit: limit, through: through)
+            events = try EventLog.read(db, key: request.key, shard: shard, after: request.afterSeq, limit: limit, through: through)
             scanned = request.afterSeq
         }
         var count = 0, bytes = 0
@@ -114,7 +124,7 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
             if index > 0 { json += "," }
             json += event.json
         }
-        json += "],\"headSeq\":\"\(head)\",\"throughSeq\":\"\(readThrough)\"}"
+        json += "],\"headSeq\":\"\(head)\",\"throughSeq\":\"\(readThrough)\",\"shardCount\":\(shards)}"
         return Array(json.utf8)
     }
 }

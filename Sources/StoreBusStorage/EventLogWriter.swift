@@ -36,10 +36,15 @@ public final class EventLogWriter: Sendable {
     /// running for writes to commit; once it stops, pending and later writes are cancelled. Without
     /// one, the writer starts a thread of its own, the committer, which ends when the writer is
     /// released.
-    public init(logName: String, database: any SQLDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints = FailPoints(), reactor: Reactor? = nil) {
+    ///
+    /// `shardOf` tells the shard of each key (a sharded log's; every key is in shard 0 otherwise).
+    public init(
+        logName: String, database: any SQLDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints = FailPoints(), reactor: Reactor? = nil,
+        shardOf: @escaping @Sendable (String) -> UInt32 = { _ in 0 }
+    ) {
         self.logName = logName
         self.database = database
-        let group = GroupCommit(logName: logName, database: database, publisher: publisher, failPoints: failPoints, reactor: reactor)
+        let group = GroupCommit(logName: logName, database: database, publisher: publisher, failPoints: failPoints, reactor: reactor, shardOf: shardOf)
         if let reactor {
             committer = LoopCommitter(group: group, reactor: reactor)
         } else {
@@ -57,13 +62,15 @@ public final class EventLogWriter: Sendable {
     public struct Batch {
         let db: any SQLConnection
         /// The log's positions as the writer knows them.
-        let positions: EventPositions
+        let positions: any LogPositions
+        /// The shard of each key.
+        let shardOf: @Sendable (String) -> UInt32
         fileprivate(set) var events: [StoredEvent] = []
 
         /// Appends an event for `key` to the log, in the current transaction, filed under `topics`.
         @discardableResult
         public mutating func append<Payload: SwiftProtobuf.Message>(key: String, _ payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {
-            let event = try EventLog.append(db, key: key, payload: payload, topics: topics, positions: positions)
+            let event = try EventLog.append(db, key: key, shard: shardOf(key), payload: payload, topics: topics, positions: positions)
             events.append(event)
             return event
         }
@@ -81,7 +88,7 @@ public final class EventLogWriter: Sendable {
         public mutating func appendJSON(
             key: String, type: String, topics: EventTopics = .all, payload writePayload: (inout [UInt8]) throws -> Void
         ) throws -> StoredEvent {
-            let event = try EventLog.appendJSON(db, key: key, type: type, topics: topics, positions: positions, payload: writePayload)
+            let event = try EventLog.appendJSON(db, key: key, shard: shardOf(key), type: type, topics: topics, positions: positions, payload: writePayload)
             events.append(event)
             return event
         }
@@ -95,8 +102,8 @@ public final class EventLogWriter: Sendable {
         try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
             committer.submit(
                 CommitJob(
-                    run: { db, positions in
-                        var batch = Batch(db: db, positions: positions)
+                    run: { db, positions, shardOf in
+                        var batch = Batch(db: db, positions: positions, shardOf: shardOf)
                         // The savepoint's statements are prepared once (GRDB's inSavepoint prepares them on
                         // every call: 5% of the commit thread) and run directly (see DirectStatements):
                         // GRDB's path follows each savepoint for transaction observers, which the writer's
@@ -192,7 +199,7 @@ private struct CommitJob: Sendable {
     /// Applies the write inside the group's transaction and returns its events (nil when the body
     /// threw and its savepoint was rolled back). Throws when the savepoint could not be opened or
     /// rolled back: the group's transaction must then be rolled back as a whole.
-    let run: @Sendable (any SQLConnection, EventPositions) throws -> [StoredEvent]?
+    let run: @Sendable (any SQLConnection, any LogPositions, @escaping @Sendable (String) -> UInt32) throws -> [StoredEvent]?
     /// Answers the caller once the group has committed (nil) or failed to (the error).
     let complete: @Sendable ((any Error)?) -> Void
 }
@@ -212,15 +219,18 @@ private struct GroupCommit: Sendable {
     /// The loop the writes commit on, if they do: their announcements and answers go out there.
     let reactor: Reactor?
     /// The log's positions, kept between appends (see ``EventPositions``).
-    let positions = EventPositions()
+    let positions: any LogPositions
+    let shardOf: @Sendable (String) -> UInt32
     /// `storebus_group_commit_writes`, `storebus_group_commit_seconds` (from the group's start to its
     /// commit made durable) and `storebus_event_log_head`, labelled with the log's name.
     let groupSizes: Recorder
     let commitTimes: Metrics.Timer
     let head: Gauge
 
-    init(logName: String, database: any SQLDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints, reactor: Reactor?) {
+    init(logName: String, database: any SQLDatabase, publisher: DoorbellPublisher?, failPoints: FailPoints, reactor: Reactor?, shardOf: @escaping @Sendable (String) -> UInt32) {
         self.logName = logName
+        self.positions = database.logPositions(logName: logName)
+        self.shardOf = shardOf
         self.database = database
         self.publisher = publisher
         self.failPoints = failPoints
@@ -241,7 +251,7 @@ private struct GroupCommit: Sendable {
         do {
             events = try database.inGroupTransaction { db -> [StoredEvent] in
                 var events: [StoredEvent] = []
-                for job in group { events += try job.run(db, positions) ?? [] }
+                for job in group { events += try job.run(db, positions, shardOf) ?? [] }
                 return events
             }
         } catch {
@@ -277,7 +287,8 @@ private struct GroupCommit: Sendable {
         publisher?.ring(
             events.map { event in
                 let json = event.json.utf8
-                return Doorbell(log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
+                return Doorbell(
+                    log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, shard: event.shard, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
             })
         for job in group { job.complete(nil) }
     }

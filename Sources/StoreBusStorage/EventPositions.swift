@@ -1,6 +1,15 @@
 import GRDB
 import StoreBus
 
+/// Where the writer of a log takes each event's positions from: the next of its shard, and the next
+/// of its key. A write that may have been undone makes it ``forget()``.
+public protocol LogPositions: AnyObject, Sendable {
+    /// The positions of the next event of `key`, in `shard`, taken within the transaction of `db`.
+    func take(_ db: any SQLConnection, key: String, shard: UInt32) throws -> (seq: UInt64, keySeq: UInt64)
+    /// Forgets what it remembers: appends may have been undone.
+    func forget()
+}
+
 /// The log's last positions as its one writer left them, so that an append need not read them from
 /// the table: the two `MAX` lookups of ``EventLog/readPositions(_:key:)`` were a fifth of an append's
 /// instructions in the payment queue's profile (some 9K of 40K), three appends a purchase.
@@ -14,11 +23,11 @@ import StoreBus
 ///
 /// It remembers at most ``maxKeys`` keys, then starts over: each key forgotten costs one read the
 /// next time it appends.
-final class EventPositions: @unchecked Sendable {
+public final class EventPositions: LogPositions, @unchecked Sendable {
     // Invariant for @unchecked Sendable: used only by the writer's commits, which run one at a time
     // (on the committer's thread, or on the reactor's loop).
-    /// The last position of the whole log, when known.
-    private var lastSeq: UInt64?
+    /// The last position of each shard known (one: 0, but for a log read as shards).
+    private var lastSeqs: [UInt32: UInt64] = [:]
     /// The last position of each key known.
     private var lastKeySeqs: [String: UInt64] = [:]
 
@@ -27,23 +36,25 @@ final class EventPositions: @unchecked Sendable {
 
     /// The positions of the next event of `key`, taken: the next call for the log, or for the key,
     /// gives the ones after them.
-    func take(_ db: any SQLConnection, key: String) throws -> (seq: UInt64, keySeq: UInt64) {
-        guard FastPaths.enabled else { return try EventLog.readPositions(db, key: key) }
-        if let seq = lastSeq, let index = lastKeySeqs.index(forKey: key) {
-            lastSeq = seq + 1
+    public init() {}
+
+    public func take(_ db: any SQLConnection, key: String, shard: UInt32) throws -> (seq: UInt64, keySeq: UInt64) {
+        guard FastPaths.enabled else { return try EventLog.readPositions(db, key: key, shard: shard) }
+        if let seq = lastSeqs[shard], let index = lastKeySeqs.index(forKey: key) {
+            lastSeqs[shard] = seq + 1
             lastKeySeqs.values[index] += 1
             return (seq + 1, lastKeySeqs.values[index])
         }
-        let next = try EventLog.readPositions(db, key: key)
+        let next = try EventLog.readPositions(db, key: key, shard: shard)
         if lastKeySeqs.count >= Self.maxKeys { lastKeySeqs.removeAll(keepingCapacity: true) }
-        lastSeq = next.seq
+        lastSeqs[shard] = next.seq
         lastKeySeqs[key] = next.keySeq
         return next
     }
 
     /// Forgets every position: appends may have been undone.
-    func forget() {
-        lastSeq = nil
+    public func forget() {
+        lastSeqs.removeAll(keepingCapacity: true)
         lastKeySeqs.removeAll(keepingCapacity: true)
     }
 }

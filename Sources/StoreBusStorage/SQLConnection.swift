@@ -324,4 +324,19 @@ public protocol SQLDatabase: AnyObject, Sendable {
 
     /// Closes the database's connections (a process stopping).
     func close() throws
+
+    /// Where the writer of log `logName` takes its events' positions from: the engine's way of
+    /// numbering them without gaps, in commit order.
+    func logPositions(logName: String) -> any LogPositions
+
+    /// How many shards log `logName` has (1: it is not sharded).
+    func shardCount(logName: String) -> UInt32
+}
+
+extension SQLDatabase {
+    /// The positions of a log with one writer, in memory between appends (``EventPositions``).
+    public func logPositions(logName: String) -> any LogPositions { EventPositions() }
+
+    /// One: a log of this engine is not sharded.
+    public func shardCount(logName: String) -> UInt32 { 1 }
 }

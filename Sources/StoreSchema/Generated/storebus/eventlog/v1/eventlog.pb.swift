@@ -41,6 +41,10 @@ public nonisolated struct Storebus_Eventlog_V1_ReadEventsRequest: Sendable {
   /// before its log had topics is in every topic.
   public var topics: [String] = []
 
+  /// Without a key: the shard to read (0, the only one of a log that is not sharded). With a key,
+  /// ignored: a key's events are all in its shard. INVALID_ARGUMENT: a shard the log does not have.
+  public var shard: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -63,6 +67,9 @@ public nonisolated struct Storebus_Eventlog_V1_ReadEventsResponse: Sendable {
   /// a log that reads topics in bounded steps may stop short of head_seq with no event.
   public var throughSeq: UInt64 = 0
 
+  /// How many shards the log has (1 when it is not sharded).
+  public var shardCount: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -74,7 +81,7 @@ public nonisolated struct Storebus_Eventlog_V1_Event: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Position in the whole log.
+  /// Position in its shard (the whole log, when it is not sharded).
   public var seq: UInt64 = 0
 
   /// The key the event belongs to.
@@ -106,6 +113,9 @@ public nonisolated struct Storebus_Eventlog_V1_Event: Sendable {
   /// Clears the value of `payload`. Subsequent reads from it will return its default value.
   public mutating func clearPayload() {self._payload = nil}
 
+  /// The shard it is in (0 when the log is not sharded).
+  public var shard: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -120,7 +130,7 @@ fileprivate nonisolated let _protobuf_package = "storebus.eventlog.v1"
 
 nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadEventsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{3}after_seq\0\u{1}limit\0\u{1}topics\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{3}after_seq\0\u{1}limit\0\u{1}topics\0\u{1}shard\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -132,6 +142,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.afterSeq) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
       case 4: try { try decoder.decodeRepeatedStringField(value: &self.topics) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.shard) }()
       default: break
       }
     }
@@ -150,6 +161,9 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
     if !self.topics.isEmpty {
       try visitor.visitRepeatedStringField(value: self.topics, fieldNumber: 4)
     }
+    if self.shard != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shard, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -158,6 +172,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
     if lhs.afterSeq != rhs.afterSeq {return false}
     if lhs.limit != rhs.limit {return false}
     if lhs.topics != rhs.topics {return false}
+    if lhs.shard != rhs.shard {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -165,7 +180,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsRequest: SwiftProtobuf.Mess
 
 nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadEventsResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0\u{3}through_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0\u{3}through_seq\0\u{3}shard_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -176,6 +191,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Mes
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.throughSeq) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.shardCount) }()
       default: break
       }
     }
@@ -191,6 +207,9 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Mes
     if self.throughSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.throughSeq, fieldNumber: 3)
     }
+    if self.shardCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shardCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -198,6 +217,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Mes
     if lhs.events != rhs.events {return false}
     if lhs.headSeq != rhs.headSeq {return false}
     if lhs.throughSeq != rhs.throughSeq {return false}
+    if lhs.shardCount != rhs.shardCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -205,7 +225,7 @@ nonisolated extension Storebus_Eventlog_V1_ReadEventsResponse: SwiftProtobuf.Mes
 
 nonisolated extension Storebus_Eventlog_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Event"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{1}key\0\u{3}key_seq\0\u{1}type\0\u{1}time\0\u{1}payload\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{1}key\0\u{3}key_seq\0\u{1}type\0\u{1}time\0\u{1}payload\0\u{1}shard\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -219,6 +239,7 @@ nonisolated extension Storebus_Eventlog_V1_Event: SwiftProtobuf.Message, SwiftPr
       case 4: try { try decoder.decodeSingularStringField(value: &self.type) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._time) }()
       case 6: try { try decoder.decodeSingularMessageField(value: &self._payload) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.shard) }()
       default: break
       }
     }
@@ -247,6 +268,9 @@ nonisolated extension Storebus_Eventlog_V1_Event: SwiftProtobuf.Message, SwiftPr
     try { if let v = self._payload {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
     } }()
+    if self.shard != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shard, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -257,6 +281,7 @@ nonisolated extension Storebus_Eventlog_V1_Event: SwiftProtobuf.Message, SwiftPr
     if lhs.type != rhs.type {return false}
     if lhs._time != rhs._time {return false}
     if lhs._payload != rhs._payload {return false}
+    if lhs.shard != rhs.shard {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

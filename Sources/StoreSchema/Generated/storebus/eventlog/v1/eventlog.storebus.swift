@@ -6,11 +6,13 @@ import SwiftProtobuf
 
 /// EventLog serves a service's event log to its followers (gateway, receipt, download, ...).
 ///
-/// Every event has a global sequence number `seq` (1, 2, 3, ... with no gaps, in commit order) and
-/// belongs to one key (for the payment queue: one queue) in which it has a per-key sequence number
-/// `key_seq` (also 1, 2, 3, ... with no gaps). A follower of the whole log reads by `seq`; a follower
-/// of one key reads by `key_seq`. After each commit the service rings a doorbell on its PUB socket;
-/// the doorbell may be lost, the log never is.
+/// Every event has a sequence number `seq` (1, 2, 3, ... with no gaps, in commit order) in its shard
+/// and belongs to one key (for the payment queue: one queue) in which it has a per-key sequence number
+/// `key_seq` (also 1, 2, 3, ... with no gaps). A log has one shard (0) unless it is sharded (the
+/// payment queue's on PostgreSQL, docs/storage.md): each shard is then a log of its own, a key belongs
+/// to one shard, and a follower of the whole log follows each shard by `seq`. A follower of one key
+/// reads by `key_seq`. After each commit the service rings a doorbell on its PUB socket; the doorbell
+/// may be lost, the log never is.
 public enum Storebus_Eventlog_V1_EventLog: ServiceDescription {
     /// The service's fully qualified proto name.
     public static let serviceName = "storebus.eventlog.v1.EventLog"
