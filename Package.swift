@@ -427,7 +427,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "Download", "StoreBus", "StoreBusTesting"]),
-        .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema"]),
+        .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusPostgres", "StoreBusSDK", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]),
         .testTarget(name: "DeploymentTests", dependencies: ["StoreBus", "StoreBusTesting", "ZeroMQ"]),
         .testTarget(
             name: "CatalogTests",

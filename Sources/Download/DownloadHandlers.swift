@@ -26,14 +26,17 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     /// Where the payment queue's log stands, and the positions this service's follower has reached.
     let head: LogHead
     let applied: PositionWaiter<String>
+    /// The payment queue's log's shards, as the follower found them.
+    let shards: LogShards
 
-    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck, applied: PositionWaiter<String>) {
+    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck, applied: PositionWaiter<String>, shards: LogShards) {
         self.content = content
         self.ledger = ledger
         self.paymentQueue = .init(paymentQueue)
         head = LogHead(client: paymentQueue)
         self.receipts = receipts
         self.applied = applied
+        self.shards = shards
     }
 
     /// A router answering every Download method.
@@ -154,9 +157,11 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     /// before a byte is served. One small read of the payment queue's log per chunk; UNAVAILABLE
     /// (retryable) when the follower does not catch up in the call's time.
     private func catchUp(with queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext) async throws {
-        let newest = try await head.newest(timeout: context.timeRemaining)
+        // The queue's account's shard (the whole log, when it is not sharded).
+        let shard = shards.shard(app: queue.appBundleID, account: queue.accountID)
+        let newest = try await head.newest(shard: shard, timeout: context.timeRemaining)
         let wait = min(context.timeRemaining ?? .seconds(5), .seconds(5))
-        guard await applied.wait(DownloadLedger.log, reaching: newest, timeout: wait) else {
+        guard await applied.wait(FollowedLog.name(DownloadLedger.log, shard: shard), reaching: newest, timeout: wait) else {
             throw RPCError(.unavailable, "the download service has not yet applied the payment queue's log up to \(newest); try again")
         }
     }

@@ -64,15 +64,16 @@ public struct DownloadService: Service {
         )
         let followed = FollowedLog(name: DownloadLedger.log, database: database)
         let applied = PositionWaiter<String>()
+        let shards = LogShards(log: DownloadLedger.log)
         let service = DownloadHandlers(
-            content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient), applied: applied
+            content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient), applied: applied, shards: shards
         )
         try await host.serve(
             router: service.router,
             services: [Storebus_Download_V1_Download.serviceName],
             background: [
                 LogFollowerService(
-                    follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, logger: host.logger
+                    follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, shards: shards, logger: host.logger
                 )
             ],
             onShutdown: {

@@ -22,29 +22,42 @@ struct NotificationFollower: Service {
     let receipt: RPCClient
     let logger: Logger
 
+    /// Follows every shard of the log (the whole log, when it is not sharded), each to its own
+    /// position, at once.
     func run() async throws {
-        let (log, logger) = (log, logger)
         try await cancelWhenGracefulShutdown {
-            try await follower.followAlways(
-                as: Storebus_PaymentQueue_V1_QueueEventPage.self,
-                start: { try await log.position() },
-                { records, through in try await apply(records, through: through) },
-                replaced: { error in
-                    // The notifications already appended stay: a backend has seen them. The rules'
-                    // knowledge goes, and the new log is read from its start.
-                    logger.warning("The payment queue's event log was replaced; following it again from its start", metadata: ["error": "\(error.message)"])
-                    try await log.forget { db in
-                        try db.execute(cached: "DELETE FROM nt_subscription")
-                        try db.execute(cached: "DELETE FROM nt_noted")
-                    }
-                })
+            let count = try await follower.shardCount()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for shard in 0..<count {
+                    group.addTask { try await follow(shard: shard) }
+                }
+                try await group.waitForAll()
+            }
         }
         await follower.shutdown()
     }
 
+    func follow(shard: UInt32) async throws {
+        let (log, logger) = (log.shard(shard), logger)
+        try await follower.followAlways(
+            as: Storebus_PaymentQueue_V1_QueueEventPage.self,
+            shard: shard,
+            start: { try await log.position() },
+            { records, through in try await apply(records, through: through, shard: shard) },
+            replaced: { error in
+                // The notifications already appended stay: a backend has seen them. The rules'
+                // knowledge goes, and the new log is read from its start.
+                logger.warning("The payment queue's event log was replaced; following it again from its start", metadata: ["error": "\(error.message)"])
+                try await log.forget { db in
+                    try db.execute(cached: "DELETE FROM nt_subscription")
+                    try db.execute(cached: "DELETE FROM nt_noted")
+                }
+            })
+    }
+
     /// One page: its notifications planned, signed, appended, and the position moved to `through`.
     /// A page with no event moves it in memory only (after a restart the log steps over them again).
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], through: UInt64) async throws {
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], through: UInt64, shard: UInt32 = 0) async throws {
         guard let last = records.last?.seq else { return }
         let before = try await store.knowledge(for: records)
         var rules = before
@@ -52,13 +65,13 @@ struct NotificationFollower: Service {
         // Each notification's event's commit time, for the lag metric.
         var committed: [Int64] = []
         for record in records where record.type == Storebus_PaymentQueue_V1_QueueEvent.protoMessageName {
-            let planned = rules.intents(for: record.payload, seq: record.seq)
+            let planned = rules.intents(for: record.payload, seq: record.seq, shard: shard)
             intents += planned
             committed += Array(repeating: record.time.milliseconds, count: planned.count)
         }
         let signedDate = EpochMilliseconds.now
         let signing = ContinuousClock.now
-        let (payloads, environment) = intents.isEmpty ? ([], "") : try await sign(intents, signedDate: signedDate, minSeq: last)
+        let (payloads, environment) = intents.isEmpty ? ([], "") : try await sign(intents, signedDate: signedDate, minSeq: last, shard: shard)
         let signed = ContinuousClock.now
         let notifications = zip(intents, payloads).map { intent, payload in
             Storebus_Notifications_V1_Notification.with {
@@ -76,7 +89,7 @@ struct NotificationFollower: Service {
         let learnt = rules
         let heads = LockedHeads()
         let webhooks = store.configuredWebhooks
-        try await log.apply(through: through) { db in
+        try await log.shard(shard).apply(through: through) { db in
             heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks, environment: environment))
         }
         store.advance(heads.value)
@@ -95,9 +108,10 @@ struct NotificationFollower: Service {
 
     /// The signed payloads of `intents`, from the receipt service, tried again (with a growing pause)
     /// while it cannot answer: the log waits, and loses nothing.
-    func sign(_ intents: [NotificationIntent], signedDate: Int64, minSeq: UInt64) async throws -> (payloads: [String], environment: String) {
+    func sign(_ intents: [NotificationIntent], signedDate: Int64, minSeq: UInt64, shard: UInt32 = 0) async throws -> (payloads: [String], environment: String) {
         let request = Storebus_Receipt_V1_SignNotificationsRequest.with {
             $0.minSeq = minSeq
+            $0.shard = shard
             $0.notifications = intents.map { intent in
                 .with {
                     $0.notificationUuid = intent.uuid

@@ -42,13 +42,14 @@ public struct NotificationRules: Sendable {
     /// The key of a transaction notified for `what` ("charge", "refund").
     public static func noted(_ what: String, _ transactionID: String) -> String { "\(what):\(transactionID)" }
 
-    /// The notifications of `event`, at log position `seq`, in order; moves the knowledge on.
-    public mutating func intents(for event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64) -> [NotificationIntent] {
+    /// The notifications of `event`, at log position `seq` (of `shard`, when the log is sharded), in
+    /// order; moves the knowledge on.
+    public mutating func intents(for event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64, shard: UInt32 = 0) -> [NotificationIntent] {
         var intents: [NotificationIntent] = []
         func add(_ type: String, _ subtype: String = "", app: String, account: String, transaction: String, original: String, subscription: Bool = false) {
             intents.append(
                 NotificationIntent(
-                    uuid: Self.uuid(app: app, seq: seq, index: intents.count), type: type, subtype: subtype, app: app, account: account,
+                    uuid: Self.uuid(app: app, seq: seq, shard: shard, index: intents.count), type: type, subtype: subtype, app: app, account: account,
                     transactionID: transaction, originalTransactionID: original, subscription: subscription))
         }
         switch event.event {
@@ -148,10 +149,11 @@ public struct NotificationRules: Sendable {
     }
 
     /// A notification's UUID, the same whenever it is made again from the same event: the first 16
-    /// bytes of a SHA-256 of the app, the event's position and the notification's index, as a
-    /// version 8 (custom) RFC 9562 UUID.
-    static func uuid(app: String, seq: UInt64, index: Int) -> String {
-        var bytes = Array(SHA256.hash(data: Data("storebus-notification|\(app)|\(seq)|\(index)".utf8)).prefix(16))
+    /// bytes of a SHA-256 of the app, the event's position (with its shard, past shard 0) and the
+    /// notification's index, as a version 8 (custom) RFC 9562 UUID.
+    static func uuid(app: String, seq: UInt64, shard: UInt32 = 0, index: Int) -> String {
+        let position = shard == 0 ? "\(seq)" : "\(shard)#\(seq)"
+        var bytes = Array(SHA256.hash(data: Data("storebus-notification|\(app)|\(position)|\(index)".utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         let hex = bytes.map { String(format: "%02x", $0) }.joined()

@@ -8,13 +8,15 @@ public struct PaymentQueueAdminHandlers: Storebus_PaymentQueue_V1_PaymentQueueAd
     let store: TransactionStore
     let catalog: CatalogLookup
     let authority: PaymentAuthority
+    let shards: QueueShards
 
     /// Handlers over `store`, asking `catalog` whether apps exist and poking `authority` when a
-    /// policy changes.
-    public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority) {
+    /// policy changes; `shards` answers the shard map.
+    public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority, shards: QueueShards) {
         self.store = store
         self.catalog = catalog
         self.authority = authority
+        self.shards = shards
     }
 
     /// Every method awaits the store's threads for its reads and writes.
@@ -98,5 +100,9 @@ public struct PaymentQueueAdminHandlers: Storebus_PaymentQueue_V1_PaymentQueueAd
     public func reset(_ request: Storebus_PaymentQueue_V1_ResetRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_ResetResponse {
         try await store.reset()
         return .init()
+    }
+
+    public func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse {
+        try await shards.map(store.database)
     }
 }

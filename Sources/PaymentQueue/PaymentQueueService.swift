@@ -227,7 +227,8 @@ public struct PaymentQueueService: Service {
         var router = try EventLogHandlers(database: database, logName: TransactionStore.logName, topics: QueueTopic.names).router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
-        router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority))
+        let queueShards = QueueShards(leases: leases, endpoints: .init(rpc: host.configuration.rpcEndpoints, events: publisher?.boundEndpoints ?? []))
+        router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority, shards: queueShards))
         router.register(SubscriptionsHandlers(store: store, catalog: catalog, engine: renewals))
         try await host.serve(
             router: router,

@@ -103,7 +103,8 @@ extension TransactionStore {
                     })
             }
             result.keySeq = try EventLog.head(db, key: queue.key)
-            result.logSeq = try EventLog.head(db, key: "")
+            // A position of the queue's shard (the whole log, when it is not sharded).
+            result.logSeq = try EventLog.head(db, key: "", shard: self.shardOf(queue.key))
             return result
         }
     }

@@ -71,6 +71,8 @@ public final class TransactionStore: Sendable {
     /// Reads go through the database (not its pool) so that, when a sync thread makes commits
     /// durable, none is answered from before it is (see ``StoreDatabase/read(_:)``).
     var database: any SQLDatabase { writer.database }
+    /// The shard of a queue key (0 when the log is not sharded).
+    var shardOf: @Sendable (String) -> UInt32 { writer.shardOf }
 
     /// A store writing through `writer` (whose database was migrated with ``PaymentQueueSchema``).
     public init(writer: EventLogWriter, maxUnfinished: Int = TransactionStore.defaultMaxUnfinished) {

@@ -15,8 +15,14 @@ public struct ReceiptBook: Sendable {
     /// How far the payment queue's log (``ReceiptStore/log``) is applied, and the calls waiting for it.
     let applied: PositionWaiter<String>
 
-    /// The position of the payment queue's log applied so far.
-    var appliedSeq: UInt64 { applied.position(ReceiptStore.log) }
+    /// The payment queue's log's shards, as the follower found them.
+    let shards: LogShards
+
+    /// The position applied so far of the payment queue's log, of the shard of `app`'s `account`
+    /// (positions are a shard's, when the log is sharded).
+    func appliedSeq(app: String, account: String) -> UInt64 {
+        applied.position(shards.positionKey(app: app, account: account))
+    }
     /// Where the payment queue's log stands (for waits as of a device's queue position).
     let head: LogHead
 
@@ -26,7 +32,7 @@ public struct ReceiptBook: Sendable {
         app: String, account: String, device: String, applicationVersion: String,
         properties: Storebus_Receipt_V1_ReceiptProperties?, held: [StoredPurchase]? = nil, now: Date = Date()
     ) async throws -> (receipt: [UInt8], asOf: UInt64) {
-        let asOf = appliedSeq
+        let asOf = appliedSeq(app: app, account: account)
         let (opaque, firstMS) = try await store.device(app: app, account: account, device: device, revoked: properties?.isRevoked == true, now: now)
         // Each purchase's attribute as kept since it last changed (the fast path; with fast paths
         // off, every purchase read and encoded again, the plain twin), unless the caller holds them.

@@ -44,7 +44,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
             throw RPCError(.failedPrecondition, "receipt properties are for sandbox testing; this deployment is production")
         }
         try await catalog.checkApp(request.appBundleID)
-        _ = try await Self.reach(request.minSeq, book: book, context)
+        _ = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: request.appBundleID, account: request.accountID), book: book, context)
         try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
         let (receipt, asOf) = try await book.refresh(
             app: request.appBundleID, account: request.accountID, device: request.deviceID, applicationVersion: request.applicationVersion,
@@ -67,7 +67,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     public func getEntitlements(_ request: Storebus_Receipt_V1_GetEntitlementsRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetEntitlementsResponse {
         try await catalog.checkApp(request.appBundleID)
         try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
-        let asOf = try await Self.reach(request.minSeq, book: book, context)
+        let asOf = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: request.appBundleID, account: request.accountID), book: book, context)
         let entitlements = try await book.entitlements(app: request.appBundleID, account: request.accountID)
         return .with {
             $0.entitlements = entitlements
@@ -78,7 +78,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     public func getTransaction(_ request: Storebus_Receipt_V1_GetTransactionRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionResponse {
         let (app, account) = (request.appBundleID, request.accountID)
         try await Self.reach(queue: app, account, request.deviceID, request.minQueueSeq, book: book, context)
-        let asOf = try await Self.reach(request.minSeq, book: book, context)
+        let asOf = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: app, account: account), book: book, context)
         guard let purchase = try await book.store.purchase(app: app, account: account, id: request.transactionID) else {
             throw RPCError.resource(
                 .notFound, type: "transaction", name: request.transactionID,
@@ -101,7 +101,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         _ request: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, context: ServerContext
     ) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
         try await catalog.checkApp(request.appBundleID)
-        let asOf = try await Self.reach(request.minSeq, book: book, context)
+        let asOf = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: request.appBundleID, account: request.accountID), book: book, context)
         let groups: [Storebus_Receipt_V1_SubscriptionGroupStatus]
         do {
             groups = try await book.subscriptionStatuses(app: request.appBundleID, account: request.accountID)
@@ -133,7 +133,8 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     public func signNotifications(
         _ request: Storebus_Receipt_V1_SignNotificationsRequest, context: ServerContext
     ) async throws -> Storebus_Receipt_V1_SignNotificationsResponse {
-        _ = try await Self.reach(request.minSeq, book: book, context)
+        // A position of the shard the notification service's page came from.
+        _ = try await Self.reach(request.minSeq, key: FollowedLog.name(ReceiptStore.log, shard: request.shard), book: book, context)
         let signed: [String]
         do {
             signed = try await book.signNotifications(request.notifications)
@@ -179,7 +180,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
             $0.accountID = account
             $0.data = groups
             $0.environment = book.configuration.environment.rawValue
-            $0.asOfSeq = book.appliedSeq
+            $0.asOfSeq = book.appliedSeq(app: request.appBundleID, account: account)
         }
     }
 
@@ -214,22 +215,23 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         let queue = Storebus_PaymentQueue_V1_QueueRef.with {
             $0.appBundleID = app; $0.accountID = account; $0.deviceID = device
         }
-        // The queue's position, as a position of the whole log: the payment queue says.
+        // The queue's position, as a position of the whole log (of its shard): the payment queue says.
         guard let seq = try await book.head.position(ofKey: queue.key, keySeq: minQueueSeq, timeout: context.timeRemaining) else {
             throw RPCError(.outOfRange, "the queue has no position \(minQueueSeq) yet: give the seq of a callback it delivered")
         }
-        _ = try await reach(seq, book: book, context)
+        _ = try await reach(seq, key: book.shards.positionKey(app: app, account: account), book: book, context)
     }
 
-    /// Waits until the payment queue's log is applied up to `minSeq` (0: not at all); returns the
-    /// position applied. DEADLINE_EXCEEDED when it is not reached in the call's time.
-    static func reach(_ minSeq: UInt64, book: ReceiptBook, _ context: ServerContext) async throws(RPCError) -> UInt64 {
-        guard minSeq > 0 else { return book.appliedSeq }
+    /// Waits until the payment queue's log (the shard whose position is kept under `key`, when it
+    /// is sharded) is applied up to `minSeq` (0: not at all); returns the position applied.
+    /// DEADLINE_EXCEEDED when it is not reached in the call's time.
+    static func reach(_ minSeq: UInt64, key: String, book: ReceiptBook, _ context: ServerContext) async throws(RPCError) -> UInt64 {
+        guard minSeq > 0 else { return book.applied.position(key) }
         let wait = min(context.timeRemaining ?? longestWait, longestWait)
-        guard await book.applied.wait(ReceiptStore.log, reaching: minSeq, timeout: wait) else {
-            throw RPCError(.deadlineExceeded, "the payment queue's event log is applied up to \(book.appliedSeq), not yet \(minSeq)")
+        guard await book.applied.wait(key, reaching: minSeq, timeout: wait) else {
+            throw RPCError(.deadlineExceeded, "the payment queue's event log is applied up to \(book.applied.position(key)), not yet \(minSeq)")
         }
-        return book.appliedSeq
+        return book.applied.position(key)
     }
 }
 

@@ -33,7 +33,8 @@ public struct ReceiptService: Service {
         let store = ReceiptStore(database: database)
         let applied = PositionWaiter<String>()
         let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
-        let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied, head: LogHead(client: queueClient))
+        let shards = LogShards(log: ReceiptStore.log)
+        let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied, shards: shards, head: LogHead(client: queueClient))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
         let follower = try EventFollower(
             configuration: .init(log: ReceiptStore.log, topics: ReceiptReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
@@ -49,7 +50,8 @@ public struct ReceiptService: Service {
             ])
         var background: [any Service] = [
             LogFollowerService(
-                follower: follower, log: FollowedLog(name: ReceiptStore.log, database: database), reducer: ReceiptReducer(), applied: applied, logger: host.logger
+                follower: follower, log: FollowedLog(name: ReceiptStore.log, database: database), reducer: ReceiptReducer(), applied: applied, shards: shards,
+                logger: host.logger
             )
         ]
         if !configuration.httpAddress.isEmpty {

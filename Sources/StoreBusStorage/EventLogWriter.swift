@@ -21,6 +21,8 @@ public final class EventLogWriter: Sendable {
     public let logName: String
     /// The database.
     public let database: any SQLDatabase
+    /// The shard of each key.
+    public let shardOf: @Sendable (String) -> UInt32
     private let committer: any GroupCommitter
     /// Most writes committed in one transaction.
     static let maxGroup = 256
@@ -44,6 +46,7 @@ public final class EventLogWriter: Sendable {
     ) {
         self.logName = logName
         self.database = database
+        self.shardOf = shardOf
         let group = GroupCommit(logName: logName, database: database, publisher: publisher, failPoints: failPoints, reactor: reactor, shardOf: shardOf)
         if let reactor {
             committer = LoopCommitter(group: group, reactor: reactor)

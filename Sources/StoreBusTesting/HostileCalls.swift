@@ -243,6 +243,7 @@ extension HostileCalls {
                 ("appBundleId", .value(app)), ("accountId", .value(accountJSON)), ("pageSize", .value("10")), ("pageToken", .value("\"\""))
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset.path: .object([]),
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap.path: .object([]),
             Storebus_PaymentQueue_V1_Subscriptions.setRenewalRate.path: .object([
                 ("appBundleId", .value(app)), ("rate", .value("\"RENEWAL_RATE_MONTHLY_RENEWAL_EVERY_FIVE_MINUTES\""))
             ]),

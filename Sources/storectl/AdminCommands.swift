@@ -12,7 +12,7 @@ struct AdminCommands: AsyncParsableCommand {
         abstract: "Drive the sandbox: payment policies, Ask to Buy, interrupted purchases, refunds, reset.",
         subcommands: [
             Policy.self, Approve.self, Decline.self, Resolve.self, Refund.self, History.self, Charges.self, Products.self, Reset.self,
-            RotateSigningKey.self, SubscriptionAdminCommands.self
+            RotateSigningKey.self, SubscriptionAdminCommands.self, Shards.self
         ]
     )
 
@@ -268,6 +268,34 @@ struct AdminCommands: AsyncParsableCommand {
             try await sentence { _ = try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, .init()) }
             print("reset: every transaction, policy and charge deleted")
             await admin.close()
+        }
+    }
+
+    struct Shards: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the payment queue's shards: each one's owner instance, epoch, lease, log head and endpoints.")
+        @OptionGroup var options: Options
+        func run() async throws {
+            let admin = try await options.connection()
+            let map = try await sentence { try await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init()) }
+            print(Self.table(map))
+            await admin.close()
+        }
+
+        /// The map as lines: a heading, then a line a shard.
+        static func table(_ map: Storebus_PaymentQueue_V1_GetShardMapResponse) -> String {
+            var lines = ["\(map.shardCount) shard\(map.shardCount == 1 ? "" : "s"), answered by instance \(map.instance)"]
+            lines.append("shard  owner                                 epoch  lease    head  endpoints")
+            for shard in map.shards {
+                let owner = shard.owner.isEmpty ? "-" : shard.owner
+                let lease = shard.leased ? "running" : "lapsed"
+                let endpoints = (shard.rpcEndpoints + shard.eventEndpoints.map { "events " + $0 }).joined(separator: " ")
+                lines.append(
+                    "\(String(shard.shard).padding(toLength: 5, withPad: " ", startingAt: 0))  \(owner.padding(toLength: 36, withPad: " ", startingAt: 0))  "
+                        + "\(String(shard.epoch).padding(toLength: 5, withPad: " ", startingAt: 0))  \(lease.padding(toLength: 7, withPad: " ", startingAt: 0))  "
+                        + "\(String(shard.headSeq).padding(toLength: 4, withPad: " ", startingAt: 0))  \(endpoints.isEmpty ? "-" : endpoints)")
+            }
+            return lines.joined(separator: "\n")
         }
     }
 

@@ -118,8 +118,10 @@ public final class EventFollower: Sendable {
     /// events of each page read and the position they bring the follower to (the last one's, or past
     /// it over events not in the follower's topics). Without topics it always gets events; with
     /// topics, a page may bring none and still move the position.
+    ///
+    /// Without a key, `shard` is the shard followed (0, the only one of a log that is not sharded).
     public func followPages<Page: EventLogPage>(
-        after position: UInt64, as page: Page.Type, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
+        after position: UInt64, shard: UInt32 = 0, as page: Page.Type, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
     ) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
@@ -129,11 +131,11 @@ public final class EventFollower: Sendable {
         while !Task.isCancelled {
             let page: Page
             do {
-                page = try await read(Page.self, after: position)
+                page = try await read(Page.self, after: position, shard: shard)
             } catch let error where error.code == .cancelled && Task.isCancelled {
                 return
             } catch {
-                logger.warning("Event log read failed; retrying", metadata: ["error": "\(error)", "queue.seq": "\(position)"])
+                logger.warning("Event log read failed; retrying", metadata: ["error": "\(error)", "queue.seq": "\(position)", "shard": "\(shard)"])
                 try? await Task.sleep(for: configuration.retryDelay)
                 continue
             }
@@ -176,7 +178,7 @@ public final class EventFollower: Sendable {
                 // publisher) would end every wait at once: after a ring that brought nothing, read
                 // no more often than every retryDelay.
                 if rangAt == position { try? await Task.sleep(for: configuration.retryDelay) }
-                rangAt = await bell.wait(beyond: position, keyed: keyed, timeout: configuration.idlePoll) ? position : nil
+                rangAt = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll) ? position : nil
                 if rangAt != nil, configuration.batchWindow > .zero { try? await Task.sleep(for: configuration.batchWindow) }
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
@@ -190,12 +192,12 @@ public final class EventFollower: Sendable {
     /// consumer forgets its position, and the log is followed again from the position `start` then
     /// reads.
     public func followAlways<Page: EventLogPage>(
-        as page: Page.Type, start: () async throws -> UInt64, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
+        as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
         replaced: (RPCError) async throws -> Void
     ) async throws {
         while !Task.isCancelled {
             do {
-                try await followPages(after: try await start(), as: page, apply)
+                try await followPages(after: try await start(), shard: shard, as: page, apply)
                 return
             } catch let error as RPCError where error.code == .outOfRange {
                 try await replaced(error)
@@ -203,14 +205,36 @@ public final class EventFollower: Sendable {
         }
     }
 
-    /// A page of the log after `position`, decoded as `Page`.
-    private func read<Page: EventLogPage>(_ type: Page.Type, after position: UInt64) async throws(RPCError) -> Page {
+    /// How many shards the log has (1 when it is not sharded), as its service answers; read failures
+    /// are retried until the task is cancelled.
+    public func shardCount() async throws -> UInt32 {
+        while true {
+            try Task.checkCancellation()
+            do {
+                let body = try JSONCodec.encode(Storebus_Eventlog_V1_ReadEventsRequest.with { $0.limit = 1 })
+                let response = try await client.callRaw(
+                    path: Storebus_Eventlog_V1_EventLog.readEvents.path, idempotent: true, body: body, options: CallOptions(timeout: .seconds(5)))
+                guard response.code == .ok else { throw response.error ?? RPCError(response.code, "reading the \(configuration.log) event log failed") }
+                let page = try JSONCodec.decode(Storebus_Eventlog_V1_ReadEventsResponse.self, from: response.body)
+                return max(1, page.shardCount)
+            } catch let error as RPCError where error.code == .cancelled && Task.isCancelled {
+                throw CancellationError()
+            } catch {
+                logger.warning("Asking the event log its shards failed; retrying", metadata: ["log": "\(configuration.log)", "error": "\(error)"])
+                try await Task.sleep(for: configuration.retryDelay)
+            }
+        }
+    }
+
+    /// A page of the log after `position` (in `shard`, without a key), decoded as `Page`.
+    private func read<Page: EventLogPage>(_ type: Page.Type, after position: UInt64, shard: UInt32) async throws(RPCError) -> Page {
         let body = try JSONCodec.encode(
             Storebus_Eventlog_V1_ReadEventsRequest.with {
                 $0.key = configuration.key
                 $0.afterSeq = position
                 $0.limit = configuration.pageSize
                 $0.topics = configuration.topics
+                if configuration.key.isEmpty { $0.shard = shard }
             })
         let response = try await client.callRaw(
             path: Storebus_Eventlog_V1_EventLog.readEvents.path, idempotent: true, body: body, options: CallOptions(timeout: .seconds(5))
@@ -229,7 +253,9 @@ public final class EventFollower: Sendable {
 final class DoorbellListener: Sendable {
     /// The two positions a doorbell announces: the log's and its key's.
     enum Position: Hashable, Sendable {
-        case seq, keySeq
+        /// A shard's position (the whole log's, shard 0, when it is not sharded).
+        case seq(UInt32)
+        case keySeq
     }
 
     private let reactor: Reactor
@@ -238,7 +264,7 @@ final class DoorbellListener: Sendable {
     init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context) throws {
         reactor = Reactor(name: "sb-doorbell-sub", context: context)
         try DoorbellSubscription.start(endpoints: endpoints, prefix: prefix, context: context, reactor: reactor) { [weak self] doorbell in
-            self?.announced.advance(.seq, to: doorbell.seq)
+            self?.announced.advance(.seq(doorbell.shard), to: doorbell.seq)
             self?.announced.advance(.keySeq, to: doorbell.keySeq)
         }
     }
@@ -246,8 +272,8 @@ final class DoorbellListener: Sendable {
     /// Returns when a doorbell beyond `position` has rung (maybe already): true; or after `timeout`,
     /// on cancellation or at shutdown: false.
     @discardableResult
-    func wait(beyond position: UInt64, keyed: Bool, timeout: Duration) async -> Bool {
-        await announced.wait(keyed ? .keySeq : .seq, beyond: position, timeout: timeout)
+    func wait(beyond position: UInt64, keyed: Bool, shard: UInt32 = 0, timeout: Duration) async -> Bool {
+        await announced.wait(keyed ? .keySeq : .seq(shard), beyond: position, timeout: timeout)
     }
 
     func shutdown() async {

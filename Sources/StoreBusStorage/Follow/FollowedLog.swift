@@ -28,6 +28,17 @@ public struct FollowedLog: Sendable {
         }
     }
 
+    /// Shard `shard` of a sharded log, as a log of its own: its position kept under the log's name
+    /// and `#<shard>` (shard 0 under the name alone, as the one log of a log that is not sharded).
+    public func shard(_ shard: UInt32) -> FollowedLog {
+        FollowedLog(name: Self.name(name, shard: shard), database: database)
+    }
+
+    /// The name a shard of log `log` is kept under (``shard(_:)``).
+    public static func name(_ log: String, shard: UInt32) -> String {
+        shard == 0 ? log : "\(log)#\(shard)"
+    }
+
     /// The position of the last event applied (0: none).
     public func position() async throws -> UInt64 {
         try await database.read { db in try Self.position(db, name) }

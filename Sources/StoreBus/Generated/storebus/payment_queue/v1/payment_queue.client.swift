@@ -166,6 +166,14 @@ extension Storebus_PaymentQueue_V1_PaymentQueueAdmin {
         public func reset(_ request: Storebus_PaymentQueue_V1_ResetRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_ResetResponse {
             try await rpc.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, request, options: options)
         }
+
+        /// The shards of the payment queue's log (docs/storage.md): how many, and for each its owner
+        /// instance with the owner's endpoints, epoch and lease, and the last position of its log. On SQLite
+        /// (one instance, one log) one shard, owned by the instance that answers. Routers (the gateway)
+        /// send an account's calls to the owner of its shard. No side effects.
+        public func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_GetShardMapResponse {
+            try await rpc.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, request, options: options)
+        }
     }
 }
 
@@ -410,5 +418,8 @@ extension Storebus_PaymentQueue_V1_ListChargesRequest: ContractChecked {
 }
 
 extension Storebus_PaymentQueue_V1_ResetRequest: ContractChecked {
+}
+
+extension Storebus_PaymentQueue_V1_GetShardMapRequest: ContractChecked {
 }
 

@@ -137,6 +137,11 @@ extension Storebus_PaymentQueue_V1_PaymentQueueAdmin {
         /// Deletes every transaction, policy and charge. Affected queues get removed/revoked events so followers
         /// stay consistent; the event log is never rewound. Idempotent.
         func reset(_ request: Storebus_PaymentQueue_V1_ResetRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_ResetResponse
+        /// The shards of the payment queue's log (docs/storage.md): how many, and for each its owner
+        /// instance with the owner's endpoints, epoch and lease, and the last position of its log. On SQLite
+        /// (one instance, one log) one shard, owned by the instance that answers. Routers (the gateway)
+        /// send an account's calls to the owner of its shard. No side effects.
+        func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse
     }
 }
 
@@ -174,6 +179,9 @@ extension RPCRouter {
         }
         register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset)) { request, context in
             try await handlers.reset(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap)) { request, context in
+            try await handlers.getShardMap(request, context: context)
         }
     }
 }

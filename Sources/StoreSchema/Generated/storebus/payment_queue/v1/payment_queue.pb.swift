@@ -2133,6 +2133,66 @@ public nonisolated struct Storebus_PaymentQueue_V1_ResetResponse: Sendable {
   public init() {}
 }
 
+public nonisolated struct Storebus_PaymentQueue_V1_GetShardMapRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Storebus_PaymentQueue_V1_GetShardMapResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// How many shards the log has (fixed when its database was made).
+  public var shardCount: UInt32 = 0
+
+  /// Every shard, in order.
+  public var shards: [Storebus_PaymentQueue_V1_ShardOwner] = []
+
+  /// The instance that answered.
+  public var instance: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One shard of the payment queue's log and its owner.
+public nonisolated struct Storebus_PaymentQueue_V1_ShardOwner: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var shard: UInt32 = 0
+
+  /// The owning instance; empty when none has taken it yet.
+  public var owner: String = String()
+
+  /// How many times it changed hands: each taking over adds one.
+  public var epoch: UInt64 = 0
+
+  /// Whether the owner's lease is running (a shard whose lease lapsed is taken over by another
+  /// instance within a lease).
+  public var leased: Bool = false
+
+  /// The last position of the shard's log.
+  public var headSeq: UInt64 = 0
+
+  /// Where the owner answers calls and rings doorbells (empty when the owner is gone).
+  public var rpcEndpoints: [String] = []
+
+  public var eventEndpoints: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "storebus.payment_queue.v1"
@@ -4675,6 +4735,125 @@ nonisolated extension Storebus_PaymentQueue_V1_ResetResponse: SwiftProtobuf.Mess
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_ResetResponse, rhs: Storebus_PaymentQueue_V1_ResetResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_GetShardMapRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetShardMapRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_GetShardMapRequest, rhs: Storebus_PaymentQueue_V1_GetShardMapRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_GetShardMapResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetShardMapResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}shard_count\0\u{1}shards\0\u{1}instance\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.shardCount) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.shards) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.instance) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.shardCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shardCount, fieldNumber: 1)
+    }
+    if !self.shards.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.shards, fieldNumber: 2)
+    }
+    if !self.instance.isEmpty {
+      try visitor.visitSingularStringField(value: self.instance, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_GetShardMapResponse, rhs: Storebus_PaymentQueue_V1_GetShardMapResponse) -> Bool {
+    if lhs.shardCount != rhs.shardCount {return false}
+    if lhs.shards != rhs.shards {return false}
+    if lhs.instance != rhs.instance {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_ShardOwner: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ShardOwner"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}shard\0\u{1}owner\0\u{1}epoch\0\u{1}leased\0\u{3}head_seq\0\u{3}rpc_endpoints\0\u{3}event_endpoints\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.shard) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.owner) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.leased) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
+      case 6: try { try decoder.decodeRepeatedStringField(value: &self.rpcEndpoints) }()
+      case 7: try { try decoder.decodeRepeatedStringField(value: &self.eventEndpoints) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.shard != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shard, fieldNumber: 1)
+    }
+    if !self.owner.isEmpty {
+      try visitor.visitSingularStringField(value: self.owner, fieldNumber: 2)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 3)
+    }
+    if self.leased != false {
+      try visitor.visitSingularBoolField(value: self.leased, fieldNumber: 4)
+    }
+    if self.headSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.headSeq, fieldNumber: 5)
+    }
+    if !self.rpcEndpoints.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.rpcEndpoints, fieldNumber: 6)
+    }
+    if !self.eventEndpoints.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.eventEndpoints, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_ShardOwner, rhs: Storebus_PaymentQueue_V1_ShardOwner) -> Bool {
+    if lhs.shard != rhs.shard {return false}
+    if lhs.owner != rhs.owner {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.leased != rhs.leased {return false}
+    if lhs.headSeq != rhs.headSeq {return false}
+    if lhs.rpcEndpoints != rhs.rpcEndpoints {return false}
+    if lhs.eventEndpoints != rhs.eventEndpoints {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -179,7 +179,16 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// The shards of the payment queue's log (docs/storage.md): how many, and for each its owner
+    /// instance with the owner's endpoints, epoch and lease, and the last position of its log. On SQLite
+    /// (one instance, one log) one shard, owned by the instance that answers. Routers (the gateway)
+    /// send an account's calls to the owner of its shard. No side effects.
+    public static let getShardMap = MethodDescriptor<Storebus_PaymentQueue_V1_GetShardMapRequest, Storebus_PaymentQueue_V1_GetShardMapResponse>(
+        service: serviceName, method: "GetShardMap", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [setPaymentPolicy.erased, getPaymentPolicy.erased, approveAskToBuy.erased, declineAskToBuy.erased, resolveInterruptedPurchase.erased, refundTransaction.erased, listAccountTransactions.erased, clearAccountTransactions.erased, listCharges.erased, reset.erased]
+    public static let methods: [AnyMethodDescriptor] = [setPaymentPolicy.erased, getPaymentPolicy.erased, approveAskToBuy.erased, declineAskToBuy.erased, resolveInterruptedPurchase.erased, refundTransaction.erased, listAccountTransactions.erased, clearAccountTransactions.erased, listCharges.erased, reset.erased, getShardMap.erased]
 }
 

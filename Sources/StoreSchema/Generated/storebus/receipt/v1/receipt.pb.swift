@@ -744,6 +744,9 @@ public nonisolated struct Storebus_Receipt_V1_SignNotificationsRequest: Sendable
   /// Answer only once the payment queue's log is applied up to this seq (the events they describe).
   public var minSeq: UInt64 = 0
 
+  /// The shard of the payment queue's log min_seq is a position of (0 when the log is not sharded).
+  public var shard: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2078,7 +2081,7 @@ nonisolated extension Storebus_Receipt_V1_NotificationToSign: SwiftProtobuf.Mess
 
 nonisolated extension Storebus_Receipt_V1_SignNotificationsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignNotificationsRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}notifications\0\u{3}min_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}notifications\0\u{3}min_seq\0\u{1}shard\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2088,6 +2091,7 @@ nonisolated extension Storebus_Receipt_V1_SignNotificationsRequest: SwiftProtobu
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.notifications) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.shard) }()
       default: break
       }
     }
@@ -2100,12 +2104,16 @@ nonisolated extension Storebus_Receipt_V1_SignNotificationsRequest: SwiftProtobu
     if self.minSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 2)
     }
+    if self.shard != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shard, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Storebus_Receipt_V1_SignNotificationsRequest, rhs: Storebus_Receipt_V1_SignNotificationsRequest) -> Bool {
     if lhs.notifications != rhs.notifications {return false}
     if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.shard != rhs.shard {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,59 @@
+import Foundation
+import StoreBusPostgres
+import StoreBusStorage
+import StoreSchema
+
+/// The payment queue's log as shards, for the shard map (PaymentQueueAdmin.GetShardMap): on
+/// PostgreSQL, the leases' view of every shard; on SQLite, one shard, this instance's.
+public struct QueueShards: Sendable {
+    /// The sharded log's leases (PostgreSQL); nil on SQLite.
+    let leases: ShardLeases?
+    /// Where this instance answers and rings doorbells (SQLite's one shard's owner).
+    let endpoints: ShardLeases.Endpoints
+    /// This instance's name on SQLite (the leases' on PostgreSQL).
+    let instance: String
+
+    public init(leases: ShardLeases?, endpoints: ShardLeases.Endpoints) {
+        self.leases = leases
+        self.endpoints = endpoints
+        instance = leases?.instance ?? UUID().uuidString.lowercased()
+    }
+
+    /// Every shard with its owner, as the contract shows it.
+    func map(_ database: any SQLDatabase) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse {
+        guard let leases else {
+            let head = try await database.read { db in try EventLog.head(db, key: "") }
+            return .with {
+                $0.shardCount = 1
+                $0.instance = instance
+                $0.shards = [
+                    .with {
+                        $0.shard = 0
+                        $0.owner = instance
+                        $0.epoch = 1
+                        $0.leased = true
+                        $0.headSeq = head
+                        $0.rpcEndpoints = endpoints.rpc
+                        $0.eventEndpoints = endpoints.events
+                    }
+                ]
+            }
+        }
+        let shards = try await leases.map()
+        return .with {
+            $0.shardCount = leases.shardCount
+            $0.instance = leases.instance
+            $0.shards = shards.map { shard in
+                .with {
+                    $0.shard = shard.shard
+                    $0.owner = shard.owner
+                    $0.epoch = shard.epoch
+                    $0.leased = shard.leased
+                    $0.headSeq = shard.head
+                    $0.rpcEndpoints = shard.endpoints.rpc
+                    $0.eventEndpoints = shard.endpoints.events
+                }
+            }
+        }
+    }
+}
