@@ -351,7 +351,7 @@ final class DownloadEngine: Sendable {
             var retryDelay = Duration.milliseconds(100)
             while true {
                 // A first read learns the version and the length; then the window fills.
-                for offset in window.offsetsToRead(identified: file.identified, length: file.sidecar.length) { read(offset) }
+                for offset in window.offsetsToRead(identified: file.identified, length: file.sidecar.length, kept: file.contiguous) { read(offset) }
                 if window.inFlight == 0 {
                     if file.identified && file.contiguous >= file.sidecar.length {
                         return end(file.isWholeAndIntact() ? .complete : .damaged)

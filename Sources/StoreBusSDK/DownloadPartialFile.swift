@@ -187,7 +187,10 @@ extension DownloadEngine {
     }
 
     /// Which chunks to read next: one until the package is identified, then up to `window` in
-    /// flight, in order of offset, never past the package's end.
+    /// flight, in order of offset, never past the package's end, and never more than `window` chunks
+    /// past the bytes kept: while the first chunk missing is asked again (its answer damaged, or the
+    /// service not ready), the others wait rather than run on ahead of it, so that what a pause or a
+    /// crash leaves beyond the bytes kept (read again by a resume) stays under a window.
     struct ChunkWindow {
         let chunk: Int64
         let window: Int
@@ -202,10 +205,11 @@ extension DownloadEngine {
         }
 
         /// The offsets to ask for now (each counted in flight).
-        mutating func offsetsToRead(identified: Bool, length: Int64) -> [Int64] {
+        mutating func offsetsToRead(identified: Bool, length: Int64, kept: Int64) -> [Int64] {
             var offsets: [Int64] = []
             let credit = identified ? window : 1
-            while inFlight < credit && next < (identified ? length : next + 1) {
+            let limit = identified ? min(length, kept + Int64(window) * chunk) : next + 1
+            while inFlight < credit && next < limit {
                 offsets.append(next)
                 next += chunk
                 inFlight += 1
