@@ -152,7 +152,7 @@ let package = Package(
         .target(
             name: "StoreBusPostgres",
             dependencies: [
-                "StoreBus", "StoreBusStorage", "StoreSchema",
+                "StoreBus", "StoreBusHost", "StoreBusStorage", "StoreSchema",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

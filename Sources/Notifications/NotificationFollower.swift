@@ -26,13 +26,7 @@ struct NotificationFollower: Service {
     /// position, at once.
     func run() async throws {
         try await cancelWhenGracefulShutdown {
-            let count = try await follower.shardCount()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for shard in 0..<count {
-                    group.addTask { try await follow(shard: shard) }
-                }
-                try await group.waitForAll()
-            }
+            try await follower.followEveryShard { shard in try await follow(shard: shard) }
         }
         await follower.shutdown()
     }

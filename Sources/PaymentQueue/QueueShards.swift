@@ -21,28 +21,16 @@ public struct QueueShards: Sendable {
 
     /// Every shard with its owner, as the contract shows it.
     func map(_ database: any SQLDatabase) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse {
-        guard let leases else {
+        let shards: [ShardLeases.Shard]
+        if let leases {
+            shards = try await leases.map()
+        } else {
             let head = try await database.read { db in try EventLog.head(db, key: "") }
-            return .with {
-                $0.shardCount = 1
-                $0.instance = instance
-                $0.shards = [
-                    .with {
-                        $0.shard = 0
-                        $0.owner = instance
-                        $0.epoch = 1
-                        $0.leased = true
-                        $0.headSeq = head
-                        $0.rpcEndpoints = endpoints.rpc
-                        $0.eventEndpoints = endpoints.events
-                    }
-                ]
-            }
+            shards = [ShardLeases.Shard(shard: 0, owner: instance, epoch: 1, leased: true, head: head, endpoints: endpoints)]
         }
-        let shards = try await leases.map()
         return .with {
-            $0.shardCount = leases.shardCount
-            $0.instance = leases.instance
+            $0.shardCount = leases?.shardCount ?? 1
+            $0.instance = instance
             $0.shards = shards.map { shard in
                 .with {
                     $0.shard = shard.shard

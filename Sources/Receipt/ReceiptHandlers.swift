@@ -44,7 +44,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
             throw RPCError(.failedPrecondition, "receipt properties are for sandbox testing; this deployment is production")
         }
         try await catalog.checkApp(request.appBundleID)
-        _ = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: request.appBundleID, account: request.accountID), book: book, context)
+        _ = try await Self.reach(request.minSeq, app: request.appBundleID, account: request.accountID, book: book, context)
         try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
         let (receipt, asOf) = try await book.refresh(
             app: request.appBundleID, account: request.accountID, device: request.deviceID, applicationVersion: request.applicationVersion,
@@ -67,7 +67,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     public func getEntitlements(_ request: Storebus_Receipt_V1_GetEntitlementsRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetEntitlementsResponse {
         try await catalog.checkApp(request.appBundleID)
         try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
-        let asOf = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: request.appBundleID, account: request.accountID), book: book, context)
+        let asOf = try await Self.reach(request.minSeq, app: request.appBundleID, account: request.accountID, book: book, context)
         let entitlements = try await book.entitlements(app: request.appBundleID, account: request.accountID)
         return .with {
             $0.entitlements = entitlements
@@ -78,7 +78,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
     public func getTransaction(_ request: Storebus_Receipt_V1_GetTransactionRequest, context: ServerContext) async throws -> Storebus_Receipt_V1_GetTransactionResponse {
         let (app, account) = (request.appBundleID, request.accountID)
         try await Self.reach(queue: app, account, request.deviceID, request.minQueueSeq, book: book, context)
-        let asOf = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: app, account: account), book: book, context)
+        let asOf = try await Self.reach(request.minSeq, app: app, account: account, book: book, context)
         guard let purchase = try await book.store.purchase(app: app, account: account, id: request.transactionID) else {
             throw RPCError.resource(
                 .notFound, type: "transaction", name: request.transactionID,
@@ -101,7 +101,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         _ request: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, context: ServerContext
     ) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
         try await catalog.checkApp(request.appBundleID)
-        let asOf = try await Self.reach(request.minSeq, key: book.shards.positionKey(app: request.appBundleID, account: request.accountID), book: book, context)
+        let asOf = try await Self.reach(request.minSeq, app: request.appBundleID, account: request.accountID, book: book, context)
         let groups: [Storebus_Receipt_V1_SubscriptionGroupStatus]
         do {
             groups = try await book.subscriptionStatuses(app: request.appBundleID, account: request.accountID)
@@ -219,7 +219,12 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         guard let seq = try await book.head.position(ofKey: queue.key, keySeq: minQueueSeq, timeout: context.timeRemaining) else {
             throw RPCError(.outOfRange, "the queue has no position \(minQueueSeq) yet: give the seq of a callback it delivered")
         }
-        _ = try await reach(seq, key: book.shards.positionKey(app: app, account: account), book: book, context)
+        _ = try await reach(seq, app: app, account: account, book: book, context)
+    }
+
+    /// ``reach(_:key:book:_:)`` for a position of the shard of `app`'s `account`.
+    static func reach(_ minSeq: UInt64, app: String, account: String, book: ReceiptBook, _ context: ServerContext) async throws(RPCError) -> UInt64 {
+        try await reach(minSeq, key: book.shards.positionKey(app: app, account: account), book: book, context)
     }
 
     /// Waits until the payment queue's log (the shard whose position is kept under `key`, when it

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import StoreBus
+import StoreBusHost
 import StoreBusStorage
 import StoreSchema
 import Synchronization
@@ -47,29 +48,32 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         case hosts, user, database, passwordFile, readers, connectTimeoutSeconds, shards, leaseSeconds
     }
 
+    /// A config file's `postgres` section: `hosts` required, the rest as ``init(hosts:user:database:passwordFile:readers:connectTimeoutSeconds:shards:leaseSeconds:)``
+    /// defaults them (role and database `storebus`); a relative `passwordFile` is from the file's directory.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = Self(hosts: [], user: "storebus", database: "storebus")
         hosts = try container.decode([String].self, forKey: .hosts)
-        user = try container.decodeIfPresent(String.self, forKey: .user) ?? "storebus"
-        database = try container.decodeIfPresent(String.self, forKey: .database) ?? "storebus"
-        passwordFile = try container.decodeIfPresent(String.self, forKey: .passwordFile)
-        readers = try container.decodeIfPresent(Int.self, forKey: .readers) ?? 4
-        connectTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .connectTimeoutSeconds) ?? 5
-        shards = try container.decodeIfPresent(UInt32.self, forKey: .shards) ?? 1
-        leaseSeconds = try container.decodeIfPresent(Double.self, forKey: .leaseSeconds) ?? 5
+        user = try container.value(.user, default: defaults.user)
+        database = try container.value(.database, default: defaults.database)
+        passwordFile = try container.decodeIfPresent(String.self, forKey: .passwordFile).map(decoder.configPath)
+        readers = try container.value(.readers, default: defaults.readers)
+        connectTimeoutSeconds = try container.value(.connectTimeoutSeconds, default: defaults.connectTimeoutSeconds)
+        shards = try container.value(.shards, default: defaults.shards)
+        leaseSeconds = try container.value(.leaseSeconds, default: defaults.leaseSeconds)
     }
 
     /// Refuses settings that cannot work, saying which and why.
     public func validate() throws {
-        guard !hosts.isEmpty else { throw ConfigurationError("postgres.hosts: at least one host:port") }
+        guard !hosts.isEmpty else { throw StartupError("postgres.hosts: at least one host:port") }
         for host in hosts {
-            guard Self.endpoint(host) != nil else { throw ConfigurationError("postgres.hosts: '\(host)' is not host or host:port") }
+            guard Self.endpoint(host) != nil else { throw StartupError("postgres.hosts: '\(host)' is not host or host:port") }
         }
-        guard !user.isEmpty, !database.isEmpty else { throw ConfigurationError("postgres.user and postgres.database must not be empty") }
-        guard (1...64).contains(readers) else { throw ConfigurationError("postgres.readers: from 1 to 64") }
-        guard connectTimeoutSeconds > 0, connectTimeoutSeconds <= 300 else { throw ConfigurationError("postgres.connectTimeoutSeconds: above 0, at most 300") }
-        guard (1...4096).contains(shards) else { throw ConfigurationError("postgres.shards: from 1 to 4096") }
-        guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw ConfigurationError("postgres.leaseSeconds: from 1 to 600") }
+        guard !user.isEmpty, !database.isEmpty else { throw StartupError("postgres.user and postgres.database must not be empty") }
+        guard (1...64).contains(readers) else { throw StartupError("postgres.readers: from 1 to 64") }
+        guard connectTimeoutSeconds > 0, connectTimeoutSeconds <= 300 else { throw StartupError("postgres.connectTimeoutSeconds: above 0, at most 300") }
+        guard (1...4096).contains(shards) else { throw StartupError("postgres.shards: from 1 to 4096") }
+        guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw StartupError("postgres.leaseSeconds: from 1 to 600") }
     }
 
     /// `host:port` (or `host`, `[v6]:port`) as a host and a port.
@@ -87,12 +91,6 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
         return (String(first), port)
     }
-}
-
-/// A configuration value that cannot work.
-public struct ConfigurationError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }
 
 /// A service's database on PostgreSQL: the ``SQLDatabase`` of the scale-out set-up.
@@ -124,7 +122,7 @@ public final class PostgresDatabase: SQLDatabase {
         self.logger = logger
         let password = try settings.passwordFile.map { path in
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw ConfigurationError("postgres.passwordFile: cannot read \(path)")
+                throw StartupError("postgres.passwordFile: cannot read \(path)")
             }
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         }

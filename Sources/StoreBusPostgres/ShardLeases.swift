@@ -60,12 +60,21 @@ public final class ShardLeases: Sendable {
         public var head: UInt64
         /// The owner's endpoints (empty when it has none alive).
         public var endpoints: Endpoints
+
+        public init(shard: UInt32, owner: String, epoch: UInt64, leased: Bool, head: UInt64, endpoints: Endpoints) {
+            self.shard = shard
+            self.owner = owner
+            self.epoch = epoch
+            self.leased = leased
+            self.head = head
+            self.endpoints = endpoints
+        }
     }
 
     /// The log `logName` of `database`, with `shardCount` shards: made with that many when it has
     /// none yet; refused (FAILED_PRECONDITION) when it was made with another number.
     public init(database: PostgresDatabase, logName: String, shardCount: UInt32, lease: Duration, endpoints: Endpoints, logger: Logger) throws {
-        guard shardCount >= 1, shardCount <= 4096 else { throw ConfigurationError("shards: from 1 to 4096") }
+        guard shardCount >= 1, shardCount <= 4096 else { throw StartupError("shards: from 1 to 4096") }
         self.logName = logName
         self.shardCount = shardCount
         self.instance = UUID().uuidString.lowercased()

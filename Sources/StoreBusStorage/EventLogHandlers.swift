@@ -69,12 +69,8 @@ public struct EventLogHandlers: Storebus_Eventlog_V1_EventLog.Handlers {
         if limit <= Self.inlinePageSize, let inline, let page = try inline.read({ db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) }) {
             return PrewrittenResponse(json: page)
         }
-        // SQLite's pool directly: its read would also wait for a sync, which the durable bound
-        // above makes needless.
-        if let sqlite = database as? StoreDatabase {
-            return PrewrittenResponse(json: try await sqlite.pool.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) })
-        }
-        return PrewrittenResponse(json: try await database.read { db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) })
+        // Without waiting for a sync: the durable bound above leaves out what is not durable yet.
+        return PrewrittenResponse(json: try await database.readCommitted { db in try Self.page(db, request, topics: topics, limit: limit, through: durable, shards: shards) })
     }
 
     /// The topics `names` of a log whose topics are `topics` (nil for none asked); INVALID_ARGUMENT

@@ -298,6 +298,10 @@ public protocol SQLDatabase: AnyObject, Sendable {
     /// everything it could have seen is durable.
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
 
+    /// ``read(_:)`` without waiting for what it saw to be durable: for a reader that bounds itself by
+    /// ``durableEventSeq``.
+    func readCommitted<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+
     /// Runs `body` in a write transaction of its own (outside the log writer's groups: for writes
     /// with no events) and returns once it is durable.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
@@ -334,6 +338,11 @@ public protocol SQLDatabase: AnyObject, Sendable {
 }
 
 extension SQLDatabase {
+    /// ``read(_:)``: an engine whose commits are durable once made has nothing to wait for.
+    public func readCommitted<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try await read(body)
+    }
+
     /// The positions of a log with one writer, in memory between appends (``EventPositions``).
     public func logPositions(logName: String) -> any LogPositions { EventPositions() }
 

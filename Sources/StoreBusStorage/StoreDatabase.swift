@@ -123,6 +123,11 @@ public final class StoreDatabase: SQLDatabase {
         return try outcome.get()
     }
 
+    /// Reads in the pool at once, without waiting for a sync.
+    public func readCommitted<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
+
     /// Writes in a transaction of its own (outside ``EventLogWriter``'s groups: for writes with no
     /// events, such as settings) and returns once it is durable.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {

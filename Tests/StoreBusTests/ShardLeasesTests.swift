@@ -32,8 +32,8 @@ struct ShardLeasesTests {
         let minimal = try JSONDecoder().decode(PostgresSettings.self, from: Data(#"{"hosts": ["db"]}"#.utf8))
         #expect(minimal == PostgresSettings(hosts: ["db"], user: "storebus", database: "storebus"))
         try minimal.validate()
-        #expect(throws: ConfigurationError.self) { try PostgresSettings(hosts: ["db:99999"], user: "u", database: "d").validate() }
-        #expect(throws: ConfigurationError.self) { try PostgresSettings(hosts: ["db"], user: "u", database: "d", shards: 0).validate() }
+        #expect(throws: StartupError.self) { try PostgresSettings(hosts: ["db:99999"], user: "u", database: "d").validate() }
+        #expect(throws: StartupError.self) { try PostgresSettings(hosts: ["db"], user: "u", database: "d", shards: 0).validate() }
     }
 
     static let logName = "sharded-test"

@@ -226,6 +226,20 @@ public final class EventFollower: Sendable {
         }
     }
 
+    /// Runs `follow` for every shard of the log at once (shard 0 alone when it is not sharded),
+    /// once the log has said how many it has (told to `found` first), until all of them return or
+    /// one throws.
+    public func followEveryShard(found: (UInt32) -> Void = { _ in }, _ follow: @escaping @Sendable (UInt32) async throws -> Void) async throws {
+        let count = try await shardCount()
+        found(count)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for shard in 0..<count {
+                group.addTask { try await follow(shard) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
     /// A page of the log after `position` (in `shard`, without a key), decoded as `Page`.
     private func read<Page: EventLogPage>(_ type: Page.Type, after position: UInt64, shard: UInt32) async throws(RPCError) -> Page {
         let body = try JSONCodec.encode(

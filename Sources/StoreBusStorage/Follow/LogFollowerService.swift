@@ -35,15 +35,8 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
     public func run() async throws {
         let (follower, log, reducer, applied, shards, logger) = (follower, log, reducer, applied, self.shards, logger)
         try await cancelWhenGracefulShutdown {
-            let count = try await follower.shardCount()
-            shards?.found(count)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for shard in 0..<count {
-                    group.addTask {
-                        try await Self.follow(shard: shard, follower: follower, log: log.shard(shard), reducer: reducer, applied: applied, logger: logger)
-                    }
-                }
-                try await group.waitForAll()
+            try await follower.followEveryShard(found: { shards?.found($0) }) { shard in
+                try await Self.follow(shard: shard, follower: follower, log: log.shard(shard), reducer: reducer, applied: applied, logger: logger)
             }
         }
         await follower.shutdown()
