@@ -21,7 +21,8 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     let content: ContentStore
     let ledger: DownloadLedger
-    let paymentQueue: Storebus_PaymentQueue_V1_PaymentQueue.Client
+    /// The payment queue's instances, each account's calls sent to the owner of its shard.
+    let paymentQueue: ShardRouter
     let receipts: ReceiptCheck
     /// Where the payment queue's log stands, and the positions this service's follower has reached.
     let head: LogHead
@@ -29,11 +30,11 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     /// The payment queue's log's shards, as the follower found them.
     let shards: LogShards
 
-    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: RPCClient, receipts: ReceiptCheck, applied: PositionWaiter<String>, shards: LogShards) {
+    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: ShardRouter, receipts: ReceiptCheck, applied: PositionWaiter<String>, shards: LogShards) {
         self.content = content
         self.ledger = ledger
-        self.paymentQueue = .init(paymentQueue)
-        head = LogHead(client: paymentQueue)
+        self.paymentQueue = paymentQueue
+        head = LogHead(client: paymentQueue.any)
         self.receipts = receipts
         self.applied = applied
         self.shards = shards
@@ -203,12 +204,13 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         // Each content is checked to be hosted here by the apply below, before anything is changed.
         let updates = refs.map { update($0, action) }
-        let checked = try await paymentQueue.updateDownloads(
+        let checked = try await paymentQueue.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads,
             .with {
                 $0.queue = queue
                 $0.updates = updates
                 $0.checkOnly = true
-            }, options: CallOptions(timeout: context.timeRemaining))
+            }, options: CallOptions(timeout: context.timeRemaining), app: queue.appBundleID, account: queue.accountID)
         var products: [String] = []
         for product in checked.productIdentifiers where !products.contains(product) { products.append(product) }
         try await receipts.check(queue: queue, products: products, minSeq: checked.logSeq, timeout: context.timeRemaining)
@@ -225,11 +227,12 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         _ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         for update in updates { _ = try package(queue, .with { $0.contentIdentifier = update.contentIdentifier }) }
-        let answer = try await paymentQueue.updateDownloads(
+        let answer = try await paymentQueue.call(
+            Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads,
             .with {
                 $0.queue = queue
                 $0.updates = updates
-            }, options: CallOptions(timeout: context.timeRemaining))
+            }, options: CallOptions(timeout: context.timeRemaining), app: queue.appBundleID, account: queue.accountID)
         try await ledger.record(queue: queue, app: queue.appBundleID, downloads: answer.downloads, productIDs: answer.productIdentifiers, keySeq: answer.keySeq)
         let statuses = zip(answer.downloads, answer.productIdentifiers).map { download, product in
             let key = DownloadKey(transaction: download.transactionIdentifier, content: download.contentIdentifier)

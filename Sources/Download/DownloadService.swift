@@ -40,7 +40,9 @@ public struct DownloadService: Service {
         let catalogClient = try client(configuration.catalogEndpoints)
         let queueClient = try client(configuration.paymentQueueEndpoints)
         let receiptClient = try client(configuration.receiptEndpoints)
+        let queueRouter = try ShardRouter(any: queueClient, reactor: host.reactor, logger: host.logger)
         let shutdownClients: @Sendable () async -> Void = {
+            await queueRouter.shutdown()
             for client in [catalogClient, queueClient, receiptClient] { await client.shutdown() }
         }
         // The catalog is read before serving: the clients' loop runs from now on.
@@ -66,7 +68,7 @@ public struct DownloadService: Service {
         let applied = PositionWaiter<String>()
         let shards = LogShards(log: DownloadLedger.log)
         let service = DownloadHandlers(
-            content: content, ledger: ledger, paymentQueue: queueClient, receipts: ReceiptCheck(receipts: receiptClient), applied: applied, shards: shards
+            content: content, ledger: ledger, paymentQueue: queueRouter, receipts: ReceiptCheck(receipts: receiptClient), applied: applied, shards: shards
         )
         try await host.serve(
             router: service.router,

@@ -277,10 +277,19 @@ public final class GatewayHandlers: Storebus_Gateway_V1_Gateway.Handlers {
             metadata: [
                 "request.id": "\(context.requestID)", "rpc.method": "\(route.method.path)", "upstream": "\(route.upstream.name)"
             ])
-        let response = try await route.upstream.client.callRaw(
-            path: route.method.path, idempotent: route.method.idempotent, body: body,
-            options: CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))
-        )
+        let options = CallOptions(timeout: upstreamTimeout(context), metadata: upstreamMetadata(session, from: context))
+        let response: RawResponse
+        if let router = route.upstream.router {
+            // A device's calls go to the instance owning its account's shard; an admin's or an app
+            // backend's name no account the gateway knows, and go to any (which names the owner
+            // when it is not).
+            let device = !session.admin && !session.server
+            response = try await router.callRaw(
+                path: route.method.path, idempotent: route.method.idempotent, body: body, options: options,
+                app: device ? session.claims.app : nil, account: device ? session.claims.account : nil)
+        } else {
+            response = try await route.upstream.client.callRaw(path: route.method.path, idempotent: route.method.idempotent, body: body, options: options)
+        }
         guard response.code == .ok else {
             throw response.error ?? RPCError(response.code, "\(route.method.path) failed")
         }

@@ -13,13 +13,17 @@ public struct GatewayUpstream: Sendable {
     public var services: [String]
     /// The client of its instances.
     public var client: RPCClient
+    /// For the payment queue: the router sending each account's calls to the instance owning its
+    /// shard (``ShardRouter``); nil for the others, whose instances are alike.
+    public var router: ShardRouter?
 
-    /// An upstream serving `services` through `client`.
-    public init(name: String, process: String, services: [String], client: RPCClient) {
+    /// An upstream serving `services` through `client` (and `router`, when its instances split shards).
+    public init(name: String, process: String, services: [String], client: RPCClient, router: ShardRouter? = nil) {
         self.name = name
         self.process = process
         self.services = services
         self.client = client
+        self.router = router
     }
 
     /// Its health check, for the gateway's Health/Check: whether its own process answers SERVING.

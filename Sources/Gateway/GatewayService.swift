@@ -44,10 +44,12 @@ public struct GatewayService: Service {
         let upstreams = try configuration.routes.map { route in
             var client = ClientConfiguration(endpoints: route.endpoints)
             client.connectionWait = connectionWait
-            return GatewayUpstream(
-                name: route.name, process: route.process, services: route.services,
-                client: try RPCClient(configuration: client, reactor: host.reactor, logger: host.logger)
-            )
+            let rpc = try RPCClient(configuration: client, reactor: host.reactor, logger: host.logger)
+            // Several payment-queue instances (on PostgreSQL) each own a share of the accounts.
+            let router =
+                route.name == GatewayConfiguration.paymentQueueRoute && route.endpoints.count > 1
+                ? try ShardRouter(any: rpc, reactor: host.reactor, logger: host.logger) : nil
+            return GatewayUpstream(name: route.name, process: route.process, services: route.services, client: rpc, router: router)
         }
         let paymentQueue = upstreams.first { $0.name == GatewayConfiguration.paymentQueueRoute }!.client
         // Doorbells carry small events: kept, they answer most Observe calls without a log read (a
@@ -75,7 +77,10 @@ public struct GatewayService: Service {
             upstreams: upstreams.map(\.health),
             onShutdown: {
                 await gateway.beginClosing()
-                for upstream in upstreams { await upstream.client.shutdown() }
+                for upstream in upstreams {
+                    await upstream.router?.shutdown()
+                    await upstream.client.shutdown()
+                }
             }
         )
     }

@@ -130,6 +130,20 @@ public enum PaymentQueuePostgresSchema {
                         )
                         """
                     ]
+                ),
+                (
+                    // As SQLite's payment_queue_v15_shards: each row's shard, for the work of its owner.
+                    "payment_queue_v2_shards",
+                    [
+                        "ALTER TABLE pq_transaction ADD COLUMN shard BIGINT NOT NULL DEFAULT 0",
+                        "ALTER TABLE pq_subscription ADD COLUMN shard BIGINT NOT NULL DEFAULT 0",
+                        "DROP INDEX pq_transaction_due",
+                        "CREATE INDEX pq_transaction_due ON pq_transaction (shard, decide_at_ms) WHERE state = \(purchasing)",
+                        "DROP INDEX pq_subscription_due",
+                        "CREATE INDEX pq_subscription_due ON pq_subscription (shard, expires_ms) WHERE status = \(active)",
+                        "DROP INDEX pq_subscription_retry",
+                        "CREATE INDEX pq_subscription_retry ON pq_subscription (shard, retry_at_ms) WHERE status IN (\(retrying))"
+                    ]
                 )
             ]))
     }

@@ -236,6 +236,21 @@ public enum PaymentQueueSchema {
                         created_ms INTEGER NOT NULL, PRIMARY KEY (app, account, grp, request_id)) WITHOUT ROWID
                     """)
         }
+        migrator.registerMigration("payment_queue_v15_shards") { db in
+            // The shard of each transaction's and subscription's account, for the work an instance
+            // does on the shards it owns (decisions, renewals, retries). A SQLite log has one shard.
+            let purchasing = Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue
+            let active = Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue
+            let retrying = [Storebus_PaymentQueue_V1_SubscriptionStatus.billingRetry, .gracePeriod].map { String($0.rawValue) }.joined(separator: ", ")
+            try db.execute(sql: "ALTER TABLE pq_transaction ADD COLUMN shard INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE pq_subscription ADD COLUMN shard INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "DROP INDEX pq_transaction_due")
+            try db.execute(sql: "CREATE INDEX pq_transaction_due ON pq_transaction (shard, decide_at_ms) WHERE state = \(purchasing)")
+            try db.execute(sql: "DROP INDEX pq_subscription_due")
+            try db.execute(sql: "CREATE INDEX pq_subscription_due ON pq_subscription (shard, expires_ms) WHERE status = \(active)")
+            try db.execute(sql: "DROP INDEX pq_subscription_retry")
+            try db.execute(sql: "CREATE INDEX pq_subscription_retry ON pq_subscription (shard, retry_at_ms) WHERE status IN (\(retrying))")
+        }
         return migrator
     }
 }

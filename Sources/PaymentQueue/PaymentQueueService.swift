@@ -233,7 +233,15 @@ public struct PaymentQueueService: Service {
         try await host.serve(
             router: router,
             services: ServiceRegistry.paymentQueue.services + [Storebus_Eventlog_V1_EventLog.serviceName],
-            background: [authority, renewals] + (leases.map { [LeaseKeeper(leases: $0)] } ?? []),
+            background: [authority, renewals]
+                + (leases.map {
+                    [
+                        LeaseKeeper(leases: $0) {
+                            authority.poke()
+                            renewals.poke()
+                        }
+                    ]
+                } ?? []),
             publisher: publisher,
             onShutdown: {
                 await catalogClient.shutdown()
@@ -243,12 +251,13 @@ public struct PaymentQueueService: Service {
     }
 }
 
-/// Keeps a sharded log's leases (``ShardLeases/run()``) until the process stops, then lets go of
-/// them at once.
+/// Keeps a sharded log's leases (``ShardLeases/run(taken:)``) until the process stops, then lets go
+/// of them at once; a shard taken over wakes the loops that do its due work.
 struct LeaseKeeper: Service {
     let leases: ShardLeases
+    let taken: @Sendable () -> Void
 
     func run() async throws {
-        await cancelWhenGracefulShutdown { await leases.run() }
+        await cancelWhenGracefulShutdown { await leases.run(taken: taken) }
     }
 }

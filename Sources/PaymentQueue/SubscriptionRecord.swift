@@ -42,11 +42,14 @@ struct SubscriptionRecord: Sendable, Equatable {
     /// The levels in the group of the product it runs as and of the one it renews as.
     var level = 0
     var autoRenewLevel = 0
+    /// The shard of its account (0 when the log is not sharded): the instance owning that shard
+    /// renews it.
+    var shard: UInt32 = 0
 
     static let columns = """
         app, account, grp, product_id, auto_renew_product_id, auto_renew, original_id, original_ms, latest_id,
         expires_ms, status, expiration_intent, renewals, device, period, price, currency, storefront,
-        retry_at_ms, retry_until_ms, grace_until_ms, intro_left, intro_period, intro_price, level, auto_renew_level
+        retry_at_ms, retry_until_ms, grace_until_ms, intro_left, intro_period, intro_price, level, auto_renew_level, shard
         """
 
     /// Writes every column of ``columns``, one `?` each (counted from the list, so that a column
@@ -85,6 +88,7 @@ struct SubscriptionRecord: Sendable, Equatable {
         introPrice = row[23]
         level = row[24]
         autoRenewLevel = row[25]
+        shard = UInt32(row[26] as Int64)
     }
 
     /// A subscription starting with `purchase`, a PURCHASED transaction of its first period ending at
@@ -110,6 +114,7 @@ struct SubscriptionRecord: Sendable, Equatable {
         storefront = purchase.storefront
         level = purchase.level
         autoRenewLevel = purchase.level
+        shard = purchase.shard
     }
 
     /// The account's subscription in `group`, if it ever subscribed there.
@@ -126,7 +131,7 @@ struct SubscriptionRecord: Sendable, Equatable {
             arguments: [
                 app, account, group, productID, autoRenewProductID, autoRenew, originalID, originalMS, latestID,
                 expiresMS, status.rawValue, expirationIntent, renewals, device, period, price, currency, storefront,
-                retryAtMS, retryUntilMS, graceUntilMS, introLeft, introPeriod, introPrice, level, autoRenewLevel
+                retryAtMS, retryUntilMS, graceUntilMS, introLeft, introPeriod, introPrice, level, autoRenewLevel, Int64(shard)
             ])
     }
 

@@ -69,6 +69,9 @@ struct TransactionRecord: Sendable, Equatable {
     var level: Int
     /// Whether an upgrade replaced the period it bought before its end.
     var upgraded: Bool
+    /// The shard of its queue's account (0 when the log is not sharded): the instance owning that
+    /// shard decides it.
+    var shard: UInt32
 
     /// Every column, in the order ``init(_:)`` reads them.
     static let columns = """
@@ -76,7 +79,7 @@ struct TransactionRecord: Sendable, Equatable {
         request_data, ask_to_buy, storefront, price, currency, error_code, error_message, original_id, policy_mode,
         policy_error, decide_at_ms, interrupted, resolved_by, created_ms, date_ms, finished, revoked_ms, cleared,
         downloads, replay_bytes, revoked_reason, period, sub_group, expires_ms, web_order, sub_original_id, renewal,
-        offer, trial, in_intro, sub_level, upgraded
+        offer, trial, in_intro, sub_level, upgraded, shard
         """
     static let selectByID = CachedSQL("SELECT \(columns) FROM pq_transaction WHERE id = ?")
     static let insertSQL = CachedSQL("INSERT INTO pq_transaction (\(columns)) VALUES (\(columns.split(separator: ",").map { _ in "?" }.joined(separator: ", ")))")
@@ -125,11 +128,12 @@ struct TransactionRecord: Sendable, Equatable {
         inIntro = row.bool(39)
         level = row.int(40)
         upgraded = row.bool(41)
+        shard = UInt32(row.int64(42))
     }
 
-    /// A new unfinished transaction of `queue` (the fields not given start empty).
+    /// A new unfinished transaction of `queue`, in `shard` (the fields not given start empty).
     init(
-        id: String, queue: Storebus_PaymentQueue_V1_QueueRef, state: Storebus_PaymentQueue_V1_TransactionState,
+        id: String, shard: UInt32, queue: Storebus_PaymentQueue_V1_QueueRef, state: Storebus_PaymentQueue_V1_TransactionState,
         payment: Storebus_PaymentQueue_V1_Payment, productType: Storebus_Catalog_V1_ProductType,
         storefront: String, price: String, currency: String, error: Storebus_PaymentQueue_V1_StoreKitError?,
         policy: Storebus_PaymentQueue_V1_PaymentPolicy, decideAtMS: Int64, nowMS: Int64, downloads: String
@@ -176,6 +180,7 @@ struct TransactionRecord: Sendable, Equatable {
         inIntro = false
         level = 0
         upgraded = false
+        self.shard = shard
     }
 
     /// The transaction with identifier `id`, if any.
@@ -228,6 +233,7 @@ struct TransactionRecord: Sendable, Equatable {
             $0.bool(inIntro)
             $0.int(level)
             $0.bool(upgraded)
+            $0.int(Int64(shard))
         }
     }
 

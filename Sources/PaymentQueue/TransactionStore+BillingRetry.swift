@@ -50,16 +50,18 @@ extension TransactionStore {
         try announce(&batch, subscription)
     }
 
-    /// Subscriptions in billing retry whose next retry is due by a time (`?`), earliest first, at most `?`.
+    /// Subscriptions of a shard (`?`) in billing retry whose next retry is due by a time (`?`),
+    /// earliest first, at most `?`.
     static let retriesDueSQL: CachedSQL = """
         SELECT app, account, grp FROM pq_subscription
         WHERE status IN (\(Storebus_PaymentQueue_V1_SubscriptionStatus.billingRetry.rawValue), \(Storebus_PaymentQueue_V1_SubscriptionStatus.gracePeriod.rawValue))
-          AND retry_at_ms <= ? ORDER BY retry_at_ms LIMIT ?
+          AND shard = ? AND retry_at_ms <= ? ORDER BY retry_at_ms LIMIT ?
         """
-    /// The earliest retry due.
+    /// The earliest retry due in a shard (`?`).
     static let nextRetrySQL: CachedSQL = """
         SELECT MIN(retry_at_ms) FROM pq_subscription
         WHERE status IN (\(Storebus_PaymentQueue_V1_SubscriptionStatus.billingRetry.rawValue), \(Storebus_PaymentQueue_V1_SubscriptionStatus.gracePeriod.rawValue))
+          AND shard = ?
         """
 
     /// One retry of a subscription in billing retry, at `nowMS`: with auto-renew turned off it

@@ -31,10 +31,14 @@ extension TransactionStore {
         if record.productType == .nonConsumable {
             if try holds(db, app: record.app, account: record.account, product: record.productID) { return }
         }
-        // Charge ids count on from the last ever given, across a Reset that emptied the ledger (see
-        // `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first non-NULL
-        // argument: the kept floor is read only while the ledger is empty.
+        // Charge ids count on from the last ever given in the shard, across a Reset that emptied the
+        // ledger (see `chargeFloorSQL`), so that none is issued twice. COALESCE stops at its first
+        // non-NULL argument: the kept floor is read only while the shard has no charge.
+        let first = Int64(record.shard) * chargesPerShard
         try db.execute(cached: chargeSQL) {
+            $0.int(first)
+            $0.int(first + chargesPerShard)
+            $0.text(record.shard == 0 ? "charge" : "charge#\(record.shard)")
             $0.text(record.id)
             $0.text(record.app)
             $0.text(record.account)
@@ -46,10 +50,17 @@ extension TransactionStore {
         }
     }
 
+    /// Charge ids each shard has of its own: shard s charges from s × this on (shard 0's are those of
+    /// a log that is not sharded), so that the instances owning shards never give the same id.
+    static let chargesPerShard: Int64 = 1_000_000_000_000
+
+    /// A charge, its id one more than the shard's last (`?1` to `?2` its range; `?3` its floor's row
+    /// in `pq_sequence`), read backwards through the primary key: one step.
     static let chargeSQL: CachedSQL = """
         INSERT INTO pq_charge (id, transaction_id, app, account, product_id, amount, currency, storefront, charged_ms)
-        VALUES (COALESCE((SELECT MAX(id) FROM pq_charge), (SELECT value FROM pq_sequence WHERE name = 'charge'), 0) + 1,
-                ?, ?, ?, ?, ?, ?, ?, ?)
+        VALUES (COALESCE((SELECT id FROM pq_charge WHERE id > ?1 AND id <= ?2 ORDER BY id DESC LIMIT 1),
+                         (SELECT value FROM pq_sequence WHERE name = ?3), ?1) + 1,
+                ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
         """
 
     /// Whether the account holds the product: a charge of one of its transactions of that product,

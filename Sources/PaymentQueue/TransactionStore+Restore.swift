@@ -26,7 +26,7 @@ extension TransactionStore {
             }
             let (policy, _) = try Self.policy(db, app: queue.appBundleID, account: queue.accountID)
             if policy.mode == .fail {
-                let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: 0, now: now)
+                let restoreID = try Self.recordRestore(db, queue: queue, shard: batch.shard(ofKey: queue.key), idempotency: idempotency, count: 0, now: now)
                 try batch.appendQueueEvent(
                     key: queue.key,
                     Storebus_PaymentQueue_V1_QueueEvent.with {
@@ -58,15 +58,16 @@ extension TransactionStore {
             // once the transactions are (the savepoint undoes them when there is no room).
             try Self.checkRoom(load, adding: originals.count, bytes: 0, maxUnfinished: maxUnfinished, doing: "restoring \(originals.count) transactions")
             var restored: [Storebus_PaymentQueue_V1_PaymentTransaction] = []
+            let shard = batch.shard(ofKey: queue.key)
             for original in originals {
-                let id = try Self.nextIdentifier(db)
+                let id = try Self.nextIdentifier(db, shard: shard)
                 try db.execute(
                     cached: """
                         INSERT INTO pq_transaction (id, app, account, device, queue_key, state, product_id, product_type, quantity,
                             application_username, request_data, ask_to_buy, storefront, price, currency, original_id,
-                            policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads)
+                            policy_mode, policy_error, decide_at_ms, created_ms, date_ms, downloads, shard)
                         SELECT ?, app, account, ?, ?, ?, product_id, product_type, quantity,
-                            application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads
+                            application_username, request_data, 0, storefront, price, currency, id, policy_mode, 0, ?, ?, ?, downloads, shard
                         FROM pq_transaction WHERE id = ?
                         """,
                     arguments: [
@@ -82,7 +83,7 @@ extension TransactionStore {
             for (transaction, weight) in zip(restored, weights) {
                 try Self.setReplayWeight(db, id: transaction.transactionIdentifier, weight)
             }
-            let restoreID = try Self.recordRestore(db, queue: queue, idempotency: idempotency, count: restored.count, now: now)
+            let restoreID = try Self.recordRestore(db, queue: queue, shard: shard, idempotency: idempotency, count: restored.count, now: now)
             for chunk in Self.eventSized(restored) {
                 try Self.announce(&batch, key: queue.key, chunk, queue: queue)
             }
@@ -149,8 +150,10 @@ extension TransactionStore {
     }
 
     /// Records a restore (with its key and request digest, when it has a key) and returns its new id.
-    static func recordRestore(_ db: any SQLConnection, queue: Storebus_PaymentQueue_V1_QueueRef, idempotency: (key: String, digest: String)?, count: Int, now: Date) throws -> String {
-        let restoreID = "restore-" + (try nextIdentifier(db))
+    static func recordRestore(
+        _ db: any SQLConnection, queue: Storebus_PaymentQueue_V1_QueueRef, shard: UInt32, idempotency: (key: String, digest: String)?, count: Int, now: Date
+    ) throws -> String {
+        let restoreID = "restore-" + (try nextIdentifier(db, shard: shard))
         try db.execute(
             cached: "INSERT INTO pq_restore (id, app, account, device, key, request_digest, count, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             arguments: [restoreID, queue.appBundleID, queue.accountID, queue.deviceID, idempotency?.key ?? "", idempotency?.digest ?? "", count, milliseconds(now)])
@@ -281,11 +284,15 @@ extension TransactionStore {
         }
     }
 
-    /// Keeps the highest charge id ever given in `pq_sequence` ('charge') before the ledger is emptied.
-    static let chargeFloorSQL: CachedSQL = """
-        INSERT INTO pq_sequence (name, value) SELECT 'charge', COALESCE(MAX(id), 0) FROM pq_charge WHERE true
-        ON CONFLICT (name) DO UPDATE SET value = CASE WHEN excluded.value > pq_sequence.value THEN excluded.value ELSE pq_sequence.value END
+    /// Keeps the highest charge id each shard ever gave in `pq_sequence` ('charge', 'charge#1', ...;
+    /// see ``chargeSQL``) before the ledger is emptied.
+    static let chargeFloorSQL = CachedSQL(
         """
+        INSERT INTO pq_sequence (name, value)
+        SELECT CASE WHEN id / \(chargesPerShard) = 0 THEN 'charge' ELSE 'charge#' || (id / \(chargesPerShard)) END, MAX(id)
+        FROM pq_charge WHERE true GROUP BY id / \(chargesPerShard)
+        ON CONFLICT (name) DO UPDATE SET value = CASE WHEN excluded.value > pq_sequence.value THEN excluded.value ELSE pq_sequence.value END
+        """)
 
     static func clear(_ db: any SQLConnection, _ batch: inout EventLogWriter.Batch, app: String, account: String, now: Date) throws -> Int {
         // Payments still waiting (PURCHASING, or DEFERRED for Ask to Buy) end FAILED with

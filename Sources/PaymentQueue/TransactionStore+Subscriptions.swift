@@ -52,14 +52,9 @@ extension TransactionStore {
 
     // MARK: Purchases
 
-    static let lastWebOrderSQL: CachedSQL = "SELECT value FROM pq_sequence WHERE name = 'web_order'"
-
-    /// The next web order line item id.
-    static func nextWebOrder(_ db: any SQLConnection) throws -> Int64 {
-        let last = try db.fetchFirst(cached: lastWebOrderSQL) { row in row.int64(0) }
-        let value = (last ?? 0) + 1
-        try db.execute(cached: "INSERT INTO pq_sequence (name, value) VALUES ('web_order', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value", arguments: [value])
-        return webOrderBase + value
+    /// The next web order line item id in `shard`.
+    static func nextWebOrder(_ db: any SQLConnection, shard: UInt32) throws -> Int64 {
+        webOrderBase + (try nextNumber(db, sequence: "web_order", shard: shard))
     }
 
     static let periodFieldsSQL: CachedSQL = "UPDATE pq_transaction SET expires_ms = ?, web_order = ?, sub_original_id = ?, price = ?, trial = ?, in_intro = ? WHERE id = ?"
@@ -96,7 +91,7 @@ extension TransactionStore {
         let rate = try renewalRate(db, app: record.app).rate
         guard record.productType == .autoRenewableSubscription, !record.group.isEmpty else {
             record.expiresMS = RenewalClock.end(of: period, startingAt: ms, rate: rate)
-            record.webOrder = try nextWebOrder(db)
+            record.webOrder = try nextWebOrder(db, shard: record.shard)
             record.subscriptionOriginalID = record.id
             try savePeriod(db, record)
             return true
@@ -148,7 +143,7 @@ extension TransactionStore {
         rate: Storebus_PaymentQueue_V1_RenewalRate
     ) throws -> Bool {
         record.expiresMS = RenewalClock.end(of: period, startingAt: ms, rate: rate)
-        record.webOrder = try nextWebOrder(db)
+        record.webOrder = try nextWebOrder(db, shard: record.shard)
         var subscription = SubscriptionRecord(starting: record, at: ms, expiresMS: record.expiresMS!)
         var charged = true
         // An introductory offer, for an account that never subscribed in the group.
@@ -250,27 +245,43 @@ extension TransactionStore {
 
     // MARK: Renewals
 
-    /// Active subscriptions whose period has ended by a time (`?`), earliest first, at most `?`.
+    /// Active subscriptions of a shard (`?`) whose period has ended by a time (`?`), earliest first,
+    /// at most `?`.
     static let renewalsDueSQL: CachedSQL = """
         SELECT app, account, grp FROM pq_subscription
-        WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue) AND expires_ms <= ? ORDER BY expires_ms LIMIT ?
+        WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue) AND shard = ? AND expires_ms <= ? ORDER BY expires_ms LIMIT ?
         """
-    /// The earliest end of an active subscription's period.
-    static let nextRenewalSQL: CachedSQL = "SELECT MIN(expires_ms) FROM pq_subscription WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue)"
+    /// The earliest end of an active subscription's period in a shard (`?`).
+    static let nextRenewalSQL: CachedSQL =
+        "SELECT MIN(expires_ms) FROM pq_subscription WHERE status = \(Storebus_PaymentQueue_V1_SubscriptionStatus.active.rawValue) AND shard = ?"
 
     /// Renews (or, with auto-renew off, expires) the subscriptions whose period has ended by `now`,
-    /// each period its own transaction, at most `limit` of them, in one write: whatever stops the
-    /// process, a period is renewed once or not yet. Returns how many it renewed, whether more are
-    /// due, when the next period ends, and whether any due one waits on its queue (no room).
+    /// each period its own transaction, at most `limit` of them a shard, in one write a shard of
+    /// those this instance owns: whatever stops the process, a period is renewed once or not yet.
+    /// Returns how many it renewed, whether more are due, when the next period ends, and whether any
+    /// due one waits on its queue (no room).
     public func renewDue(
         now: Date = Date(), limit: Int = TransactionStore.renewalsPerRound
     ) async throws -> (
         renewed: Int, moreDue: Bool, next: Date?, blocked: Int
     ) {
+        var total = (renewed: 0, moreDue: false, next: Date?.none, blocked: 0)
+        for shard in ownedShards {
+            guard let round = try await Self.unlessLost({ try await self.renewDue(shard: shard, now: now, limit: limit) }) else { continue }
+            total.renewed += round.renewed
+            total.moreDue = total.moreDue || round.moreDue
+            total.next = [total.next, round.next].compactMap { $0 }.min()
+            total.blocked += round.blocked
+        }
+        return total
+    }
+
+    /// ``renewDue(now:limit:)`` in one shard.
+    func renewDue(shard: UInt32, now: Date, limit: Int) async throws -> (renewed: Int, moreDue: Bool, next: Date?, blocked: Int) {
         let nowMS = Self.milliseconds(now)
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
-            let due = try db.rows(cached: Self.renewalsDueSQL, arguments: [nowMS, limit])
+            let due = try db.rows(cached: Self.renewalsDueSQL, arguments: [Int64(shard), nowMS, limit])
             var renewed = 0, blocked = 0
             for row in due {
                 guard var subscription = try SubscriptionRecord.fetch(db, app: row[0], account: row[1], group: row[2]) else { continue }
@@ -292,7 +303,7 @@ extension TransactionStore {
                     renewed += 1
                 }
             }
-            let retries = try db.rows(cached: Self.retriesDueSQL, arguments: [nowMS, limit])
+            let retries = try db.rows(cached: Self.retriesDueSQL, arguments: [Int64(shard), nowMS, limit])
             for row in retries {
                 guard var subscription = try SubscriptionRecord.fetch(db, app: row[0], account: row[1], group: row[2]) else { continue }
                 switch try Self.retry(db, &batch, &subscription, now: nowMS, maxUnfinished: maxUnfinished) {
@@ -301,8 +312,8 @@ extension TransactionStore {
                 default: break
                 }
             }
-            let nextPeriod = try db.value(Int64.self, cached: Self.nextRenewalSQL)
-            let nextRetry = try db.value(Int64.self, cached: Self.nextRetrySQL)
+            let nextPeriod = try db.value(Int64.self, cached: Self.nextRenewalSQL, arguments: [Int64(shard)])
+            let nextRetry = try db.value(Int64.self, cached: Self.nextRetrySQL, arguments: [Int64(shard)])
             let next = [nextPeriod, nextRetry].compactMap { $0 }.min()
             let moreDue = (next.map { $0 <= nowMS } ?? false) && blocked < due.count + retries.count
             return (renewed, moreDue, next.map(EpochMilliseconds.date), blocked)
@@ -326,7 +337,7 @@ extension TransactionStore {
         guard load.count < maxUnfinished else { return false }
         let start = subscription.expiresMS
         var record = TransactionRecord(
-            id: try nextIdentifier(db), queue: queue, state: .purchased,
+            id: try nextIdentifier(db, shard: subscription.shard), shard: subscription.shard, queue: queue, state: .purchased,
             payment: .with {
                 $0.productIdentifier = subscription.autoRenewProductID
                 $0.quantity = 1
@@ -347,7 +358,7 @@ extension TransactionStore {
             record.inIntro = true
         }
         record.expiresMS = RenewalClock.end(of: length, startingAt: start, rate: try renewalRate(db, app: subscription.app).rate)
-        record.webOrder = try nextWebOrder(db)
+        record.webOrder = try nextWebOrder(db, shard: subscription.shard)
         record.subscriptionOriginalID = subscription.originalID
         let transaction = try record.transaction(db)
         record.replayBytes = try replayWeight(transaction)
@@ -370,9 +381,14 @@ extension TransactionStore {
     /// When the earliest active subscription's period ends, or the earliest retry of one in billing
     /// retry is due, if any.
     public func nextRenewal() async throws -> Date? {
-        try await database.read { db in
-            let next = [try db.value(Int64.self, cached: Self.nextRenewalSQL), try db.value(Int64.self, cached: Self.nextRetrySQL)]
-            return next.compactMap { $0 }.min().map(EpochMilliseconds.date)
+        let shards = ownedShards
+        return try await database.read { db in
+            try shards.flatMap { shard in
+                [
+                    try db.value(Int64.self, cached: Self.nextRenewalSQL, arguments: [Int64(shard)]),
+                    try db.value(Int64.self, cached: Self.nextRetrySQL, arguments: [Int64(shard)])
+                ]
+            }.compactMap { $0 }.min().map(EpochMilliseconds.date)
         }
     }
 

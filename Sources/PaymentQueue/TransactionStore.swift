@@ -206,7 +206,8 @@ public final class TransactionStore: Sendable {
             // Counted before this payment's row exists; its room is checked once its event is written
             // (the savepoint undoes both when there is none).
             let load = try Self.unfinishedLoad(db, queueKey: new.queue.key)
-            let id = try Self.nextIdentifier(db)
+            let shard = batch.shard(ofKey: new.queue.key)
+            let id = try Self.nextIdentifier(db, shard: shard)
             let nowMS = Self.milliseconds(now)
             var state = Storebus_PaymentQueue_V1_TransactionState.purchasing
             var policy = Storebus_PaymentQueue_V1_PaymentPolicy()
@@ -233,7 +234,7 @@ public final class TransactionStore: Sendable {
                 }
             }
             var record = TransactionRecord(
-                id: id, queue: new.queue, state: state, payment: new.payment, productType: new.productType,
+                id: id, shard: shard, queue: new.queue, state: state, payment: new.payment, productType: new.productType,
                 storefront: new.storefront, price: new.price, currency: new.currency, error: error, policy: policy,
                 decideAtMS: decideAt, nowMS: nowMS, downloads: try Storebus_PaymentQueue_V1_Download.jsonString(from: new.downloads)
             )
@@ -280,40 +281,70 @@ public final class TransactionStore: Sendable {
 
     // MARK: Deciding
 
-    /// PURCHASING transactions due by a time (`?`), oldest first, at most `?`. The state is written into
-    /// the SQL, not bound: only then can SQLite use the partial index of PURCHASING transactions.
+    /// PURCHASING transactions of a shard (`?`) due by a time (`?`), oldest first, at most `?`. The
+    /// state is written into the SQL, not bound: only then can SQLite use the partial index of
+    /// PURCHASING transactions.
     static let dueSQL: CachedSQL =
-        "SELECT id FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue) AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"
-    /// The earliest decision time of a PURCHASING transaction.
-    static let nextDueSQL: CachedSQL = "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue)"
+        "SELECT id FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue) AND shard = ? AND decide_at_ms <= ? ORDER BY decide_at_ms, id LIMIT ?"
+    /// The earliest decision time of a PURCHASING transaction of a shard (`?`).
+    static let nextDueSQL: CachedSQL =
+        "SELECT MIN(decide_at_ms) FROM pq_transaction WHERE state = \(Storebus_PaymentQueue_V1_TransactionState.purchasing.rawValue) AND shard = ?"
 
-    /// PURCHASING transactions whose decision time has come, oldest first.
+    /// The shards of the log this instance owns, whose due work (decisions, renewals, retries) it
+    /// does: every shard on SQLite; on a sharded log, its share.
+    var ownedShards: [UInt32] { database.ownedShards(logName: Self.logName) }
+
+    /// PURCHASING transactions of the shards this instance owns whose decision time has come, oldest
+    /// first in each shard.
     public func due(now: Date = Date(), limit: Int = 256) async throws -> [String] {
-        try await database.read { db in
-            try db.values(
-                String.self, cached: Self.dueSQL,
-                arguments: [Self.milliseconds(now), limit])
+        let shards = ownedShards
+        return try await database.read { db in
+            try shards.flatMap { shard in
+                try db.values(String.self, cached: Self.dueSQL, arguments: [Int64(shard), Self.milliseconds(now), limit])
+            }
         }
     }
 
-    /// The earliest decision time of a PURCHASING transaction, if any.
+    /// The earliest decision time of a PURCHASING transaction of the shards this instance owns, if any.
     public func nextDecision() async throws -> Date? {
-        try await database.read { db in
-            try db.value(Int64.self, cached: Self.nextDueSQL)
+        let shards = ownedShards
+        return try await database.read { db in
+            try shards.compactMap { shard in try db.value(Int64.self, cached: Self.nextDueSQL, arguments: [Int64(shard)]) }.min()
                 .map(EpochMilliseconds.date)
         }
     }
 
-    /// Decides the PURCHASING transactions that are due (at most `limit`, oldest first) in one write,
-    /// which also finds whether more are due and when the next one will be: the authority's whole
-    /// round in one transaction, with no reads of its own.
+    /// Decides the PURCHASING transactions that are due, in each shard this instance owns (at most
+    /// `limit` a shard, oldest first) one write a shard, which also finds whether more are due and
+    /// when the next one will be: the authority's whole round in one transaction a shard, with no
+    /// reads of its own.
     public func decideDue(now: Date = Date(), limit: Int = 256) async throws -> (decided: Int, moreDue: Bool, next: Date?) {
         let nowMS = Self.milliseconds(now)
-        return try await writer.write { db, batch in
-            let ids = try db.values(String.self, cached: Self.dueSQL, arguments: [nowMS, limit])
-            let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
-            let next = try db.value(Int64.self, cached: Self.nextDueSQL)
-            return (decided, next.map { $0 <= nowMS } ?? false, next.map(EpochMilliseconds.date))
+        var total = (decided: 0, moreDue: false, next: Date?.none)
+        for shard in ownedShards {
+            let round = try await Self.unlessLost {
+                try await self.writer.write { db, batch in
+                    let ids = try db.values(String.self, cached: Self.dueSQL, arguments: [Int64(shard), nowMS, limit])
+                    let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
+                    let next = try db.value(Int64.self, cached: Self.nextDueSQL, arguments: [Int64(shard)])
+                    return (decided, next.map { $0 <= nowMS } ?? false, next.map(EpochMilliseconds.date))
+                }
+            }
+            guard let round else { continue }
+            total.decided += round.0
+            total.moreDue = total.moreDue || round.1
+            total.next = [total.next, round.2].compactMap { $0 }.min()
+        }
+        return total
+    }
+
+    /// `work` on one shard, or nil when the shard went to another instance meanwhile (NOT_OWNER):
+    /// its new owner does that work.
+    static func unlessLost<T>(_ work: () async throws -> T) async throws -> T? {
+        do {
+            return try await work()
+        } catch let error as RPCError where error.isNotOwner {
+            return nil
         }
     }
 
@@ -402,7 +433,7 @@ public final class TransactionStore: Sendable {
             var payment = interrupted.payment
             payment.simulatesAskToBuyInSandbox = false
             var record = TransactionRecord(
-                id: try Self.nextIdentifier(db), queue: interrupted.queue, state: .purchased,
+                id: try Self.nextIdentifier(db, shard: interrupted.shard), shard: interrupted.shard, queue: interrupted.queue, state: .purchased,
                 payment: payment, productType: interrupted.productType, storefront: interrupted.storefront, price: interrupted.price,
                 currency: interrupted.currency, error: nil, policy: .with { $0.mode = .approve }, decideAtMS: nowMS, nowMS: nowMS,
                 downloads: interrupted.downloads
@@ -508,24 +539,42 @@ public final class TransactionStore: Sendable {
         }
     }
 
-    static let lastIdentifierSQL: CachedSQL = "SELECT value FROM pq_sequence WHERE name = 'transaction'"
-    static let firstIdentifierSQL: CachedSQL = "INSERT INTO pq_sequence (name, value) VALUES ('transaction', ?)"
-    static let nextIdentifierSQL: CachedSQL = "UPDATE pq_sequence SET value = ? WHERE name = 'transaction'"
+    /// How many numbers each shard has of its own (see ``nextNumber(_:sequence:shard:)``).
+    static let numbersPerShard: Int64 = 10_000_000_000_000
 
-    /// The next identifier (of a transaction, or the number of a restore): one more than the last
-    /// given, which `pq_sequence` keeps across restarts and resets.
-    static func nextIdentifier(_ db: any SQLConnection) throws -> String {
+    static let lastNumberSQL: CachedSQL = "SELECT value FROM pq_sequence WHERE name = ?"
+    static let firstNumberSQL: CachedSQL = "INSERT INTO pq_sequence (name, value) VALUES (?, ?)"
+    static let nextNumberSQL: CachedSQL = "UPDATE pq_sequence SET value = ? WHERE name = ?"
+
+    /// The next number of `sequence` in `shard`: one more than the last it gave, which `pq_sequence`
+    /// keeps across restarts and resets. Each shard counts on its own, in a row of its own, from
+    /// `shard` × ``numbersPerShard`` on, so that numbers stay unique across a sharded log's shards
+    /// with no counter they all share (the instances owning them never wait on each other); shard 0's
+    /// numbers, in the sequence's own row, are those of a log that is not sharded.
+    static func nextNumber(_ db: any SQLConnection, sequence: String, shard: UInt32) throws -> Int64 {
         // A read and a plain write (the writer's transaction keeps them together): one upsert with
         // RETURNING, which SQLite runs as an insert that fails, an update, and its rows gathered in
         // a temporary table first, took about 26K instructions, 3% of a purchase's in this process.
-        let last = try db.fetchFirst(cached: lastIdentifierSQL) { row in row.int64(0) }
+        let name = shard == 0 ? sequence : "\(sequence)#\(shard)"
+        let last = try db.fetchFirst(cached: lastNumberSQL, bind: { $0.text(name) }) { row in row.int64(0) }
         let value = (last ?? 0) + 1
         if last == nil {
-            try db.execute(cached: firstIdentifierSQL) { $0.int(value) }
+            try db.execute(cached: firstNumberSQL) {
+                $0.text(name)
+                $0.int(value)
+            }
         } else {
-            try db.execute(cached: nextIdentifierSQL) { $0.int(value) }
+            try db.execute(cached: nextNumberSQL) {
+                $0.int(value)
+                $0.text(name)
+            }
         }
-        return String(identifierBase + value)
+        return Int64(shard) * numbersPerShard + value
+    }
+
+    /// The next identifier of a transaction (or number of a restore) in `shard`.
+    static func nextIdentifier(_ db: any SQLConnection, shard: UInt32) throws -> String {
+        String(identifierBase + (try nextNumber(db, sequence: "transaction", shard: shard)))
     }
 
     static func milliseconds(_ date: Date) -> Int64 {

@@ -183,6 +183,11 @@ public final class PostgresDatabase: SQLDatabase {
         sharded.withLock { $0[logName] }?.shardCount ?? 1
     }
 
+    public func ownedShards(logName: String) -> [UInt32] {
+        guard let leases = sharded.withLock({ $0[logName] }) else { return [0] }
+        return leases.ownership.keys.sorted()
+    }
+
     /// A connection on a thread of its own, for a task of the engine's (the leases).
     func makeWorker(name: String) -> Worker {
         Worker(name: name, connector: connector)

@@ -110,11 +110,14 @@ public final class ShardLeases: Sendable {
 
     /// Renews, takes and lets go of leases until cancelled, a round every third of the lease time;
     /// then lets go of every shard it owns, at once, so that the others take them without waiting
-    /// for the leases to lapse.
-    public func run() async {
+    /// for the leases to lapse. `taken` is called after a round that took a shard (its work, due
+    /// meanwhile, is this instance's now).
+    public func run(taken: @Sendable () -> Void = {}) async {
         while !Task.isCancelled {
             do {
-                try await round()
+                let before = ownership
+                let after = try await round()
+                if after.contains(where: { before[$0.key] != $0.value }) { taken() }
             } catch {
                 logger.warning("Shard leases: a round failed; the leases held run on until they lapse", metadata: ["log": "\(logName)", "error": "\(error)"])
             }
@@ -279,8 +282,7 @@ final class ShardPositions: LogPositions, @unchecked Sendable {
     }
 
     static func notOwner(_ shard: UInt32, _ leases: ShardLeases) -> RPCError {
-        RPCError(.unavailable, "this instance does not own shard \(shard) of the \(leases.logName) log (its lease lapsed or went to another instance): ask the shard map again")
-            .withReason("NOT_OWNER", domain: "storebus.storage")
+        RPCError.notOwner(shard: shard, "this instance does not own shard \(shard) of the \(leases.logName) log (its lease lapsed or went to another instance): ask the shard map again")
     }
 
     static let advanceSQL: CachedSQL = """

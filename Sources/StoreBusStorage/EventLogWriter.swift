@@ -70,6 +70,9 @@ public final class EventLogWriter: Sendable {
         let shardOf: @Sendable (String) -> UInt32
         fileprivate(set) var events: [StoredEvent] = []
 
+        /// The shard of `key`'s events.
+        public func shard(ofKey key: String) -> UInt32 { shardOf(key) }
+
         /// Appends an event for `key` to the log, in the current transaction, filed under `topics`.
         @discardableResult
         public mutating func append<Payload: SwiftProtobuf.Message>(key: String, _ payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {

@@ -335,6 +335,10 @@ public protocol SQLDatabase: AnyObject, Sendable {
 
     /// How many shards log `logName` has (1: it is not sharded).
     func shardCount(logName: String) -> UInt32
+
+    /// The shards of log `logName` this instance owns and may write, in order (all of them when the
+    /// log is not shared with other instances).
+    func ownedShards(logName: String) -> [UInt32]
 }
 
 extension SQLDatabase {
@@ -348,4 +352,7 @@ extension SQLDatabase {
 
     /// One: a log of this engine is not sharded.
     public func shardCount(logName: String) -> UInt32 { 1 }
+
+    /// The one shard of a log that is not sharded.
+    public func ownedShards(logName: String) -> [UInt32] { [0] }
 }

@@ -54,7 +54,11 @@ public final class StoreCluster: Sendable {
     public let directory: TemporaryDirectory
     /// The processes.
     public let catalog: ServiceProcess
-    public let queue: ServiceProcess
+    /// The payment queue (the first instance of ``queues``).
+    public var queue: ServiceProcess { queues[0] }
+    /// The payment queue's instances: one, or with `queuePostgres` as many as asked for, sharing the
+    /// log's shards.
+    public let queues: [ServiceProcess]
     public let receipt: ServiceProcess
     public let download: ServiceProcess
     public let notifications: ServiceProcess
@@ -90,18 +94,23 @@ public final class StoreCluster: Sendable {
     /// key pair and encrypt their client endpoints with it, as in a deployment. `extraRoutes` are
     /// added to the gateways' routes. Webhook retries run on Apple's schedule times
     /// `webhookRetryScale` (nil: on each app's store clock). With `queuePostgres`, the payment queue
-    /// keeps its state on that PostgreSQL database instead of its SQLite file.
+    /// keeps its state on that PostgreSQL database instead of its SQLite file, in `queueInstances`
+    /// instances that split its shards (every other process is told of them all).
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
-        extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001, queuePostgres: PostgresSettings? = nil
+        extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001, queuePostgres: PostgresSettings? = nil,
+        queueInstances: Int = 1
     ) throws {
+        precondition(queueInstances == 1 || queuePostgres != nil, "several payment-queue instances share a PostgreSQL database")
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
-        let queueEndpoint = directory.ipcEndpoint("pq")
-        let queueEvents = directory.ipcEndpoint("pq-events")
+        let queueEndpoints = (0..<max(1, queueInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "pq" : "pq\($0 + 1)") }
+        let queueEventEndpoints = (0..<max(1, queueInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "pq-events" : "pq\($0 + 1)-events") }
+        // Every process that calls the payment queue or follows its log is told of every instance.
+        let queueArguments = queueEndpoints.flatMap { ["--payment-queue-endpoint", $0] } + queueEventEndpoints.flatMap { ["--payment-queue-events", $0] }
         catalog = ServiceProcess(
             name: "storebus-catalog",
             arguments: ["--rpc-endpoint", catalogEndpoint, "--catalog", catalogPath, "--log-level", logLevel],
@@ -114,14 +123,18 @@ public final class StoreCluster: Sendable {
             try JSONSerialization.data(withJSONObject: ["service": ["storage": "postgres", "postgres": settings]]).write(to: file)
             queueConfig = ["--config", file.path]
         }
-        queue = ServiceProcess(
-            name: "storebus-payment-queue",
-            arguments: queueConfig + [
-                "--rpc-endpoint", queueEndpoint, "--event-endpoint", queueEvents, "--data-dir", directory.path("data"),
-                "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
-            ],
-            logFile: directory.url.appendingPathComponent("payment-queue.log")
-        )
+        let home = directory
+        queues = zip(queueEndpoints, queueEventEndpoints).enumerated().map { index, endpoints in
+            let name = index == 0 ? "" : "\(index + 1)"
+            return ServiceProcess(
+                name: "storebus-payment-queue",
+                arguments: queueConfig + [
+                    "--rpc-endpoint", endpoints.0, "--event-endpoint", endpoints.1, "--data-dir", home.path("data\(name)"),
+                    "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
+                ],
+                logFile: home.url.appendingPathComponent("payment-queue\(name).log")
+            )
+        }
         let receiptEndpoint = directory.ipcEndpoint("receipt")
         let receiptConfig = directory.url.appendingPathComponent("receipt.json")
         receiptHTTPAddress = "127.0.0.1:\(try unusedLoopbackPort())"
@@ -137,18 +150,17 @@ public final class StoreCluster: Sendable {
             name: "storebus-receipt",
             arguments: [
                 "--config", receiptConfig.path, "--rpc-endpoint", receiptEndpoint, "--data-dir", directory.path("receipt-data"),
-                "--payment-queue-endpoint", queueEndpoint, "--payment-queue-events", queueEvents,
                 "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
-            ],
+            ] + queueArguments,
             logFile: directory.url.appendingPathComponent("receipt.log")
         )
         download = ServiceProcess(
             name: "storebus-download",
             arguments: [
                 "--rpc-endpoint", directory.ipcEndpoint("download"), "--data-dir", directory.path("download-data"),
-                "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint, "--payment-queue-endpoint", queueEndpoint,
-                "--payment-queue-events", queueEvents, "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel
-            ],
+                "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint,
+                "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel
+            ] + queueArguments,
             logFile: directory.url.appendingPathComponent("download.log")
         )
         // Webhook retries on Apple's schedule shortened a hundred thousand times (1 h: 36 ms, 12 h:
@@ -173,20 +185,19 @@ public final class StoreCluster: Sendable {
             name: "storebus-notifications",
             arguments: [
                 "--config", notificationsConfig.path, "--rpc-endpoint", directory.ipcEndpoint("notifications"), "--data-dir", directory.path("notifications-data"),
-                "--payment-queue-endpoint", queueEndpoint, "--payment-queue-events", queueEvents, "--receipt-endpoint", receiptEndpoint,
-                "--log-level", logLevel
-            ],
+                "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel
+            ] + queueArguments,
             logFile: directory.url.appendingPathComponent("notifications.log")
         )
         let config = directory.url.appendingPathComponent("gateway.json")
         var settings: [String: Any] = [
             "service": [
                 ServiceRegistry.catalog.endpointsKey: [catalogEndpoint],
-                ServiceRegistry.paymentQueue.endpointsKey: [queueEndpoint],
+                ServiceRegistry.paymentQueue.endpointsKey: queueEndpoints,
                 ServiceRegistry.receipt.endpointsKey: [receiptEndpoint],
                 ServiceRegistry.download.endpointsKey: [directory.ipcEndpoint("download")],
                 ServiceRegistry.notifications.endpointsKey: [directory.ipcEndpoint("notifications")],
-                ServiceRegistry.paymentQueue.eventEndpointsKey: [queueEvents],
+                ServiceRegistry.paymentQueue.eventEndpointsKey: queueEventEndpoints,
                 "sessionSecret": "test-secret-shared-by-both-gateways",
                 "routes": extraRoutes.map { ["name": $0.name, "process": $0.process, "services": $0.services, "endpoints": [$0.endpoint]] },
                 "apiKeys": [
@@ -196,7 +207,6 @@ public final class StoreCluster: Sendable {
                 ]
             ]
         ]
-        let home = directory
         let endpoints = try (1...max(1, gatewayCount)).map { index in
             gatewaysOnTCP ? "tcp://127.0.0.1:\(try unusedLoopbackPort())" : home.ipcEndpoint("gw\(index)")
         }
@@ -234,10 +244,18 @@ public final class StoreCluster: Sendable {
         for index in gateways.indices { try await startGateway(index) }
     }
 
-    /// Starts the payment queue (again) and waits until it serves.
-    public func startPaymentQueue() async throws {
-        try queue.start(environment: environment)
-        try await queue.waitUntilServing(endpoint: directory.ipcEndpoint("pq"))
+    /// Starts the payment queue's instances (again; only instance `index` when given) and waits
+    /// until each serves.
+    public func startPaymentQueue(_ index: Int? = nil) async throws {
+        for instance in index.map({ [$0] }) ?? Array(queues.indices) {
+            try queues[instance].start(environment: environment)
+            try await queues[instance].waitUntilServing(endpoint: queueEndpoint(instance))
+        }
+    }
+
+    /// The RPC endpoint of payment-queue instance `index`.
+    public func queueEndpoint(_ index: Int = 0) -> String {
+        directory.ipcEndpoint(index == 0 ? "pq" : "pq\(index + 1)")
     }
 
     /// Starts the download service (again) and waits until it serves.
@@ -292,7 +310,7 @@ public final class StoreCluster: Sendable {
     /// What every process has logged so far, each under its name (empty logs left out): for the
     /// message of an expectation that failed on a cluster's answer.
     public var logs: String {
-        ([catalog, queue, receipt, download, notifications] + gateways).compactMap { process in
+        ([catalog] + queues + [receipt, download, notifications] + gateways).compactMap { process in
             let output = process.output
             return output.isEmpty ? nil : "== \(process.logFile.lastPathComponent)\n\(output)"
         }.joined(separator: "\n")
@@ -304,7 +322,7 @@ public final class StoreCluster: Sendable {
         await notifications.stop()
         await download.stop()
         await receipt.stop()
-        await queue.stop()
+        for queue in queues { await queue.stop() }
         await catalog.stop()
         directory.remove()
     }

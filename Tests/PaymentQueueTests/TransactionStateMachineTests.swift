@@ -89,7 +89,7 @@ struct TransactionStateMachineTests {
     @Test("applying a move sets the state, the error and the interruption on the record; other steps change nothing")
     func applyingSteps() {
         var record = TransactionRecord(
-            id: "1",
+            id: "1", shard: 0,
             queue: .with {
                 $0.appBundleID = "a"; $0.accountID = "b"; $0.deviceID = "c"
             }, state: .purchasing,

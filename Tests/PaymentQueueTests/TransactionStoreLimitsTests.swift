@@ -161,7 +161,7 @@ extension TransactionStoreTests {
             let table = try Row.fetchAll(db, sql: "PRAGMA table_info(pq_transaction)").map { $0["name"] as String }
             // Every field set, and no two alike: a value read from another column's place shows.
             var record = TransactionRecord(
-                id: "9000000000000000001",
+                id: "9000000000000000001", shard: 0,
                 queue: .with {
                     $0.appBundleID = "app"; $0.accountID = "account"; $0.deviceID = "device"
                 },

@@ -78,7 +78,7 @@ struct TransactionStoreTests {
         #expect(early.seconds == -1 && early.nanos == 999_000_000, "before 1970, nanos stay positive")
     }
 
-    @Test("the unfinished and due queries use the small partial indexes (a bound state or finished flag would not)")
+    @Test("the unfinished and due queries (decisions, renewals, retries: a shard's) use the small partial indexes (a bound state or finished flag would not)")
     func queriesUsePartialIndexes() async throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
@@ -87,7 +87,9 @@ struct TransactionStoreTests {
                 "SELECT COUNT(*) FROM pq_transaction WHERE queue_key = 'q' AND finished = 0",
                 "SELECT id FROM pq_transaction WHERE queue_key = 'q' AND finished = 0 ORDER BY created_ms, id",
                 TransactionStore.dueSQL.sql.replacingOccurrences(of: "?", with: "0"),
-                TransactionStore.nextDueSQL.sql
+                TransactionStore.nextDueSQL.sql.replacingOccurrences(of: "?", with: "0"),
+                TransactionStore.renewalsDueSQL.sql.replacingOccurrences(of: "?", with: "0"),
+                TransactionStore.retriesDueSQL.sql.replacingOccurrences(of: "?", with: "0")
             ].map { sql in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ")
             }
@@ -96,6 +98,8 @@ struct TransactionStoreTests {
         #expect(plans[1].contains("pq_transaction_unfinished"), "\(plans[1])")
         #expect(plans[2].contains("pq_transaction_due"), "\(plans[2])")
         #expect(plans[3].contains("pq_transaction_due"), "\(plans[3])")
+        #expect(plans[4].contains("pq_subscription_due"), "\(plans[4])")
+        #expect(plans[5].contains("pq_subscription_retry"), "\(plans[5])")
     }
 
     @Test("a queue holds a bounded number of unfinished transactions: AddPayment and restore beyond it are RESOURCE_EXHAUSTED")

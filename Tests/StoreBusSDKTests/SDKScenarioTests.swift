@@ -258,6 +258,73 @@ struct SDKScenarioTests {
         }
     }
 
+    @Test(
+        "the same scenarios against two payment-queue instances on PostgreSQL splitting four shards, through two gateways routing each account to its shard's owner; then one instance is killed and the other takes its shards over"
+    )
+    func againstTwoInstancesOnPostgres() async throws {
+        try await PostgresServer.running { server in
+            var settings = server.settings()
+            settings.shards = 4
+            settings.leaseSeconds = 2
+            try await StoreCluster(queuePostgres: settings, queueInstances: 2).running { cluster in
+                let admin = try cluster.admin()
+                // The first instance takes every shard; the second, once it is alive, half of them.
+                let split = try await Self.shardMap(admin) { map in Set(map.shards.map(\.owner)).count == 2 && map.shards.allSatisfy(\.leased) }
+                #expect(split != nil, "the instances never split the shards: \(cluster.logs)")
+                let store = ServicesStore(cluster: cluster, admin: admin)
+                for scenario in Scenario.allCases { try await Self.run(scenario, on: store) }
+
+                // One instance dies: purchases in every shard go on (the gateways wait for the
+                // survivor to take the lapsed leases), and the survivor owns every shard.
+                let dying = try await withRPCClient(endpoints: [cluster.queueEndpoint(1)]) { client in
+                    try await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init())
+                }
+                let before = try #require(try await Self.shardMap(admin) { _ in true })
+                let lost = before.shards.filter { $0.owner == dying.instance }
+                #expect(!lost.isEmpty, "the second instance owns shards: \(before)")
+                await cluster.queues[1].kill()
+                var accounts: [UInt32: String] = [:]
+                var index = 0
+                while accounts.count < 4 {
+                    let account = "failover-\(index)"
+                    let shard = ShardHash.shard(app: puzzle, account: account, count: 4)
+                    if accounts[shard] == nil { accounts[shard] = account }
+                    index += 1
+                }
+                for (shard, account) in accounts.sorted(by: { $0.key < $1.key }) {
+                    let (queue, recorder) = try await Self.launch(store, account: account)
+                    let bought = try await queue.addPayment(Payment(productIdentifier: coins))
+                    #expect(await recorder.purchased(bought.id), "shard \(shard): \(cluster.logs)")
+                    // Each shard gives identifiers from its own range: the base, then 10^13 a shard.
+                    let base: UInt64 = 1_000_000_000_000_000
+                    let number = UInt64(bought.id) ?? 0
+                    #expect(number > base && (number - base) / 10_000_000_000_000 == UInt64(shard), "\(bought.id) in shard \(shard)")
+                    await queue.close()
+                }
+                let survivor = try await Self.shardMap(admin) { map in map.shards.allSatisfy { $0.owner == map.instance && $0.leased } }
+                #expect(survivor != nil, "the survivor does not own every shard: \(cluster.logs)")
+                for shard in lost {
+                    let now = survivor?.shards.first { $0.shard == shard.shard }
+                    #expect(now.map { $0.owner != dying.instance && $0.epoch > shard.epoch } == true, "shard \(shard.shard) taken over with a new epoch: \(String(describing: now))")
+                }
+                await admin.close()
+            }
+        }
+    }
+
+    /// The payment queue's shard map once `condition` holds (asked every 100 ms for up to 30 s);
+    /// nil when it never does.
+    static func shardMap(
+        _ admin: StoreConnection, _ condition: (Storebus_PaymentQueue_V1_GetShardMapResponse) -> Bool
+    ) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse? {
+        let end = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < end {
+            if let map = try? await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init()), condition(map) { return map }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
     @Test("the same scenarios against StoreBusSDKTesting's store in memory", arguments: Scenario.allCases)
     func againstTheDouble(scenario: Scenario) async throws {
         try await Self.run(scenario, on: try MemoryStore())

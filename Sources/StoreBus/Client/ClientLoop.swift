@@ -165,7 +165,7 @@ final class ClientLoop {
             .unavailable, "\(call.path): no StoreBus server was reachable at \(addresses) \(when)",
             details: .with { $0.retry.retryDelayMs = Int64(configuration.reconnectIntervalMax.wireMilliseconds) }
         )
-        return error.withReason("NOT_SENT", domain: "storebus.rpc")
+        return error.withReason(RPCError.notSentReason, domain: "storebus.rpc")
     }
 
     /// Fails a call still waiting, never sent, after ``ClientConfiguration/connectionWait`` with no

@@ -86,6 +86,31 @@ public struct RPCError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(code.name): \(message)" }
+
+    /// UNAVAILABLE from an instance that does not own `shard`, which a call or a write belongs to (its
+    /// lease lapsed or went to another instance; nothing was written): the caller asks the shard map
+    /// again and retries at the owner. The shard is in the details (`info.metadata["shard"]`).
+    public static func notOwner(shard: UInt32, _ message: String) -> RPCError {
+        var error = RPCError(.unavailable, message).withReason(notOwnerReason, domain: "storebus.storage")
+        error.details.info.metadata["shard"] = String(shard)
+        return error
+    }
+
+    /// The reason of ``notOwner(shard:_:)``.
+    public static let notOwnerReason = "NOT_OWNER"
+
+    /// Whether this is ``notOwner(shard:_:)``'s error.
+    public var isNotOwner: Bool { code == .unavailable && details.info.reason == Self.notOwnerReason }
+
+    /// The shard a NOT_OWNER error names.
+    public var notOwnerShard: UInt32? { isNotOwner ? details.info.metadata["shard"].flatMap { UInt32($0) } : nil }
+
+    /// Whether this is a client's UNAVAILABLE for a call it never sent (no instance was connected):
+    /// the call certainly did not run.
+    public var isNotSent: Bool { code == .unavailable && details.info.reason == Self.notSentReason }
+
+    /// The reason of a client's UNAVAILABLE for a call it never sent.
+    public static let notSentReason = "NOT_SENT"
 }
 
 /// The limits of an error answer's texts, a net under ``RPCError/echo(_:)``: a handler's message may

@@ -1,3 +1,4 @@
+import StoreBus
 import Synchronization
 
 /// How many shards a followed log has, as its follower found out (1 until it has): for calls that
