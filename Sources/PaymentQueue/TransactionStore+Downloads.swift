@@ -28,6 +28,7 @@ extension TransactionStore {
         _ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, checkOnly: Bool
     ) async throws -> DownloadsUpdate {
         try await writer.write { db, batch in
+            try batch.requireOwner(key: queue.key)
             var changed: [String: TransactionRecord] = [:]
             var order: [String] = []
             var decoded: [String: [Storebus_PaymentQueue_V1_Download]] = [:]

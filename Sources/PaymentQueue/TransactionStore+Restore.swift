@@ -21,6 +21,7 @@ extension TransactionStore {
     ) async throws -> (restoreID: String, count: Int) {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
+            try batch.requireOwner(key: queue.key)
             if let idempotency, let recorded = try Self.keyedRestore(db, key: idempotency.key, app: queue.appBundleID, account: queue.accountID, digest: idempotency.digest) {
                 return recorded
             }
@@ -177,6 +178,7 @@ extension TransactionStore {
             guard let record = try TransactionRecord.fetch(db, id: id) else {
                 throw TransactionStateMachine.unknown(id)
             }
+            try batch.requireOwner(shard: record.shard)
             if case .refused(let predicate) = TransactionStateMachine.step(record.state, .refund, record.machineFacts) {
                 throw TransactionStateMachine.refusal(id, predicate)
             }
@@ -263,7 +265,8 @@ extension TransactionStore {
     /// revoked. The ledger is kept. Returns how many transactions were cleared.
     public func clear(app: String, account: String, now: Date = Date()) async throws -> Int {
         try await writer.write { db, batch in
-            try Self.clear(db, &batch, app: app, account: account, now: now)
+            try batch.requireOwner(shard: ShardHash.shard(app: app, account: account, count: self.shardCount))
+            return try Self.clear(db, &batch, app: app, account: account, now: now)
         }
     }
 

@@ -32,6 +32,7 @@ extension TransactionStore {
             guard var subscription = try SubscriptionRecord.fetch(db, app: app, account: account, group: group) else {
                 throw RPCError.resource(.notFound, type: "subscription", name: group, "account \(RPCError.echo(account)) has no subscription in group \(RPCError.echo(group))")
             }
+            try batch.requireOwner(shard: subscription.shard)
             if case .extend(let days, let requestID) = control, !requestID.isEmpty {
                 // Made once: the same request again answers the subscription as it is, whatever
                 // happened to it since.

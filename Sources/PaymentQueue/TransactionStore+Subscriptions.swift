@@ -281,6 +281,7 @@ extension TransactionStore {
         let nowMS = Self.milliseconds(now)
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
+            try batch.requireOwner(shard: shard)
             let due = try db.rows(cached: Self.renewalsDueSQL, arguments: [Int64(shard), nowMS, limit])
             var renewed = 0, blocked = 0
             for row in due {
@@ -434,6 +435,7 @@ extension TransactionStore {
             guard var subscription = try SubscriptionRecord.fetch(db, app: app, account: account, group: group) else {
                 throw RPCError.resource(.notFound, type: "subscription", name: group, "account \(RPCError.echo(account)) has no subscription in group \(RPCError.echo(group))")
             }
+            try batch.requireOwner(shard: subscription.shard)
             guard subscription.status != .expired && subscription.status != .revoked else {
                 throw RPCError(.failedPrecondition, "the subscription in group \(RPCError.echo(group)) has ended; buy it again to resubscribe")
             }

@@ -198,6 +198,7 @@ public final class TransactionStore: Sendable {
     ) {
         let maxUnfinished = self.maxUnfinished
         return try await writer.write { db, batch in
+            try batch.requireOwner(key: new.queue.key)
             if let idempotency = new.idempotency,
                 let existing = try Self.keyed(db, key: idempotency.key, app: new.queue.appBundleID, account: new.queue.accountID, digest: idempotency.digest)
             {
@@ -293,6 +294,8 @@ public final class TransactionStore: Sendable {
     /// The shards of the log this instance owns, whose due work (decisions, renewals, retries) it
     /// does: every shard on SQLite; on a sharded log, its share.
     var ownedShards: [UInt32] { database.ownedShards(logName: Self.logName) }
+    /// How many shards the log has.
+    var shardCount: UInt32 { database.shardCount(logName: Self.logName) }
 
     /// PURCHASING transactions of the shards this instance owns whose decision time has come, oldest
     /// first in each shard.
@@ -324,6 +327,7 @@ public final class TransactionStore: Sendable {
         for shard in ownedShards {
             let round = try await Self.unlessLost {
                 try await self.writer.write { db, batch in
+                    try batch.requireOwner(shard: shard)
                     let ids = try db.values(String.self, cached: Self.dueSQL, arguments: [Int64(shard), nowMS, limit])
                     let decided = try ids.compactMap { id in try Self.decide(db, &batch, id: id, now: now) }.count
                     let next = try db.value(Int64.self, cached: Self.nextDueSQL, arguments: [Int64(shard)])
@@ -394,6 +398,7 @@ public final class TransactionStore: Sendable {
             guard var record = try TransactionRecord.fetch(db, id: id) else {
                 throw TransactionStateMachine.unknown(id)
             }
+            try batch.requireOwner(shard: record.shard)
             let nowMS = Self.milliseconds(now)
             let step = TransactionStateMachine.step(record.state, approve ? .approve : .decline, record.machineFacts)
             switch step {
@@ -420,6 +425,7 @@ public final class TransactionStore: Sendable {
             guard let interrupted = try TransactionRecord.fetch(db, id: id) else {
                 throw TransactionStateMachine.unknown(id)
             }
+            try batch.requireOwner(shard: interrupted.shard)
             guard interrupted.interrupted else {
                 throw RPCError(.failedPrecondition, "transaction \(id) is not an interrupted purchase")
             }
@@ -504,6 +510,7 @@ public final class TransactionStore: Sendable {
     /// one of another device of the same account is not in this queue (NOT_FOUND).
     public func finish(_ id: String, queue: Storebus_PaymentQueue_V1_QueueRef) async throws -> Bool {
         try await writer.write { db, batch in
+            try batch.requireOwner(key: queue.key)
             if let already = try Self.finishDelivery(db, &batch, id, queue: queue) { return already }
             var record = try Self.queueRecord(db, id: id, queue: queue)
             switch TransactionStateMachine.step(record.state, .finish, record.machineFacts) {

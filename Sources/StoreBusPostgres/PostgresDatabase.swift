@@ -406,6 +406,25 @@ extension PostgresSchema {
                     )
                     """
                 ]
+            ),
+            (
+                "storebus_shards_v2_positions",
+                [
+                    // Each shard's last position in a row of its own, apart from its lease: a writer
+                    // holds its position's row until it commits, and the leases' rounds (renewals,
+                    // takeovers) never wait for it, nor it for them (with both in one row, a writer
+                    // and its own instance's renewal could each wait for the other).
+                    """
+                    CREATE TABLE storebus_shard_position (
+                        log TEXT COLLATE "C" NOT NULL,
+                        shard BIGINT NOT NULL,
+                        seq BIGINT NOT NULL DEFAULT 0,
+                        PRIMARY KEY (log, shard)
+                    )
+                    """,
+                    "INSERT INTO storebus_shard_position (log, shard, seq) SELECT log, shard, seq FROM storebus_shard",
+                    "ALTER TABLE storebus_shard DROP COLUMN seq"
+                ]
             )
         ])
     }

@@ -7,9 +7,10 @@ import Synchronization
 
 /// The shards of a sharded log on PostgreSQL, and the share of them this instance owns.
 ///
-/// A log created with S shards has one row per shard in `storebus_shard`: its last position, its
-/// owner, the owner's epoch and when the owner's lease lapses (PostgreSQL's clock: the instances'
-/// clocks never count). Each instance of the service keeps a row in `storebus_instance` alive, and
+/// A log created with S shards has one row per shard in `storebus_shard`: its owner, the owner's
+/// epoch and when the owner's lease lapses (PostgreSQL's clock: the instances' clocks never count);
+/// and one in `storebus_shard_position`: its last position (apart, so that the leases' rounds and
+/// the writers never wait for each other's row locks). Each instance of the service keeps a row in `storebus_instance` alive, and
 /// on every round (a third of the lease time) renews the leases it holds, takes lapsed ones up to
 /// its fair share (the shards divided among the live instances, rounded up), and lets go of any
 /// beyond it, so that a new instance gets its share. Taking a shard over adds one to its epoch.
@@ -90,6 +91,9 @@ public final class ShardLeases: Sendable {
                     try db.execute(
                         cached: "INSERT INTO storebus_shard (log, shard) SELECT ?, s FROM generate_series(0, ? - 1) AS s",
                         arguments: [logName, Int64(shardCount)])
+                    try db.execute(
+                        cached: "INSERT INTO storebus_shard_position (log, shard) SELECT ?, s FROM generate_series(0, ? - 1) AS s",
+                        arguments: [logName, Int64(shardCount)])
                 } else if existing != Int64(shardCount) {
                     throw RPCError(
                         .failedPrecondition,
@@ -162,6 +166,8 @@ public final class ShardLeases: Sendable {
                     // The highest shards go: each instance lets go of the same ones, so they do
                     // not move back and forth.
                     for shard in held.keys.sorted().suffix(held.count - share) {
+                        // Writes refuse it from now on, before another instance can take it.
+                        _ = self.owned.withLock { $0.removeValue(forKey: shard) }
                         try db.execute(cached: Self.releaseSQL, arguments: [logName, Int64(shard), instance])
                         held[shard] = nil
                     }
@@ -232,8 +238,9 @@ public final class ShardLeases: Sendable {
         """
     static let releaseSQL: CachedSQL = "UPDATE storebus_shard SET expires_at = '-infinity' WHERE log = ? AND shard = ? AND owner = ?"
     static let mapSQL: CachedSQL = """
-        SELECT s.shard, s.owner, s.epoch, s.expires_at > clock_timestamp(), s.seq, COALESCE(i.rpc_endpoints, ''), COALESCE(i.event_endpoints, '')
-        FROM storebus_shard s LEFT JOIN storebus_instance i ON i.log = s.log AND i.instance = s.owner AND i.expires_at > clock_timestamp()
+        SELECT s.shard, s.owner, s.epoch, s.expires_at > clock_timestamp(), p.seq, COALESCE(i.rpc_endpoints, ''), COALESCE(i.event_endpoints, '')
+        FROM storebus_shard s JOIN storebus_shard_position p ON p.log = s.log AND p.shard = s.shard
+        LEFT JOIN storebus_instance i ON i.log = s.log AND i.instance = s.owner AND i.expires_at > clock_timestamp()
         WHERE s.log = ? ORDER BY s.shard
         """
 }
@@ -281,13 +288,19 @@ final class ShardPositions: LogPositions, @unchecked Sendable {
         lastKeySeqs.removeAll(keepingCapacity: true)
     }
 
+    func check(shard: UInt32) throws {
+        guard leases.epoch(of: shard) != nil else { throw Self.notOwner(shard, leases) }
+    }
+
     static func notOwner(_ shard: UInt32, _ leases: ShardLeases) -> RPCError {
         RPCError.notOwner(shard: shard, "this instance does not own shard \(shard) of the \(leases.logName) log (its lease lapsed or went to another instance): ask the shard map again")
     }
 
     static let advanceSQL: CachedSQL = """
-        UPDATE storebus_shard SET seq = seq + 1
-        WHERE log = ? AND shard = ? AND owner = ? AND epoch = ? AND expires_at > clock_timestamp() RETURNING seq
+        UPDATE storebus_shard_position SET seq = seq + 1
+        WHERE log = ?1 AND shard = ?2
+          AND EXISTS (SELECT 1 FROM storebus_shard WHERE log = ?1 AND shard = ?2 AND owner = ?3 AND epoch = ?4 AND expires_at > clock_timestamp())
+        RETURNING seq
         """
     static let keyHeadSQL: CachedSQL = "SELECT MAX(key_seq) FROM storebus_event WHERE stream_key = ?"
 }

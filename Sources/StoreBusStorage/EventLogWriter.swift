@@ -73,6 +73,17 @@ public final class EventLogWriter: Sendable {
         /// The shard of `key`'s events.
         public func shard(ofKey key: String) -> UInt32 { shardOf(key) }
 
+        /// Throws NOT_OWNER unless this instance owns `key`'s shard (see ``LogPositions/check(shard:)``):
+        /// a write calls it before it changes anything for that key.
+        public func requireOwner(key: String) throws {
+            try positions.check(shard: shardOf(key))
+        }
+
+        /// ``requireOwner(key:)`` for a shard.
+        public func requireOwner(shard: UInt32) throws {
+            try positions.check(shard: shard)
+        }
+
         /// Appends an event for `key` to the log, in the current transaction, filed under `topics`.
         @discardableResult
         public mutating func append<Payload: SwiftProtobuf.Message>(key: String, _ payload: Payload, topics: EventTopics = .all) throws -> StoredEvent {

@@ -8,6 +8,15 @@ public protocol LogPositions: AnyObject, Sendable {
     func take(_ db: any SQLConnection, key: String, shard: UInt32) throws -> (seq: UInt64, keySeq: UInt64)
     /// Forgets what it remembers: appends may have been undone.
     func forget()
+    /// Throws (UNAVAILABLE, NOT_OWNER) when this instance may not write to `shard` (it does not own
+    /// it, as far as it knows): a write checks before it changes anything. Appends are still fenced
+    /// in their transaction (``take(_:key:shard:)``); this spares the work of a write bound to fail.
+    func check(shard: UInt32) throws
+}
+
+extension LogPositions {
+    /// A log with one writer may always be written.
+    public func check(shard: UInt32) throws {}
 }
 
 /// The log's last positions as its one writer left them, so that an append need not read them from

@@ -106,6 +106,9 @@ public final class PostgresServer: Sendable {
     /// What the server has logged.
     public var log: String { process.output }
 
+    /// The postmaster's process id (every backend is a child of it), while it runs.
+    public var pid: pid_t? { process.pid }
+
     /// Stops the server at once (SIGQUIT: its immediate shutdown) and removes its directory.
     public func stop() async {
         process.signal(SIGQUIT)

@@ -343,6 +343,9 @@ struct FlowBench {
             }
         }
 
+        /// The median rate of the rounds.
+        var medianRate: Double { median(rates) }
+
         /// Prints the medians under the given metric names (the CPU figure only when every round
         /// measured it).
         func printMedians(rate: String, p50: String, p99: String, cpu: String, steal: String) {

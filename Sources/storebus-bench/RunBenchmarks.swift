@@ -69,7 +69,13 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Option(help: "Notifications queued for a local webhook per round of the webhook figure.")
     var webhooks = 5_000
 
-    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows, receipts, downloads, webhooks); all when omitted.")
+    @Option(help: "Purchase flows per round for the scale-out figures (1, 2 and 3 payment-queue instances on PostgreSQL).")
+    var scaleOutFlows = 1_000
+
+    @Option(help: "Each payment-queue instance's CPU quota in the scale-out figures, in cores.")
+    var scaleOutQuota = 0.1
+
+    @Option(help: "Run only the benchmarks of these groups (transport, durable, flows, receipts, downloads, webhooks, scaleout); all when omitted.")
     var only: [String] = []
 
     func wants(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
@@ -96,6 +102,10 @@ struct RunBenchmarks: AsyncParsableCommand {
             }
             if wants("webhooks") {
                 try await WebhookBench(count: webhooks, rounds: max(1, rounds / 2 + 1), verbose: verbose).run()
+            }
+            if wants("scaleout") {
+                try await ScaleOutBench(flows: scaleOutFlows, devices: 32, rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose, quota: scaleOutQuota)
+                    .run()
             }
             if wants("flows") {
                 try await FlowBench(

@@ -282,7 +282,6 @@ struct SDKScenarioTests {
                 let before = try #require(try await Self.shardMap(admin) { _ in true })
                 let lost = before.shards.filter { $0.owner == dying.instance }
                 #expect(!lost.isEmpty, "the second instance owns shards: \(before)")
-                await cluster.queues[1].kill()
                 var accounts: [UInt32: String] = [:]
                 var index = 0
                 while accounts.count < 4 {
@@ -291,6 +290,25 @@ struct SDKScenarioTests {
                     if accounts[shard] == nil { accounts[shard] = account }
                     index += 1
                 }
+                // Asked straight to write for an account of a shard it does not own, an instance
+                // refuses, naming the shard (the gateways route around it).
+                let (foreignShard, foreign) = try #require(accounts.first { shard, _ in before.shards[Int(shard)].owner != dying.instance })
+                let refused = await #expect(throws: RPCError.self) {
+                    _ = try await withRPCClient(endpoints: [cluster.queueEndpoint(1)]) { client in
+                        try await client.call(
+                            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
+                            .with {
+                                $0.queue = .with {
+                                    $0.appBundleID = puzzle
+                                    $0.accountID = foreign
+                                    $0.deviceID = "phone"
+                                }
+                                $0.payment.productIdentifier = coins
+                            })
+                    }
+                }
+                #expect(refused?.isNotOwner == true && refused?.notOwnerShard == foreignShard, "\(String(describing: refused))")
+                await cluster.queues[1].kill()
                 for (shard, account) in accounts.sorted(by: { $0.key < $1.key }) {
                     let (queue, recorder) = try await Self.launch(store, account: account)
                     let bought = try await queue.addPayment(Payment(productIdentifier: coins))
