@@ -46,9 +46,10 @@ run: build
 ## check receipts and signed transactions as other tools see them, and pyzmq runs the Python backend
 ## example; iproute2 and tcpdump make and
 ## watch the multi-host test's network namespaces; postgresql-15 is the server the PostgreSQL
-## storage tests start (each its own, under a temporary directory).
+## storage tests start (each its own, under a temporary directory), and pg_auto_failover
+## (postgresql-15-auto-failover, pg-auto-failover-cli) keeps the primary and standby of the failover test.
 test-deps: deps
-	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump curl postgresql-15; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump curl postgresql-15 postgresql-15-auto-failover pg-auto-failover-cli; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary, zmq" 2>/dev/null || { \

@@ -29,10 +29,15 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
     /// How long a shard's lease lasts unless renewed (renewed every third of it); a transaction
     /// left idle this long is ended by the server, so that a paused instance holds no lock.
     public var leaseSeconds: Double
+    /// Longest wait for a statement's answer: past it the connection is given up (closed) and the
+    /// statement fails UNAVAILABLE, as when the connection is lost. A server that died while its
+    /// backend lived on, a commit waiting for a standby that is gone, a network that drops packets
+    /// unanswered: each would hold the caller for ever.
+    public var answerTimeoutSeconds: Double
 
     public init(
         hosts: [String], user: String, database: String, passwordFile: String? = nil, readers: Int = 4, connectTimeoutSeconds: Double = 5, shards: UInt32 = 1,
-        leaseSeconds: Double = 5
+        leaseSeconds: Double = 5, answerTimeoutSeconds: Double = 10
     ) {
         self.hosts = hosts
         self.user = user
@@ -42,10 +47,11 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.shards = shards
         self.leaseSeconds = leaseSeconds
+        self.answerTimeoutSeconds = answerTimeoutSeconds
     }
 
     enum CodingKeys: String, CodingKey {
-        case hosts, user, database, passwordFile, readers, connectTimeoutSeconds, shards, leaseSeconds
+        case hosts, user, database, passwordFile, readers, connectTimeoutSeconds, shards, leaseSeconds, answerTimeoutSeconds
     }
 
     /// A config file's `postgres` section: `hosts` required, the rest as ``init(hosts:user:database:passwordFile:readers:connectTimeoutSeconds:shards:leaseSeconds:)``
@@ -61,6 +67,7 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         connectTimeoutSeconds = try container.value(.connectTimeoutSeconds, default: defaults.connectTimeoutSeconds)
         shards = try container.value(.shards, default: defaults.shards)
         leaseSeconds = try container.value(.leaseSeconds, default: defaults.leaseSeconds)
+        answerTimeoutSeconds = try container.value(.answerTimeoutSeconds, default: defaults.answerTimeoutSeconds)
     }
 
     /// Refuses settings that cannot work, saying which and why.
@@ -72,6 +79,7 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         guard !user.isEmpty, !database.isEmpty else { throw StartupError("postgres.user and postgres.database must not be empty") }
         guard (1...64).contains(readers) else { throw StartupError("postgres.readers: from 1 to 64") }
         guard connectTimeoutSeconds > 0, connectTimeoutSeconds <= 300 else { throw StartupError("postgres.connectTimeoutSeconds: above 0, at most 300") }
+        guard answerTimeoutSeconds > 0, answerTimeoutSeconds <= 3600 else { throw StartupError("postgres.answerTimeoutSeconds: above 0, at most 3600") }
         guard (1...4096).contains(shards) else { throw StartupError("postgres.shards: from 1 to 4096") }
         guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw StartupError("postgres.leaseSeconds: from 1 to 600") }
     }
@@ -236,24 +244,31 @@ final class Connector: Sendable {
                 ("application_name", "storebus"), ("idle_in_transaction_session_timeout", "\(Int(settings.leaseSeconds * 1000))")
             ]
             let id = ids.wrappingAdd(1, ordering: .relaxed).oldValue
+            let connection: PostgresConnection
             do {
-                let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: id, logger: logger).wait()
-                let session = PostgresSession(connection: connection, logger: logger)
+                connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: id, logger: logger).wait()
+            } catch {
+                reasons.append("\(host): \(error)")
+                continue
+            }
+            // A connection is closed before it is let go, whatever happened to it (postgres-nio
+            // requires it).
+            do {
+                let session = PostgresSession(connection: connection, answerTimeout: .milliseconds(Int64(settings.answerTimeoutSeconds * 1000)), logger: logger)
                 let standby = try session.fetchFirst(cached: Self.inRecoverySQL, bind: { _ in }) { $0.bool(0) } ?? true
-                if standby {
-                    reasons.append("\(host): a standby")
-                    try? connection.close().wait()
-                    continue
-                }
-                return session
+                if !standby { return session }
+                reasons.append("\(host): a standby, or not yet taking writes")
             } catch {
                 reasons.append("\(host): \(error)")
             }
+            try? connection.close().wait()
         }
         throw RPCError(.unavailable, "no PostgreSQL primary among \(settings.hosts.joined(separator: ", ")): \(reasons.joined(separator: "; "))")
     }
 
-    static let inRecoverySQL: CachedSQL = "SELECT pg_is_in_recovery()"
+    /// Whether the server does not take writes: a standby, or a standby being promoted that does not
+    /// take them yet (pg_auto_failover holds writes off until the old primary is surely gone).
+    static let inRecoverySQL: CachedSQL = "SELECT pg_is_in_recovery() OR current_setting('default_transaction_read_only') = 'on'"
 }
 
 /// A thread with a connection of its own, running jobs one after another; the connection is made at
@@ -300,13 +315,27 @@ final class Worker: @unchecked Sendable {
     func sync<T>(_ body: (PostgresSession) throws -> T) throws -> T {
         turn.lock()
         defer { turn.unlock() }
-        if session == nil || session!.connection.isClosed { session = try connector.connect() }
+        if session == nil || session!.connection.isClosed {
+            drop()
+            session = try connector.connect()
+        }
         do {
             return try body(session!)
         } catch let failure as PostgresFailure where failure.connectionLost {
-            session = nil
+            drop()
             throw RPCError(.unavailable, "the connection to PostgreSQL was lost: \(failure)")
         }
+    }
+
+    /// Closes the connection (if it is not closed already) and lets it go: the next job connects again.
+    private func drop() {
+        if let connection = session?.connection {
+            // Not waited for without end: a connection that stopped answering may not close either.
+            let closed = DispatchSemaphore(value: 0)
+            connection.close().whenComplete { _ in closed.signal() }
+            _ = closed.wait(timeout: .now() + .seconds(2))
+        }
+        session = nil
     }
 
     private func loop() {

@@ -12,10 +12,13 @@ import StoreBusStorage
 final class PostgresSession: SQLConnection {
     let connection: PostgresConnection
     let logger: Logger
+    /// Longest wait for an answer (``PostgresSettings/answerTimeoutSeconds``).
+    let answerTimeout: Duration
     private(set) var changesCount = 0
 
-    init(connection: PostgresConnection, logger: Logger) {
+    init(connection: PostgresConnection, answerTimeout: Duration, logger: Logger) {
         self.connection = connection
+        self.answerTimeout = answerTimeout
         self.logger = logger
     }
 
@@ -59,8 +62,18 @@ final class PostgresSession: SQLConnection {
     }
 
     private func query(_ query: PostgresQuery) throws -> PostgresQueryResult {
+        let answer = connection.query(query, logger: logger)
+        let answered = DispatchSemaphore(value: 0)
+        answer.whenComplete { _ in answered.signal() }
+        if answered.wait(timeout: .now() + .milliseconds(Int(answerTimeout / .milliseconds(1)))) == .timedOut {
+            // Seen when a primary was killed and its pg_auto_failover keeper with it: the query's
+            // answer never came, nor an error, with the connection's socket gone.
+            let closing: EventLoopFuture<Void> = connection.close()
+            _ = closing
+            throw PostgresFailure(connectionLost: "no answer in \(answerTimeout): the connection is given up")
+        }
         do {
-            return try connection.query(query, logger: logger).wait()
+            return try answer.wait()
         } catch let error as PSQLError {
             throw PostgresFailure(error)
         }
@@ -109,7 +122,9 @@ public struct PostgresFailure: Error, CustomStringConvertible {
         sqlState = error.serverInfo?[.sqlState]
         switch error.code {
         case .serverClosedConnection, .connectionError, .uncleanShutdown, .clientClosedConnection: connectionLost = true
-        default: connectionLost = false
+        // The server shutting down or not yet up (57P01-57P03), or a standby now, as a demoted
+        // primary is (25006, a read-only transaction): the primary is elsewhere; connect again.
+        default: connectionLost = ["57P01", "57P02", "57P03", "25006"].contains(sqlState ?? "")
         }
         let message = error.serverInfo?[.message] ?? "\(error.code)"
         let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""

@@ -1,0 +1,227 @@
+import Foundation
+import StoreBusPostgres
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A PostgreSQL primary and its synchronous standby, kept by pg_auto_failover (Debian's
+/// postgresql-15-auto-failover and pg-auto-failover-cli): a monitor and two nodes, each a
+/// `pg_autoctl run` of its own under a temporary directory, on free loopback ports, as Debian's
+/// `postgres` user when the tests run as root. The role `storebus` owns the database `storebus` and
+/// signs in without a password (trust, loopback only). With one standby, pg_auto_failover makes it
+/// synchronous (`synchronous_standby_names` names it): a commit is acknowledged once the standby has
+/// it. When the primary is lost, the monitor promotes the standby after `demoteTimeoutSeconds`.
+public final class PostgresHA: Sendable {
+    /// The directory holding the monitor's and the nodes' data and logs.
+    public let directory: TemporaryDirectory
+    /// The nodes' loopback ports, the first node's first (the primary at start).
+    public let ports: [Int]
+    let monitor: ServiceProcess
+    let nodes: [ServiceProcess]
+
+    /// The role and database the nodes are made with.
+    public static let user = "storebus"
+    public static let database = "storebus"
+
+    private init(directory: TemporaryDirectory, ports: [Int], monitor: ServiceProcess, nodes: [ServiceProcess]) {
+        self.directory = directory
+        self.ports = ports
+        self.monitor = monitor
+        self.nodes = nodes
+    }
+
+    /// Settings for a service on both nodes: it finds the primary among them.
+    public func settings() -> PostgresSettings {
+        PostgresSettings(hosts: ports.map { "127.0.0.1:\($0)" }, user: Self.user, database: Self.database, connectTimeoutSeconds: 2)
+    }
+
+    /// Makes the monitor and the two nodes and runs them; returns once the first node is primary and
+    /// the second its synchronous standby. `demoteTimeoutSeconds`: how long the monitor waits, once
+    /// the primary is lost, before it promotes the standby.
+    public static func start(demoteTimeoutSeconds: Int = 3) async throws -> PostgresHA {
+        let binaries = try PostgresServer.binaries()
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pg_autoctl") else {
+            throw TestingError("pg_auto_failover is not installed (no /usr/bin/pg_autoctl): `make test-deps` installs pg-auto-failover-cli and postgresql-15-auto-failover")
+        }
+        let directory = try TemporaryDirectory(prefix: "pgha")
+        let asPostgres = getuid() == 0
+        if asPostgres {
+            chmod(directory.url.path, 0o755)
+            guard let account = getpwnam("postgres") else { throw TestingError("running as root, and there is no postgres user to run PostgreSQL as") }
+            chown(directory.url.path, account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+        // pg_autoctl keeps its state and configuration under the XDG directories, and finds pg_ctl
+        // on the PATH.
+        let environment = [
+            "PATH": binaries.path + ":/usr/bin:/bin", "XDG_CONFIG_HOME": directory.path("config"), "XDG_DATA_HOME": directory.path("state"),
+            "PG_AUTOCTL_DEBUG": "0"
+        ]
+        func command(_ arguments: [String]) -> (String, [String]) {
+            asPostgres
+                ? ("/usr/bin/setpriv", ["--reuid=postgres", "--regid=postgres", "--init-groups", "--", "/usr/bin/pg_autoctl"] + arguments)
+                : ("/usr/bin/pg_autoctl", arguments)
+        }
+        let monitorPort = try unusedLoopbackPort()
+        let ports = [try unusedLoopbackPort(), try unusedLoopbackPort()]
+        let monitorURI = "postgres://autoctl_node@127.0.0.1:\(monitorPort)/pg_auto_failover?sslmode=disable"
+        let common = ["--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl"]
+
+        let (create, createArguments) = command(["create", "monitor", "--pgdata", directory.path("monitor"), "--pgport", "\(monitorPort)"] + common)
+        let made = try await runCommand(create, createArguments, environment: environment, log: directory.path("monitor-create.log"))
+        guard made.status == 0 else { throw TestingError("pg_autoctl create monitor failed (\(made.status)): \(made.output)") }
+        // The monitor's failover timings, shortened for tests (a lost primary is seen at the next
+        // health check; the standby is promoted once the demote timeout has passed).
+        let tuning = """
+
+            pgautofailover.health_check_period = 1000
+            pgautofailover.health_check_timeout = 1000
+            pgautofailover.health_check_max_retries = 1
+            pgautofailover.health_check_retry_delay = 500
+            pgautofailover.node_considered_unhealthy_timeout = 2000
+            pgautofailover.primary_demote_timeout = '\(demoteTimeoutSeconds)s'
+
+            """
+        let conf = FileHandle(forWritingAtPath: directory.path("monitor/postgresql.conf"))
+        _ = try conf?.seekToEnd()
+        try conf?.write(contentsOf: Data(tuning.utf8))
+        try conf?.close()
+
+        let (run, runArguments) = command(["run", "--pgdata", directory.path("monitor")])
+        let monitor = ServiceProcess(name: run, arguments: runArguments, logFile: directory.url.appendingPathComponent("monitor.log"))
+        try monitor.start(environment: environment)
+        var nodes: [ServiceProcess] = []
+        let ha = PostgresHA(directory: directory, ports: ports, monitor: monitor, nodes: [])
+        do {
+            try await ha.waitUntil("the monitor accepts connections", timeout: .seconds(60)) {
+                await Self.query(port: monitorPort, user: "autoctl_node", database: "pg_auto_failover", "SELECT 1") == "1"
+            }
+            for (index, port) in ports.enumerated() {
+                let data = directory.path("node\(index + 1)")
+                let (create, createArguments) = command(
+                    ["create", "postgres", "--pgdata", data, "--pgport", "\(port)", "--username", user, "--dbname", database, "--monitor", monitorURI, "--name", "node\(index + 1)"]
+                        + common)
+                let made = try await runCommand(create, createArguments, environment: environment, log: directory.path("node\(index + 1)-create.log"))
+                guard made.status == 0 else { throw TestingError("pg_autoctl create postgres failed (\(made.status)): \(made.output)") }
+                let (run, runArguments) = command(["run", "--pgdata", data])
+                let node = ServiceProcess(name: run, arguments: runArguments, logFile: directory.url.appendingPathComponent("node\(index + 1).log"))
+                try node.start(environment: environment)
+                nodes.append(node)
+            }
+            let started = PostgresHA(directory: directory, ports: ports, monitor: monitor, nodes: nodes)
+            try await started.waitUntil("node1 is primary with node2 its synchronous standby", timeout: .seconds(120)) {
+                let standbys = await Self.query(port: ports[0], "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')")
+                let recovering = await Self.query(port: ports[1], "SELECT pg_is_in_recovery()")
+                return standbys == "1" && recovering == "t"
+            }
+            return started
+        } catch {
+            await PostgresHA(directory: directory, ports: ports, monitor: monitor, nodes: nodes).stop()
+            throw error
+        }
+    }
+
+    /// Starts a primary and standby, runs `body`, and stops them whether `body` returns or throws.
+    public static func running<T>(_ body: (PostgresHA) async throws -> T) async throws -> T {
+        let ha = try await start()
+        do {
+            let value = try await body(ha)
+            await ha.stop()
+            return value
+        } catch {
+            await ha.stop()
+            throw error
+        }
+    }
+
+    /// The index of the node that is primary now (accepts writes), if one is.
+    public func primary() async -> Int? {
+        for (index, port) in ports.enumerated() where await Self.query(port: port, "SELECT pg_is_in_recovery()") == "f" {
+            return index
+        }
+        return nil
+    }
+
+    /// Kills node `index` at once, its keeper, its postgres and every backend (SIGKILL to the whole
+    /// process tree): a machine lost, as far as the others can tell.
+    public func kill(node index: Int) async {
+        ProcessTree.kill(root: nodes[index].pid)
+        await nodes[index].kill()
+    }
+
+    /// Waits until node `index` is the primary (the monitor has promoted it), at most `timeout`.
+    public func waitForPrimary(_ index: Int, timeout: Duration = .seconds(60)) async throws {
+        try await waitUntil("node\(index + 1) is primary", timeout: timeout) { await self.primary() == index }
+    }
+
+    /// What the monitor and the nodes have logged.
+    public var logs: String {
+        ([monitor] + nodes).map { "== \($0.logFile.lastPathComponent)\n\($0.output)" }.joined(separator: "\n")
+    }
+
+    /// Stops every process (SIGKILL to each tree: the data is thrown away) and removes the directory.
+    public func stop() async {
+        for process in nodes + [monitor] {
+            ProcessTree.kill(root: process.pid)
+            await process.kill()
+        }
+        directory.remove()
+    }
+
+    private func waitUntil(_ what: String, timeout: Duration, _ condition: () async -> Bool) async throws {
+        let end = ContinuousClock.now + timeout
+        while !(await condition()) {
+            guard ContinuousClock.now < end else { throw TestingError("pg_auto_failover: not reached in \(timeout): \(what)\n\(logs)") }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+    }
+
+    /// One value of a query on the node at `port`, as psql prints it; nil when it cannot connect.
+    public static func query(port: Int, user: String = PostgresHA.user, database: String = PostgresHA.database, _ sql: String) async -> String? {
+        guard
+            let answer = try? await runCommand(
+                "/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-d", database, "-Atc", sql], environment: ["PGCONNECT_TIMEOUT": "2"]),
+            answer.status == 0
+        else { return nil }
+        return answer.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// A process and its descendants, found through /proc.
+public enum ProcessTree {
+    /// Sends SIGKILL to `root` and every process descended from it. Each is stopped (SIGSTOP) as it
+    /// is found, until a look finds none more, and only then are they all killed: a supervisor
+    /// killed before its children would have them handed to init, out of reach, and one that sees a
+    /// child die before its own end comes starts another (pg_autoctl's does).
+    public static func kill(root: pid_t?) {
+        guard let root else { return }
+        var tree: Set<pid_t> = [root]
+        Glibc.kill(root, SIGSTOP)
+        while true {
+            let found = descendants(of: tree).subtracting(tree)
+            guard !found.isEmpty else { break }
+            for pid in found { Glibc.kill(pid, SIGSTOP) }
+            tree.formUnion(found)
+        }
+        for pid in tree { Glibc.kill(pid, SIGKILL) }
+    }
+
+    /// Every process whose parent is in `roots`, or descends from one, as /proc shows them now.
+    static func descendants(of roots: Set<pid_t>) -> Set<pid_t> {
+        var parents: [pid_t: pid_t] = [:]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(entry), let fields = ProcessStat.fields(of: pid), fields.count > 1, let parent = pid_t(fields[1]) else { continue }
+            parents[pid] = parent
+        }
+        var tree = roots
+        var grew = true
+        while grew {
+            grew = false
+            for (pid, parent) in parents where tree.contains(parent) && !tree.contains(pid) {
+                tree.insert(pid)
+                grew = true
+            }
+        }
+        return tree
+    }
+}
