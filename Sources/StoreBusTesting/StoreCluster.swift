@@ -362,6 +362,20 @@ extension StoreCluster {
     }
 }
 
+/// AddPayment of one pack of coins for `account`'s `device` in the puzzle app, under idempotency key
+/// `key` when one is given: for calls made with the contract's messages, past the SDK.
+public func coinsPayment(account: String, device: String = "phone", key: String = "") -> Storebus_PaymentQueue_V1_AddPaymentRequest {
+    .with {
+        $0.queue = .with {
+            $0.appBundleID = puzzle
+            $0.accountID = account
+            $0.deviceID = device
+        }
+        $0.payment.productIdentifier = coins
+        $0.idempotencyKey = key
+    }
+}
+
 /// Buys coins and finishes the purchase, waiting for its callbacks; throws when one does not come.
 public func completedPurchase(_ queue: PaymentQueue, _ recorder: Recorder) async throws {
     let bought = try await queue.addPayment(Payment(productIdentifier: coins))

@@ -24,16 +24,7 @@ struct PostgresFailoverTests {
         while ContinuousClock.now < end {
             do {
                 let answer = try await connection.call(
-                    Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
-                    .with {
-                        $0.queue = .with {
-                            $0.appBundleID = puzzle
-                            $0.accountID = account
-                            $0.deviceID = "phone"
-                        }
-                        $0.payment.productIdentifier = coins
-                        $0.idempotencyKey = key
-                    }, timeout: .seconds(5))
+                    Storebus_PaymentQueue_V1_PaymentQueue.addPayment, coinsPayment(account: account, key: key), timeout: .seconds(5))
                 return answer.transaction.transactionIdentifier
             } catch {
                 lastError = error

@@ -295,16 +295,7 @@ struct SDKScenarioTests {
                 let (foreignShard, foreign) = try #require(accounts.first { shard, _ in before.shards[Int(shard)].owner != dying.instance })
                 let refused = await #expect(throws: RPCError.self) {
                     _ = try await withRPCClient(endpoints: [cluster.queueEndpoint(1)]) { client in
-                        try await client.call(
-                            Storebus_PaymentQueue_V1_PaymentQueue.addPayment,
-                            .with {
-                                $0.queue = .with {
-                                    $0.appBundleID = puzzle
-                                    $0.accountID = foreign
-                                    $0.deviceID = "phone"
-                                }
-                                $0.payment.productIdentifier = coins
-                            })
+                        try await client.call(Storebus_PaymentQueue_V1_PaymentQueue.addPayment, coinsPayment(account: foreign))
                     }
                 }
                 #expect(refused?.isNotOwner == true && refused?.notOwnerShard == foreignShard, "\(String(describing: refused))")
