@@ -169,10 +169,8 @@ public final class PostgresHA: Sendable {
     }
 
     private func waitUntil(_ what: String, timeout: Duration, _ condition: () async -> Bool) async throws {
-        let end = ContinuousClock.now + timeout
-        while !(await condition()) {
-            guard ContinuousClock.now < end else { throw TestingError("pg_auto_failover: not reached in \(timeout): \(what)\n\(logs)") }
-            try await Task.sleep(for: .milliseconds(250))
+        guard await StoreBusTesting.waitUntil(timeout: timeout, interval: .milliseconds(250), condition) else {
+            throw TestingError("pg_auto_failover: not reached in \(timeout): \(what)\n\(logs)")
         }
     }
 
@@ -184,44 +182,5 @@ public final class PostgresHA: Sendable {
             answer.status == 0
         else { return nil }
         return answer.output.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-}
-
-/// A process and its descendants, found through /proc.
-public enum ProcessTree {
-    /// Sends SIGKILL to `root` and every process descended from it. Each is stopped (SIGSTOP) as it
-    /// is found, until a look finds none more, and only then are they all killed: a supervisor
-    /// killed before its children would have them handed to init, out of reach, and one that sees a
-    /// child die before its own end comes starts another (pg_autoctl's does).
-    public static func kill(root: pid_t?) {
-        guard let root else { return }
-        var tree: Set<pid_t> = [root]
-        Glibc.kill(root, SIGSTOP)
-        while true {
-            let found = descendants(of: tree).subtracting(tree)
-            guard !found.isEmpty else { break }
-            for pid in found { Glibc.kill(pid, SIGSTOP) }
-            tree.formUnion(found)
-        }
-        for pid in tree { Glibc.kill(pid, SIGKILL) }
-    }
-
-    /// Every process whose parent is in `roots`, or descends from one, as /proc shows them now.
-    static func descendants(of roots: Set<pid_t>) -> Set<pid_t> {
-        var parents: [pid_t: pid_t] = [:]
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-            guard let pid = pid_t(entry), let fields = ProcessStat.fields(of: pid), fields.count > 1, let parent = pid_t(fields[1]) else { continue }
-            parents[pid] = parent
-        }
-        var tree = roots
-        var grew = true
-        while grew {
-            grew = false
-            for (pid, parent) in parents where tree.contains(parent) && !tree.contains(pid) {
-                tree.insert(pid)
-                grew = true
-            }
-        }
-        return tree
     }
 }

@@ -96,9 +96,7 @@ struct FlowBench {
         // The payment queue's own counters (--verbose): its requests per flow show whether the
         // gateway answered the observers from doorbells or had to read the log.
         let queueStats = verbose ? try RPCClient(configuration: ClientConfiguration(endpoints: [queueRPC]), reactor: reactor) : nil
-        let store = try CatalogStore(path: catalogPath, logger: Logger(label: "bench.flow"))
-        let app = store.catalog.appOrder[0]
-        let product = store.catalog.apps[app]!.products.values.first { $0.type == .consumable && $0.clearedForSale && $0.prices["USA"] != nil }!.identifier
+        let (app, product) = try Self.flowProduct(catalogPath: catalogPath)
 
         let simulated = try await openDevices(client: client, app: app, product: product)
 
@@ -250,6 +248,14 @@ struct FlowBench {
         context.shutdown()
         context.terminate()
         await floor?.stop()
+    }
+
+    /// The app and product every flow buys: the catalog's first app, and a consumable of it on sale
+    /// in the USA.
+    static func flowProduct(catalogPath: String) throws -> (app: String, product: String) {
+        let store = try CatalogStore(path: catalogPath, logger: Logger(label: "bench.flow"))
+        let app = store.catalog.appOrder[0]
+        return (app, store.catalog.apps[app]!.products.values.first { $0.type == .consumable && $0.clearedForSale && $0.prices["USA"] != nil }!.identifier)
     }
 
     /// Runs `flows` flows over the devices, each device one flow at a time; flows per second.

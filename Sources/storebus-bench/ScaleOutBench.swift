@@ -1,4 +1,3 @@
-import Catalog
 import Foundation
 import Logging
 import StoreBus
@@ -26,9 +25,7 @@ struct ScaleOutBench {
     static let shards: UInt32 = 12
 
     func run() async throws {
-        let store = try CatalogStore(path: catalogPath, logger: Logger(label: "bench.scaleout"))
-        let app = store.catalog.appOrder[0]
-        let product = store.catalog.apps[app]!.products.values.first { $0.type == .consumable && $0.clearedForSale && $0.prices["USA"] != nil }!.identifier
+        let (app, product) = try FlowBench.flowProduct(catalogPath: catalogPath)
         var rates: [Int: Double] = [:]
         var quotaNote: String?
         for instances in 1...3 {
@@ -74,13 +71,11 @@ struct ScaleOutBench {
     /// Waits (up to a minute) until every instance owns its share of the shards.
     static func waitForSplit(_ cluster: StoreCluster, instances: Int) async throws {
         try await withRPCClient(endpoints: [cluster.queueEndpoint(0)]) { client in
-            let end = ContinuousClock.now + .seconds(60)
-            while ContinuousClock.now < end {
-                let map = try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init())
-                if let map, map.shards.allSatisfy(\.leased), Set(map.shards.map(\.owner)).count == instances { return }
-                try await Task.sleep(for: .milliseconds(200))
+            let split = await waitUntil(timeout: .seconds(60), interval: .milliseconds(200)) {
+                guard let map = try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init()) else { return false }
+                return map.shards.allSatisfy(\.leased) && Set(map.shards.map(\.owner)).count == instances
             }
-            throw TestingError("the \(instances) payment-queue instances did not share the shards out within a minute")
+            guard split else { throw TestingError("the \(instances) payment-queue instances did not share the shards out within a minute") }
         }
     }
 
@@ -89,9 +84,6 @@ struct ScaleOutBench {
         let context = try ZeroMQ.Context()
         let reactor = Reactor(name: "sb-rpc-client", context: context)
         reactor.start()
-        defer {
-            reactor.stop()
-        }
         let client = try RPCClient(configuration: ClientConfiguration(endpoints: [cluster.gatewayEndpoints[0]]), reactor: reactor)
         let bench = FlowBench(flows: flows, devices: devices, rounds: rounds, catalogPath: catalogPath)
         let simulated = try await bench.openDevices(client: client, app: app, product: product)
@@ -113,6 +105,10 @@ struct ScaleOutBench {
         }
         for device in simulated { await device.stopObserving() }
         await client.shutdown()
+        reactor.stop()
+        await reactor.join()
+        context.shutdown()
+        context.terminate()
         figures.printMedians(
             rate: "scaleout_flows_per_s_\(instances)", p50: "scaleout_flow_p50_ms_\(instances)", p99: "scaleout_flow_p99_ms_\(instances)",
             cpu: "scaleout_flow_cpu_us_\(instances)", steal: "scaleout_flow_steal_pct_\(instances)")

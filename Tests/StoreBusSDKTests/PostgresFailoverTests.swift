@@ -63,8 +63,7 @@ struct PostgresFailoverTests {
                         try await group.waitForAll()
                     }
                 }
-                let end = ContinuousClock.now + .seconds(60)
-                while acknowledged.ids.withLock({ $0.count }) < 12 && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(20)) }
+                _ = await waitUntil(timeout: .seconds(60), interval: .milliseconds(20)) { acknowledged.ids.withLock { $0.count } >= 12 }
                 #expect(acknowledged.ids.withLock { $0.count } >= 12, "purchases before the failover: \(cluster.logs)")
                 await ha.kill(node: 0)
                 try await ha.waitForPrimary(1)

@@ -326,12 +326,12 @@ struct SDKScenarioTests {
     static func shardMap(
         _ admin: StoreConnection, _ condition: (Storebus_PaymentQueue_V1_GetShardMapResponse) -> Bool
     ) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse? {
-        let end = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < end {
-            if let map = try? await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init()), condition(map) { return map }
-            try await Task.sleep(for: .milliseconds(100))
+        var found: Storebus_PaymentQueue_V1_GetShardMapResponse?
+        _ = await waitUntil(timeout: .seconds(30), interval: .milliseconds(100)) {
+            found = try? await admin.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init())
+            return found.map(condition) ?? false
         }
-        return nil
+        return found.flatMap { condition($0) ? $0 : nil }
     }
 
     @Test("the same scenarios against StoreBusSDKTesting's store in memory", arguments: Scenario.allCases)
