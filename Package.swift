@@ -242,7 +242,7 @@ let package = Package(
             name: "Receipt",
             dependencies: [
                 .product(name: "Metrics", package: "swift-metrics"),
-                "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreSchema",
+                "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusPostgres", "StoreSchema",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),

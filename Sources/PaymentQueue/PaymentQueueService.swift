@@ -72,14 +72,7 @@ public struct PaymentQueueConfiguration: Sendable, Equatable, Decodable {
         }
         guard catalogCacheMilliseconds >= 0 else { throw StartupError("service.catalogCacheMilliseconds must be 0 or more") }
         guard renewalsPerSecond >= 0 else { throw StartupError("service.renewalsPerSecond must be 0 (no limit) or more") }
-        if storage == .postgres {
-            guard let postgres else { throw StartupError("service.storage is postgres: service.postgres must name the servers, role and database") }
-            do {
-                try postgres.validate()
-            } catch {
-                throw StartupError("service.\(error)")
-            }
-        }
+        _ = try PostgresSettings.forStorage(storage, postgres)
         for (index, entry) in policies.enumerated() {
             guard !entry.app.isEmpty else { throw StartupError("service.policies[\(index)].app must not be empty") }
             do {
@@ -199,7 +192,7 @@ public struct PaymentQueueService: Service {
             )
             commitLoop = host.reactor
         case .postgres:
-            guard let settings = configuration.postgres else { throw StartupError("service.storage is postgres: service.postgres must name the servers, role and database") }
+            let settings = try PostgresSettings.required(configuration.postgres)
             let postgres = try PostgresDatabase(settings: settings, schema: PaymentQueuePostgresSchema.schema, logger: host.logger)
             // Several instances share the log's shards by leases; each writes only to those it
             // owns (see ShardLeases). Its first share is taken before it serves.

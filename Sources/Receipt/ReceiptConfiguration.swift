@@ -2,6 +2,7 @@ import Foundation
 import ReceiptFormat
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusStorage
 
 /// What the receipt service knows of an app beyond the catalog.
@@ -52,6 +53,12 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
     public var durability = Durability.full
     /// How long a signing certificate is issued for, in days (1 to 3650). Default 365.
     public var leafValidityDays = 365
+    /// Where the receipts' state and the signing keys are kept: `sqlite` (a file and a key directory
+    /// in the data directory, the default) or `postgres` (the database `postgres` names, a database
+    /// of the receipt service's own, for several instances of the service).
+    public var storage = SQLEngine.sqlite
+    /// With `storage` `postgres`: the servers, role and database.
+    public var postgres: PostgresSettings?
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7303`, data in
     /// `data/receipt`.
@@ -61,7 +68,7 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case environment, paymentQueueEndpoints, paymentQueueEventEndpoints, catalogEndpoints, apps, httpAddress, durability, leafValidityDays
+        case environment, paymentQueueEndpoints, paymentQueueEventEndpoints, catalogEndpoints, apps, httpAddress, durability, leafValidityDays, storage, postgres
     }
 
     public init(from decoder: any Decoder) throws {
@@ -75,6 +82,8 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
         httpAddress = try container.value(.httpAddress, default: defaults.httpAddress)
         durability = try container.value(.durability, default: defaults.durability)
         leafValidityDays = try container.value(.leafValidityDays, default: defaults.leafValidityDays)
+        storage = try container.value(.storage, default: defaults.storage)
+        postgres = try container.decodeIfPresent(PostgresSettings.self, forKey: .postgres)
     }
 
     /// The settings of `bundleID` (defaults when it is not listed).
@@ -91,6 +100,7 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
             throw StartupError("service.catalogEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
         }
         guard (1...3650).contains(leafValidityDays) else { throw StartupError("service.leafValidityDays must be from 1 to 3650") }
+        _ = try PostgresSettings.forStorage(storage, postgres)
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
             guard !app.bundleID.isEmpty else { throw StartupError("service.apps[\(index)].bundleId must not be empty") }

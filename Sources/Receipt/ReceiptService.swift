@@ -1,8 +1,10 @@
 import Foundation
+import Logging
 import ReceiptFormat
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusServer
 import StoreBusStorage
 import StoreSchema
@@ -27,9 +29,24 @@ public struct ReceiptService: Service {
     /// log, then serves until graceful shutdown.
     public func run() async throws {
         let host = try ServiceHost(process: Self.process, configuration: host)
-        let directory = try host.dataDirectory()
-        let database = try StoreDatabase(directory: directory, name: "receipt", durability: configuration.durability, migrator: ReceiptSchema.migrator)
-        let authority = try SigningAuthority(directory: directory.appendingPathComponent("keys"), leafValidityDays: configuration.leafValidityDays)
+        let database: any SQLDatabase
+        let authority: SigningAuthority
+        /// With several instances on PostgreSQL: the payment queue's shards they split.
+        var leases: FollowerShardLeases?
+        switch configuration.storage {
+        case .sqlite:
+            let directory = try host.dataDirectory()
+            database = try StoreDatabase(directory: directory, name: "receipt", durability: configuration.durability, migrator: ReceiptSchema.migrator)
+            authority = try SigningAuthority(directory: directory.appendingPathComponent("keys"), leafValidityDays: configuration.leafValidityDays)
+        case .postgres:
+            let settings = try PostgresSettings.required(configuration.postgres)
+            let postgres = try PostgresDatabase(settings: settings, schema: ReceiptPostgresSchema.schema, logger: host.logger)
+            database = postgres
+            authority = try SigningAuthority(store: PostgresKeyStore(database: postgres), leafValidityDays: configuration.leafValidityDays)
+            leases = FollowerShardLeases(
+                database: postgres, logName: ReceiptStore.log, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), logger: host.logger)
+        }
         let store = ReceiptStore(database: database)
         let applied = PositionWaiter<String>()
         let queueClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.paymentQueueEndpoints), reactor: host.reactor, logger: host.logger)
@@ -51,9 +68,13 @@ public struct ReceiptService: Service {
         var background: [any Service] = [
             LogFollowerService(
                 follower: follower, log: FollowedLog(name: ReceiptStore.log, database: database), reducer: ReceiptReducer(), applied: applied, shards: shards,
-                logger: host.logger
+                leases: leases, logger: host.logger
             )
         ]
+        if leases != nil {
+            // Leaves another instance issued (a rotation, a renewal) are signed with here too.
+            background.append(KeyReloader(authority: authority, logger: host.logger))
+        }
         if !configuration.httpAddress.isEmpty {
             background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
         }
@@ -67,5 +88,26 @@ public struct ReceiptService: Service {
                 try? database.close()
             }
         )
+    }
+}
+
+/// Reads the signing authority's leaves again every ``interval``, for instances sharing one store.
+struct KeyReloader: Service {
+    let authority: SigningAuthority
+    let logger: Logger
+    static let interval = Duration.seconds(2)
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.interval)
+                if Task.isCancelled { break }
+                do {
+                    try authority.reload()
+                } catch {
+                    logger.warning("Reading the signing keys again failed", metadata: ["error": "\(error)"])
+                }
+            }
+        }
     }
 }

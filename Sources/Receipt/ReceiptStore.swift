@@ -91,9 +91,9 @@ public final class ReceiptStore: Sendable {
     /// The log followed: the payment queue's.
     static let log = ServiceRegistry.paymentQueueLog
 
-    let database: StoreDatabase
+    let database: any SQLDatabase
 
-    init(database: StoreDatabase) {
+    init(database: any SQLDatabase) {
         self.database = database
     }
 
@@ -117,9 +117,12 @@ public final class ReceiptStore: Sendable {
             let subscription = changed.subscription
             try db.execute(
                 cached: """
-                    INSERT OR REPLACE INTO rc_subscription (app, account, grp, original_id, auto_renew, auto_renew_product_id, status,
+                    INSERT INTO rc_subscription (app, account, grp, original_id, auto_renew, auto_renew_product_id, status,
                         expiration_intent, seq, grace_until_ms)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (app, account, grp) DO UPDATE SET original_id = excluded.original_id, auto_renew = excluded.auto_renew,
+                        auto_renew_product_id = excluded.auto_renew_product_id, status = excluded.status,
+                        expiration_intent = excluded.expiration_intent, seq = excluded.seq, grace_until_ms = excluded.grace_until_ms
                     """,
                 arguments: [
                     subscription.queue.appBundleID, subscription.queue.accountID, subscription.subscriptionGroupIdentifier,
@@ -130,7 +133,7 @@ public final class ReceiptStore: Sendable {
             // A control that moved the end of the period running (renew now, expire now, extend).
             if subscription.hasExpiresDate && !subscription.latestTransactionIdentifier.isEmpty {
                 try db.execute(
-                    cached: "UPDATE rc_transaction SET expires_ms = ?, seq = ? WHERE id = ? AND expires_ms IS NOT ?",
+                    cached: "UPDATE rc_transaction SET expires_ms = ?, seq = ? WHERE id = ? AND expires_ms IS DISTINCT FROM ?",
                     arguments: [
                         milliseconds(subscription.expiresDate), Int64(seq), subscription.latestTransactionIdentifier, milliseconds(subscription.expiresDate)
                     ])
@@ -168,7 +171,7 @@ public final class ReceiptStore: Sendable {
                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
                     expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
                     cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
-                    finished = MAX(finished, excluded.finished), seq = excluded.seq, upgraded = excluded.upgraded
+                    finished = CASE WHEN excluded.finished > rc_transaction.finished THEN excluded.finished ELSE rc_transaction.finished END, seq = excluded.seq, upgraded = excluded.upgraded
                 """,
             arguments: [
                 transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
@@ -185,7 +188,7 @@ public final class ReceiptStore: Sendable {
         try db.execute(
             cached: """
                 INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
-                ON CONFLICT (app, account) DO UPDATE SET first_ms = MIN(first_ms, excluded.first_ms)
+                ON CONFLICT (app, account) DO UPDATE SET first_ms = CASE WHEN excluded.first_ms < rc_account.first_ms THEN excluded.first_ms ELSE rc_account.first_ms END
                 """, arguments: [queue.appBundleID, queue.accountID, originalMS])
         try encodeEntry(db, id: transaction.transactionIdentifier)
     }

@@ -84,6 +84,24 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
         guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw StartupError("postgres.leaseSeconds: from 1 to 600") }
     }
 
+    /// What a service's `storage` and `postgres` settings come to: nil with `sqlite`; with `postgres`,
+    /// its `postgres` settings, refused (``StartupError`` naming the setting) when missing or unworkable.
+    public static func forStorage(_ storage: SQLEngine, _ postgres: PostgresSettings?) throws -> PostgresSettings? {
+        guard storage == .postgres else { return nil }
+        return try required(postgres)
+    }
+
+    /// A service's `postgres` settings with `storage` `postgres`, refused when missing or unworkable.
+    public static func required(_ postgres: PostgresSettings?) throws -> PostgresSettings {
+        guard let postgres else { throw StartupError("service.storage is postgres: service.postgres must name the servers, role and database") }
+        do {
+            try postgres.validate()
+        } catch {
+            throw StartupError("service.\(error)")
+        }
+        return postgres
+    }
+
     /// `host:port` (or `host`, `[v6]:port`) as a host and a port.
     static func endpoint(_ text: String) -> (host: String, port: Int)? {
         if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
@@ -169,6 +187,20 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public var durableEventSeq: UInt64 { .max }
+
+    /// ``write(_:)`` on the caller's thread, waiting for it: for work done once at start, or
+    /// seldom, by code that cannot wait asynchronously (the receipt service's signing keys).
+    public func writeBlocking<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try writer.sync { session in try Self.inTransaction(session, begin: "BEGIN", body) }
+    }
+
+    /// ``read(_:)`` on the caller's thread, waiting for it (see ``writeBlocking(_:)``).
+    public func readBlocking<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        let index = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue % readers.count
+        return try readers[index].sync { session in
+            try Self.inTransaction(session, begin: "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
+        }
+    }
 
     public func inGroupTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         try writer.sync { session in try Self.inTransaction(session, begin: "BEGIN", body) }
@@ -357,22 +389,37 @@ final class Worker: @unchecked Sendable {
 /// A service's tables on PostgreSQL: named steps, each applied once, in order, in one transaction
 /// with its record in `storebus_migration`; several instances starting together apply each once
 /// (they take turns on an advisory lock).
+///
+/// A database holds one service's state: the service that made it is recorded (`storebus_service`),
+/// and another service's schema is refused there, since the followers' positions and leases are kept
+/// under the followed log's name, which several services follow.
 public struct PostgresSchema: Sendable {
+    /// The service whose state the database holds (its process name); nil: any.
+    public var service: String?
     /// Each step's name and statements.
     public var steps: [(name: String, statements: [String])]
 
-    public init(steps: [(name: String, statements: [String])]) {
+    public init(service: String? = nil, steps: [(name: String, statements: [String])]) {
+        self.service = service
         self.steps = steps
     }
 
-    /// This schema and then `other`'s steps.
+    /// This schema and then `other`'s steps, for `other`'s service (this one's when it names none).
     public func adding(_ other: PostgresSchema) -> PostgresSchema {
-        PostgresSchema(steps: steps + other.steps)
+        PostgresSchema(service: other.service ?? service, steps: steps + other.steps)
     }
 
     func apply(_ session: PostgresSession) throws {
         try PostgresDatabase.inTransaction(session, begin: "BEGIN") { _ in
             try session.run("SELECT pg_advisory_xact_lock(7130571)")
+            if let service {
+                try session.run("CREATE TABLE IF NOT EXISTS storebus_service (service TEXT COLLATE \"C\" PRIMARY KEY)")
+                if let other = try session.values(String.self, cached: "SELECT service FROM storebus_service").first(where: { $0 != service }) {
+                    throw StartupError(
+                        "this PostgreSQL database holds the state of \(other): give \(service) a database of its own (postgres.database)")
+                }
+                try session.execute(cached: "INSERT INTO storebus_service (service) VALUES (?) ON CONFLICT (service) DO NOTHING", arguments: [service])
+            }
             try session.run("CREATE TABLE IF NOT EXISTS storebus_migration (name TEXT COLLATE \"C\" PRIMARY KEY, applied_ms BIGINT NOT NULL)")
             let applied = Set(try session.values(String.self, cached: "SELECT name FROM storebus_migration"))
             for step in steps where !applied.contains(step.name) {
@@ -384,7 +431,7 @@ public struct PostgresSchema: Sendable {
 }
 
 extension PostgresSchema {
-    /// The event log's table (``EventLog``) on PostgreSQL.
+    /// The event log's table (``EventLog``) on PostgreSQL, and its shards' (``shardLeases``).
     public static var eventLog: PostgresSchema {
         PostgresSchema(steps: [
             (
@@ -405,7 +452,14 @@ extension PostgresSchema {
                     )
                     """
                 ]
-            ),
+            )
+        ]).adding(shardLeases)
+    }
+
+    /// The tables of ``ShardLeases``: a sharded log's shards, their owners and positions, and the
+    /// live instances (a log's writers', or a follower's instances sharing another log's shards).
+    public static var shardLeases: PostgresSchema {
+        PostgresSchema(steps: [
             (
                 "storebus_shards_v1",
                 [
@@ -456,5 +510,10 @@ extension PostgresSchema {
                 ]
             )
         ])
+    }
+
+    /// The follower kit's positions (``FollowedLog``): as `sb_follow` in a SQLite follower's database.
+    public static var followedLog: PostgresSchema {
+        PostgresSchema(steps: [("sb_follow_v1", ["CREATE TABLE sb_follow (log TEXT COLLATE \"C\" PRIMARY KEY, seq BIGINT NOT NULL)"])])
     }
 }

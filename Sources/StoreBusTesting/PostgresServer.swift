@@ -103,6 +103,17 @@ public final class PostgresServer: Sendable {
         }
     }
 
+    /// Makes database `name`, for a service that keeps its state in a database of its own (each
+    /// service does: see `PostgresSchema`); returns the settings for it.
+    @discardableResult
+    public func createDatabase(_ name: String) async throws -> PostgresSettings {
+        let made = try await runCommand(
+            try Self.binaries().appendingPathComponent("createdb").path, ["-h", "127.0.0.1", "-p", "\(port)", "-U", Self.user, name],
+            log: directory.path("createdb-\(name).log"))
+        guard made.status == 0 else { throw TestingError("createdb \(name) failed (\(made.status)): \(made.output)") }
+        return settings(database: name)
+    }
+
     /// What the server has logged.
     public var log: String { process.output }
 

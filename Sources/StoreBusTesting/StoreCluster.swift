@@ -59,12 +59,17 @@ public final class StoreCluster: Sendable {
     /// The payment queue's instances: one, or with `queuePostgres` as many as asked for, sharing the
     /// log's shards.
     public let queues: [ServiceProcess]
-    public let receipt: ServiceProcess
+    /// The receipt service's instances (one unless several share a PostgreSQL database).
+    public let receipts: [ServiceProcess]
+    /// The first receipt instance.
+    public var receipt: ServiceProcess { receipts[0] }
     public let download: ServiceProcess
     public let notifications: ServiceProcess
     public let gateways: [ServiceProcess]
-    /// The receipt service's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
+    /// The (first) receipt instance's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
     public let receiptHTTPAddress: String
+    /// Every receipt instance's RPC endpoint.
+    public let receiptEndpoints: [String]
     /// The notification service's App Store Server API, `http://127.0.0.1:PORT`.
     public let serverAPIURL: String
     /// The App Store Server API key the cluster's notification service knows (for the puzzle app):
@@ -95,15 +100,18 @@ public final class StoreCluster: Sendable {
     /// added to the gateways' routes. Webhook retries run on Apple's schedule times
     /// `webhookRetryScale` (nil: on each app's store clock). With `queuePostgres`, the payment queue
     /// keeps its state on that PostgreSQL database instead of its SQLite file, in `queueInstances`
-    /// instances that split its shards (every other process is told of them all).
+    /// instances that split its shards (every other process is told of them all); with
+    /// `receiptPostgres`, the receipt service keeps its state and keys on that database (one of its
+    /// own), in `receiptInstances` instances that split the queue's shards among them.
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
         extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001, queuePostgres: PostgresSettings? = nil,
-        queueInstances: Int = 1
+        queueInstances: Int = 1, receiptPostgres: PostgresSettings? = nil, receiptInstances: Int = 1
     ) throws {
         precondition(queueInstances == 1 || queuePostgres != nil, "several payment-queue instances share a PostgreSQL database")
+        precondition(receiptInstances == 1 || receiptPostgres != nil, "several receipt instances share a PostgreSQL database")
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
@@ -119,8 +127,7 @@ public final class StoreCluster: Sendable {
         var queueConfig: [String] = []
         if let queuePostgres {
             let file = directory.url.appendingPathComponent("payment-queue.json")
-            let settings = try JSONSerialization.jsonObject(with: JSONEncoder().encode(queuePostgres))
-            try JSONSerialization.data(withJSONObject: ["service": ["storage": "postgres", "postgres": settings]]).write(to: file)
+            try JSONSerialization.data(withJSONObject: ["service": try Self.storage(queuePostgres)]).write(to: file)
             queueConfig = ["--config", file.path]
         }
         let home = directory
@@ -135,32 +142,37 @@ public final class StoreCluster: Sendable {
                 logFile: home.url.appendingPathComponent("payment-queue\(name).log")
             )
         }
-        let receiptEndpoint = directory.ipcEndpoint("receipt")
-        let receiptConfig = directory.url.appendingPathComponent("receipt.json")
-        receiptHTTPAddress = "127.0.0.1:\(try unusedLoopbackPort())"
-        let receiptSettings: [String: Any] = [
-            "service": [
+        let receiptEndpoints = (0..<max(1, receiptInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "receipt" : "receipt\($0 + 1)") }
+        self.receiptEndpoints = receiptEndpoints
+        let receiptHTTPAddresses = try receiptEndpoints.map { _ in "127.0.0.1:\(try unusedLoopbackPort())" }
+        receiptHTTPAddress = receiptHTTPAddresses[0]
+        receipts = try receiptEndpoints.indices.map { [directory] index in
+            let name = index == 0 ? "" : "\(index + 1)"
+            let receiptConfig = directory.url.appendingPathComponent("receipt\(name).json")
+            var receiptService: [String: Any] = [
                 "environment": storeEnvironment,
                 "apps": [["bundleId": puzzle, "sharedSecret": puzzleSharedSecret]],
-                "httpAddress": receiptHTTPAddress
+                "httpAddress": receiptHTTPAddresses[index]
             ]
-        ]
-        try JSONSerialization.data(withJSONObject: receiptSettings).write(to: receiptConfig)
-        receipt = ServiceProcess(
-            name: "storebus-receipt",
-            arguments: [
-                "--config", receiptConfig.path, "--rpc-endpoint", receiptEndpoint, "--data-dir", directory.path("receipt-data"),
-                "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
-            ] + queueArguments,
-            logFile: directory.url.appendingPathComponent("receipt.log")
-        )
+            if let receiptPostgres { receiptService.merge(try Self.storage(receiptPostgres)) { _, new in new } }
+            try JSONSerialization.data(withJSONObject: ["service": receiptService]).write(to: receiptConfig)
+            return ServiceProcess(
+                name: "storebus-receipt",
+                arguments: [
+                    "--config", receiptConfig.path, "--rpc-endpoint", receiptEndpoints[index], "--data-dir", directory.path("receipt-data\(name)"),
+                    "--catalog-endpoint", catalogEndpoint, "--log-level", logLevel
+                ] + queueArguments,
+                logFile: directory.url.appendingPathComponent("receipt\(name).log")
+            )
+        }
+        let receiptArguments = receiptEndpoints.flatMap { ["--receipt-endpoint", $0] }
         download = ServiceProcess(
             name: "storebus-download",
             arguments: [
                 "--rpc-endpoint", directory.ipcEndpoint("download"), "--data-dir", directory.path("download-data"),
                 "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint,
-                "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel
-            ] + queueArguments,
+                "--log-level", logLevel
+            ] + receiptArguments + queueArguments,
             logFile: directory.url.appendingPathComponent("download.log")
         )
         // Webhook retries on Apple's schedule shortened a hundred thousand times (1 h: 36 ms, 12 h:
@@ -185,8 +197,8 @@ public final class StoreCluster: Sendable {
             name: "storebus-notifications",
             arguments: [
                 "--config", notificationsConfig.path, "--rpc-endpoint", directory.ipcEndpoint("notifications"), "--data-dir", directory.path("notifications-data"),
-                "--receipt-endpoint", receiptEndpoint, "--log-level", logLevel
-            ] + queueArguments,
+                "--log-level", logLevel
+            ] + receiptArguments + queueArguments,
             logFile: directory.url.appendingPathComponent("notifications.log")
         )
         let config = directory.url.appendingPathComponent("gateway.json")
@@ -194,7 +206,7 @@ public final class StoreCluster: Sendable {
             "service": [
                 ServiceRegistry.catalog.endpointsKey: [catalogEndpoint],
                 ServiceRegistry.paymentQueue.endpointsKey: queueEndpoints,
-                ServiceRegistry.receipt.endpointsKey: [receiptEndpoint],
+                ServiceRegistry.receipt.endpointsKey: receiptEndpoints,
                 ServiceRegistry.download.endpointsKey: [directory.ipcEndpoint("download")],
                 ServiceRegistry.notifications.endpointsKey: [directory.ipcEndpoint("notifications")],
                 ServiceRegistry.paymentQueue.eventEndpointsKey: queueEventEndpoints,
@@ -270,14 +282,23 @@ public final class StoreCluster: Sendable {
         try await notifications.waitUntilServing(endpoint: directory.ipcEndpoint("notifications"))
     }
 
-    /// Starts the receipt service (again) and waits until it serves.
-    public func startReceipt() async throws {
-        try receipt.start(environment: environment)
-        try await receipt.waitUntilServing(endpoint: receiptEndpoint)
+    /// Starts the receipt service's instances (again; only instance `index` when given) and waits
+    /// until each serves.
+    public func startReceipt(_ index: Int? = nil) async throws {
+        for instance in index.map({ [$0] }) ?? Array(receipts.indices) {
+            try receipts[instance].start(environment: environment)
+            try await receipts[instance].waitUntilServing(endpoint: receiptEndpoints[instance])
+        }
     }
 
-    /// The receipt service's RPC endpoint.
-    public var receiptEndpoint: String { directory.ipcEndpoint("receipt") }
+    /// The (first) receipt instance's RPC endpoint.
+    public var receiptEndpoint: String { receiptEndpoints[0] }
+
+    /// A service's `storage` and `postgres` settings for `settings`, as a config file's `service`
+    /// section holds them.
+    static func storage(_ settings: PostgresSettings) throws -> [String: Any] {
+        ["storage": "postgres", "postgres": try JSONSerialization.jsonObject(with: JSONEncoder().encode(settings))]
+    }
 
     /// Starts gateway `index` (again) and waits until it serves.
     public func startGateway(_ index: Int) async throws {
@@ -310,7 +331,7 @@ public final class StoreCluster: Sendable {
     /// What every process has logged so far, each under its name (empty logs left out): for the
     /// message of an expectation that failed on a cluster's answer.
     public var logs: String {
-        ([catalog] + queues + [receipt, download, notifications] + gateways).compactMap { process in
+        ([catalog] + queues + receipts + [download, notifications] + gateways).compactMap { process in
             let output = process.output
             return output.isEmpty ? nil : "== \(process.logFile.lastPathComponent)\n\(output)"
         }.joined(separator: "\n")
@@ -321,7 +342,7 @@ public final class StoreCluster: Sendable {
         for gateway in gateways { await gateway.stop() }
         await notifications.stop()
         await download.stop()
-        await receipt.stop()
+        for receipt in receipts { await receipt.stop() }
         for queue in queues { await queue.stop() }
         await catalog.stop()
         directory.remove()

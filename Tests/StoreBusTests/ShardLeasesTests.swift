@@ -36,6 +36,20 @@ struct ShardLeasesTests {
         #expect(throws: StartupError.self) { try PostgresSettings(hosts: ["db"], user: "u", database: "d", shards: 0).validate() }
     }
 
+    @Test("a database holds one service's state: another service's schema is refused there, saying which setting to change; the same service's again is not")
+    func oneServiceADatabase() async throws {
+        try await PostgresServer.running { server in
+            let queue = PostgresSchema(service: "storebus-payment-queue", steps: [("queue_v1", ["CREATE TABLE queue_thing (id BIGINT PRIMARY KEY)"])])
+            let receipt = PostgresSchema(service: "storebus-receipt", steps: [("receipt_v1", ["CREATE TABLE receipt_thing (id BIGINT PRIMARY KEY)"])])
+            try PostgresDatabase(settings: server.settings(), schema: queue, logger: Logger(label: "test")).close()
+            try PostgresDatabase(settings: server.settings(), schema: queue, logger: Logger(label: "test")).close()
+            let refused = #expect(throws: StartupError.self) { _ = try PostgresDatabase(settings: server.settings(), schema: receipt, logger: Logger(label: "test")) }
+            #expect(refused?.description.contains("storebus-payment-queue") == true && refused?.description.contains("postgres.database") == true, "\(String(describing: refused))")
+            let own = try await server.createDatabase("receipts")
+            try PostgresDatabase(settings: own, schema: receipt, logger: Logger(label: "test")).close()
+        }
+    }
+
     static let logName = "sharded-test"
 
     /// An instance: its database, leases and log writer.

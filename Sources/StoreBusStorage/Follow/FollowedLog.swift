@@ -69,6 +69,49 @@ public struct FollowedLog: Sendable {
         }
     }
 
+    /// ``apply(through:derived:_:)`` on condition that the position stored is still `stored`: when
+    /// another instance of the follower moved it meanwhile (the shard went to it, and came back),
+    /// nothing is applied and ``Moved`` is thrown, so that each event is applied once however many
+    /// instances follow the log. `effects` may be empty: the position alone moves (for the other
+    /// instances, whose callers wait for it: see ``LogFollowerService``).
+    public func apply(after stored: UInt64, through seq: UInt64, derived: Bool = false, _ effects: @Sendable @escaping (any SQLConnection) throws -> Void) async throws {
+        let name = name
+        let write: @Sendable (any SQLConnection) throws -> Void = { db in
+            try db.execute(cached: Self.movePositionSQL, arguments: [Int64(seq), name, Int64(stored)])
+            if db.changesCount == 0 {
+                // The first position of this log: no row yet, unless another instance made it.
+                guard stored == 0 else { throw Moved(log: name) }
+                try db.execute(cached: Self.firstPositionSQL, arguments: [name, Int64(seq)])
+                guard db.changesCount == 1 else { throw Moved(log: name) }
+            }
+            try effects(db)
+        }
+        if derived {
+            try await database.writeDerived(write)
+        } else {
+            try await database.write(write)
+        }
+    }
+
+    /// Thrown by ``apply(after:through:derived:_:)``: the position stored is not the one the follower
+    /// started from; nothing was applied.
+    public struct Moved: Error, CustomStringConvertible {
+        public let log: String
+        public var description: String { "the position of \(log) was moved by another instance of this follower" }
+    }
+
+    static let movePositionSQL: CachedSQL = "UPDATE sb_follow SET seq = ? WHERE log = ? AND seq = ?"
+    static let firstPositionSQL: CachedSQL = "INSERT INTO sb_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO NOTHING"
+
+    /// Every position stored, by name: what the other instances of a follower have applied.
+    public func positions() async throws -> [String: UInt64] {
+        try await database.read { db in
+            var positions: [String: UInt64] = [:]
+            try db.forEachRow(cached: "SELECT log, seq FROM sb_follow") { positions[$0.text(0)] = UInt64($0.int64(1)) }
+            return positions
+        }
+    }
+
     /// Runs `effects` (removing what the log gave) and puts the position back to 0, in one write
     /// transaction: the log was replaced, and is applied again from its start.
     public func forget(_ effects: @Sendable @escaping (any SQLConnection) throws -> Void) async throws {
