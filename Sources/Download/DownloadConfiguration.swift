@@ -1,6 +1,7 @@
 import Foundation
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusStorage
 
 /// The download service's own settings: the config file's `service` section for
@@ -26,6 +27,12 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
     /// How long the service waits at start for the catalog to answer, in seconds (1 to 3600).
     /// Default 60.
     public var catalogWaitSeconds = 60
+    /// Where the downloads' ledger is kept: `sqlite` (a file in the data directory, the default) or
+    /// `postgres` (the database `postgres` names, a database of the download service's own, for
+    /// several instances of the service, each serving the accounts of the shards it holds).
+    public var storage = SQLEngine.sqlite
+    /// With `storage` `postgres`: the servers, role and database.
+    public var postgres: PostgresSettings?
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7304`, data in
     /// `data/download`.
@@ -35,7 +42,7 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case contentRoot, catalogEndpoints, paymentQueueEndpoints, paymentQueueEventEndpoints, receiptEndpoints, durability, catalogWaitSeconds
+        case contentRoot, catalogEndpoints, paymentQueueEndpoints, paymentQueueEventEndpoints, receiptEndpoints, durability, catalogWaitSeconds, storage, postgres
     }
 
     public init(from decoder: any Decoder) throws {
@@ -48,6 +55,8 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
         receiptEndpoints = try container.value(.receiptEndpoints, default: defaults.receiptEndpoints)
         durability = try container.value(.durability, default: defaults.durability)
         catalogWaitSeconds = try container.value(.catalogWaitSeconds, default: defaults.catalogWaitSeconds)
+        storage = try container.value(.storage, default: defaults.storage)
+        postgres = try container.decodeIfPresent(PostgresSettings.self, forKey: .postgres)
     }
 
     /// Throws a ``StartupError`` naming the first setting that cannot work.
@@ -64,5 +73,6 @@ public struct DownloadConfiguration: Sendable, Equatable, Decodable {
             throw StartupError("service.contentRoot \(contentRoot) is not a folder")
         }
         guard (1...3600).contains(catalogWaitSeconds) else { throw StartupError("service.catalogWaitSeconds must be from 1 to 3600") }
+        _ = try PostgresSettings.forStorage(storage, postgres)
     }
 }

@@ -29,8 +29,13 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     let applied: PositionWaiter<String>
     /// The payment queue's log's shards, as the follower found them.
     let shards: LogShards
+    /// Which of them this instance serves, and the map of all.
+    let served: DownloadShards
 
-    init(content: ContentStore, ledger: DownloadLedger, paymentQueue: ShardRouter, receipts: ReceiptCheck, applied: PositionWaiter<String>, shards: LogShards) {
+    init(
+        content: ContentStore, ledger: DownloadLedger, paymentQueue: ShardRouter, receipts: ReceiptCheck, applied: PositionWaiter<String>, shards: LogShards,
+        served: DownloadShards
+    ) {
         self.content = content
         self.ledger = ledger
         self.paymentQueue = paymentQueue
@@ -38,6 +43,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         self.receipts = receipts
         self.applied = applied
         self.shards = shards
+        self.served = served
     }
 
     /// A router answering every Download method.
@@ -111,6 +117,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     }
 
     public func getDownloads(_ request: Storebus_Download_V1_GetDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_GetDownloadsResponse {
+        try served.check(request.queue)
         let known: [(DownloadKey, LedgerEntry)]
         if request.downloads.isEmpty {
             known = ledger.entries(queueKey: request.queue.key)
@@ -124,6 +131,10 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
             }
         }
         return .with { $0.downloads = known.map { status($0.0, $0.1) } }
+    }
+
+    public func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse {
+        try await served.map()
     }
 
     public func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, context: ServerContext) async throws -> Storebus_Download_V1_ReadChunkResponse {
@@ -158,6 +169,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     /// before a byte is served. One small read of the payment queue's log per chunk; UNAVAILABLE
     /// (retryable) when the follower does not catch up in the call's time.
     private func catchUp(with queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext) async throws {
+        try served.check(queue)
         // The queue's account's shard (the whole log, when it is not sharded).
         let shard = shards.shard(app: queue.appBundleID, account: queue.accountID)
         let newest = try await head.newest(shard: shard, timeout: context.timeRemaining)
@@ -203,6 +215,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         _ queue: Storebus_PaymentQueue_V1_QueueRef, _ refs: [Storebus_Download_V1_DownloadRef], action: Storebus_PaymentQueue_V1_DownloadAction, _ context: ServerContext
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
         // Each content is checked to be hosted here by the apply below, before anything is changed.
+        try served.check(queue)
         let updates = refs.map { update($0, action) }
         let checked = try await paymentQueue.call(
             Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads,
@@ -226,6 +239,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
     private func applyWithPosition(
         _ updates: [Storebus_PaymentQueue_V1_DownloadUpdate], queue: Storebus_PaymentQueue_V1_QueueRef, _ context: ServerContext
     ) async throws -> (downloads: [Storebus_Download_V1_DownloadStatus], keySeq: UInt64) {
+        try served.check(queue)
         for update in updates { _ = try package(queue, .with { $0.contentIdentifier = update.contentIdentifier }) }
         let answer = try await paymentQueue.call(
             Storebus_PaymentQueue_V1_PaymentQueue.updateDownloads,

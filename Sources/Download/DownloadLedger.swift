@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusPostgres
 import StoreBusServer
 import StoreBusStorage
 import StoreSchema
@@ -39,6 +40,39 @@ enum DownloadSchema {
         FollowedLog.registerMigration(&migrator, replacing: "dl_follow")
         return migrator
     }
+
+    /// The same table on PostgreSQL (a database of the download service's own), with the follower
+    /// kit's positions and the leases its instances split the payment queue's shards by.
+    static var postgres: PostgresSchema {
+        let text = "TEXT COLLATE \"C\""
+        return PostgresSchema.shardLeases.adding(.followedLog).adding(
+            PostgresSchema(
+                service: DownloadService.process,
+                steps: [
+                    (
+                        "download_v1",
+                        [
+                            """
+                            CREATE TABLE dl_download (
+                                transaction_id \(text) NOT NULL,
+                                content_id \(text) NOT NULL,
+                                queue_key \(text) NOT NULL,
+                                app \(text) NOT NULL,
+                                product_id \(text) NOT NULL,
+                                state BIGINT NOT NULL,
+                                key_seq BIGINT NOT NULL,
+                                bytes_sent BIGINT NOT NULL DEFAULT 0,
+                                served_end BIGINT NOT NULL DEFAULT 0,
+                                created_ms BIGINT NOT NULL,
+                                transaction_finished BIGINT NOT NULL DEFAULT 0,
+                                PRIMARY KEY (transaction_id, content_id)
+                            )
+                            """,
+                            "CREATE INDEX dl_download_queue ON dl_download (queue_key, created_ms)"
+                        ]
+                    )
+                ]))
+    }
 }
 
 /// One download as the ledger knows it.
@@ -67,17 +101,53 @@ struct DownloadKey: Hashable, Sendable {
 /// The downloads the service has been asked about, their states as the payment queue says (from
 /// its answers and its log) and what was sent, in memory for ReadChunk and in the database for a
 /// restart. Byte counts reach the database with each state change; a crash loses the counts since.
+///
+/// Several instances sharing one database (on PostgreSQL) each serve the queues of the shards they
+/// hold: an instance keeps in memory the downloads of those shards only, loaded from the database
+/// when it takes a shard and let go when it loses it, and answers for no other (``serves(shard:)``).
 final class DownloadLedger: Sendable {
     /// The log followed: the payment queue's.
     static let log = ServiceRegistry.paymentQueueLog
 
-    let database: StoreDatabase
+    let database: any SQLDatabase
     private let entries: Mutex<[DownloadKey: LedgerEntry]>
+    /// The shards whose downloads are in memory; nil: every one (a single instance).
+    private let served: Mutex<Set<UInt32>?>
 
-    /// The ledger kept in `database`, loaded.
-    init(database: StoreDatabase) async throws {
+    /// The ledger kept in `database`: loaded whole, or (`shared` by several instances) a shard at a
+    /// time as this instance takes it (``load(shard:of:)``).
+    init(database: any SQLDatabase, shared: Bool = false) async throws {
         self.database = database
-        let loaded = try await database.read { db in
+        served = Mutex(shared ? [] : nil)
+        entries = Mutex(shared ? [:] : Dictionary(try await Self.read(database), uniquingKeysWith: { $1 }))
+    }
+
+    /// Whether this instance answers for the queues of `shard`.
+    func serves(shard: UInt32) -> Bool {
+        served.withLock { $0?.contains(shard) ?? true }
+    }
+
+    /// Loads the downloads of the queues in `shard` (of `count`), keeping what memory holds of a
+    /// later queue position, and answers for them from now on.
+    func load(shard: UInt32, of count: UInt32) async throws {
+        let loaded = try await Self.read(database).filter { ShardHash.shard(ofQueueKey: $0.1.queueKey, count: count) == shard }
+        entries.withLock { entries in
+            for (key, entry) in loaded where entries[key].map({ $0.keySeq <= entry.keySeq }) ?? true { entries[key] = entry }
+        }
+        _ = served.withLock { $0?.insert(shard) }
+    }
+
+    /// Stops answering for the queues of `shard` (of `count`) and lets their downloads go from memory.
+    func drop(shard: UInt32, of count: UInt32) {
+        _ = served.withLock { $0?.remove(shard) }
+        entries.withLock { entries in
+            entries = entries.filter { ShardHash.shard(ofQueueKey: $0.value.queueKey, count: count) != shard }
+        }
+    }
+
+    /// Every download the database holds.
+    private static func read(_ database: any SQLDatabase) async throws -> [(DownloadKey, LedgerEntry)] {
+        try await database.read { db in
             try db.rows(cached: CachedSQL("SELECT * FROM dl_download")).map { row -> (DownloadKey, LedgerEntry) in
                 (
                     DownloadKey(transaction: row["transaction_id"], content: row["content_id"]),
@@ -90,7 +160,6 @@ final class DownloadLedger: Sendable {
                 )
             }
         }
-        entries = Mutex(Dictionary(loaded, uniquingKeysWith: { $1 }))
     }
 
     func entry(_ key: DownloadKey) -> LedgerEntry? {
@@ -188,6 +257,7 @@ final class DownloadLedger: Sendable {
                 ON CONFLICT (transaction_id, content_id) DO UPDATE SET
                     state = excluded.state, key_seq = excluded.key_seq, bytes_sent = excluded.bytes_sent, served_end = excluded.served_end,
                     transaction_finished = excluded.transaction_finished
+                WHERE dl_download.key_seq <= excluded.key_seq
                 """,
             arguments: [
                 key.transaction, key.content, entry.queueKey, entry.app, entry.productID, entry.state.rawValue, entry.keySeq,
@@ -208,5 +278,13 @@ struct DownloadReducer: LogReducer {
 
     func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: any SQLConnection) throws {
         try ledger.apply(records, in: db)
+    }
+
+    func holding(shard: UInt32, of count: UInt32) async throws {
+        try await ledger.load(shard: shard, of: count)
+    }
+
+    func released(shard: UInt32, of count: UInt32) {
+        ledger.drop(shard: shard, of: count)
     }
 }

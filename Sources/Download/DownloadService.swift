@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusServer
 import StoreBusStorage
 import StoreSchema
@@ -35,7 +36,20 @@ public struct DownloadService: Service {
         try configuration.validate()
         let host = try ServiceHost(process: Self.process, configuration: host)
         let directory = try host.dataDirectory()
-        let database = try StoreDatabase(directory: directory, name: "download", durability: configuration.durability, migrator: DownloadSchema.migrator)
+        let database: any SQLDatabase
+        /// With several instances on PostgreSQL: the payment queue's shards they split.
+        var leases: FollowerShardLeases?
+        switch configuration.storage {
+        case .sqlite:
+            database = try StoreDatabase(directory: directory, name: "download", durability: configuration.durability, migrator: DownloadSchema.migrator)
+        case .postgres:
+            let settings = try PostgresSettings.required(configuration.postgres)
+            let postgres = try PostgresDatabase(settings: settings, schema: DownloadSchema.postgres, logger: host.logger)
+            database = postgres
+            leases = FollowerShardLeases(
+                database: postgres, logName: DownloadLedger.log, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), logger: host.logger)
+        }
         let client = { (endpoints: [String]) in try RPCClient(configuration: ClientConfiguration(endpoints: endpoints), reactor: host.reactor, logger: host.logger) }
         let catalogClient = try client(configuration.catalogEndpoints)
         let queueClient = try client(configuration.paymentQueueEndpoints)
@@ -59,7 +73,7 @@ public struct DownloadService: Service {
             try? database.close()
             throw error
         }
-        let ledger = try await DownloadLedger(database: database)
+        let ledger = try await DownloadLedger(database: database, shared: leases != nil)
         let follower = try EventFollower(
             configuration: .init(log: DownloadLedger.log, topics: DownloadReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
             client: queueClient, context: host.context, logger: host.logger
@@ -67,15 +81,19 @@ public struct DownloadService: Service {
         let followed = FollowedLog(name: DownloadLedger.log, database: database)
         let applied = PositionWaiter<String>()
         let shards = LogShards(log: DownloadLedger.log)
+        let served = DownloadShards(
+            leases: leases, endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), ledger: ledger, shards: shards, applied: applied)
         let service = DownloadHandlers(
-            content: content, ledger: ledger, paymentQueue: queueRouter, receipts: ReceiptCheck(receipts: receiptClient), applied: applied, shards: shards
+            content: content, ledger: ledger, paymentQueue: queueRouter, receipts: ReceiptCheck(receipts: receiptClient), applied: applied, shards: shards,
+            served: served
         )
         try await host.serve(
             router: service.router,
             services: [Storebus_Download_V1_Download.serviceName],
             background: [
                 LogFollowerService(
-                    follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, shards: shards, logger: host.logger
+                    follower: follower, log: followed, reducer: DownloadReducer(ledger: ledger), applied: applied, shards: shards, leases: leases,
+                    logger: host.logger
                 )
             ],
             onShutdown: {

@@ -45,10 +45,17 @@ public struct GatewayService: Service {
             var client = ClientConfiguration(endpoints: route.endpoints)
             client.connectionWait = connectionWait
             let rpc = try RPCClient(configuration: client, reactor: host.reactor, logger: host.logger)
-            // Several payment-queue instances (on PostgreSQL) each own a share of the accounts.
-            let router =
-                route.name == GatewayConfiguration.paymentQueueRoute && route.endpoints.count > 1
-                ? try ShardRouter(any: rpc, reactor: host.reactor, logger: host.logger) : nil
+            // Several payment-queue instances (on PostgreSQL) each own a share of the accounts, and
+            // so do several download instances (each serves the downloads of the shards it follows).
+            var router: ShardRouter?
+            if route.endpoints.count > 1 {
+                switch route.name {
+                case GatewayConfiguration.paymentQueueRoute: router = try ShardRouter(any: rpc, reactor: host.reactor, logger: host.logger)
+                case ServiceRegistry.download.name:
+                    router = try ShardRouter(any: rpc, reactor: host.reactor, map: Storebus_Download_V1_Download.getShardMap, logger: host.logger)
+                default: router = nil
+                }
+            }
             return GatewayUpstream(name: route.name, process: route.process, services: route.services, client: rpc, router: router)
         }
         let paymentQueue = upstreams.first { $0.name == GatewayConfiguration.paymentQueueRoute }!.client

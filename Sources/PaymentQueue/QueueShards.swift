@@ -28,20 +28,6 @@ public struct QueueShards: Sendable {
             let head = try await database.read { db in try EventLog.head(db, key: "") }
             shards = [ShardLeases.Shard(shard: 0, owner: instance, epoch: 1, leased: true, head: head, endpoints: endpoints)]
         }
-        return .with {
-            $0.shardCount = leases?.shardCount ?? 1
-            $0.instance = instance
-            $0.shards = shards.map { shard in
-                .with {
-                    $0.shard = shard.shard
-                    $0.owner = shard.owner
-                    $0.epoch = shard.epoch
-                    $0.leased = shard.leased
-                    $0.headSeq = shard.head
-                    $0.rpcEndpoints = shard.endpoints.rpc
-                    $0.eventEndpoints = shard.endpoints.events
-                }
-            }
-        }
+        return .init(instance: instance, shardCount: leases?.shardCount ?? 1, shards: shards)
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import StoreBusStorage
+import StoreSchema
 import Synchronization
 
 /// The shards of another service's log that the instances of its follower (the receipt service's,
@@ -38,8 +39,29 @@ public final class FollowerShardLeases: FollowerLeases {
         leases.withLock { $0?.epoch(of: shard) != nil }
     }
 
-    /// The shards this instance holds (none before ``start(shardCount:)``).
-    public var held: [UInt32] {
-        (leases.withLock { $0?.ownership.keys }).map { Array($0).sorted() } ?? []
+    /// The leases, once ``start(shardCount:)`` made them (the shard map's source).
+    public var current: ShardLeases? {
+        leases.withLock { $0 }
+    }
+}
+
+extension Storebus_PaymentQueue_V1_GetShardMapResponse {
+    /// The shard map as `instance` answers it: `shardCount` shards, each with its owner as `shards`
+    /// has it.
+    public init(instance: String, shardCount: UInt32, shards: [ShardLeases.Shard]) {
+        self.init()
+        self.shardCount = shardCount
+        self.instance = instance
+        self.shards = shards.map { shard in
+            .with {
+                $0.shard = shard.shard
+                $0.owner = shard.owner
+                $0.epoch = shard.epoch
+                $0.leased = shard.leased
+                $0.headSeq = shard.head
+                $0.rpcEndpoints = shard.endpoints.rpc
+                $0.eventEndpoints = shard.endpoints.events
+            }
+        }
     }
 }

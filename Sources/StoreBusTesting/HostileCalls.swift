@@ -324,6 +324,7 @@ extension HostileCalls {
                 ("bytesKept", .value("\"0\""))
             ]),
             Storebus_Download_V1_Download.getDownloads.path: .object([("queue", queue), ("downloads", downloadRefs)]),
+            Storebus_Download_V1_Download.getShardMap.path: .object([]),
             Storebus_Download_V1_Download.readChunk.path: .object([
                 ("queue", queue), ("download", downloadRef), ("offset", .value("\"0\"")), ("maxBytes", .value("4096")), ("ifVersion", .value("\"1.0\""))
             ]),

@@ -63,7 +63,14 @@ public final class StoreCluster: Sendable {
     public let receipts: [ServiceProcess]
     /// The first receipt instance.
     public var receipt: ServiceProcess { receipts[0] }
-    public let download: ServiceProcess
+    /// The download service's instances (one unless several share a PostgreSQL database).
+    public let downloads: [ServiceProcess]
+    /// The first download instance.
+    public var download: ServiceProcess { downloads[0] }
+    /// Every download instance's RPC endpoint.
+    public let downloadEndpoints: [String]
+    /// Where each download instance serves its metrics (`GET /metrics`), with `downloadPostgres`.
+    public let downloadMetricsAddresses: [String]
     public let notifications: ServiceProcess
     public let gateways: [ServiceProcess]
     /// The (first) receipt instance's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
@@ -102,14 +109,17 @@ public final class StoreCluster: Sendable {
     /// keeps its state on that PostgreSQL database instead of its SQLite file, in `queueInstances`
     /// instances that split its shards (every other process is told of them all); with
     /// `receiptPostgres`, the receipt service keeps its state and keys on that database (one of its
-    /// own), in `receiptInstances` instances that split the queue's shards among them.
+    /// own), in `receiptInstances` instances that split the queue's shards among them; and so with
+    /// `downloadPostgres` and `downloadInstances` for the download service.
     public init(
         logLevel: String = "warning", fastPaths: Bool = true, gatewayCount: Int = 2, gatewaysOnTCP: Bool = false, gatewayKeys: Bool = false,
         catalogPath: String = deployDirectory.appendingPathComponent("catalog/catalog.json").path, appKeyApps: [String] = [puzzle],
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
         extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001, queuePostgres: PostgresSettings? = nil,
-        queueInstances: Int = 1, receiptPostgres: PostgresSettings? = nil, receiptInstances: Int = 1
+        queueInstances: Int = 1, receiptPostgres: PostgresSettings? = nil, receiptInstances: Int = 1,
+        downloadPostgres: PostgresSettings? = nil, downloadInstances: Int = 1
     ) throws {
+        precondition(downloadInstances == 1 || downloadPostgres != nil, "several download instances share a PostgreSQL database")
         precondition(queueInstances == 1 || queuePostgres != nil, "several payment-queue instances share a PostgreSQL database")
         precondition(receiptInstances == 1 || receiptPostgres != nil, "several receipt instances share a PostgreSQL database")
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
@@ -166,15 +176,28 @@ public final class StoreCluster: Sendable {
             )
         }
         let receiptArguments = receiptEndpoints.flatMap { ["--receipt-endpoint", $0] }
-        download = ServiceProcess(
-            name: "storebus-download",
-            arguments: [
-                "--rpc-endpoint", directory.ipcEndpoint("download"), "--data-dir", directory.path("download-data"),
-                "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint,
-                "--log-level", logLevel
-            ] + receiptArguments + queueArguments,
-            logFile: directory.url.appendingPathComponent("download.log")
-        )
+        let downloadEndpoints = (0..<max(1, downloadInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "download" : "download\($0 + 1)") }
+        self.downloadEndpoints = downloadEndpoints
+        let downloadMetricsAddresses = try downloadEndpoints.map { _ in downloadPostgres == nil ? "" : "127.0.0.1:\(try unusedLoopbackPort())" }
+        self.downloadMetricsAddresses = downloadMetricsAddresses.filter { !$0.isEmpty }
+        downloads = try downloadEndpoints.indices.map { [directory] index in
+            let name = index == 0 ? "" : "\(index + 1)"
+            var config: [String] = []
+            if let downloadPostgres {
+                let file = directory.url.appendingPathComponent("download\(name).json")
+                try JSONSerialization.data(withJSONObject: ["service": try Self.storage(downloadPostgres)]).write(to: file)
+                config = ["--config", file.path, "--metrics-address", downloadMetricsAddresses[index]]
+            }
+            return ServiceProcess(
+                name: "storebus-download",
+                arguments: config + [
+                    "--rpc-endpoint", downloadEndpoints[index], "--data-dir", directory.path("download-data\(name)"),
+                    "--content-root", contentRoot, "--catalog-endpoint", catalogEndpoint,
+                    "--log-level", logLevel
+                ] + receiptArguments + queueArguments,
+                logFile: directory.url.appendingPathComponent("download\(name).log")
+            )
+        }
         // Webhook retries on Apple's schedule shortened a hundred thousand times (1 h: 36 ms, 12 h:
         // 0.4 s, 72 h: 2.6 s), and attempts cut at 2 s.
         // The App Store Server API on a free port, with one key made for the cluster.
@@ -207,7 +230,7 @@ public final class StoreCluster: Sendable {
                 ServiceRegistry.catalog.endpointsKey: [catalogEndpoint],
                 ServiceRegistry.paymentQueue.endpointsKey: queueEndpoints,
                 ServiceRegistry.receipt.endpointsKey: receiptEndpoints,
-                ServiceRegistry.download.endpointsKey: [directory.ipcEndpoint("download")],
+                ServiceRegistry.download.endpointsKey: downloadEndpoints,
                 ServiceRegistry.notifications.endpointsKey: [directory.ipcEndpoint("notifications")],
                 ServiceRegistry.paymentQueue.eventEndpointsKey: queueEventEndpoints,
                 "sessionSecret": "test-secret-shared-by-both-gateways",
@@ -270,10 +293,13 @@ public final class StoreCluster: Sendable {
         directory.ipcEndpoint(index == 0 ? "pq" : "pq\(index + 1)")
     }
 
-    /// Starts the download service (again) and waits until it serves.
-    public func startDownload() async throws {
-        try download.start(environment: environment)
-        try await download.waitUntilServing(endpoint: directory.ipcEndpoint("download"))
+    /// Starts the download service's instances (again; only instance `index` when given) and waits
+    /// until each serves.
+    public func startDownload(_ index: Int? = nil) async throws {
+        for instance in index.map({ [$0] }) ?? Array(downloads.indices) {
+            try downloads[instance].start(environment: environment)
+            try await downloads[instance].waitUntilServing(endpoint: downloadEndpoints[instance])
+        }
     }
 
     /// Starts the notification service (again) and waits until it serves.
@@ -331,7 +357,7 @@ public final class StoreCluster: Sendable {
     /// What every process has logged so far, each under its name (empty logs left out): for the
     /// message of an expectation that failed on a cluster's answer.
     public var logs: String {
-        ([catalog] + queues + receipts + [download, notifications] + gateways).compactMap { process in
+        ([catalog] + queues + receipts + downloads + [notifications] + gateways).compactMap { process in
             let output = process.output
             return output.isEmpty ? nil : "== \(process.logFile.lastPathComponent)\n\(output)"
         }.joined(separator: "\n")
@@ -341,7 +367,7 @@ public final class StoreCluster: Sendable {
     public func stop() async {
         for gateway in gateways { await gateway.stop() }
         await notifications.stop()
-        await download.stop()
+        for download in downloads { await download.stop() }
         for receipt in receipts { await receipt.stop() }
         for queue in queues { await queue.stop() }
         await catalog.stop()

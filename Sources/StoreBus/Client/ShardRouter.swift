@@ -2,7 +2,8 @@ import Logging
 import StoreSchema
 import Synchronization
 
-/// Sends each account's calls to the payment-queue instance that owns the account's shard.
+/// Sends each account's calls to the instance that owns the account's shard: of the payment queue,
+/// or of a follower whose instances split its shards (the download service).
 ///
 /// Several payment-queue instances on PostgreSQL split the log's shards by leases (docs/storage.md):
 /// a write for an account succeeds only at the owner of its shard; any other instance answers
@@ -24,6 +25,8 @@ public final class ShardRouter: Sendable {
     private let map = Mutex(Routes())
     private let refreshing = Mutex<Task<Void, Never>?>(nil)
     private let logger: Logger
+    /// The method that answers the shard map (each instance answers it for itself).
+    private let mapMethod: MethodDescriptor<Storebus_PaymentQueue_V1_GetShardMapRequest, Storebus_PaymentQueue_V1_GetShardMapResponse>
 
     /// How old the map may grow before a call asks for it again (in the background).
     static let maxAge = Duration.seconds(2)
@@ -40,10 +43,16 @@ public final class ShardRouter: Sendable {
         var loaded: ContinuousClock.Instant?
     }
 
-    /// A router over `any`'s endpoints, its clients on `reactor` with `any`'s configuration.
-    public init(any: RPCClient, reactor: Reactor, logger: Logger) throws {
+    /// A router over `any`'s endpoints, its clients on `reactor` with `any`'s configuration, asking
+    /// `map` for the shard map (the payment queue's by default).
+    public init(
+        any: RPCClient, reactor: Reactor,
+        map: MethodDescriptor<Storebus_PaymentQueue_V1_GetShardMapRequest, Storebus_PaymentQueue_V1_GetShardMapResponse> =
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, logger: Logger
+    ) throws {
         self.any = any
         self.logger = logger
+        mapMethod = map
         let endpoints = any.configuration.endpoints
         instances =
             endpoints.count < 2
@@ -151,10 +160,11 @@ public final class ShardRouter: Sendable {
     /// Every instance's answer to GetShardMap: which instance it is, and (from the first to answer)
     /// the owners.
     private func load() async {
+        let mapMethod = mapMethod
         let answers = await withTaskGroup(of: (Int, Storebus_PaymentQueue_V1_GetShardMapResponse?).self) { group in
             for (index, client) in instances.enumerated() {
                 group.addTask {
-                    (index, try? await client.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, .init(), options: CallOptions(timeout: .seconds(1))))
+                    (index, try? await client.call(mapMethod, .init(), options: CallOptions(timeout: .seconds(1))))
                 }
             }
             var answers: [(Int, Storebus_PaymentQueue_V1_GetShardMapResponse)] = []
@@ -164,7 +174,7 @@ public final class ShardRouter: Sendable {
             return answers
         }
         guard let first = answers.first?.1 else {
-            logger.warning("Shard map: no payment-queue instance answered; the last map stands meanwhile")
+            logger.warning("Shard map: no instance answered; the last map stands meanwhile", metadata: ["rpc.method": "\(mapMethod.path)"])
             map.withLock { $0.loaded = .now }
             return
         }

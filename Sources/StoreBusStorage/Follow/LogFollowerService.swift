@@ -132,7 +132,7 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
             for shard in 0..<count {
                 group.addTask {
                     await followWhileHeld(
-                        shard: shard, leases: leases, follower: follower, log: log.shard(shard), reducer: reducer, applied: applied, logger: logger)
+                        shard: shard, of: count, leases: leases, follower: follower, log: log.shard(shard), reducer: reducer, applied: applied, logger: logger)
                 }
             }
             try await group.waitForAll()
@@ -143,8 +143,8 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
     /// follow; a follow that fails (the database lost, the position moved by another instance)
     /// starts again from the stored position.
     static func followWhileHeld(
-        shard: UInt32, leases: any FollowerLeases, follower: EventFollower, log: FollowedLog, reducer: Reducer, applied: PositionWaiter<String>?,
-        logger: Logger
+        shard: UInt32, of count: UInt32, leases: any FollowerLeases, follower: EventFollower, log: FollowedLog, reducer: Reducer,
+        applied: PositionWaiter<String>?, logger: Logger
     ) async {
         while !Task.isCancelled {
             guard leases.holds(shard) else {
@@ -154,6 +154,7 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     do {
+                        try await reducer.holding(shard: shard, of: count)
                         try await follow(shard: shard, follower: follower, log: log, reducer: reducer, applied: applied, everyPage: true, logger: logger)
                     } catch  where !Task.isCancelled {
                         logger.warning("Following a shard failed; starting again from its stored position", metadata: ["log": "\(log.name)", "error": "\(error)"])
@@ -166,6 +167,7 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
                 await group.next()
                 group.cancelAll()
             }
+            reducer.released(shard: shard, of: count)
         }
     }
 }

@@ -14,8 +14,17 @@ public protocol LogReducer: Sendable {
     /// Removes what the log gave, in the write transaction `db`: the log was replaced and is applied
     /// again from its start. Default: nothing (state the log cannot give again stays).
     func forget(in db: any SQLConnection) throws
+    /// With several instances sharing the log (``LogFollowerService``'s leases): this instance holds
+    /// `shard` of the log's `count` from now on and is about to follow it, from its database's
+    /// position. Default: nothing.
+    func holding(shard: UInt32, of count: UInt32) async throws
+    /// With several instances: this instance no longer holds `shard`; another may follow it now.
+    /// Default: nothing.
+    func released(shard: UInt32, of count: UInt32)
 }
 
 extension LogReducer {
     public func forget(in db: any SQLConnection) throws {}
+    public func holding(shard: UInt32, of count: UInt32) async throws {}
+    public func released(shard: UInt32, of count: UInt32) {}
 }

@@ -70,6 +70,15 @@ extension Storebus_Download_V1_Download {
         public func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_Download_V1_ReadChunkResponse {
             try await rpc.call(Storebus_Download_V1_Download.readChunk, request, options: options)
         }
+
+        /// The payment queue's shards as this service's instances split them (docs/storage.md): for each,
+        /// the instance that follows it and serves the downloads of its accounts, with that instance's
+        /// endpoints and lease. On SQLite (one instance) one shard, owned by the instance that answers.
+        /// Routers (the gateway) send a queue's download calls to the owner of its account's shard; any
+        /// other instance answers UNAVAILABLE, reason NOT_OWNER, naming the shard. No side effects.
+        public func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_GetShardMapResponse {
+            try await rpc.call(Storebus_Download_V1_Download.getShardMap, request, options: options)
+        }
     }
 }
 

@@ -43,6 +43,12 @@ extension Storebus_Download_V1_Download {
         /// content's version is now another (reason CONTENT_VERSION_CHANGED: start again from offset 0, as
         /// HTTP's If-Range would). OUT_OF_RANGE: offset beyond the package. Idempotent.
         func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, context: ServerContext) async throws -> Storebus_Download_V1_ReadChunkResponse
+        /// The payment queue's shards as this service's instances split them (docs/storage.md): for each,
+        /// the instance that follows it and serves the downloads of its accounts, with that instance's
+        /// endpoints and lease. On SQLite (one instance) one shard, owned by the instance that answers.
+        /// Routers (the gateway) send a queue's download calls to the owner of its account's shard; any
+        /// other instance answers UNAVAILABLE, reason NOT_OWNER, naming the shard. No side effects.
+        func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse
     }
 }
 
@@ -74,6 +80,9 @@ extension RPCRouter {
         }
         register(Storebus_Download_V1_Download.readChunk, codec: codecs[Storebus_Download_V1_Download.readChunk], placement: loopSafe.placement(of: Storebus_Download_V1_Download.readChunk)) { request, context in
             try await handlers.readChunk(request, context: context)
+        }
+        register(Storebus_Download_V1_Download.getShardMap, codec: codecs[Storebus_Download_V1_Download.getShardMap], placement: loopSafe.placement(of: Storebus_Download_V1_Download.getShardMap)) { request, context in
+            try await handlers.getShardMap(request, context: context)
         }
     }
 }

@@ -79,7 +79,17 @@ public enum Storebus_Download_V1_Download: ServiceDescription {
         access: .client, cacheable: false
     )
 
+    /// The payment queue's shards as this service's instances split them (docs/storage.md): for each,
+    /// the instance that follows it and serves the downloads of its accounts, with that instance's
+    /// endpoints and lease. On SQLite (one instance) one shard, owned by the instance that answers.
+    /// Routers (the gateway) send a queue's download calls to the owner of its account's shard; any
+    /// other instance answers UNAVAILABLE, reason NOT_OWNER, naming the shard. No side effects.
+    public static let getShardMap = MethodDescriptor<Storebus_PaymentQueue_V1_GetShardMapRequest, Storebus_PaymentQueue_V1_GetShardMapResponse>(
+        service: serviceName, method: "GetShardMap", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [startDownloads.erased, pauseDownloads.erased, resumeDownloads.erased, cancelDownloads.erased, completeDownload.erased, failDownload.erased, getDownloads.erased, readChunk.erased]
+    public static let methods: [AnyMethodDescriptor] = [startDownloads.erased, pauseDownloads.erased, resumeDownloads.erased, cancelDownloads.erased, completeDownload.erased, failDownload.erased, getDownloads.erased, readChunk.erased, getShardMap.erased]
 }
 
