@@ -18,7 +18,7 @@ APPLE_LIBRARY_VERSION := 3.1.2
 # pyzmq: deploy/examples/python_backend.py, run by the notification tests.
 PYZMQ_VERSION := 26.2.0
 
-.PHONY: deps test-deps build run test generators protos check-protos format check-format bench clean
+.PHONY: deps test-deps build run test chaos generators protos check-protos format check-format bench clean
 
 ## deps: install libzmq3-dev, libsqlite3-dev (GRDB and StoreBusStorage link it), protobuf-compiler and
 ## pkg-config from Debian when any is missing.
@@ -62,6 +62,12 @@ test-deps: deps
 test: test-deps check-protos check-format
 	@for product in $(TEST_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
 	scripts/run-tests
+
+## chaos: the scale-out chaos test (DeploymentTests' ScaleOutChaosTests) alone, with 20 rounds of faults
+## (STOREBUS_CHAOS_ROUNDS=N for another number; `make test` runs 2): about 20 s a round.
+chaos: test-deps
+	@for product in $(TEST_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
+	STOREBUS_CHAOS_ROUNDS=$${STOREBUS_CHAOS_ROUNDS:-20} .build/debug/StoreBusPackageTests.xctest --testing-library swift-testing --filter ScaleOutChaosTests
 
 # The generators: protoc-gen-swift (swift-protobuf) for messages, protoc-gen-storebus (ours) for
 # method descriptors. Both are built from this package, in debug mode (fast to build).

@@ -322,7 +322,7 @@ public final class StoreCluster: Sendable {
 
     /// A service's `storage` and `postgres` settings for `settings`, as a config file's `service`
     /// section holds them.
-    static func storage(_ settings: PostgresSettings) throws -> [String: Any] {
+    public static func storage(_ settings: PostgresSettings) throws -> [String: Any] {
         ["storage": "postgres", "postgres": try JSONSerialization.jsonObject(with: JSONEncoder().encode(settings))]
     }
 

@@ -53,15 +53,27 @@ final class NetworkHosts: Sendable {
         let address: String
     }
 
-    let tag = "sb\(getpid() % 100_000)"
+    let tag: String
     let hosts: [String: Host]
+    /// The first three numbers of the hosts' addresses (`10.77.0`).
+    let subnet: String
+    /// The names every host's /etc/hosts gives (`<name>.storebus.internal`).
+    let named: [String]
     var switchNamespace: String { "\(tag)-switch" }
 
-    init() {
-        let roles = ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway", "client", "intruder"]
+    /// Hosts for `roles`, tagged `tag` (namespaces `<tag>-<role>`), on `<subnet>.0/24`, each of
+    /// `named` known by name to all.
+    init(
+        roles: [String] = ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway", "client", "intruder"],
+        named: [String] = ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway"], tag: String = "sb\(getpid() % 100_000)",
+        subnet: String = "10.77.0"
+    ) {
+        self.tag = tag
+        self.subnet = subnet
+        self.named = named
         var hosts: [String: Host] = [:]
         for (index, role) in roles.enumerated() {
-            hosts[role] = Host(role: role, namespace: "\(tag)-\(role)", switchPort: "port-\(role.prefix(8))", address: "10.77.0.\(index + 1)")
+            hosts[role] = Host(role: role, namespace: "\(tag)-\(role)", switchPort: "p\(index)-\(role.prefix(8))", address: "\(subnet).\(index + 1)")
         }
         self.hosts = hosts
     }
@@ -70,9 +82,19 @@ final class NetworkHosts: Sendable {
 
     /// The names of deploy/multi-host's configurations, as every host's /etc/hosts.
     var hostsFile: String {
-        "127.0.0.1 localhost\n"
-            + ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway"]
-            .map { "\(self[$0].address) \($0).storebus.internal\n" }.joined()
+        "127.0.0.1 localhost\n" + named.map { "\(self[$0].address) \($0).storebus.internal\n" }.joined()
+    }
+
+    /// This process's own address on the switch (`<subnet>.254`), once ``attachTestProcess()`` joined it.
+    var testProcessAddress: String { "\(subnet).254" }
+
+    /// Joins the namespace this process runs in to the switch, at ``testProcessAddress``: the test
+    /// then reaches every host as a client on the network would. Undone with the switch.
+    func attachTestProcess() async throws {
+        try await ip(["link", "add", "\(tag)-t", "type", "veth", "peer", "name", "port-test", "netns", switchNamespace])
+        try await ip(["addr", "add", "\(testProcessAddress)/24", "dev", "\(tag)-t"])
+        try await ip(["link", "set", "\(tag)-t", "up"])
+        try await ip(["-n", switchNamespace, "link", "set", "port-test", "master", "bridge0", "up"])
     }
 
     /// Runs `ip` with `arguments`; throws with its output when it fails.
