@@ -33,11 +33,19 @@ struct NotificationFollower: Service {
 
     func follow(shard: UInt32) async throws {
         let (log, logger) = (log.shard(shard), logger)
+        /// The position stored, as this follower last read or moved it: each page moves it on
+        /// condition that no other instance did meanwhile (FollowedLog.Moved otherwise).
+        var stored: UInt64 = 0
         try await follower.followAlways(
             as: Storebus_PaymentQueue_V1_QueueEventPage.self,
             shard: shard,
-            start: { try await log.position() },
-            { records, through in try await apply(records, through: through, shard: shard) },
+            start: {
+                stored = try await log.position()
+                return stored
+            },
+            { records, through in
+                if try await apply(records, after: stored, through: through, shard: shard) { stored = through }
+            },
             replaced: { error in
                 // The notifications already appended stay: a backend has seen them. The rules'
                 // knowledge goes, and the new log is read from its start.
@@ -49,10 +57,12 @@ struct NotificationFollower: Service {
             })
     }
 
-    /// One page: its notifications planned, signed, appended, and the position moved to `through`.
-    /// A page with no event moves it in memory only (after a restart the log steps over them again).
-    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], through: UInt64, shard: UInt32 = 0) async throws {
-        guard let last = records.last?.seq else { return }
+    /// One page: its notifications planned, signed, appended, and the position moved from `stored`
+    /// to `through` (refused, ``FollowedLog/Moved``, when another instance moved it). A page with no
+    /// event moves it in memory only (after a restart the log steps over them again): false.
+    @discardableResult
+    func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], after stored: UInt64, through: UInt64, shard: UInt32 = 0) async throws -> Bool {
+        guard let last = records.last?.seq else { return false }
         let before = try await store.knowledge(for: records)
         var rules = before
         var intents: [NotificationIntent] = []
@@ -83,7 +93,7 @@ struct NotificationFollower: Service {
         let learnt = rules
         let heads = LockedHeads()
         let webhooks = store.configuredWebhooks
-        try await log.shard(shard).apply(through: through) { db in
+        try await log.shard(shard).apply(after: stored, through: through) { db in
             heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks, environment: environment))
         }
         store.advance(heads.value)
@@ -98,6 +108,7 @@ struct NotificationFollower: Service {
             let appended = EpochMilliseconds.now
             for time in committed { NotificationMetrics.appendLag.recordMilliseconds(max(0, appended - time)) }
         }
+        return true
     }
 
     /// The signed payloads of `intents`, from the receipt service, tried again (with a growing pause)

@@ -66,7 +66,10 @@ extension NotificationStore {
         try await attempts.write { db, _ in
             let attempt = delivery.attempts + 1
             try db.execute(
-                cached: "INSERT OR REPLACE INTO nt_attempt (app, position, attempt, at_ms, result, http_status) VALUES (?, ?, ?, ?, ?, ?)",
+                cached: """
+                    INSERT INTO nt_attempt (app, position, attempt, at_ms, result, http_status) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (app, position, attempt) DO UPDATE SET at_ms = excluded.at_ms, result = excluded.result, http_status = excluded.http_status
+                    """,
                 arguments: [delivery.app, Int64(delivery.position), attempt, atMS, result, httpStatus])
             let state: String
             var next = atMS
@@ -92,7 +95,11 @@ extension NotificationStore {
             if url.isEmpty && sandboxURL.isEmpty {
                 try db.execute(cached: "DELETE FROM nt_webhook WHERE app = ?", arguments: [app])
             } else {
-                try db.execute(cached: "INSERT OR REPLACE INTO nt_webhook (app, url, sandbox_url) VALUES (?, ?, ?)", arguments: [app, url, sandboxURL])
+                try db.execute(
+                    cached: """
+                        INSERT INTO nt_webhook (app, url, sandbox_url) VALUES (?, ?, ?)
+                        ON CONFLICT (app) DO UPDATE SET url = excluded.url, sandbox_url = excluded.sandbox_url
+                        """, arguments: [app, url, sandboxURL])
             }
             return (
                 try Self.webhook(db, app: app, environment: "Production", configured: configured) ?? "",

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StoreBus
+import StoreBusPostgres
 import StoreBusStorage
 import StoreSchema
 
@@ -61,6 +62,40 @@ public enum NotificationsSchema {
         }
         return migrator
     }
+
+    /// The same tables on PostgreSQL (a database of the notification service's own), with the event
+    /// log's, the follower kit's positions, and the lease of the active instance.
+    public static var postgres: PostgresSchema {
+        let text = "TEXT COLLATE \"C\""
+        return PostgresSchema.eventLog.adding(.followedLog).adding(
+            PostgresSchema(
+                service: NotificationsService.process,
+                steps: [
+                    (
+                        "notifications_v1",
+                        [
+                            "CREATE TABLE nt_subscription (key \(text) PRIMARY KEY, json TEXT NOT NULL)",
+                            "CREATE TABLE nt_noted (key \(text) PRIMARY KEY)",
+                            "CREATE TABLE nt_webhook (app \(text) PRIMARY KEY, url TEXT NOT NULL, sandbox_url TEXT NOT NULL DEFAULT '')",
+                            """
+                            CREATE TABLE nt_delivery (
+                                app \(text) NOT NULL, position BIGINT NOT NULL, url \(text) NOT NULL, state \(text) NOT NULL,
+                                attempts BIGINT NOT NULL, next_ms BIGINT NOT NULL, PRIMARY KEY (app, position))
+                            """,
+                            "CREATE INDEX nt_delivery_due ON nt_delivery (next_ms) WHERE state = 'PENDING'",
+                            "CREATE INDEX nt_delivery_url_due ON nt_delivery (url, next_ms) WHERE state = 'PENDING'",
+                            """
+                            CREATE TABLE nt_attempt (
+                                app \(text) NOT NULL, position BIGINT NOT NULL, attempt BIGINT NOT NULL, at_ms BIGINT NOT NULL,
+                                result \(text) NOT NULL, http_status BIGINT NOT NULL, PRIMARY KEY (app, position, attempt))
+                            """,
+                            "CREATE TABLE nt_test (token \(text) PRIMARY KEY, app \(text) NOT NULL, position BIGINT NOT NULL)",
+                            "CREATE TABLE nt_customer (app \(text) NOT NULL, txn \(text) NOT NULL, account \(text) NOT NULL, PRIMARY KEY (app, txn))",
+                            "CREATE TABLE nt_url (url \(text) PRIMARY KEY)"
+                        ]
+                    )
+                ]))
+    }
 }
 
 /// The notification log and what the rules know, in the service's database.
@@ -68,7 +103,7 @@ public struct NotificationStore: Sendable {
     /// The payment queue's log, as this service follows it.
     public static let followedLog = ServiceRegistry.paymentQueueLog
 
-    let database: StoreDatabase
+    let database: any SQLDatabase
     /// Each app's newest position, as commits reach it: ReadNotifications waits on it.
     let appended = PositionWaiter<String>()
     /// The configuration's webhooks per app (an admin's SetWebhook wins over them).
@@ -81,7 +116,7 @@ public struct NotificationStore: Sendable {
 
     /// A store over `database`; `webhooks` and `sandboxWebhooks` are the configuration's production
     /// and sandbox URLs by app.
-    public init(database: StoreDatabase, webhooks: [String: String] = [:], sandboxWebhooks: [String: String] = [:]) {
+    public init(database: any SQLDatabase, webhooks: [String: String] = [:], sandboxWebhooks: [String: String] = [:]) {
         self.database = database
         self.configuredWebhooks = WebhookURLs(production: webhooks, sandbox: sandboxWebhooks)
         attempts = EventLogWriter(logName: "webhook-attempts", database: database, publisher: nil)
@@ -124,7 +159,7 @@ public struct NotificationStore: Sendable {
             try db.execute(cached: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json", arguments: [key, try subscription.jsonString()])
         }
         for key in rules.noted.subtracting(before.noted) {
-            try db.execute(cached: "INSERT OR IGNORE INTO nt_noted (key) VALUES (?)", arguments: [key])
+            try db.execute(cached: "INSERT INTO nt_noted (key) VALUES (?) ON CONFLICT (key) DO NOTHING", arguments: [key])
         }
         var heads: [String: UInt64] = [:]
         for notification in notifications {
@@ -145,7 +180,8 @@ public struct NotificationStore: Sendable {
             position = try EventLog.append(db, key: notification.appBundleID, payload: stored).keySeq
         }
         for transaction in Set([notification.transactionID, notification.originalTransactionID]) where !transaction.isEmpty {
-            try db.execute(cached: "INSERT OR IGNORE INTO nt_customer (app, txn, account) VALUES (?, ?, ?)", arguments: [notification.appBundleID, transaction, notification.accountID])
+            try db.execute(
+                cached: "INSERT INTO nt_customer (app, txn, account) VALUES (?, ?, ?) ON CONFLICT (app, txn) DO NOTHING", arguments: [notification.appBundleID, transaction, notification.accountID])
         }
         if notification.notificationType == "TEST" {
             try db.execute(cached: "INSERT INTO nt_test (token, app, position) VALUES (?, ?, ?)", arguments: [notification.notificationUuid, notification.appBundleID, Int64(position)])
@@ -154,7 +190,7 @@ public struct NotificationStore: Sendable {
             try db.execute(
                 cached: "INSERT INTO nt_delivery (app, position, url, state, attempts, next_ms) VALUES (?, ?, ?, 'PENDING', 0, ?)",
                 arguments: [notification.appBundleID, Int64(position), url, EpochMilliseconds.now])
-            try db.execute(cached: "INSERT OR IGNORE INTO nt_url (url) VALUES (?)", arguments: [url])
+            try db.execute(cached: "INSERT INTO nt_url (url) VALUES (?) ON CONFLICT (url) DO NOTHING", arguments: [url])
         }
         return position
     }

@@ -1,6 +1,7 @@
 import Foundation
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusStorage
 
 /// The notification service's own settings: the config file's `service` section for
@@ -28,6 +29,13 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
     public var webhookRetryScale: Double?
     /// Attempts in flight at once per webhook URL. Default 4.
     public var webhookConcurrencyPerURL = 4
+    /// Where the notification logs and deliveries are kept: `sqlite` (a file in the data directory,
+    /// the default) or `postgres` (the database `postgres` names, a database of the notification
+    /// service's own): there, one instance is active and the others stand by, serving nothing until
+    /// the active one's lease lapses.
+    public var storage = SQLEngine.sqlite
+    /// With `storage` `postgres`: the servers, role and database.
+    public var postgres: PostgresSettings?
     /// How long the payment queue's events gather after a doorbell before the service reads them,
     /// in milliseconds (0 to 1000): a read, a signing call and a commit then serve several
     /// purchases, and each notification comes up to this much later. Default 10.
@@ -98,7 +106,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
 
     enum CodingKeys: String, CodingKey {
         case paymentQueueEndpoints, paymentQueueEventEndpoints, receiptEndpoints, durability, webhooks, webhookTimeoutMilliseconds, webhookRetryScale
-        case webhookConcurrencyPerURL, httpAddress, serverAPIKeys, retentionDays, batchMilliseconds
+        case webhookConcurrencyPerURL, httpAddress, serverAPIKeys, retentionDays, batchMilliseconds, storage, postgres
     }
 
     public init(from decoder: any Decoder) throws {
@@ -116,6 +124,8 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         serverAPIKeys = try container.value(.serverAPIKeys, default: defaults.serverAPIKeys)
         retentionDays = try container.value(.retentionDays, default: defaults.retentionDays)
         batchMilliseconds = try container.value(.batchMilliseconds, default: defaults.batchMilliseconds)
+        storage = try container.value(.storage, default: defaults.storage)
+        postgres = try container.decodeIfPresent(PostgresSettings.self, forKey: .postgres)
     }
 
     /// Throws a ``StartupError`` naming the first setting that cannot work.
@@ -132,6 +142,7 @@ public struct NotificationsConfiguration: Sendable, Equatable, Decodable {
         }
         guard (1...64).contains(webhookConcurrencyPerURL) else { throw StartupError("service.webhookConcurrencyPerURL must be from 1 to 64") }
         guard (0...1_000).contains(batchMilliseconds) else { throw StartupError("service.batchMilliseconds must be from 0 to 1000") }
+        _ = try PostgresSettings.forStorage(storage, postgres)
         if !httpAddress.isEmpty { _ = try HTTPAddress(httpAddress, setting: "service.httpAddress") }
         guard retentionDays >= 0, retentionDays.isFinite else { throw StartupError("service.retentionDays must be 0 (keep every notification) or more") }
         for (index, key) in serverAPIKeys.enumerated() {

@@ -1,8 +1,10 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import ServiceLifecycle
 import StoreBus
 import StoreBusHost
+import StoreBusPostgres
 import StoreBusServer
 import StoreBusStorage
 import StoreSchema
@@ -27,8 +29,24 @@ public struct NotificationsService: Service {
     /// shutdown.
     public func run() async throws {
         let host = try ServiceHost(process: Self.process, configuration: host)
-        let database = try StoreDatabase(
-            directory: try host.dataDirectory(), name: "notifications", durability: configuration.durability, migrator: NotificationsSchema.migrator)
+        let database: any SQLDatabase
+        /// On PostgreSQL: the lease of the one active instance.
+        var active: ShardLeases?
+        switch configuration.storage {
+        case .sqlite:
+            database = try StoreDatabase(
+                directory: try host.dataDirectory(), name: "notifications", durability: configuration.durability, migrator: NotificationsSchema.migrator)
+        case .postgres:
+            let settings = try PostgresSettings.required(configuration.postgres)
+            let postgres = try PostgresDatabase(settings: settings, schema: NotificationsSchema.postgres, logger: host.logger)
+            let leases = try ShardLeases(
+                database: postgres, logName: ActiveInstance.logName, shardCount: 1, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), logger: host.logger)
+            try await ActiveInstance.standBy(leases, logger: host.logger)
+            postgres.fence(leases)
+            database = postgres
+            active = leases
+        }
         let store = NotificationStore(
             database: database, webhooks: Dictionary(configuration.webhooks.map { ($0.bundleId, $0.url) }, uniquingKeysWith: { $1 }),
             sandboxWebhooks: Dictionary(configuration.webhooks.compactMap { webhook in webhook.sandboxUrl.map { (webhook.bundleId, $0) } }, uniquingKeysWith: { $1 }))
@@ -48,6 +66,7 @@ public struct NotificationsService: Service {
             follower: follower, log: FollowedLog(name: NotificationStore.followedLog, database: database), store: store, receipt: receiptClient, logger: host.logger)
         let handlers = NotificationsHandlers(store: store, receipt: receiptClient)
         var background: [any Service] = [notifying, sender]
+        if let active { background.append(ActiveInstance(leases: active, logger: host.logger)) }
         if configuration.retentionDays > 0 {
             background.append(NotificationPruner(store: store, retention: .milliseconds(Int64(configuration.retentionDays * 86_400_000)), logger: host.logger))
         }
@@ -65,5 +84,52 @@ public struct NotificationsService: Service {
                 try? database.close()
             }
         )
+    }
+}
+
+/// The lease of the one active instance of the notification service on PostgreSQL. The notification
+/// logs are appended to by one writer (their positions are gapless per app), the webhooks sent by
+/// one sender, and the readers waiting for new notifications woken by that writer: so one instance
+/// serves at a time, and the others stand by, serving nothing, until its lease lapses (a process
+/// lost or paused) and one of them takes it over. Every write holds the lease (the database's
+/// fence): an instance that lost it, and woke up, writes nothing; it then ends, to start again as
+/// a standby (systemd restarts it).
+struct ActiveInstance: Service {
+    /// The lease's name in `storebus_shard` (one shard).
+    static let logName = "notifications-active"
+    let leases: ShardLeases
+    let logger: Logger
+
+    /// Returns once this instance holds the lease, trying every third of the lease time.
+    static func standBy(_ leases: ShardLeases, logger: Logger) async throws {
+        var said = false
+        while try await leases.round()[0] == nil {
+            if !said {
+                logger.info("Standing by: another instance of the notification service is active; this one serves once its lease lapses")
+                said = true
+            }
+            try await Task.sleep(for: leases.lease / 3)
+        }
+        logger.info("Active: this instance holds the notification service's lease", metadata: ["epoch": "\(leases.epoch(of: 0) ?? 0)"])
+    }
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: leases.lease / 3)
+                if Task.isCancelled { break }
+                let held: [UInt32: UInt64]
+                do {
+                    held = try await leases.round()
+                } catch {
+                    logger.warning("The active lease was not renewed; it runs on until it lapses", metadata: ["error": "\(error)"])
+                    continue
+                }
+                guard held[0] != nil else {
+                    throw StartupError("this instance lost the notification service's lease to another: it stops, to stand by when started again")
+                }
+            }
+        }
+        try? await leases.releaseAll()
     }
 }

@@ -140,6 +140,8 @@ public final class PostgresDatabase: SQLDatabase {
     private let nextReader = Atomic<Int>(0)
     /// The sharded logs' leases, by log name.
     private let sharded = Mutex<[String: ShardLeases]>([:])
+    /// The lease every write must hold (``fence(_:)``); nil: none.
+    private let writeFence = Mutex<ShardLeases?>(nil)
 
     /// Connects to the primary among `settings.hosts` and brings its schema up to `schema`.
     public init(settings: PostgresSettings, schema: PostgresSchema, logger: Logger) throws {
@@ -179,8 +181,36 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        try await writer.run { session in try Self.inTransaction(session, begin: "BEGIN", body) }
+        let fence = writeFence.withLock { $0 }
+        return try await writer.run { session in
+            try Self.inTransaction(session, begin: "BEGIN") { db in
+                try Self.check(fence, db)
+                return try body(db)
+            }
+        }
     }
+
+    /// Makes every write of this database hold shard 0 of `leases` (a service of which one instance
+    /// is active at a time): each write transaction first reads the lease row with a share lock, on
+    /// condition that this instance owns it with its epoch and that it has not lapsed, and is
+    /// refused (UNAVAILABLE, reason NOT_OWNER) otherwise. The lock keeps another instance from
+    /// taking the lease over until the write has committed or rolled back.
+    public func fence(_ leases: ShardLeases) {
+        writeFence.withLock { $0 = leases }
+    }
+
+    static func check(_ fence: ShardLeases?, _ db: any SQLConnection) throws {
+        guard let fence else { return }
+        guard let epoch = fence.epoch(of: 0),
+            try db.value(Int64.self, cached: fenceSQL, arguments: [fence.logName, fence.instance, Int64(epoch)]) != nil
+        else {
+            throw RPCError.notOwner(shard: 0, "this instance no longer holds the \(fence.logName) lease: another instance is active")
+        }
+    }
+
+    static let fenceSQL: CachedSQL = """
+        SELECT 1 FROM storebus_shard WHERE log = ? AND shard = 0 AND owner = ? AND epoch = ? AND expires_at > clock_timestamp() FOR SHARE
+        """
 
     public func writeDerived<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await write(body)
@@ -191,7 +221,13 @@ public final class PostgresDatabase: SQLDatabase {
     /// ``write(_:)`` on the caller's thread, waiting for it: for work done once at start, or
     /// seldom, by code that cannot wait asynchronously (the receipt service's signing keys).
     public func writeBlocking<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try writer.sync { session in try Self.inTransaction(session, begin: "BEGIN", body) }
+        let fence = writeFence.withLock { $0 }
+        return try writer.sync { session in
+            try Self.inTransaction(session, begin: "BEGIN") { db in
+                try Self.check(fence, db)
+                return try body(db)
+            }
+        }
     }
 
     /// ``read(_:)`` on the caller's thread, waiting for it (see ``writeBlocking(_:)``).
@@ -203,7 +239,13 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public func inGroupTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try writer.sync { session in try Self.inTransaction(session, begin: "BEGIN", body) }
+        let fence = writeFence.withLock { $0 }
+        return try writer.sync { session in
+            try Self.inTransaction(session, begin: "BEGIN") { db in
+                try Self.check(fence, db)
+                return try body(db)
+            }
+        }
     }
 
     public func betweenGroups() {}

@@ -71,7 +71,12 @@ public final class StoreCluster: Sendable {
     public let downloadEndpoints: [String]
     /// Where each download instance serves its metrics (`GET /metrics`), with `downloadPostgres`.
     public let downloadMetricsAddresses: [String]
-    public let notifications: ServiceProcess
+    /// The notification service's instances: one, or on PostgreSQL an active one and standbys.
+    public let notificationInstances: [ServiceProcess]
+    /// The first notification instance (the active one at start).
+    public var notifications: ServiceProcess { notificationInstances[0] }
+    /// Every notification instance's RPC endpoint.
+    public let notificationEndpoints: [String]
     public let gateways: [ServiceProcess]
     /// The (first) receipt instance's `POST /verifyReceipt` address, `127.0.0.1:PORT`.
     public let receiptHTTPAddress: String
@@ -117,8 +122,9 @@ public final class StoreCluster: Sendable {
         storeEnvironment: String = "sandbox", contentRoot: String = deployDirectory.appendingPathComponent("content").path,
         extraRoutes: [ExtraRoute] = [], webhookRetryScale: Double? = 0.00001, queuePostgres: PostgresSettings? = nil,
         queueInstances: Int = 1, receiptPostgres: PostgresSettings? = nil, receiptInstances: Int = 1,
-        downloadPostgres: PostgresSettings? = nil, downloadInstances: Int = 1
+        downloadPostgres: PostgresSettings? = nil, downloadInstances: Int = 1, notificationsPostgres: PostgresSettings? = nil, notificationInstances: Int = 1
     ) throws {
+        precondition(notificationInstances == 1 || notificationsPostgres != nil, "several notification instances share a PostgreSQL database")
         precondition(downloadInstances == 1 || downloadPostgres != nil, "several download instances share a PostgreSQL database")
         precondition(queueInstances == 1 || queuePostgres != nil, "several payment-queue instances share a PostgreSQL database")
         precondition(receiptInstances == 1 || receiptPostgres != nil, "several receipt instances share a PostgreSQL database")
@@ -214,16 +220,25 @@ public final class StoreCluster: Sendable {
             ]
         ]
         if let webhookRetryScale { notificationService["webhookRetryScale"] = webhookRetryScale }
-        let notificationSettings: [String: Any] = ["service": notificationService]
-        try JSONSerialization.data(withJSONObject: notificationSettings).write(to: notificationsConfig)
-        notifications = ServiceProcess(
-            name: "storebus-notifications",
-            arguments: [
-                "--config", notificationsConfig.path, "--rpc-endpoint", directory.ipcEndpoint("notifications"), "--data-dir", directory.path("notifications-data"),
-                "--log-level", logLevel
-            ] + receiptArguments + queueArguments,
-            logFile: directory.url.appendingPathComponent("notifications.log")
-        )
+        if let notificationsPostgres { notificationService.merge(try Self.storage(notificationsPostgres)) { _, new in new } }
+        let notificationEndpoints = (0..<max(1, notificationInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "notifications" : "notifications\($0 + 1)") }
+        self.notificationEndpoints = notificationEndpoints
+        self.notificationInstances = try notificationEndpoints.indices.map { [directory] index in
+            let name = index == 0 ? "" : "\(index + 1)"
+            // Each instance's App Store Server API on a port of its own (the first's: serverAPIURL).
+            var service = notificationService
+            if index > 0 { service["httpAddress"] = "127.0.0.1:\(try unusedLoopbackPort())" }
+            let file = directory.url.appendingPathComponent("notifications\(name).json")
+            try JSONSerialization.data(withJSONObject: ["service": service]).write(to: file)
+            return ServiceProcess(
+                name: "storebus-notifications",
+                arguments: [
+                    "--config", file.path, "--rpc-endpoint", notificationEndpoints[index], "--data-dir", directory.path("notifications-data\(name)"),
+                    "--log-level", logLevel
+                ] + receiptArguments + queueArguments,
+                logFile: directory.url.appendingPathComponent("notifications\(name).log")
+            )
+        }
         let config = directory.url.appendingPathComponent("gateway.json")
         var settings: [String: Any] = [
             "service": [
@@ -231,7 +246,7 @@ public final class StoreCluster: Sendable {
                 ServiceRegistry.paymentQueue.endpointsKey: queueEndpoints,
                 ServiceRegistry.receipt.endpointsKey: receiptEndpoints,
                 ServiceRegistry.download.endpointsKey: downloadEndpoints,
-                ServiceRegistry.notifications.endpointsKey: [directory.ipcEndpoint("notifications")],
+                ServiceRegistry.notifications.endpointsKey: notificationEndpoints,
                 ServiceRegistry.paymentQueue.eventEndpointsKey: queueEventEndpoints,
                 "sessionSecret": "test-secret-shared-by-both-gateways",
                 "routes": extraRoutes.map { ["name": $0.name, "process": $0.process, "services": $0.services, "endpoints": [$0.endpoint]] },
@@ -302,10 +317,12 @@ public final class StoreCluster: Sendable {
         }
     }
 
-    /// Starts the notification service (again) and waits until it serves.
+    /// Starts the notification service (again) and waits until it serves; then its standbys (on
+    /// PostgreSQL), which serve nothing until the active instance's lease lapses.
     public func startNotifications() async throws {
         try notifications.start(environment: environment)
-        try await notifications.waitUntilServing(endpoint: directory.ipcEndpoint("notifications"))
+        try await notifications.waitUntilServing(endpoint: notificationEndpoints[0])
+        for standby in notificationInstances.dropFirst() { try standby.start(environment: environment) }
     }
 
     /// Starts the receipt service's instances (again; only instance `index` when given) and waits
@@ -357,7 +374,7 @@ public final class StoreCluster: Sendable {
     /// What every process has logged so far, each under its name (empty logs left out): for the
     /// message of an expectation that failed on a cluster's answer.
     public var logs: String {
-        ([catalog] + queues + receipts + downloads + [notifications] + gateways).compactMap { process in
+        ([catalog] + queues + receipts + downloads + notificationInstances + gateways).compactMap { process in
             let output = process.output
             return output.isEmpty ? nil : "== \(process.logFile.lastPathComponent)\n\(output)"
         }.joined(separator: "\n")
@@ -366,7 +383,7 @@ public final class StoreCluster: Sendable {
     /// Stops every process and removes the directory.
     public func stop() async {
         for gateway in gateways { await gateway.stop() }
-        await notifications.stop()
+        for instance in notificationInstances { await instance.stop() }
         for download in downloads { await download.stop() }
         for receipt in receipts { await receipt.stop() }
         for queue in queues { await queue.stop() }

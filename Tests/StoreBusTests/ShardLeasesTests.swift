@@ -50,6 +50,38 @@ struct ShardLeasesTests {
         }
     }
 
+    @Test("a database fenced by a lease writes while its instance holds the lease, and refuses every write NOT_OWNER once another instance took the lapsed lease over")
+    func writeFence() async throws {
+        try await PostgresServer.running { server in
+            let schema = PostgresSchema.shardLeases.adding(PostgresSchema(steps: [("fence_v1", ["CREATE TABLE fenced (id BIGINT PRIMARY KEY)"])]))
+            func instance() throws -> (PostgresDatabase, ShardLeases) {
+                let database = try PostgresDatabase(settings: server.settings(), schema: schema, logger: Logger(label: "test"))
+                let leases = try ShardLeases(
+                    database: database, logName: "active", shardCount: 1, lease: .seconds(1), endpoints: .init(rpc: [], events: []), logger: Logger(label: "test"))
+                return (database, leases)
+            }
+            let (first, firstLeases) = try instance()
+            let (second, secondLeases) = try instance()
+            #expect(try await firstLeases.round()[0] != nil)
+            #expect(try await secondLeases.round()[0] == nil, "one instance holds it")
+            first.fence(firstLeases)
+            try await first.write { db in try db.execute(cached: "INSERT INTO fenced (id) VALUES (1)") }
+            // The first stops renewing (paused); its lease lapses and the second takes it over.
+            #expect(await waitUntil(timeout: .seconds(10), interval: .milliseconds(100)) { (try? await secondLeases.round()[0]) != nil })
+            #expect(firstLeases.epoch(of: 0) != nil, "the first still believes it holds the lease")
+            let refused = await #expect(throws: RPCError.self) {
+                try await first.write { db in try db.execute(cached: "INSERT INTO fenced (id) VALUES (2)") }
+            }
+            #expect(refused?.isNotOwner == true, "\(String(describing: refused))")
+            second.fence(secondLeases)
+            try await second.write { db in try db.execute(cached: "INSERT INTO fenced (id) VALUES (3)") }
+            let ids = try await second.read { db in try db.values(Int64.self, cached: "SELECT id FROM fenced ORDER BY id") }
+            #expect(ids == [1, 3])
+            try first.close()
+            try second.close()
+        }
+    }
+
     static let logName = "sharded-test"
 
     /// An instance: its database, leases and log writer.
