@@ -24,16 +24,22 @@ public struct DownloadService: Service {
         self.configuration = configuration
     }
 
-    /// Reads the catalog, makes or finds every package (a ``StartupError`` naming the product when
-    /// the content differs from what the catalog announces), follows the payment queue's log, then
-    /// serves until graceful shutdown.
-    public func run() async throws {
+    /// The configuration as the service uses it (a relative content root in a config file is
+    /// relative to the file, as the data directory is), validated.
+    public func checkedConfiguration() throws -> DownloadConfiguration {
         var configuration = configuration
-        // A relative content root in a config file is relative to the file, as the data directory is.
         if !configuration.contentRoot.hasPrefix("/"), let base = host.configDirectory {
             configuration.contentRoot = base.appendingPathComponent(configuration.contentRoot).standardizedFileURL.path
         }
         try configuration.validate()
+        return configuration
+    }
+
+    /// Reads the catalog, makes or finds every package (a ``StartupError`` naming the product when
+    /// the content differs from what the catalog announces), follows the payment queue's log, then
+    /// serves until graceful shutdown.
+    public func run() async throws {
+        let configuration = try checkedConfiguration()
         let host = try ServiceHost(process: Self.process, configuration: host)
         let directory = try host.dataDirectory()
         let database: any SQLDatabase

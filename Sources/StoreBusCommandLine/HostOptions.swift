@@ -33,6 +33,11 @@ public struct HostOptions: ParsableArguments, Sendable {
     @Flag(name: .customLong("plain-tcp"), help: "Allow plain TCP off loopback, without CURVE keys (only where the network is trusted).")
     public var plainTCP = false
 
+    @Flag(
+        name: .customLong("check-config"),
+        help: "Check the settings (flags, environment, config file, keys, the service's own) and exit: 0 and a line saying so when the process could start with them.")
+    public var checkConfig = false
+
     public init() {}
 
     /// The flags as settings.
@@ -54,5 +59,13 @@ public struct HostOptions: ParsableArguments, Sendable {
     /// (``StoreBusHost/HostSettings/resolve(defaults:environment:)``).
     public func resolve(defaults: HostConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> HostConfiguration {
         try settings.resolve(defaults: defaults, environment: environment)
+    }
+
+    /// With `--check-config`: says that `process`'s settings are valid and returns true (the command
+    /// then ends); false otherwise.
+    public func checked(_ process: String, _ host: HostConfiguration) -> Bool {
+        guard checkConfig else { return false }
+        print("\(process): the configuration\(host.configFile.map { " in \($0)" } ?? "") is valid")
+        return true
     }
 }

@@ -24,6 +24,10 @@ struct CatalogCommand: AsyncParsableCommand {
         ServiceHost.bootstrap(host)
         var configuration = try host.serviceSettings(CatalogConfiguration.self) ?? CatalogConfiguration()
         if let path = catalogFile ?? ProcessInfo.processInfo.environment["STOREBUS_CATALOG_FILE"] { configuration.catalogFile = path }
+        if self.host.checkConfig {
+            _ = try CatalogValidator.load(path: configuration.catalogFile)
+            if self.host.checked(CatalogService.process, host) { return }
+        }
         try await CatalogService(host: host, configuration: configuration).run()
     }
 }

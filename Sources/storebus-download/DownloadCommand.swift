@@ -39,6 +39,11 @@ struct DownloadCommand: AsyncParsableCommand {
         if let endpoints = paymentQueue.endpoints { configuration.paymentQueueEndpoints = endpoints }
         if let endpoints = paymentQueueEvents.endpoints { configuration.paymentQueueEventEndpoints = endpoints }
         if let endpoints = receipt.endpoints { configuration.receiptEndpoints = endpoints }
-        try await DownloadService(host: host, configuration: configuration).run()
+        let service = DownloadService(host: host, configuration: configuration)
+        if self.host.checkConfig {
+            _ = try service.checkedConfiguration()
+            if self.host.checked(DownloadService.process, host) { return }
+        }
+        try await service.run()
     }
 }

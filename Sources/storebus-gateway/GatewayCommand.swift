@@ -51,6 +51,10 @@ struct GatewayCommand: AsyncParsableCommand {
             configuration.paymentQueueEventEndpoints = endpoints
         }
         if let secret = ProcessInfo.processInfo.environment["STOREBUS_SESSION_SECRET"], !secret.isEmpty { configuration.sessionSecret = secret }
+        if self.host.checkConfig {
+            try configuration.validate()
+            if self.host.checked(GatewayService.process, host) { return }
+        }
         try await GatewayService(host: host, configuration: configuration).run()
     }
 }

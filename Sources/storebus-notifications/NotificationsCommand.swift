@@ -35,6 +35,7 @@ struct NotificationsCommand: AsyncParsableCommand {
         if let endpoints = receipt.endpoints { configuration.receiptEndpoints = endpoints }
         if let durability { configuration.durability = durability }
         try configuration.validate()
+        if self.host.checked(NotificationsService.process, host) { return }
         try await NotificationsService(host: host, configuration: configuration).run()
     }
 }

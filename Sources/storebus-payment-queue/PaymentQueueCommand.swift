@@ -33,6 +33,7 @@ struct PaymentQueueCommand: AsyncParsableCommand {
         if let durability { configuration.durability = durability }
         if let catalogCacheMilliseconds { configuration.catalogCacheMilliseconds = catalogCacheMilliseconds }
         try configuration.validate()
+        if self.host.checked(PaymentQueueService.process, host) { return }
         try await PaymentQueueService(host: host, configuration: configuration).run()
     }
 }

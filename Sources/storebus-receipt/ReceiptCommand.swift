@@ -49,6 +49,7 @@ struct ReceiptCommand: AsyncParsableCommand {
         if let httpAddress { configuration.httpAddress = httpAddress }
         if let durability { configuration.durability = durability }
         try configuration.validate()
+        if self.host.checked(ReceiptService.process, host) { return }
         try await ReceiptService(host: host, configuration: configuration).run()
     }
 }
