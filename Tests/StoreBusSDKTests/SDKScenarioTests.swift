@@ -247,10 +247,15 @@ struct SDKScenarioTests {
         }
     }
 
-    @Test("the same scenarios against the real services, the payment queue on PostgreSQL", arguments: Scenario.allCases)
+    @Test("the same scenarios against the real services, the payment queue, receipt, download and notification services each on a PostgreSQL database", arguments: Scenario.allCases)
     func againstTheServicesOnPostgres(scenario: Scenario) async throws {
         try await PostgresServer.running { server in
-            try await StoreCluster(gatewayCount: 1, queuePostgres: server.settings()).running { cluster in
+            let receipts = try await server.createDatabase("receipts")
+            let downloads = try await server.createDatabase("downloads")
+            let notifications = try await server.createDatabase("notifications")
+            try await StoreCluster(
+                gatewayCount: 1, queuePostgres: server.settings(), receiptPostgres: receipts, downloadPostgres: downloads, notificationsPostgres: notifications
+            ).running { cluster in
                 let admin = try cluster.admin()
                 try await Self.run(scenario, on: ServicesStore(cluster: cluster, admin: admin))
                 await admin.close()
