@@ -101,6 +101,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         _ request: Storebus_Receipt_V1_GetSubscriptionStatusesRequest, context: ServerContext
     ) async throws -> Storebus_Receipt_V1_GetSubscriptionStatusesResponse {
         try await catalog.checkApp(request.appBundleID)
+        try await Self.reach(queue: request.appBundleID, request.accountID, request.deviceID, request.minQueueSeq, book: book, context)
         let asOf = try await Self.reach(request.minSeq, app: request.appBundleID, account: request.accountID, book: book, context)
         let groups: [Storebus_Receipt_V1_SubscriptionGroupStatus]
         do {

@@ -220,7 +220,10 @@ extension StoreConnection {
             .with {
                 $0.appBundleID = configuration.appBundleID
                 $0.accountID = configuration.accountID
-                $0.minSeq = queuePosition
+                // A position of this device's queue: the receipt service waits for it as one (it is
+                // not a position of the whole log).
+                $0.deviceID = configuration.deviceID
+                $0.minQueueSeq = queuePosition
             })
         var statuses: [SubscriptionStatus] = []
         for item in response.data.first(where: { $0.subscriptionGroupIdentifier == group })?.lastTransactions ?? [] {

@@ -166,7 +166,7 @@ struct SDKConveniencesTests {
 
 @Suite("Entitlements as of the queue, against the real services")
 struct EntitlementsAsOfQueueTests {
-    @Test("right after the queue shows purchased, entitlements asked as of its position list the purchase, with no polling; a position never reached is OUT_OF_RANGE")
+    @Test("right after the queue shows purchased, entitlements asked as of its position list the purchase, with no polling; a position never reached is OUT_OF_RANGE, for subscription statuses too")
     func readYourPurchase() async throws {
         try await StoreCluster(gatewayCount: 1).running { cluster in
             // Given devices of five accounts, each buying the level pack
@@ -186,6 +186,13 @@ struct EntitlementsAsOfQueueTests {
             do {
                 _ = try await connection.call(Storebus_Receipt_V1_Receipt.getEntitlements, .with { $0.minQueueSeq = 1_000_000 })
                 Issue.record("a queue position never reached was answered")
+            } catch let error as StoreError {
+                #expect(error.status == .outOfRange, "\(error)")
+            }
+            // Subscription statuses wait for a position of the device's queue the same way.
+            do {
+                _ = try await connection.subscriptionStatus(for: "puzzle.premium", asOfQueuePosition: 1_000_000)
+                Issue.record("subscription statuses as of a queue position never reached were answered")
             } catch let error as StoreError {
                 #expect(error.status == .outOfRange, "\(error)")
             }

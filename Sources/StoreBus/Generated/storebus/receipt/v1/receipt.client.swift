@@ -150,8 +150,10 @@ extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: ContractChecked {
     public mutating func applyPrincipal(_ principal: Principal) throws(RPCError) {
         if appBundleID.isEmpty { appBundleID = principal.app }
         if accountID.isEmpty { accountID = principal.account }
+        if deviceID.isEmpty { deviceID = principal.device }
         try principal.authorize(app: appBundleID)
         try principal.authorize(account: accountID)
+        try principal.authorize(device: deviceID)
     }
     /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
     /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).

@@ -402,6 +402,15 @@ public nonisolated struct Storebus_Receipt_V1_GetSubscriptionStatusesRequest: Se
   /// When > 0, answer only once the payment queue's log is applied up to this seq (read your writes).
   public var minSeq: UInt64 = 0
 
+  /// The device whose queue `min_queue_seq` is a position of; through the gateway, the session's.
+  public var deviceID: String = String()
+
+  /// When > 0, answer only once the receipt service has applied the device's own queue up to this
+  /// position: the `seq` of an observer callback the device has seen (read your writes, as of what the
+  /// queue showed). Needs the device. OUT_OF_RANGE when the queue has no such position;
+  /// DEADLINE_EXCEEDED when it is not applied before the deadline.
+  public var minQueueSeq: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1475,7 +1484,7 @@ nonisolated extension Storebus_Receipt_V1_PendingRenewalInfo: SwiftProtobuf.Mess
 
 nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetSubscriptionStatusesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}min_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}account_id\0\u{3}min_seq\0\u{3}device_id\0\u{3}min_queue_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1486,6 +1495,8 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: SwiftP
       case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.minSeq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.minQueueSeq) }()
       default: break
       }
     }
@@ -1501,6 +1512,12 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: SwiftP
     if self.minSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.minSeq, fieldNumber: 3)
     }
+    if !self.deviceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 4)
+    }
+    if self.minQueueSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.minQueueSeq, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1508,6 +1525,8 @@ nonisolated extension Storebus_Receipt_V1_GetSubscriptionStatusesRequest: SwiftP
     if lhs.appBundleID != rhs.appBundleID {return false}
     if lhs.accountID != rhs.accountID {return false}
     if lhs.minSeq != rhs.minSeq {return false}
+    if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.minQueueSeq != rhs.minQueueSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
