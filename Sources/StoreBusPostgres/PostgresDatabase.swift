@@ -173,20 +173,24 @@ public final class PostgresDatabase: SQLDatabase {
 
     public var engine: SQLEngine { .postgres }
 
+    /// How a read begins: one snapshot for all its statements.
+    static let beginRead = "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
     public func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         let index = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue % readers.count
-        return try await readers[index].run { session in
-            try Self.inTransaction(session, begin: "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
-        }
+        return try await readers[index].run { session in try Self.inTransaction(session, begin: Self.beginRead, body) }
     }
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         let fence = writeFence.withLock { $0 }
-        return try await writer.run { session in
-            try Self.inTransaction(session, begin: "BEGIN") { db in
-                try Self.check(fence, db)
-                return try body(db)
-            }
+        return try await writer.run { session in try Self.fenced(session, fence, body) }
+    }
+
+    /// A write transaction on `session`, holding `fence`'s lease when there is one (``fence(_:)``).
+    static func fenced<T>(_ session: PostgresSession, _ fence: ShardLeases?, _ body: (any SQLConnection) throws -> T) throws -> T {
+        try inTransaction(session, begin: "BEGIN") { db in
+            try check(fence, db)
+            return try body(db)
         }
     }
 
@@ -222,30 +226,17 @@ public final class PostgresDatabase: SQLDatabase {
     /// seldom, by code that cannot wait asynchronously (the receipt service's signing keys).
     public func writeBlocking<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         let fence = writeFence.withLock { $0 }
-        return try writer.sync { session in
-            try Self.inTransaction(session, begin: "BEGIN") { db in
-                try Self.check(fence, db)
-                return try body(db)
-            }
-        }
+        return try writer.sync { session in try Self.fenced(session, fence, body) }
     }
 
     /// ``read(_:)`` on the caller's thread, waiting for it (see ``writeBlocking(_:)``).
     public func readBlocking<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
         let index = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue % readers.count
-        return try readers[index].sync { session in
-            try Self.inTransaction(session, begin: "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", body)
-        }
+        return try readers[index].sync { session in try Self.inTransaction(session, begin: Self.beginRead, body) }
     }
 
     public func inGroupTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        let fence = writeFence.withLock { $0 }
-        return try writer.sync { session in
-            try Self.inTransaction(session, begin: "BEGIN") { db in
-                try Self.check(fence, db)
-                return try body(db)
-            }
-        }
+        try writeBlocking(body)
     }
 
     public func betweenGroups() {}

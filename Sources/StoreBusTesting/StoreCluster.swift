@@ -540,3 +540,17 @@ public final class Recorder: Sendable {
     /// Stops recording.
     public func cancel() { task.cancel() }
 }
+
+/// An account of `app` in each of `count` shards (``ShardHash``), by shard: `<prefix>-<n>`, the
+/// first n whose account falls in each.
+public func accountsByShard(prefix: String, count: UInt32, app: String = puzzle) -> [UInt32: String] {
+    var accounts: [UInt32: String] = [:]
+    var index = 0
+    while accounts.count < Int(count) {
+        let account = "\(prefix)-\(index)"
+        let shard = ShardHash.shard(app: app, account: account, count: count)
+        if accounts[shard] == nil { accounts[shard] = account }
+        index += 1
+    }
+    return accounts
+}

@@ -143,16 +143,7 @@ struct ScaleOutChaosTests {
 
         // The load: an account in every shard buys coins one after another, each under a key of its
         // own, retried with that key until answered; an observer of each account's device follows.
-        var chosen: [String] = []
-        var index = 0
-        while chosen.count < Int(Self.shards) {
-            let account = "chaos-\(index)"
-            if !chosen.contains(where: { ShardHash.shard(app: puzzle, account: $0, count: Self.shards) == ShardHash.shard(app: puzzle, account: account, count: Self.shards) }) {
-                chosen.append(account)
-            }
-            index += 1
-        }
-        let accounts = chosen
+        let accounts = accountsByShard(prefix: "chaos", count: Self.shards).sorted { $0.key < $1.key }.map(\.value)
         let configuration: @Sendable (String) -> StoreConfiguration = { account in
             var configuration = StoreConfiguration(gatewayEndpoints: gateways, apiKey: appKey, appBundleID: puzzle, accountID: account, deviceID: "phone")
             configuration.observerHold = .seconds(5)

@@ -34,14 +34,7 @@ struct DownloadInstancesTests {
                 let before = try #require(split, "the instances never split the shards: \(cluster.logs)")
                 #expect(Set(before.shards.map(\.owner)).count == 2 && before.shards.allSatisfy(\.leased), "\(before)")
 
-                var accounts: [UInt32: String] = [:]
-                var index = 0
-                while accounts.count < 4 {
-                    let account = "downloads-\(index)"
-                    let shard = ShardHash.shard(app: puzzle, account: account, count: 4)
-                    if accounts[shard] == nil { accounts[shard] = account }
-                    index += 1
-                }
+                let accounts = accountsByShard(prefix: "downloads", count: 4)
                 let expected = try Data(contentsOf: deployDirectory.appendingPathComponent("content/puzzle-levelpack1/levels.json"))
                 func buyAndDownload(device: String) async throws {
                     for (shard, account) in accounts.sorted(by: { $0.key < $1.key }) {

@@ -42,14 +42,7 @@ struct ReceiptInstancesTests {
                 // An account in each shard buys; each instance answers for every one of them as of
                 // the device's last callback: for its own shards from what it applied, for the
                 // other's from the positions the other stored.
-                var accounts: [UInt32: String] = [:]
-                var index = 0
-                while accounts.count < 4 {
-                    let account = "receipts-\(index)"
-                    let shard = ShardHash.shard(app: puzzle, account: account, count: 4)
-                    if accounts[shard] == nil { accounts[shard] = account }
-                    index += 1
-                }
+                let accounts = accountsByShard(prefix: "receipts", count: 4)
                 func buyAndCheck(_ endpoints: [String], product: String) async throws {
                     for (shard, account) in accounts.sorted(by: { $0.key < $1.key }) {
                         let (phone, recorder) = try await cluster.launch(account: account)

@@ -287,14 +287,7 @@ struct SDKScenarioTests {
                 let before = try #require(try await Self.shardMap(admin) { _ in true })
                 let lost = before.shards.filter { $0.owner == dying.instance }
                 #expect(!lost.isEmpty, "the second instance owns shards: \(before)")
-                var accounts: [UInt32: String] = [:]
-                var index = 0
-                while accounts.count < 4 {
-                    let account = "failover-\(index)"
-                    let shard = ShardHash.shard(app: puzzle, account: account, count: 4)
-                    if accounts[shard] == nil { accounts[shard] = account }
-                    index += 1
-                }
+                let accounts = accountsByShard(prefix: "failover", count: 4)
                 // Asked straight to write for an account of a shard it does not own, an instance
                 // refuses, naming the shard (the gateways route around it).
                 let (foreignShard, foreign) = try #require(accounts.first { shard, _ in before.shards[Int(shard)].owner != dying.instance })
