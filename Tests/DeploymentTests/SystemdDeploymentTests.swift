@@ -85,9 +85,15 @@ struct SystemdDeploymentTests {
         let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
         #expect(
             unitNames == [
-                "storebus-catalog.service", "storebus-download.service", "storebus-gateway.service", "storebus-notifications.service",
-                "storebus-payment-queue.service", "storebus-receipt.service", "storebus.target"
+                "storebus-catalog.service", "storebus-download.service", "storebus-download@.service", "storebus-gateway.service",
+                "storebus-notifications.service", "storebus-notifications@.service", "storebus-payment-queue.service", "storebus-payment-queue@.service",
+                "storebus-receipt.service", "storebus-receipt@.service", "storebus.target"
             ])
+        // An instance of each template reads its own configuration and keeps its own data.
+        for service in ["payment-queue", "receipt", "download", "notifications"] {
+            let template = try String(contentsOfFile: "\(unitDirectory)/storebus-\(service)@.service", encoding: .utf8)
+            #expect(template.contains("--config /etc/storebus/\(service)-%i.json") && template.contains("StateDirectory=storebus/\(service)-%i"), "\(template)")
+        }
         var units: [String: String] = [:]
         for name in unitNames {
             let text = try String(contentsOfFile: "\(unitDirectory)/\(name)", encoding: .utf8)
@@ -97,7 +103,10 @@ struct SystemdDeploymentTests {
         }
         let analyze = "/usr/bin/systemd-analyze"
         try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze (Debian's systemd; make test installs it) checks the units")
-        let verify = try await runCommand(analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0).path }, log: directory.path("verify.log"))
+        // A template is checked as an instance of it (instance 2).
+        let verify = try await runCommand(
+            analyze, ["verify"] + unitNames.map { verifyDirectory.appendingPathComponent($0.replacingOccurrences(of: "@.", with: "@2.")).path },
+            log: directory.path("verify.log"))
         #expect(verify.status == 0 && verify.output.isEmpty, "\(verify.output)")
 
         // When the services start as their units say (systemd's part played here: the state
