@@ -118,6 +118,8 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     public func getDownloads(_ request: Storebus_Download_V1_GetDownloadsRequest, context: ServerContext) async throws -> Storebus_Download_V1_GetDownloadsResponse {
         try served.check(request.queue)
+        try await ledger.readThrough(
+            request.downloads.map { DownloadKey(transaction: $0.transactionIdentifier, content: $0.contentIdentifier) }, shardOf: served.shard(ofQueueKey:))
         let known: [(DownloadKey, LedgerEntry)]
         if request.downloads.isEmpty {
             known = ledger.entries(queueKey: request.queue.key)
@@ -139,6 +141,8 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
 
     public func readChunk(_ request: Storebus_Download_V1_ReadChunkRequest, context: ServerContext) async throws -> Storebus_Download_V1_ReadChunkResponse {
         try await catchUp(with: request.queue, context)
+        try await ledger.readThrough(
+            [DownloadKey(transaction: request.download.transactionIdentifier, content: request.download.contentIdentifier)], shardOf: served.shard(ofQueueKey:))
         let (key, package) = try readable(request)
         let chunk = try await content.readChunk(package, offset: request.offset, maxBytes: request.maxBytes == 0 ? Self.defaultChunkBytes : Int(request.maxBytes))
         // Looked at again after the read (it ran on another thread), with the count in one step: a

@@ -145,19 +145,21 @@ final class DownloadLedger: Sendable {
         }
     }
 
+    /// A row of `dl_download` as an entry.
+    private static func entry(_ row: SQLRow) -> LedgerEntry {
+        LedgerEntry(
+            queueKey: row["queue_key"], app: row["app"], productID: row["product_id"],
+            state: Storebus_PaymentQueue_V1_DownloadState(rawValue: row["state"]) ?? .unspecified,
+            keySeq: row["key_seq"], bytesSent: row["bytes_sent"], servedEnd: row["served_end"], createdMS: row["created_ms"],
+            transactionFinished: row["transaction_finished"]
+        )
+    }
+
     /// Every download the database holds.
     private static func read(_ database: any SQLDatabase) async throws -> [(DownloadKey, LedgerEntry)] {
         try await database.read { db in
             try db.rows(cached: CachedSQL("SELECT * FROM dl_download")).map { row -> (DownloadKey, LedgerEntry) in
-                (
-                    DownloadKey(transaction: row["transaction_id"], content: row["content_id"]),
-                    LedgerEntry(
-                        queueKey: row["queue_key"], app: row["app"], productID: row["product_id"],
-                        state: Storebus_PaymentQueue_V1_DownloadState(rawValue: row["state"]) ?? .unspecified,
-                        keySeq: row["key_seq"], bytesSent: row["bytes_sent"], servedEnd: row["served_end"], createdMS: row["created_ms"],
-                        transactionFinished: row["transaction_finished"]
-                    )
-                )
+                (DownloadKey(transaction: row["transaction_id"], content: row["content_id"]), entry(row))
             }
         }
     }
@@ -165,6 +167,26 @@ final class DownloadLedger: Sendable {
     func entry(_ key: DownloadKey) -> LedgerEntry? {
         entries.withLock { $0[key] }
     }
+
+    /// Brings the downloads `keys` name into memory from the database when memory lacks them and
+    /// this instance answers for their queues now. Shared by several instances, a download may
+    /// reach the database after this instance took its shard over and loaded it (the instance
+    /// before answered its start a moment late); its later changes come through the log.
+    func readThrough(_ keys: [DownloadKey], shardOf: (String) -> UInt32) async throws {
+        guard served.withLock({ $0 != nil }) else { return }
+        let missing = entries.withLock { entries in keys.filter { entries[$0] == nil } }
+        guard !missing.isEmpty else { return }
+        let found = try await database.read { db in
+            try missing.compactMap { key -> (DownloadKey, LedgerEntry)? in
+                try db.row(cached: Self.oneSQL, arguments: [key.transaction, key.content]).map { (key, Self.entry($0)) }
+            }
+        }
+        entries.withLock { entries in
+            for (key, entry) in found where entries[key] == nil && serves(shard: shardOf(entry.queueKey)) { entries[key] = entry }
+        }
+    }
+
+    static let oneSQL: CachedSQL = "SELECT * FROM dl_download WHERE transaction_id = ? AND content_id = ?"
 
     /// Every entry of the queue `queueKey` whose transaction is not finished, oldest first.
     func entries(queueKey: String) -> [(DownloadKey, LedgerEntry)] {
@@ -215,6 +237,10 @@ final class DownloadLedger: Sendable {
     /// states, and the end of finished transactions' downloads. Events of downloads never asked about
     /// here are passed over.
     func apply(_ records: [Storebus_PaymentQueue_V1_QueueEventRecord], in db: any SQLConnection) throws {
+        // With several instances: downloads the database may hold that memory does not (see
+        // readThrough), brought up to date there.
+        var unknown: [(DownloadKey, Storebus_PaymentQueue_V1_DownloadState, UInt64)] = []
+        var finishedIDs: [(String, UInt64)] = []
         let saved = entries.withLock { entries -> [(DownloadKey, LedgerEntry)] in
             var saved: [DownloadKey: LedgerEntry] = [:]
             for record in records {
@@ -222,7 +248,11 @@ final class DownloadLedger: Sendable {
                 case .updatedDownloads(let updated):
                     for download in updated.downloads {
                         let key = DownloadKey(transaction: download.transactionIdentifier, content: download.contentIdentifier)
-                        guard var entry = entries[key], record.keySeq > entry.keySeq else { continue }
+                        guard var entry = entries[key] else {
+                            unknown.append((key, download.state, record.keySeq))
+                            continue
+                        }
+                        guard record.keySeq > entry.keySeq else { continue }
                         entry.state = download.state
                         entry.keySeq = record.keySeq
                         entries[key] = entry
@@ -231,6 +261,7 @@ final class DownloadLedger: Sendable {
                 case .removedTransactions(let finished):
                     for transaction in finished.transactions {
                         let id = transaction.transactionIdentifier
+                        finishedIDs.append((id, record.keySeq))
                         for key in entries.keys where key.transaction == id {
                             var entry = entries[key]!
                             if entry.state != .finished { entry.state = .cancelled }
@@ -247,7 +278,21 @@ final class DownloadLedger: Sendable {
             return saved.map { ($0.key, $0.value) }
         }
         for (key, entry) in saved { try Self.save(db, key, entry) }
+        guard served.withLock({ $0 != nil }) else { return }
+        for (key, state, keySeq) in unknown {
+            try db.execute(cached: Self.stateSQL, arguments: [state.rawValue, Int64(keySeq), key.transaction, key.content, Int64(keySeq)])
+        }
+        for (id, keySeq) in finishedIDs {
+            try db.execute(cached: Self.finishedSQL, arguments: [Storebus_PaymentQueue_V1_DownloadState.cancelled.rawValue, Int64(keySeq), id])
+        }
     }
+
+    static let stateSQL: CachedSQL = "UPDATE dl_download SET state = ?, key_seq = ? WHERE transaction_id = ? AND content_id = ? AND key_seq < ?"
+    static let finishedSQL: CachedSQL = """
+        UPDATE dl_download SET state = CASE WHEN state = \(Storebus_PaymentQueue_V1_DownloadState.finished.rawValue) THEN state ELSE ?1 END,
+            key_seq = CASE WHEN key_seq > ?2 THEN key_seq ELSE ?2 END, transaction_finished = 1
+        WHERE transaction_id = ?3 AND transaction_finished = 0
+        """
 
     private static func save(_ db: any SQLConnection, _ key: DownloadKey, _ entry: LedgerEntry) throws {
         try db.execute(

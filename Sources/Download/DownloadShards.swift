@@ -27,6 +27,11 @@ struct DownloadShards: Sendable {
         }
     }
 
+    /// The shard of queue `key` (`<app>|<account>|<device>`).
+    func shard(ofQueueKey key: String) -> UInt32 {
+        ShardHash.shard(ofQueueKey: key, count: shards.shardCount)
+    }
+
     /// Every shard with the instance serving it and how far that instance applied it (this
     /// instance's shards: its own position; the others': the position last read from the database).
     func map() async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse {
