@@ -50,30 +50,16 @@ public struct FollowedLog: Sendable {
     }
 
     static let positionSQL: CachedSQL = "SELECT seq FROM sb_follow WHERE log = ?"
-    static let setPositionSQL: CachedSQL = "INSERT INTO sb_follow (log, seq) VALUES (?, ?) ON CONFLICT (log) DO UPDATE SET seq = excluded.seq"
 
-    /// Runs `effects` and moves the position to `seq`, in one write transaction, durable before it
-    /// returns. `derived`: the effects are state the log gives again (nothing else depends on them
-    /// having been made): the commit does not wait for the disk (``StoreDatabase/writeDerived(_:)``),
-    /// and a power loss that takes it back takes the position back with it.
-    public func apply(through seq: UInt64, derived: Bool = false, _ effects: @Sendable @escaping (any SQLConnection) throws -> Void) async throws {
-        let name = name
-        let write: @Sendable (any SQLConnection) throws -> Void = { db in
-            try effects(db)
-            try db.execute(cached: Self.setPositionSQL, arguments: [name, Int64(seq)])
-        }
-        if derived {
-            try await database.writeDerived(write)
-        } else {
-            try await database.write(write)
-        }
-    }
-
-    /// ``apply(through:derived:_:)`` on condition that the position stored is still `stored`: when
+    /// Runs `effects` and moves the position from `stored` to `seq`, in one write transaction,
+    /// durable before it returns, on condition that the position stored is still `stored`: when
     /// another instance of the follower moved it meanwhile (the shard went to it, and came back),
     /// nothing is applied and ``Moved`` is thrown, so that each event is applied once however many
-    /// instances follow the log. `effects` may be empty: the position alone moves (for the other
-    /// instances, whose callers wait for it: see ``LogFollowerService``).
+    /// instances follow the log. `effects` may do nothing: the position alone moves (for the other
+    /// instances, whose callers wait for it: see ``LogFollowerService``). `derived`: the effects are
+    /// state the log gives again (nothing else depends on them having been made): the commit does
+    /// not wait for the disk (``StoreDatabase/writeDerived(_:)``), and a power loss that takes it
+    /// back takes the position back with it.
     public func apply(after stored: UInt64, through seq: UInt64, derived: Bool = false, _ effects: @Sendable @escaping (any SQLConnection) throws -> Void) async throws {
         let name = name
         let write: @Sendable (any SQLConnection) throws -> Void = { db in
