@@ -158,9 +158,11 @@ struct ScaleOutChaosTests {
             observers.append((account, queue, recorder))
         }
         let ledger = Ledger()
+        let observerQueues = Dictionary(uniqueKeysWithValues: observers.map { ($0.0, $0.1) })
         let load = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for account in accounts {
+                    let observer = observerQueues[account]!
                     group.addTask {
                         let connection = try StoreConnection(configuration: configuration(account))
                         var number = 0
@@ -169,6 +171,14 @@ struct ScaleOutChaosTests {
                             let id = try await Self.purchase(connection, account: account, key: key, timeout: .seconds(120))
                             ledger.acknowledged.withLock { $0[key] = id }
                             number += 1
+                            // As an app does, the device finishes what it was delivered (a queue
+                            // holds at most 1,000 unfinished transactions); one refused now is
+                            // finished the next time.
+                            if number % 50 == 0 {
+                                for transaction in observer.transactions where transaction.transactionState == .purchased {
+                                    try? await observer.finish(transaction)
+                                }
+                            }
                             try await Task.sleep(for: .milliseconds(100))
                         }
                         await connection.close()
