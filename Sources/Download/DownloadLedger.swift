@@ -113,11 +113,14 @@ final class DownloadLedger: Sendable {
     private let entries: Mutex<[DownloadKey: LedgerEntry]>
     /// The shards whose downloads are in memory; nil: every one (a single instance).
     private let served: Mutex<Set<UInt32>?>
+    /// Whether several instances share the database (memory holds some shards only).
+    private let shared: Bool
 
     /// The ledger kept in `database`: loaded whole, or (`shared` by several instances) a shard at a
     /// time as this instance takes it (``load(shard:of:)``).
     init(database: any SQLDatabase, shared: Bool = false) async throws {
         self.database = database
+        self.shared = shared
         served = Mutex(shared ? [] : nil)
         entries = Mutex(shared ? [:] : Dictionary(try await Self.read(database), uniquingKeysWith: { $1 }))
     }
@@ -173,7 +176,7 @@ final class DownloadLedger: Sendable {
     /// reach the database after this instance took its shard over and loaded it (the instance
     /// before answered its start a moment late); its later changes come through the log.
     func readThrough(_ keys: [DownloadKey], shardOf: (String) -> UInt32) async throws {
-        guard served.withLock({ $0 != nil }) else { return }
+        guard shared else { return }
         let missing = entries.withLock { entries in keys.filter { entries[$0] == nil } }
         guard !missing.isEmpty else { return }
         let found = try await database.read { db in
@@ -278,7 +281,7 @@ final class DownloadLedger: Sendable {
             return saved.map { ($0.key, $0.value) }
         }
         for (key, entry) in saved { try Self.save(db, key, entry) }
-        guard served.withLock({ $0 != nil }) else { return }
+        guard shared else { return }
         for (key, state, keySeq) in unknown {
             try db.execute(cached: Self.stateSQL, arguments: [state.rawValue, Int64(keySeq), key.transaction, key.content, Int64(keySeq)])
         }

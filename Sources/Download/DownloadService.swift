@@ -53,7 +53,7 @@ public struct DownloadService: Service {
             let postgres = try PostgresDatabase(settings: settings, schema: DownloadSchema.postgres, logger: host.logger)
             database = postgres
             leases = FollowerShardLeases(
-                database: postgres, logName: DownloadLedger.log, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                database: postgres, logName: DownloadLedger.log, lease: settings.lease,
                 endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), logger: host.logger)
         }
         let client = { (endpoints: [String]) in try RPCClient(configuration: ClientConfiguration(endpoints: endpoints), reactor: host.reactor, logger: host.logger) }

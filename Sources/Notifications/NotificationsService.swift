@@ -40,7 +40,7 @@ public struct NotificationsService: Service {
             let settings = try PostgresSettings.required(configuration.postgres)
             let postgres = try PostgresDatabase(settings: settings, schema: NotificationsSchema.postgres, logger: host.logger)
             let leases = try ShardLeases(
-                database: postgres, logName: ActiveInstance.logName, shardCount: 1, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                database: postgres, logName: ActiveInstance.logName, shardCount: 1, lease: settings.lease,
                 endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), logger: host.logger)
             try await ActiveInstance.standBy(leases, logger: host.logger)
             postgres.fence(leases)

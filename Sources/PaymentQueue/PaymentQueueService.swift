@@ -197,7 +197,7 @@ public struct PaymentQueueService: Service {
             // Several instances share the log's shards by leases; each writes only to those it
             // owns (see ShardLeases). Its first share is taken before it serves.
             let shards = try ShardLeases(
-                database: postgres, logName: TransactionStore.logName, shardCount: settings.shards, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                database: postgres, logName: TransactionStore.logName, shardCount: settings.shards, lease: settings.lease,
                 endpoints: .init(rpc: host.configuration.rpcEndpoints, events: publisher?.boundEndpoints ?? []), logger: host.logger)
             postgres.shard(shards)
             try await shards.round()

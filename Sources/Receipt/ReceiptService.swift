@@ -44,7 +44,7 @@ public struct ReceiptService: Service {
             database = postgres
             authority = try SigningAuthority(store: PostgresKeyStore(database: postgres), leafValidityDays: configuration.leafValidityDays)
             leases = FollowerShardLeases(
-                database: postgres, logName: ReceiptStore.log, lease: .milliseconds(Int64(settings.leaseSeconds * 1000)),
+                database: postgres, logName: ReceiptStore.log, lease: settings.lease,
                 endpoints: .init(rpc: host.configuration.rpcEndpoints, events: []), logger: host.logger)
         }
         let store = ReceiptStore(database: database)

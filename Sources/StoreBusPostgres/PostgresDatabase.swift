@@ -29,6 +29,8 @@ public struct PostgresSettings: Sendable, Codable, Equatable {
     /// How long a shard's lease lasts unless renewed (renewed every third of it); a transaction
     /// left idle this long is ended by the server, so that a paused instance holds no lock.
     public var leaseSeconds: Double
+    /// ``leaseSeconds`` as a duration.
+    public var lease: Duration { .milliseconds(Int64(leaseSeconds * 1000)) }
     /// Longest wait for a statement's answer: past it the connection is given up (closed) and the
     /// statement fails UNAVAILABLE, as when the connection is lost. A server that died while its
     /// backend lived on, a commit waiting for a standby that is gone, a network that drops packets

@@ -131,8 +131,8 @@ public final class StoreCluster: Sendable {
         environment = fastPaths ? [:] : ["STOREBUS_FAST_PATHS": "off"]
         directory = try TemporaryDirectory(prefix: "gw")
         let catalogEndpoint = directory.ipcEndpoint("catalog")
-        let queueEndpoints = (0..<max(1, queueInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "pq" : "pq\($0 + 1)") }
-        let queueEventEndpoints = (0..<max(1, queueInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "pq-events" : "pq\($0 + 1)-events") }
+        let queueEndpoints = directory.instanceEndpoints("pq", count: queueInstances)
+        let queueEventEndpoints = directory.instanceEndpoints("pq", suffix: "-events", count: queueInstances)
         // Every process that calls the payment queue or follows its log is told of every instance.
         let queueArguments = queueEndpoints.flatMap { ["--payment-queue-endpoint", $0] } + queueEventEndpoints.flatMap { ["--payment-queue-events", $0] }
         catalog = ServiceProcess(
@@ -158,7 +158,7 @@ public final class StoreCluster: Sendable {
                 logFile: home.url.appendingPathComponent("payment-queue\(name).log")
             )
         }
-        let receiptEndpoints = (0..<max(1, receiptInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "receipt" : "receipt\($0 + 1)") }
+        let receiptEndpoints = directory.instanceEndpoints("receipt", count: receiptInstances)
         self.receiptEndpoints = receiptEndpoints
         let receiptHTTPAddresses = try receiptEndpoints.map { _ in "127.0.0.1:\(try unusedLoopbackPort())" }
         receiptHTTPAddress = receiptHTTPAddresses[0]
@@ -182,7 +182,7 @@ public final class StoreCluster: Sendable {
             )
         }
         let receiptArguments = receiptEndpoints.flatMap { ["--receipt-endpoint", $0] }
-        let downloadEndpoints = (0..<max(1, downloadInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "download" : "download\($0 + 1)") }
+        let downloadEndpoints = directory.instanceEndpoints("download", count: downloadInstances)
         self.downloadEndpoints = downloadEndpoints
         let downloadMetricsAddresses = try downloadEndpoints.map { _ in downloadPostgres == nil ? "" : "127.0.0.1:\(try unusedLoopbackPort())" }
         self.downloadMetricsAddresses = downloadMetricsAddresses.filter { !$0.isEmpty }
@@ -221,7 +221,7 @@ public final class StoreCluster: Sendable {
         ]
         if let webhookRetryScale { notificationService["webhookRetryScale"] = webhookRetryScale }
         if let notificationsPostgres { notificationService.merge(try Self.storage(notificationsPostgres)) { _, new in new } }
-        let notificationEndpoints = (0..<max(1, notificationInstances)).map { [directory] in directory.ipcEndpoint($0 == 0 ? "notifications" : "notifications\($0 + 1)") }
+        let notificationEndpoints = directory.instanceEndpoints("notifications", count: notificationInstances)
         self.notificationEndpoints = notificationEndpoints
         self.notificationInstances = try notificationEndpoints.indices.map { [directory] index in
             let name = index == 0 ? "" : "\(index + 1)"
@@ -553,4 +553,12 @@ public func accountsByShard(prefix: String, count: UInt32, app: String = puzzle)
         index += 1
     }
     return accounts
+}
+
+extension TemporaryDirectory {
+    /// The ipc endpoints of `count` instances (at least one) of a process named `name`: `name`,
+    /// then `name2`, `name3`..., each followed by `suffix`.
+    func instanceEndpoints(_ name: String, suffix: String = "", count: Int) -> [String] {
+        (0..<max(1, count)).map { ipcEndpoint($0 == 0 ? "\(name)\(suffix)" : "\(name)\($0 + 1)\(suffix)") }
+    }
 }
