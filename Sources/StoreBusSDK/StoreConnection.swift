@@ -36,8 +36,9 @@ public struct StoreConfiguration: Sendable {
     /// `storebus-receipts` in the temporary directory.
     public var receiptDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-receipts")
     /// Where downloaded content goes (the app's caches directory): a partial file and its record
-    /// while a download runs, then a folder holding `Contents/`. Default `storebus-downloads` in the
-    /// temporary directory.
+    /// while a download runs, then a folder holding `Contents/`, named by transaction and content.
+    /// Default `storebus-downloads` in the temporary directory: give queues of different stores
+    /// (which may number their transactions alike) folders of their own.
     public var downloadDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-downloads")
     /// Bytes asked for by each chunk read of a download (4 KiB to 1 MiB). Default 256 KiB.
     public var downloadChunkBytes = 256 * 1024

@@ -358,6 +358,11 @@ public final class StoreCluster: Sendable {
         configuration.observerHold = .seconds(5)
         configuration.callTimeout = .seconds(5)
         configuration.gatewayPublicKey = gatewayPublicKey
+        // The cluster's own: another cluster running beside it numbers its transactions the same
+        // way and names the same accounts, so the SDK's defaults (shared folders of the temporary
+        // directory) would let one's downloads and receipts overwrite or remove the other's.
+        configuration.downloadDirectory = directory.url.appendingPathComponent("device-downloads")
+        configuration.receiptDirectory = directory.url.appendingPathComponent("device-receipts")
         return configuration
     }
 
