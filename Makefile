@@ -17,8 +17,10 @@ PYTHON_TOOLS := .build/python-tools
 APPLE_LIBRARY_VERSION := 3.1.2
 # pyzmq: deploy/examples/python_backend.py, run by the notification tests.
 PYZMQ_VERSION := 26.2.0
+# axe-core 4.4.3's script (axe.min.js), which the console's browser test runs in each page.
+AXE_CORE_PYTHON_VERSION := 0.1.0
 
-.PHONY: deps test-deps build run test chaos generators protos check-protos format check-format bench clean
+.PHONY: deps test-deps build run test chaos screenshots generators protos check-protos format check-format bench clean
 
 ## deps: install libzmq3-dev, libsqlite3-dev (GRDB and StoreBusStorage link it), protobuf-compiler and
 ## pkg-config from Debian when any is missing.
@@ -31,8 +33,8 @@ deps:
 
 # A bare `swift build` builds every product of every dependency, swift-protobuf's C++ protoc among
 # them (minutes of C++). These lists name what is needed.
-RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storectl
-TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-testkit-echo storebus-bench
+RUN_PRODUCTS  := storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storebus-console storectl
+TEST_PRODUCTS := StoreBusPackageTests storebus-catalog storebus-payment-queue storebus-receipt storebus-download storebus-notifications storebus-gateway storebus-console storectl storebus-testkit-journal storebus-testkit-restrict-families storebus-testkit-probe storebus-testkit-echo storebus-bench
 
 build: deps
 	@for product in $(RUN_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
@@ -47,21 +49,29 @@ run: build
 ## example; iproute2 and tcpdump make and
 ## watch the multi-host test's network namespaces; postgresql-15 is the server the PostgreSQL
 ## storage tests start (each its own, under a temporary directory), and pg_auto_failover
-## (postgresql-15-auto-failover, pg-auto-failover-cli) keeps the primary and standby of the failover test.
+## (postgresql-15-auto-failover, pg-auto-failover-cli) keeps the primary and standby of the failover test;
+## chromium and chromium-driver are the browser the console's tests drive, and axe-core-python (PyPI)
+## carries the axe-core script that checks each page's accessibility in it.
 test-deps: deps
-	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump curl postgresql-15 postgresql-15-auto-failover pg-auto-failover-cli; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in systemd openssl python3-venv iproute2 tcpdump curl postgresql-15 postgresql-15-auto-failover pg-auto-failover-cli chromium chromium-driver; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
-	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary, zmq" 2>/dev/null || { \
-	  echo "installing: app-store-server-library $(APPLE_LIBRARY_VERSION) and pyzmq $(PYZMQ_VERSION) (PyPI) into $(PYTHON_TOOLS)"; \
+	@$(PYTHON_TOOLS)/bin/python -c "import appstoreserverlibrary, zmq, axe_core_python" 2>/dev/null || { \
+	  echo "installing: app-store-server-library $(APPLE_LIBRARY_VERSION), pyzmq $(PYZMQ_VERSION) and axe-core-python $(AXE_CORE_PYTHON_VERSION) (PyPI) into $(PYTHON_TOOLS)"; \
 	  rm -rf $(PYTHON_TOOLS) && python3 -m venv $(PYTHON_TOOLS) && \
-	  $(PYTHON_TOOLS)/bin/pip install -q --disable-pip-version-check app-store-server-library==$(APPLE_LIBRARY_VERSION) pyzmq==$(PYZMQ_VERSION); }
+	  $(PYTHON_TOOLS)/bin/pip install -q --disable-pip-version-check app-store-server-library==$(APPLE_LIBRARY_VERSION) pyzmq==$(PYZMQ_VERSION) \
+	    axe-core-python==$(AXE_CORE_PYTHON_VERSION); }
 
 ## test: every test, after checking that the committed generated code matches proto-schemas/.
 ## Each test target runs in a process of its own (scripts/run-tests says why).
 test: test-deps check-protos check-format
 	@for product in $(TEST_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
 	scripts/run-tests
+
+## screenshots: the console's pages as the browser test shows them, written to docs/console/.
+screenshots: test-deps
+	@for product in $(TEST_PRODUCTS); do $(SWIFT) build $(SWIFT_BUILD_FLAGS) --product $$product || exit 1; done
+	STOREBUS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console .build/debug/StoreBusPackageTests.xctest --testing-library swift-testing --filter ConsoleBrowserTests
 
 ## chaos: the scale-out chaos test (DeploymentTests' ScaleOutChaosTests) alone, with 20 rounds of faults
 ## (STOREBUS_CHAOS_ROUNDS=N for another number; `make test` runs 2): about 20 s a round.

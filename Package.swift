@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "Download", targets: ["Download"]),
         .library(name: "Receipt", targets: ["Receipt"]),
         .library(name: "Notifications", targets: ["Notifications"]),
+        .library(name: "Console", targets: ["Console"]),
         .library(name: "StoreBusSDK", targets: ["StoreBusSDK"]),
         .library(name: "StoreBusSDKTesting", targets: ["StoreBusSDKTesting"]),
         .executable(name: "storebus-catalog", targets: ["storebus-catalog"]),
@@ -31,6 +32,7 @@ let package = Package(
         .executable(name: "storebus-receipt", targets: ["storebus-receipt"]),
         .executable(name: "storebus-download", targets: ["storebus-download"]),
         .executable(name: "storebus-notifications", targets: ["storebus-notifications"]),
+        .executable(name: "storebus-console", targets: ["storebus-console"]),
         .executable(name: "storectl", targets: ["storectl"]),
         .executable(name: "storebus-testkit-journal", targets: ["storebus-testkit-journal"]),
         .executable(name: "storebus-testkit-restrict-families", targets: ["storebus-testkit-restrict-families"]),
@@ -67,6 +69,9 @@ let package = Package(
         .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
         // The scale-out storage engine: services' databases on PostgreSQL.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // The console's pages: HTML templates, and the names of the headers it reads and sets.
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev, found through pkg-config. SwiftPM warns that it drops the
@@ -297,6 +302,27 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The operators' web page: HTML pages and their forms over Hummingbird, every action an
+        // admin call through the gateway.
+        .target(
+            name: "Console",
+            dependencies: [
+                "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusSDK", "StoreSchema",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]
+        ),
+        .executableTarget(
+            name: "storebus-console",
+            dependencies: [
+                "Console", "StoreBus", "StoreBusHost", "StoreBusCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "storebus-notifications",
             dependencies: [
@@ -430,6 +456,14 @@ let package = Package(
         .testTarget(name: "ContentPackageTests", dependencies: ["ContentPackage", "Download", "StoreBus", "StoreBusTesting"]),
         .testTarget(name: "StorectlTests", dependencies: ["StoreBus", "StoreBusPostgres", "StoreBusSDK", "StoreBusStorage", "StoreBusTesting", "StoreSchema"]),
         .testTarget(name: "DeploymentTests", dependencies: ["StoreBus", "StoreBusTesting", "ZeroMQ"]),
+        .testTarget(
+            name: "ConsoleTests",
+            dependencies: [
+                "Console", "StoreBus", "StoreBusSDK", "StoreBusTesting", "StoreSchema",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "CatalogTests",
             dependencies: ["Catalog", "CatalogFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusTesting", "StoreSchema"]

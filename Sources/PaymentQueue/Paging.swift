@@ -46,6 +46,27 @@ public enum Paging {
         return row
     }
 
+    /// The token of a position named by text (an account): the listing's `kind` and the last
+    /// row's key, base64url without padding.
+    static func token(_ kind: String, afterKey key: String) -> String {
+        Data("\(kind)\n\(key)".utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The key in a token made by ``token(_:afterKey:)`` for `kind`; nil for an empty token (the
+    /// first page); INVALID_ARGUMENT naming `pageToken` for anything else.
+    static func key(after token: String, kind: String) throws -> String? {
+        guard !token.isEmpty else { return nil }
+        var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard token.utf8.count <= 512, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
+            throw invalid(token)
+        }
+        guard let newline = text.firstIndex(of: "\n"), text[..<newline] == kind else { throw invalid(token) }
+        return String(text[text.index(after: newline)...])
+    }
+
     private static func invalid(_ token: String) -> RPCError {
         RPCError.invalidArgument(field: "pageToken", "is not a token this listing gave (\"\(token.prefix(64))\")")
     }

@@ -1,5 +1,6 @@
 import StoreBus
 import StoreBusServer
+import StoreBusStorage
 import StoreSchema
 
 /// The handlers of `storebus.payment_queue.v1.PaymentQueueAdmin`: the sandbox's controls (payment
@@ -9,10 +10,13 @@ public struct PaymentQueueAdminHandlers: Storebus_PaymentQueue_V1_PaymentQueueAd
     let catalog: CatalogLookup
     let authority: PaymentAuthority
     let shards: QueueShards
+    /// The payment queue's event log, as ReadActivity reads it.
+    let eventLog: EventLogHandlers
 
     /// Handlers over `store`, asking `catalog` whether apps exist and poking `authority` when a
     /// policy changes; `shards` answers the shard map.
-    public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority, shards: QueueShards) {
+    public init(store: TransactionStore, catalog: CatalogLookup, authority: PaymentAuthority, shards: QueueShards, eventLog: EventLogHandlers) {
+        self.eventLog = eventLog
         self.store = store
         self.catalog = catalog
         self.authority = authority
@@ -100,6 +104,27 @@ public struct PaymentQueueAdminHandlers: Storebus_PaymentQueue_V1_PaymentQueueAd
     public func reset(_ request: Storebus_PaymentQueue_V1_ResetRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_ResetResponse {
         try await store.reset()
         return .init()
+    }
+
+    public func listAccounts(_ request: Storebus_PaymentQueue_V1_ListAccountsRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_ListAccountsResponse {
+        try await catalog.checkApp(request.appBundleID)
+        let (accounts, next) = try await store.accounts(app: request.appBundleID, pageToken: request.pageToken, limit: Paging.size(request.pageSize))
+        return .with {
+            $0.accounts = accounts
+            $0.nextPageToken = next
+        }
+    }
+
+    public func readActivity(_ request: Storebus_PaymentQueue_V1_ReadActivityRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_PaymentQueue_V1_QueueEventPage> {
+        // The same page the log's followers read: QueueEventPage is ReadEventsResponse's JSON with
+        // its payloads typed.
+        let page = try await eventLog.readEvents(
+            .with {
+                $0.shard = request.shard
+                $0.afterSeq = request.afterSeq
+                $0.limit = request.limit
+            }, context: context)
+        return PrewrittenResponse(json: page.json)
     }
 
     public func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse {

@@ -217,11 +217,12 @@ public struct PaymentQueueService: Service {
         try await store.setRenewalRate(configuration.renewalRate, app: "")
         let authority = PaymentAuthority(store: store, logger: host.logger)
         let renewals = RenewalEngine(store: store, renewalsPerSecond: configuration.renewalsPerSecond, logger: host.logger)
-        var router = try EventLogHandlers(database: database, logName: TransactionStore.logName, topics: QueueTopic.names).router
+        let eventLog = try EventLogHandlers(database: database, logName: TransactionStore.logName, topics: QueueTopic.names)
+        var router = eventLog.router
         let catalog = CatalogLookup(client: catalogClient, maxAge: .milliseconds(configuration.catalogCacheMilliseconds))
         router.register(PaymentQueueHandlers(store: store, catalog: catalog, authority: authority))
         let queueShards = QueueShards(leases: leases, endpoints: .init(rpc: host.configuration.rpcEndpoints, events: publisher?.boundEndpoints ?? []))
-        router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority, shards: queueShards))
+        router.register(PaymentQueueAdminHandlers(store: store, catalog: catalog, authority: authority, shards: queueShards, eventLog: eventLog))
         router.register(SubscriptionsHandlers(store: store, catalog: catalog, engine: renewals))
         try await host.serve(
             router: router,

@@ -17,6 +17,7 @@ public enum Upstream {
     public enum Receipt: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.receipt } }
     public enum Download: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.download } }
     public enum Notifications: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.notifications } }
+    public enum Gateway: RegisteredService { public static var entry: ServiceEntry { ServiceRegistry.gateway } }
 }
 
 /// The RPC endpoints of a service this process calls, named from its registry row:

@@ -244,6 +244,10 @@ extension HostileCalls {
             ]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.reset.path: .object([]),
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap.path: .object([]),
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccounts.path: .object([
+                ("appBundleId", .value(app)), ("pageSize", .value("10")), ("pageToken", .value("\"\""))
+            ]),
+            Storebus_PaymentQueue_V1_PaymentQueueAdmin.readActivity.path: .object([("shard", .value("0")), ("afterSeq", .value("\"0\"")), ("limit", .value("10"))]),
             Storebus_PaymentQueue_V1_Subscriptions.setRenewalRate.path: .object([
                 ("appBundleId", .value(app)), ("rate", .value("\"RENEWAL_RATE_MONTHLY_RENEWAL_EVERY_FIVE_MINUTES\""))
             ]),

@@ -39,10 +39,16 @@ struct SystemdDeploymentTests {
         let first = try await runCommand("/bin/bash", [install], environment: environment, log: directory.path("install.log"))
         #expect(first.status == 0, "\(first.output)")
         // Then the executables, configurations and units are in place
-        for product in ["storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-download", "storebus-notifications", "storebus-gateway", "storectl"] {
+        for product in [
+            "storebus-catalog", "storebus-payment-queue", "storebus-receipt", "storebus-download", "storebus-notifications", "storebus-gateway", "storebus-console",
+            "storectl"
+        ] {
             #expect(FileManager.default.isExecutableFile(atPath: "\(root)/usr/local/bin/\(product)"), "\(product)")
         }
-        for file in ["catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "content/puzzle-levelpack1/levels.json"] {
+        for file in [
+            "catalog.json", "catalog/catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "console.json",
+            "content/puzzle-levelpack1/levels.json"
+        ] {
             #expect(FileManager.default.fileExists(atPath: "\(root)/etc/storebus/\(file)"), "\(file)")
         }
         // And the gateway's secrets were made for this host, readable by root alone
@@ -58,7 +64,7 @@ struct SystemdDeploymentTests {
         let adminKey = try #require(keys.first { $0["admin"] as? Bool == true }?["key"] as? String)
         #expect(appKey.count == 48 && adminKey.count == 48 && appKey != adminKey && !secret.contains(appKey))
         // And each service's CURVE key pair, the key pair root's alone, its public key for the others
-        for service in ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway"] {
+        for service in ["catalog", "payment-queue", "receipt", "download", "notifications", "gateway", "console"] {
             let keyPair = "\(root)/etc/storebus/keys/\(service).key"
             let mode = try FileManager.default.attributesOfItem(atPath: keyPair)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(service).key")
@@ -85,7 +91,7 @@ struct SystemdDeploymentTests {
         let unitNames = try FileManager.default.contentsOfDirectory(atPath: unitDirectory).sorted()
         #expect(
             unitNames == [
-                "storebus-catalog.service", "storebus-download.service", "storebus-download@.service", "storebus-gateway.service",
+                "storebus-catalog.service", "storebus-console.service", "storebus-download.service", "storebus-download@.service", "storebus-gateway.service",
                 "storebus-notifications.service", "storebus-notifications@.service", "storebus-payment-queue.service", "storebus-payment-queue@.service",
                 "storebus-receipt.service", "storebus-receipt@.service", "storebus.target"
             ])
@@ -112,10 +118,10 @@ struct SystemdDeploymentTests {
         // When the services start as their units say (systemd's part played here: the state
         // directory, the credential, the variables, the address families), on free ports
         var ports: [String: String] = [:]
-        let fixed = ["7300", "7301", "7302", "7303", "7304", "7305", "7312", "7383", "9300", "9301", "9302", "9303", "9304", "9305"]
+        let fixed = ["7300", "7301", "7302", "7303", "7304", "7305", "7306", "7312", "7383", "7390", "9300", "9301", "9302", "9303", "9304", "9305", "9306"]
         for port in fixed { ports["127.0.0.1:\(port)"] = "127.0.0.1:\(try unusedLoopbackPort())" }
         try #require(Set(ports.values).count == fixed.count, "different free ports: \(ports)")
-        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "gateway.json"] {
+        for file in ["catalog.json", "payment-queue.json", "receipt.json", "download.json", "notifications.json", "gateway.json", "console.json"] {
             let path = "\(root)/etc/storebus/\(file)"
             var text = try String(contentsOfFile: path, encoding: .utf8)
             for (from, to) in ports { text = text.replacingOccurrences(of: from, with: to) }
@@ -126,7 +132,7 @@ struct SystemdDeploymentTests {
         var processes: [ServiceProcess] = []
         for (unit, port) in [
             ("storebus-catalog", "7301"), ("storebus-payment-queue", "7302"), ("storebus-receipt", "7303"), ("storebus-download", "7304"), ("storebus-notifications", "7305"),
-            ("storebus-gateway", "7300")
+            ("storebus-gateway", "7300"), ("storebus-console", "7306")
         ] {
             let service = serviceSettings(units["\(unit).service"]!)
             var commandLine = try #require(service["ExecStart"]?.last)
@@ -166,9 +172,14 @@ struct SystemdDeploymentTests {
             }
         }
         let gateway = "tcp://\(ports["127.0.0.1:7300"]!)"
+        // The console serves its login page where its configuration says.
+        let login = try await runCommand("/usr/bin/curl", ["-sS", "--max-time", "10", "-w", "\n%{http_code}", "http://\(ports["127.0.0.1:7390"]!)/login"])
+        #expect(login.output.hasSuffix("\n200") && login.output.contains("Admin key"), "\(login.output)")
 
         // Each serves its metrics on the port its configuration names (curl, as Prometheus would scrape)
-        let metricsPorts = ["gateway": "9300", "catalog": "9301", "payment-queue": "9302", "receipt": "9303", "download": "9304", "notifications": "9305"]
+        let metricsPorts = [
+            "gateway": "9300", "catalog": "9301", "payment-queue": "9302", "receipt": "9303", "download": "9304", "notifications": "9305", "console": "9306"
+        ]
         func scrape() async throws -> [String: String] {
             var pages: [String: String] = [:]
             for (service, port) in metricsPorts {

@@ -9,7 +9,8 @@ public struct ServiceEntry: Sendable, Hashable {
     /// The executable (`storebus-payment-queue`).
     public let process: String
     /// The contract services it serves, fully qualified (`storebus.payment_queue.v1.PaymentQueue`);
-    /// the gateway forwards their client and admin methods to it.
+    /// the gateway forwards their client and admin methods to it. None for the console, which
+    /// serves people over HTTP (and Health).
     public let services: [String]
     /// The loopback port it serves RPC on by default.
     public let rpcPort: Int
@@ -98,12 +99,19 @@ public enum ServiceRegistry {
         upstreams: ["catalog", "payment-queue", "receipt", "download", "notifications"], follows: "payment-queue"
     )
 
+    /// The operators' web page (StoreBus's console): serves no contract service of its own, only
+    /// HTTP pages and Health; every page reads, and every action acts, through the gateway as an
+    /// admin session.
+    public static let console = ServiceEntry(
+        name: "console", process: "storebus-console", services: [], rpcPort: 7306, upstreams: ["gateway"]
+    )
+
     /// The payment queue's event log, named after it: what its writer, its followers (receipt,
     /// download) and the gateway's observer stream all call it.
     public static var paymentQueueLog: String { paymentQueue.name }
 
     /// Every entry, in start order.
-    public static let all: [ServiceEntry] = [catalog, paymentQueue, receipt, download, notifications, gateway]
+    public static let all: [ServiceEntry] = [catalog, paymentQueue, receipt, download, notifications, gateway, console]
 
     /// The entry named `name`.
     public static func named(_ name: String) -> ServiceEntry? {

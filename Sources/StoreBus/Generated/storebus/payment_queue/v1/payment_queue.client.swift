@@ -174,6 +174,23 @@ extension Storebus_PaymentQueue_V1_PaymentQueueAdmin {
         public func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_GetShardMapResponse {
             try await rpc.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, request, options: options)
         }
+
+        /// The accounts of an app that have transactions, in account order, each with its devices' queues
+        /// and how many transactions they hold: what an operator's console lists (StoreBus's console). In
+        /// pages: follow next_page_token until it is empty. NOT_FOUND: unknown app. INVALID_ARGUMENT: a
+        /// page_token this method did not give. No side effects.
+        public func listAccounts(_ request: Storebus_PaymentQueue_V1_ListAccountsRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_ListAccountsResponse {
+            try await rpc.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccounts, request, options: options)
+        }
+
+        /// The payment queue's event log for an operator's live view (StoreBus's console): the events of
+        /// every queue of one shard after a position, in commit order, as the services that follow the log
+        /// read them (EventLog.ReadEvents without a key or topics). A reader keeps one position per shard
+        /// (shard_count in every answer) and reads on from each page's through_seq. INVALID_ARGUMENT: a
+        /// shard the log does not have, limit over 1000. No side effects.
+        public func readActivity(_ request: Storebus_PaymentQueue_V1_ReadActivityRequest, options: CallOptions = CallOptions()) async throws(RPCError) -> Storebus_PaymentQueue_V1_QueueEventPage {
+            try await rpc.call(Storebus_PaymentQueue_V1_PaymentQueueAdmin.readActivity, request, options: options)
+        }
     }
 }
 
@@ -418,6 +435,32 @@ extension Storebus_PaymentQueue_V1_ListChargesRequest: ContractChecked {
 }
 
 extension Storebus_PaymentQueue_V1_ResetRequest: ContractChecked {
+}
+
+extension Storebus_PaymentQueue_V1_ListAccountsRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "appBundleId"
+            guard !appBundleID.isEmpty, appBundleID.utf8.count <= 255 else { throw RPCError.invalidArgument(field: field, "must be 1 to 255 bytes") }
+        }
+        do {
+            let field = prefix + "pageToken"
+            guard pageToken.utf8.count <= 512 else { throw RPCError.invalidArgument(field: field, "must be at most 512 bytes") }
+        }
+    }
+}
+
+extension Storebus_PaymentQueue_V1_ReadActivityRequest: ContractChecked {
+    /// Refuses, with INVALID_ARGUMENT naming the field under `prefix`, the first field that breaks
+    /// its rules in the contract (``ContractChecked/checkFields(prefix:)``).
+    public func checkFields(prefix: String) throws(RPCError) {
+        do {
+            let field = prefix + "limit"
+            guard limit <= 1000 else { throw RPCError.invalidArgument(field: field, "must be at most 1000") }
+        }
+    }
 }
 
 extension Storebus_PaymentQueue_V1_GetShardMapRequest: ContractChecked {

@@ -142,6 +142,17 @@ extension Storebus_PaymentQueue_V1_PaymentQueueAdmin {
         /// (one instance, one log) one shard, owned by the instance that answers. Routers (the gateway)
         /// send an account's calls to the owner of its shard. No side effects.
         func getShardMap(_ request: Storebus_PaymentQueue_V1_GetShardMapRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_GetShardMapResponse
+        /// The accounts of an app that have transactions, in account order, each with its devices' queues
+        /// and how many transactions they hold: what an operator's console lists (StoreBus's console). In
+        /// pages: follow next_page_token until it is empty. NOT_FOUND: unknown app. INVALID_ARGUMENT: a
+        /// page_token this method did not give. No side effects.
+        func listAccounts(_ request: Storebus_PaymentQueue_V1_ListAccountsRequest, context: ServerContext) async throws -> Storebus_PaymentQueue_V1_ListAccountsResponse
+        /// The payment queue's event log for an operator's live view (StoreBus's console): the events of
+        /// every queue of one shard after a position, in commit order, as the services that follow the log
+        /// read them (EventLog.ReadEvents without a key or topics). A reader keeps one position per shard
+        /// (shard_count in every answer) and reads on from each page's through_seq. INVALID_ARGUMENT: a
+        /// shard the log does not have, limit over 1000. No side effects.
+        func readActivity(_ request: Storebus_PaymentQueue_V1_ReadActivityRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_PaymentQueue_V1_QueueEventPage>
     }
 }
 
@@ -182,6 +193,12 @@ extension RPCRouter {
         }
         register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.getShardMap)) { request, context in
             try await handlers.getShardMap(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccounts, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccounts], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccounts)) { request, context in
+            try await handlers.listAccounts(request, context: context)
+        }
+        register(Storebus_PaymentQueue_V1_PaymentQueueAdmin.readActivity, codec: codecs[Storebus_PaymentQueue_V1_PaymentQueueAdmin.readActivity], placement: loopSafe.placement(of: Storebus_PaymentQueue_V1_PaymentQueueAdmin.readActivity)) { request, context in
+            try await handlers.readActivity(request, context: context)
         }
     }
 }

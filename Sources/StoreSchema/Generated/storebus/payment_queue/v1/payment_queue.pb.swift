@@ -1624,6 +1624,9 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEventPage: Sendable {
   /// The position the page read through (ReadEventsResponse.through_seq).
   public var throughSeq: UInt64 = 0
 
+  /// How many shards the log has (1 when it is not sharded).
+  public var shardCount: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1635,7 +1638,7 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEventRecord: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Position in the whole log.
+  /// Position in its shard (the whole log, when it is not sharded).
   public var seq: UInt64 = 0
 
   /// The queue's key (`<app>|<account>|<device>`).
@@ -1666,6 +1669,9 @@ public nonisolated struct Storebus_PaymentQueue_V1_QueueEventRecord: Sendable {
   public var hasPayload: Bool {self._payload != nil}
   /// Clears the value of `payload`. Subsequent reads from it will return its default value.
   public mutating func clearPayload() {self._payload = nil}
+
+  /// The shard it is in (0 when the log is not sharded).
+  public var shard: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2127,6 +2133,118 @@ public nonisolated struct Storebus_PaymentQueue_V1_ResetResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of PaymentQueueAdmin.ListAccounts.
+public nonisolated struct Storebus_PaymentQueue_V1_ListAccountsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The app.
+  public var appBundleID: String = String()
+
+  /// Most accounts in the page: 0 for 100; more than 1000 counts as 1000.
+  public var pageSize: UInt32 = 0
+
+  /// Where to go on from: a next_page_token of an earlier answer; empty for the first page.
+  public var pageToken: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One device's queue of an account, as ListAccounts counts it.
+public nonisolated struct Storebus_PaymentQueue_V1_DeviceSummary: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The device.
+  public var deviceID: String = String()
+
+  /// Transactions the queue holds, finished ones included.
+  public var transactionCount: UInt32 = 0
+
+  /// Of those, the ones not yet finished.
+  public var unfinishedCount: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One account of an app, as ListAccounts gives it.
+public nonisolated struct Storebus_PaymentQueue_V1_AccountSummary: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The account.
+  public var accountID: String = String()
+
+  /// Its devices' queues, in device order.
+  public var devices: [Storebus_PaymentQueue_V1_DeviceSummary] = []
+
+  /// Transactions across its queues, finished ones included.
+  public var transactionCount: UInt32 = 0
+
+  /// Of those, the ones not yet finished.
+  public var unfinishedCount: UInt32 = 0
+
+  /// The date of its newest transaction.
+  public var lastTransactionDate: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_lastTransactionDate ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_lastTransactionDate = newValue}
+  }
+  /// Returns true if `lastTransactionDate` has been explicitly set.
+  public var hasLastTransactionDate: Bool {self._lastTransactionDate != nil}
+  /// Clears the value of `lastTransactionDate`. Subsequent reads from it will return its default value.
+  public mutating func clearLastTransactionDate() {self._lastTransactionDate = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _lastTransactionDate: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
+/// Reply of PaymentQueueAdmin.ListAccounts.
+public nonisolated struct Storebus_PaymentQueue_V1_ListAccountsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The accounts, in account order.
+  public var accounts: [Storebus_PaymentQueue_V1_AccountSummary] = []
+
+  /// The page_token of the next page; empty when this is the last.
+  public var nextPageToken: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Arguments of PaymentQueueAdmin.ReadActivity.
+public nonisolated struct Storebus_PaymentQueue_V1_ReadActivityRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The shard to read (0, the only one of a log that is not sharded).
+  public var shard: UInt32 = 0
+
+  /// Position already read in that shard; 0 reads from its start.
+  public var afterSeq: UInt64 = 0
+
+  /// Most events to return (1 to 1000; 0 means 256); a page also ends before 1 MiB of JSON.
+  public var limit: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3843,7 +3961,7 @@ nonisolated extension Storebus_PaymentQueue_V1_DownloadsUpdated: SwiftProtobuf.M
 
 nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueueEventPage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0\u{3}through_seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}events\0\u{3}head_seq\0\u{3}through_seq\0\u{3}shard_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3854,6 +3972,7 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Mes
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.events) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.headSeq) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.throughSeq) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.shardCount) }()
       default: break
       }
     }
@@ -3869,6 +3988,9 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Mes
     if self.throughSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.throughSeq, fieldNumber: 3)
     }
+    if self.shardCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shardCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3876,6 +3998,7 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Mes
     if lhs.events != rhs.events {return false}
     if lhs.headSeq != rhs.headSeq {return false}
     if lhs.throughSeq != rhs.throughSeq {return false}
+    if lhs.shardCount != rhs.shardCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3883,7 +4006,7 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventPage: SwiftProtobuf.Mes
 
 nonisolated extension Storebus_PaymentQueue_V1_QueueEventRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueueEventRecord"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{1}key\0\u{3}key_seq\0\u{1}type\0\u{1}time\0\u{1}payload\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{1}key\0\u{3}key_seq\0\u{1}type\0\u{1}time\0\u{1}payload\0\u{1}shard\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3897,6 +4020,7 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventRecord: SwiftProtobuf.M
       case 4: try { try decoder.decodeSingularStringField(value: &self.type) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._time) }()
       case 6: try { try decoder.decodeSingularMessageField(value: &self._payload) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.shard) }()
       default: break
       }
     }
@@ -3925,6 +4049,9 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventRecord: SwiftProtobuf.M
     try { if let v = self._payload {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
     } }()
+    if self.shard != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shard, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3935,6 +4062,7 @@ nonisolated extension Storebus_PaymentQueue_V1_QueueEventRecord: SwiftProtobuf.M
     if lhs.type != rhs.type {return false}
     if lhs._time != rhs._time {return false}
     if lhs._payload != rhs._payload {return false}
+    if lhs.shard != rhs.shard {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4735,6 +4863,215 @@ nonisolated extension Storebus_PaymentQueue_V1_ResetResponse: SwiftProtobuf.Mess
   }
 
   public static func ==(lhs: Storebus_PaymentQueue_V1_ResetResponse, rhs: Storebus_PaymentQueue_V1_ResetResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_ListAccountsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListAccountsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}app_bundle_id\0\u{3}page_size\0\u{3}page_token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.appBundleID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.pageSize) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.appBundleID.isEmpty {
+      try visitor.visitSingularStringField(value: self.appBundleID, fieldNumber: 1)
+    }
+    if self.pageSize != 0 {
+      try visitor.visitSingularUInt32Field(value: self.pageSize, fieldNumber: 2)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_ListAccountsRequest, rhs: Storebus_PaymentQueue_V1_ListAccountsRequest) -> Bool {
+    if lhs.appBundleID != rhs.appBundleID {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_DeviceSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeviceSummary"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_id\0\u{3}transaction_count\0\u{3}unfinished_count\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.transactionCount) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.unfinishedCount) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.deviceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 1)
+    }
+    if self.transactionCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.transactionCount, fieldNumber: 2)
+    }
+    if self.unfinishedCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.unfinishedCount, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_DeviceSummary, rhs: Storebus_PaymentQueue_V1_DeviceSummary) -> Bool {
+    if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.transactionCount != rhs.transactionCount {return false}
+    if lhs.unfinishedCount != rhs.unfinishedCount {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_AccountSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AccountSummary"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}account_id\0\u{1}devices\0\u{3}transaction_count\0\u{3}unfinished_count\0\u{3}last_transaction_date\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.transactionCount) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.unfinishedCount) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._lastTransactionDate) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.accountID.isEmpty {
+      try visitor.visitSingularStringField(value: self.accountID, fieldNumber: 1)
+    }
+    if !self.devices.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 2)
+    }
+    if self.transactionCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.transactionCount, fieldNumber: 3)
+    }
+    if self.unfinishedCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.unfinishedCount, fieldNumber: 4)
+    }
+    try { if let v = self._lastTransactionDate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_AccountSummary, rhs: Storebus_PaymentQueue_V1_AccountSummary) -> Bool {
+    if lhs.accountID != rhs.accountID {return false}
+    if lhs.devices != rhs.devices {return false}
+    if lhs.transactionCount != rhs.transactionCount {return false}
+    if lhs.unfinishedCount != rhs.unfinishedCount {return false}
+    if lhs._lastTransactionDate != rhs._lastTransactionDate {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_ListAccountsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListAccountsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}accounts\0\u{3}next_page_token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.accounts) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.accounts.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.accounts, fieldNumber: 1)
+    }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_ListAccountsResponse, rhs: Storebus_PaymentQueue_V1_ListAccountsResponse) -> Bool {
+    if lhs.accounts != rhs.accounts {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Storebus_PaymentQueue_V1_ReadActivityRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadActivityRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}shard\0\u{3}after_seq\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.shard) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.afterSeq) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.shard != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shard, fieldNumber: 1)
+    }
+    if self.afterSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.afterSeq, fieldNumber: 2)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Storebus_PaymentQueue_V1_ReadActivityRequest, rhs: Storebus_PaymentQueue_V1_ReadActivityRequest) -> Bool {
+    if lhs.shard != rhs.shard {return false}
+    if lhs.afterSeq != rhs.afterSeq {return false}
+    if lhs.limit != rhs.limit {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

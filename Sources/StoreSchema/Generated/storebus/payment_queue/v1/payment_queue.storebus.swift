@@ -188,7 +188,26 @@ public enum Storebus_PaymentQueue_V1_PaymentQueueAdmin: ServiceDescription {
         access: .admin, cacheable: false
     )
 
+    /// The accounts of an app that have transactions, in account order, each with its devices' queues
+    /// and how many transactions they hold: what an operator's console lists (StoreBus's console). In
+    /// pages: follow next_page_token until it is empty. NOT_FOUND: unknown app. INVALID_ARGUMENT: a
+    /// page_token this method did not give. No side effects.
+    public static let listAccounts = MethodDescriptor<Storebus_PaymentQueue_V1_ListAccountsRequest, Storebus_PaymentQueue_V1_ListAccountsResponse>(
+        service: serviceName, method: "ListAccounts", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
+    /// The payment queue's event log for an operator's live view (StoreBus's console): the events of
+    /// every queue of one shard after a position, in commit order, as the services that follow the log
+    /// read them (EventLog.ReadEvents without a key or topics). A reader keeps one position per shard
+    /// (shard_count in every answer) and reads on from each page's through_seq. INVALID_ARGUMENT: a
+    /// shard the log does not have, limit over 1000. No side effects.
+    public static let readActivity = MethodDescriptor<Storebus_PaymentQueue_V1_ReadActivityRequest, Storebus_PaymentQueue_V1_QueueEventPage>(
+        service: serviceName, method: "ReadActivity", idempotent: true, streaming: .unary,
+        access: .admin, cacheable: false
+    )
+
     /// Every method of the service, in declaration order.
-    public static let methods: [AnyMethodDescriptor] = [setPaymentPolicy.erased, getPaymentPolicy.erased, approveAskToBuy.erased, declineAskToBuy.erased, resolveInterruptedPurchase.erased, refundTransaction.erased, listAccountTransactions.erased, clearAccountTransactions.erased, listCharges.erased, reset.erased, getShardMap.erased]
+    public static let methods: [AnyMethodDescriptor] = [setPaymentPolicy.erased, getPaymentPolicy.erased, approveAskToBuy.erased, declineAskToBuy.erased, resolveInterruptedPurchase.erased, refundTransaction.erased, listAccountTransactions.erased, clearAccountTransactions.erased, listCharges.erased, reset.erased, getShardMap.erased, listAccounts.erased, readActivity.erased]
 }
 
