@@ -44,7 +44,8 @@ enum ConsoleAssets {
         .state-purchased, .state-restored, .state-active, .state-valid { color: var(--ok); }
         .state-failed, .state-expired, .state-revoked, .state-invalid { color: var(--bad); }
         .state-deferred, .state-purchasing, .state-billing-retry, .state-grace-period { color: var(--warn); }
-        .tag { display: inline-block; background: var(--panel); border: 1px solid var(--line); border-radius: 4px; padding: 0 .4em; margin: .1em 0; }
+        .tag { display: inline-block; max-width: 100%; overflow-wrap: anywhere; background: var(--panel); border: 1px solid var(--line); border-radius: 4px; padding: 0 .4em; margin: .1em 0; }
+        td.price { white-space: nowrap; }
         .empty, .live { color: var(--muted); }
         .facts { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1.2em; }
         .facts dt { font-weight: 600; }
@@ -69,7 +70,13 @@ enum ConsoleAssets {
           var state = holder.querySelector("[data-live-state]");
           var say = function (text) { if (state) { state.textContent = text; } };
           var source = new EventSource(holder.getAttribute("data-live-stream"));
-          source.onopen = function () { say("Live: new transactions and changes appear as they happen."); };
+          // How many times the stream was opened (again, after each end or loss), for people and tests.
+          var opens = 0;
+          source.onopen = function () {
+            opens += 1;
+            holder.setAttribute("data-live-opens", String(opens));
+            say("Live: new transactions and changes appear as they happen.");
+          };
           source.onerror = function () { say("Reconnecting to the live stream…"); };
           var rows = function (html) {
             var template = document.createElement("template");

@@ -24,6 +24,9 @@ public struct ConsoleConfiguration: Sendable, Equatable, Decodable {
     /// How often a live page's stream asks the payment queue's log for new events when it found
     /// none, in milliseconds (50 to 10000). Default 400.
     public var activityPollMilliseconds = 400
+    /// How long one live stream lasts, in seconds (1 to 3600): then it ends, and the browser opens
+    /// the next where it stopped (its last event's id), checking the login again. Default 300.
+    public var streamSeconds = 300
 
     /// The host settings of a console started without a config file.
     public static let defaultHost = ServiceRegistry.console.defaultHost
@@ -32,7 +35,7 @@ public struct ConsoleConfiguration: Sendable, Equatable, Decodable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case gatewayEndpoints, httpAddress, sessionIdleSeconds, maxSessions, secureCookies, callTimeoutMilliseconds, activityPollMilliseconds
+        case gatewayEndpoints, httpAddress, sessionIdleSeconds, maxSessions, secureCookies, callTimeoutMilliseconds, activityPollMilliseconds, streamSeconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -45,6 +48,7 @@ public struct ConsoleConfiguration: Sendable, Equatable, Decodable {
         secureCookies = try container.value(.secureCookies, default: defaults.secureCookies)
         callTimeoutMilliseconds = try container.value(.callTimeoutMilliseconds, default: defaults.callTimeoutMilliseconds)
         activityPollMilliseconds = try container.value(.activityPollMilliseconds, default: defaults.activityPollMilliseconds)
+        streamSeconds = try container.value(.streamSeconds, default: defaults.streamSeconds)
     }
 
     /// Throws a ``StartupError`` naming the first setting that cannot work.
@@ -57,5 +61,6 @@ public struct ConsoleConfiguration: Sendable, Equatable, Decodable {
         guard (1...100_000).contains(maxSessions) else { throw StartupError("service.maxSessions must be from 1 to 100000") }
         guard (100...60_000).contains(callTimeoutMilliseconds) else { throw StartupError("service.callTimeoutMilliseconds must be from 100 to 60000") }
         guard (50...10_000).contains(activityPollMilliseconds) else { throw StartupError("service.activityPollMilliseconds must be from 50 to 10000") }
+        guard (1...3_600).contains(streamSeconds) else { throw StartupError("service.streamSeconds must be from 1 to 3600") }
     }
 }

@@ -109,6 +109,19 @@ enum ConsoleNames {
         ("one-2s", .oneRenewalEveryTwoSeconds, "One renewal every 2 seconds")
     ]
 
+    /// A subscription period for people: "1 month", "7 days".
+    static func period(_ period: Storebus_Catalog_V1_SubscriptionPeriod) -> String {
+        let unit: String
+        switch period.unit {
+        case .day: unit = "day"
+        case .week: unit = "week"
+        case .month: unit = "month"
+        case .year: unit = "year"
+        default: return period.iso8601
+        }
+        return "\(period.numberOfUnits) \(unit)\(period.numberOfUnits == 1 ? "" : "s")"
+    }
+
     /// A byte count for people: "86.5 kB", "64.0 MB".
     static func bytes(_ count: Int64) -> String {
         ByteCountFormatter.string(fromByteCount: count, countStyle: .decimal)

@@ -80,8 +80,12 @@ struct ConsolePages: Sendable {
             guard let record = base[id] else { return nil }
             return ProductRow(
                 id: id, type: ConsoleNames.productType(record.productType), forSale: record.clearedForSale ? "yes" : "no",
-                prices: storefronts.map { storefront in records[storefront]?[id].map { "\($0.price) \($0.currencyCode)" } ?? "not sold" },
-                group: record.subscriptionGroupIdentifier.isEmpty ? "" : "\(record.subscriptionGroupIdentifier) (\(record.subscriptionGroupLevel))",
+                prices: storefronts.map { storefront in
+                    guard let record = records[storefront]?[id], !record.price.isEmpty else { return "not sold" }
+                    return "\(record.price) \(record.currencyCode)"
+                },
+                group: record.subscriptionGroupIdentifier.isEmpty
+                    ? "" : record.subscriptionGroupIdentifier + (record.subscriptionGroupLevel > 0 ? " (level \(record.subscriptionGroupLevel))" : ""),
                 content: record.hostedContent.map {
                     ContentView(id: $0.contentIdentifier, version: $0.version, size: ConsoleNames.bytes($0.contentLength), files: $0.files.count)
                 })
@@ -89,8 +93,10 @@ struct ConsolePages: Sendable {
         var groups: [String: [GroupView.Level]] = [:]
         for id in identifiers {
             guard let record = base[id], !record.subscriptionGroupIdentifier.isEmpty else { continue }
-            let period = record.hasSubscriptionPeriod ? record.subscriptionPeriod.iso8601 : ""
-            groups[record.subscriptionGroupIdentifier, default: []].append(.init(product: id, level: record.subscriptionGroupLevel, period: period))
+            groups[record.subscriptionGroupIdentifier, default: []].append(
+                .init(
+                    product: id, level: record.subscriptionGroupLevel > 0 ? "level \(record.subscriptionGroupLevel), " : nil,
+                    period: ConsoleNames.period(record.subscriptionPeriod), rank: record.subscriptionGroupLevel))
         }
         let accounts = try await admin.call(
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccounts,
@@ -109,7 +115,7 @@ struct ConsolePages: Sendable {
         let recent = try await Activity.recent(admin, heads: heads, depth: Self.recentDepth, scope: scope)
         return AppPage(
             chrome: chrome, app: app, appURL: ConsoleNames.appURL(app), storefronts: storefronts, products: products,
-            groups: groups.sorted { $0.key < $1.key }.map { GroupView(id: $0.key, levels: $0.value.sorted { $0.level < $1.level }) },
+            groups: groups.sorted { $0.key < $1.key }.map { GroupView(id: $0.key, levels: $0.value.sorted { $0.rank < $1.rank }) },
             accounts: accounts.accounts.map { account in
                 AccountRow(
                     account: account.accountID, url: ConsoleNames.accountURL(app, account.accountID),

@@ -17,6 +17,8 @@ import Synchronization
 /// operator's name.
 struct ConsoleServer: Sendable {
     static let cookie = "storebus_console"
+    /// Seconds a connection may stay silent.
+    static let idleSeconds: Int64 = 20
     /// Largest form body taken (a pasted receipt holds a few hundred kilobytes at most).
     static let maxForm = 2 << 20
 
@@ -106,6 +108,9 @@ struct ConsoleServer: Sendable {
         logger.info("Serving the console over HTTP", metadata: ["http.address": "\(address.host):\(address.port)"])
         return Application(
             router: router,
+            // A connection that sends nothing for this long is closed (one that never ends its
+            // request's headers among them); a live stream writes at least every 15 s.
+            server: .http1(configuration: .init(idleTimeout: .seconds(Self.idleSeconds))),
             configuration: .init(address: .hostname(address.host, port: address.port), serverName: "storebus-console"),
             logger: logger
         )
@@ -333,7 +338,7 @@ struct ConsoleServer: Sendable {
     /// Server-sent events of the payment queue's log after the page's cursor (or the browser's
     /// Last-Event-ID), within the page's app or account: `transaction` events carry a row,
     /// `activity` events a list item, each with the cursor after it as its id. A stream ends after
-    /// five minutes (the browser opens the next one where it stopped) or when the login ends.
+    /// `streamSeconds` (the browser opens the next one where it stopped) or when the login ends.
     func events(_ request: Request) -> Response {
         guard let login = login(request) else { return Self.refused(.unauthorized, "Log in first.") }
         let text: String = request.headers[.lastEventID] ?? request.uri.queryParameters.get("cursor").map { String($0) } ?? ""
@@ -346,7 +351,7 @@ struct ConsoleServer: Sendable {
         let body = ResponseBody { writer in
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
             var cursor = start
-            let ends = ContinuousClock.now + .seconds(300)
+            let ends = ContinuousClock.now + .seconds(server.configuration.streamSeconds)
             var quiet = ContinuousClock.now
             while !Task.isCancelled, !server.stopping.isStopping, ContinuousClock.now < ends, server.sessions.login(login.token) != nil {
                 var read = false
@@ -375,12 +380,16 @@ struct ConsoleServer: Sendable {
                 }
                 if !read {
                     if quiet.duration(to: .now) > .seconds(15) {
-                        try await writer.write(ByteBuffer(string: ": still here\n\n"))
+                        // An event without data: it moves the browser's last event id to where
+                        // the stream has read (events of other queues included), and keeps the
+                        // connection busy.
+                        try await writer.write(ByteBuffer(string: "id: \(cursor.text)\n\n"))
                         quiet = .now
                     }
                     try? await Task.sleep(for: poll)
                 }
             }
+            try? await writer.write(ByteBuffer(string: "id: \(cursor.text)\n\n"))
             try await writer.finish(nil)
         }
         return Response(

@@ -142,9 +142,9 @@ enum ConsoleTemplates {
         <h2 id="products-heading">Products</h2>
         <table>
         <caption>Products of {{app}}, with their prices in each storefront</caption>
-        <thead><tr><th scope="col">Product</th><th scope="col">Type</th><th scope="col">For sale</th>{{#storefronts}}<th scope="col">{{.}}</th>{{/storefronts}}<th scope="col">Subscription group (level)</th><th scope="col">Hosted content</th></tr></thead>
+        <thead><tr><th scope="col">Product</th><th scope="col">Type</th><th scope="col">For sale</th>{{#storefronts}}<th scope="col">{{.}}</th>{{/storefronts}}<th scope="col">Subscription group</th><th scope="col">Hosted content</th></tr></thead>
         <tbody>
-        {{#products}}<tr><th scope="row">{{id}}</th><td>{{type}}</td><td>{{forSale}}</td>{{#prices}}<td>{{.}}</td>{{/prices}}<td>{{group}}</td><td>{{#content}}<span class="tag">{{id}} {{version}}, {{size}}, {{files}} files</span> {{/content}}</td></tr>
+        {{#products}}<tr><th scope="row">{{id}}</th><td>{{type}}</td><td>{{forSale}}</td>{{#prices}}<td class="price">{{.}}</td>{{/prices}}<td>{{group}}</td><td>{{#content}}<span class="tag">{{id}} {{version}}, {{size}}, {{files}} files</span> {{/content}}</td></tr>
         {{/products}}
         </tbody>
         </table>
@@ -152,7 +152,7 @@ enum ConsoleTemplates {
         <section aria-labelledby="groups-heading">
         <h2 id="groups-heading">Subscription groups</h2>
         {{#groups}}<h3>{{id}}</h3>
-        <ol>{{#levels}}<li>{{product}}: level {{level}}, {{period}}</li>{{/levels}}</ol>
+        <ol>{{#levels}}<li>{{product}}: {{level}}renews every {{period}}</li>{{/levels}}</ol>
         {{/groups}}
         {{^groups}}<p class="empty">No auto-renewable subscriptions.</p>{{/groups}}
         </section>

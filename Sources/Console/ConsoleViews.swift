@@ -141,8 +141,10 @@ struct ProductRow {
 struct GroupView {
     struct Level {
         var product: String
-        var level: Int32
+        /// "level 2, " when the group ranks its products; nil when it does not.
+        var level: String?
         var period: String
+        var rank: Int32
     }
     var id: String
     var levels: [Level]

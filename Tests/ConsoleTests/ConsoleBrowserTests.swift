@@ -13,12 +13,15 @@ import Testing
 @Suite("The console in a real browser", .serialized)
 struct ConsoleBrowserTests {
     /// The console, started against the cluster's gateway, and its address.
+    /// Its live streams last a second (`streamSeconds`), so that a test sees them end and resume.
     static func startConsole(_ cluster: StoreCluster) async throws -> (ServiceProcess, String) {
         let port = try unusedLoopbackPort()
+        let config = cluster.directory.url.appendingPathComponent("console.json")
+        try Data(#"{"service": {"streamSeconds": 1, "activityPollMilliseconds": 100}}"#.utf8).write(to: config)
         let console = ServiceProcess(
             name: "storebus-console",
             arguments: [
-                "--rpc-endpoint", cluster.directory.ipcEndpoint("console"), "--gateway-endpoint", cluster.gatewayEndpoints[0],
+                "--config", config.path, "--rpc-endpoint", cluster.directory.ipcEndpoint("console"), "--gateway-endpoint", cluster.gatewayEndpoints[0],
                 "--http-address", "127.0.0.1:\(port)", "--log-level", "info"
             ],
             logFile: cluster.directory.url.appendingPathComponent("console.log"))
@@ -140,6 +143,26 @@ struct ConsoleBrowserTests {
                 #expect(try await browser.waitForText("#tx-\(walt) .state") { $0 == "purchased" } == "purchased")
                 // The row came by the stream: the page was not loaded again.
                 #expect(try await browser.execute("return window.storebusMarker;") as? Int == 42)
+                // Streams end every second here and the browser opens the next where the last
+                // stopped: purchases made across those ends each arrive, once.
+                func opens() async throws -> Int {
+                    try await browser.execute("return Number(document.querySelector('[data-live-stream]').getAttribute('data-live-opens'));") as? Int ?? 0
+                }
+                var more: [String] = []
+                for index in 0..<4 {
+                    // Each after the stream was opened again.
+                    let before = try await opens()
+                    #expect(await waitUntil(timeout: .seconds(30), interval: .milliseconds(50)) { ((try? await opens()) ?? 0) > before }, "the stream opened again")
+                    let (status, output) = try await Self.storectl(cluster, ["buy", levelPack, "--account", "walt\(index)", "--device", "terminal"], name: "buy-walt\(index)")
+                    #expect(status == 0, "\(output)")
+                    if let id = Self.transactionID(output) { more.append(id) }
+                }
+                for id in more { #expect(try await browser.waitForText("#tx-\(id) .state") { $0 == "purchased" } == "purchased") }
+                let opened = try await opens()
+                #expect(opened >= 5, "the stream was opened \(opened) times")
+                let rows = try await browser.execute("return document.querySelectorAll('[data-live-transactions] tbody tr').length;") as? Int
+                #expect(rows == 5, "one row each for 5 transactions: \(String(describing: rows))")
+                #expect(try await browser.execute("return window.storebusMarker;") as? Int == 42)
                 problems += try await Self.accessibility(browser, axe: axe, page: "store")
                 try await Self.screenshot(browser, "store", in: shots)
 
@@ -161,6 +184,19 @@ struct ConsoleBrowserTests {
                 try await browser.click("form[action='/actions/approve'] button")
                 #expect(try await browser.waitForText("#flash") { $0.contains("Approved") }.contains("purchased"))
                 #expect(await recorder.purchased(deferred.id), "the device heard its Ask to Buy approved")
+                // Its hosted content downloaded: the account's page shows it served whole.
+                let download = try #require(phone.transactions.first { $0.id == deferred.id }?.downloads.first)
+                try await phone.startDownloads([download])
+                #expect(await recorder.download(deferred.id, reaches: .finished))
+                try await browser.go("\(address)/apps/\(puzzle)/accounts/kid")
+                let served =
+                    try await browser.execute(
+                        """
+                        const cells = document.querySelectorAll("#downloads tbody tr td");
+                        return cells.length ? [cells[3].textContent, document.querySelector("#downloads progress").getAttribute("value")] : [];
+                        """) as? [String]
+                #expect(served == ["finished", "100"], "\(String(describing: served))")
+                try await browser.go("\(address)/apps/\(puzzle)/accounts/kid/transactions/\(deferred.id)")
 
                 // A refund from the page: the receipt the console decodes shows the cancellation.
                 try await browser.click("#refund-confirm")
@@ -191,6 +227,29 @@ struct ConsoleBrowserTests {
                 #expect(try await browser.waitForText("#flash") { $0.contains("paymentNotAllowed") }.contains("fail with paymentNotAllowed"))
                 let (failed, failedOutput) = try await Self.storectl(cluster, ["buy", levelPack, "--account", "lena"], name: "buy-lena")
                 #expect(failed != 0 && failedOutput.contains("paymentNotAllowed"), "\(failedOutput)")
+
+                // A subscription's controls, one of them a device's own call (auto-renew).
+                let subscriber = try PaymentQueue(configuration: cluster.configuration(account: "sub"))
+                let subscriberLog = Recorder(subscriber)
+                #expect(await subscriberLog.attached())
+                let monthly = try await subscriber.addPayment(Payment(productIdentifier: "com.storebus.demo.puzzle.premium.monthly"))
+                #expect(await subscriberLog.purchased(monthly.id))
+                try await browser.go("\(address)/apps/\(puzzle)/accounts/sub")
+                #expect(try await browser.text("section[aria-labelledby='subscriptions-heading'] .card .state") == "active")
+                try await browser.click("form[action='/actions/renew-now'] button")
+                #expect(try await browser.waitForText("#flash") { $0.contains("Renewed") }.contains("active"))
+                try await browser.click("form[action='/actions/auto-renew'] button")
+                #expect(try await browser.waitForText("#flash") { $0.contains("Auto-renew") }.contains("is off"))
+                #expect(try await browser.execute("return document.body.textContent.includes('Turn auto-renew on');") as? Bool == true)
+                await subscriber.close()
+
+                // The sandbox's own controls.
+                try await browser.go("\(address)/sandbox")
+                try await browser.click("form[action='/actions/rotate-key'] button")
+                #expect(try await browser.waitForText("#flash") { $0.contains("signing key") }.contains("A new signing key signs"))
+                try await browser.click("#reload-dry")
+                try await browser.click("form[action='/actions/reload-catalog'] button")
+                #expect(try await browser.waitForText("#flash") { $0.contains("catalog") }.contains("checked and can be loaded"))
 
                 // The other pages, for the accessibility check and the screenshots.
                 for (name, path) in [("app", "/apps/\(puzzle)"), ("sandbox", "/sandbox"), ("receipts", "/receipts")] {
@@ -230,6 +289,19 @@ struct ConsoleBrowserTests {
                         $0.includeFinished = true
                     })
                 #expect(kept.transactions.map(\.transactionIdentifier) == [walt], "nothing was reset")
+                // The operator's own reset, confirmed, does.
+                try await browser.go("\(address)/sandbox")
+                try await browser.click("#reset-confirm")
+                try await browser.click("form[action='/actions/reset'] button")
+                #expect(try await browser.waitForText("#flash") { $0.contains("reset") }.contains("The sandbox was reset"))
+                let after = try await admin.call(
+                    Storebus_PaymentQueue_V1_PaymentQueueAdmin.listAccountTransactions,
+                    .with {
+                        $0.appBundleID = puzzle
+                        $0.accountID = "walt"
+                        $0.includeFinished = true
+                    })
+                #expect(after.transactions.isEmpty, "\(after.transactions.map(\.transactionIdentifier))")
                 await admin.close()
             } catch {
                 Issue.record("the browser session failed: \(error)\nconsole log:\n\(console.output)")
