@@ -38,7 +38,7 @@ struct WebhookSender: Service {
     /// What a task of the sender came to.
     enum Outcome: Sendable {
         /// The POST of an attempt is done: its URL has room again. Its record is to be written.
-        case posted(Delivery, result: String, status: Int, startedMS: Int64)
+        case posted(Delivery, result: String, status: Int, startedMS: Int64, detail: String)
         /// The attempt's record is committed: the delivery may be looked at again.
         case recorded(Delivery)
         case tick
@@ -101,13 +101,13 @@ struct WebhookSender: Service {
                 }
                 guard let outcome = try await group.next() else { continue }
                 switch outcome {
-                case .posted(let delivery, let result, let status, let startedMS):
+                case .posted(let delivery, let result, let status, let startedMS, let detail):
                     look = true
                     // The URL may take another POST while this one's record commits (with others',
                     // in one group): the endpoint's answers, not the disk, pace its deliveries. The
                     // delivery stays busy until its record is in, so it is never sent twice.
                     perURLBusy[delivery.url, default: 1] -= 1
-                    group.addTask { try await record(delivery, result: result, status: status, startedMS: startedMS) }
+                    group.addTask { try await record(delivery, result: result, status: status, startedMS: startedMS, detail: detail) }
                 case .recorded(let delivery):
                     busy.remove(delivery)
                 case .tick:
@@ -124,12 +124,12 @@ struct WebhookSender: Service {
     /// One attempt's POST at `delivery`.
     private func attempt(_ delivery: Delivery) async -> Outcome {
         let started = EpochMilliseconds.now
-        let (result, status) = await post(delivery)
-        return .posted(delivery, result: result, status: status, startedMS: started)
+        let (result, status, detail) = await post(delivery)
+        return .posted(delivery, result: result, status: status, startedMS: started, detail: detail)
     }
 
     /// An attempt's record, committed.
-    private func record(_ delivery: Delivery, result: String, status: Int, startedMS: Int64) async throws -> Outcome {
+    private func record(_ delivery: Delivery, result: String, status: Int, startedMS: Int64, detail: String) async throws -> Outcome {
         var scale = 1.0
         if result != "SUCCESS" {
             if let retryScale { scale = retryScale } else { scale = await clockScale(app: delivery.app) }
@@ -140,7 +140,10 @@ struct WebhookSender: Service {
         if result != "SUCCESS" {
             logger.info(
                 "A webhook attempt failed",
-                metadata: ["app": "\(delivery.app)", "position": "\(delivery.position)", "attempt": "\(delivery.attempts + 1)", "result": "\(result)", "status": "\(status)"])
+                metadata: [
+                    "app": "\(delivery.app)", "position": "\(delivery.position)", "attempt": "\(delivery.attempts + 1)", "result": "\(result)", "status": "\(status)",
+                    "error": "\(detail)"
+                ])
         }
         return .recorded(delivery)
     }
@@ -159,10 +162,11 @@ struct WebhookSender: Service {
         return scale
     }
 
-    /// POSTs the notification; Apple's sendAttemptResult and the HTTP status (0: none).
-    private func post(_ delivery: Delivery) async -> (String, Int) {
+    /// POSTs the notification; Apple's sendAttemptResult, the HTTP status (0: none) and what went
+    /// wrong when nothing answered (for the log).
+    private func post(_ delivery: Delivery) async -> (String, Int, String) {
         do {
-            guard let payload = try await store.signedPayload(app: delivery.app, position: delivery.position) else { return ("OTHER", 0) }
+            guard let payload = try await store.signedPayload(app: delivery.app, position: delivery.position) else { return ("OTHER", 0, "no signed payload") }
             var request = HTTPClientRequest(url: delivery.url)
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
@@ -177,13 +181,13 @@ struct WebhookSender: Service {
             // The answer's body is read (at most 64 KiB) and dropped: only its status counts.
             _ = try await response.body.collect(upTo: 64 * 1024)
             let code = Int(response.status.code)
-            return ((200...206).contains(code) ? "SUCCESS" : "UNSUCCESSFUL_HTTP_RESPONSE_CODE", code)
+            return ((200...206).contains(code) ? "SUCCESS" : "UNSUCCESSFUL_HTTP_RESPONSE_CODE", code, "")
         } catch let error as HTTPClientError {
-            if [.deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout].contains(error) { return ("TIMED_OUT", 0) }
-            if error == .remoteConnectionClosed { return ("PREMATURE_CLOSE", 0) }
-            return (Self.classify(error), 0)
+            if [.deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout].contains(error) { return ("TIMED_OUT", 0, "\(error)") }
+            if error == .remoteConnectionClosed { return ("PREMATURE_CLOSE", 0, "\(error)") }
+            return (Self.classify(error), 0, "\(error)")
         } catch {
-            return (Self.classify(error), 0)
+            return (Self.classify(error), 0, "\(type(of: error)) \(error)")
         }
     }
 

@@ -108,7 +108,8 @@ struct WebhookTests {
     @Test("nobody listening: attempts fail NO_RESPONSE; the notification service killed with retries pending delivers each after its restart, once the endpoint answers")
     func durableRetries() async throws {
         let port = try unusedLoopbackPort()
-        try await StoreCluster(gatewayCount: 1).running { cluster in
+        // At info: each failed attempt's error is in the notification service's log, shown below.
+        try await StoreCluster(logLevel: "info", gatewayCount: 1).running { cluster in
             let admin = try cluster.admin()
             let server = try cluster.server()
             _ = try await admin.call(
@@ -126,12 +127,14 @@ struct WebhookTests {
                     return items.count == 3 && items.allSatisfy { $0.sendAttempts.count >= 2 }
                 })
             let failed = try await Self.history(server)
-            #expect(failed.allSatisfy { $0.deliveryState == "PENDING" && $0.sendAttempts.allSatisfy { $0.sendAttemptResult == "NO_RESPONSE" } }, "\(failed)")
+            #expect(
+                failed.allSatisfy { $0.deliveryState == "PENDING" && $0.sendAttempts.allSatisfy { $0.sendAttemptResult == "NO_RESPONSE" } },
+                "\(failed)\n\(cluster.notifications.output.suffix(6000))")
             cluster.notifications.signal(SIGKILL)
             _ = await cluster.notifications.waitForExit(timeout: .seconds(10))
             let endpoint = try WebhookEndpoint(answers: [200], port: port)
             try await cluster.startNotifications()
-            #expect(await waitUntil(timeout: .seconds(60)) { Set(endpoint.payloads).count == 3 })
+            #expect(await waitUntil(timeout: .seconds(60)) { Set(endpoint.payloads).count == 3 }, "\(cluster.notifications.output.suffix(6000))")
             #expect(
                 await waitUntil(timeout: .seconds(10)) {
                     ((try? await Self.history(server)) ?? []).allSatisfy { $0.deliveryState == "SUCCEEDED" && $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" }
