@@ -133,7 +133,7 @@ enum Activity {
         case .updatedDownloads(let downloads)?:
             return other(
                 downloads.downloads.map {
-                    "download of \($0.contentIdentifier) (transaction \($0.transactionIdentifier)) \(ConsoleNames.download($0.state)), \(Int((min(max($0.progress, 0), 1) * 100).rounded(.down)))%"
+                    "download of \($0.contentIdentifier) (transaction \($0.transactionIdentifier)) \(ConsoleNames.download($0.state)), \(ConsoleNames.percent($0.progress))%"
                 }.joined(separator: "; "))
         case .subscriptionChanged(let changed)?:
             let subscription = changed.subscription

@@ -77,7 +77,12 @@ enum ConsoleAssets {
             holder.setAttribute("data-live-opens", String(opens));
             say("Live: new transactions and changes appear as they happen.");
           };
-          source.onerror = function () { say("Reconnecting to the live stream…"); };
+          source.onerror = function () {
+            // Closed for good (the login ended, say): the browser will not try again by itself.
+            say(source.readyState === EventSource.CLOSED
+              ? "The live stream stopped: reload the page (and log in again if asked)."
+              : "Reconnecting to the live stream…");
+          };
           var rows = function (html) {
             var template = document.createElement("template");
             template.innerHTML = html.trim();

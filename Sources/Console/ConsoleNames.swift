@@ -122,6 +122,13 @@ enum ConsoleNames {
         return "\(period.numberOfUnits) \(unit)\(period.numberOfUnits == 1 ? "" : "s")"
     }
 
+    /// A progress from 0 to 1 as a whole percentage, rounded down (100 only when complete); 0 for
+    /// what is not a number.
+    static func percent(_ progress: Double) -> Int {
+        guard progress.isFinite else { return 0 }
+        return Int((min(max(progress, 0), 1) * 100).rounded(.down))
+    }
+
     /// A byte count for people: "86.5 kB", "64.0 MB".
     static func bytes(_ count: Int64) -> String {
         ByteCountFormatter.string(fromByteCount: count, countStyle: .decimal)

@@ -25,6 +25,19 @@ struct ConsolePages: Sendable {
     /// Positions of each shard's log read back for the recent transactions.
     static let recentDepth: UInt64 = 500
 
+    /// The items of a paged listing, page after page from the first (`page` asked with each page's
+    /// token, "" for the first), until the last page or once `limit` items are in.
+    static func pages<Item>(upTo limit: Int, _ page: (String) async throws -> (items: [Item], next: String)) async throws -> [Item] {
+        var items: [Item] = []
+        var token = ""
+        repeat {
+            let answer = try await page(token)
+            items += answer.items
+            token = answer.next
+        } while !token.isEmpty && items.count < limit
+        return items
+    }
+
     // MARK: Store
 
     func store(_ key: String, chrome: Chrome) async throws -> StorePage {
@@ -49,18 +62,15 @@ struct ConsolePages: Sendable {
         guard let appInfo = info.apps.first(where: { $0.bundleID == app }) else {
             throw ConsoleProblem.notFound("the catalog has no app \(app)")
         }
-        var identifiers: [String] = []
-        var token = ""
-        repeat {
+        let identifiers = try await Self.pages(upTo: 5_000) { token in
             let page = try await admin.call(
                 Storebus_Catalog_V1_Catalog.listProducts,
                 .with {
                     $0.appBundleID = app
                     $0.pageToken = token
                 })
-            identifiers += page.products.map(\.productIdentifier)
-            token = page.nextPageToken
-        } while !token.isEmpty && identifiers.count < 5_000
+            return (page.products.map(\.productIdentifier), page.nextPageToken)
+        }
         // The default storefront first, then the others in the catalog's order.
         let storefronts = [appInfo.defaultStorefront] + info.storefronts.map(\.countryCode).filter { $0 != appInfo.defaultStorefront }
         var records: [String: [String: Storebus_Catalog_V1_ProductRecord]] = [:]
@@ -182,12 +192,10 @@ struct ConsolePages: Sendable {
                         index: downloads.count, device: device, transaction: status.download.transactionIdentifier,
                         transactionURL: ConsoleNames.transactionURL(app, account, status.download.transactionIdentifier),
                         content: status.download.contentIdentifier, state: ConsoleNames.download(status.download.state),
-                        percent: Int((min(max(status.download.progress, 0), 1) * 100).rounded(.down)), size: ConsoleNames.bytes(status.download.contentLength)))
+                        percent: ConsoleNames.percent(status.download.progress), size: ConsoleNames.bytes(status.download.contentLength)))
             }
         }
-        var charges: [Storebus_PaymentQueue_V1_Charge] = []
-        var token = ""
-        repeat {
+        let charges = try await Self.pages(upTo: 5_000) { token in
             let page = try await admin.call(
                 Storebus_PaymentQueue_V1_PaymentQueueAdmin.listCharges,
                 .with {
@@ -196,9 +204,8 @@ struct ConsolePages: Sendable {
                     $0.pageSize = 1000
                     $0.pageToken = token
                 })
-            charges += page.charges
-            token = page.nextPageToken
-        } while !token.isEmpty && charges.count < 5_000
+            return (page.charges, page.nextPageToken)
+        }
         let policy = try await admin.call(
             Storebus_PaymentQueue_V1_PaymentQueueAdmin.getPaymentPolicy,
             .with {
@@ -289,7 +296,7 @@ struct ConsolePages: Sendable {
             error: transaction.hasError ? "\(ConsoleNames.failError(transaction.error.code)): \(transaction.error.localizedDescription)" : nil,
             downloads: transaction.downloads.map {
                 .init(
-                    content: $0.contentIdentifier, state: ConsoleNames.download($0.state), percent: Int((min(max($0.progress, 0), 1) * 100).rounded(.down)),
+                    content: $0.contentIdentifier, state: ConsoleNames.download($0.state), percent: ConsoleNames.percent($0.progress),
                     size: ConsoleNames.bytes($0.contentLength))
             },
             deferred: deferred, failed: failed, refundable: refundable, subscription: subscription,

@@ -61,6 +61,11 @@ struct ConsoleUnitTests {
         #expect(view.text == "purchase history cleared" && view.url == "/apps/app/accounts/kid")
     }
 
+    @Test("progress shows as a whole percentage, 100 only when complete, 0 for what is not a number")
+    func percentages() {
+        #expect([0, 0.5, 0.999, 1, 7, -3, .nan, .infinity].map(ConsoleNames.percent) == [0, 50, 99, 100, 100, 0, 0, 0])
+    }
+
     @Test("a form sends a person back within the console only")
     func backPaths() {
         #expect(ConsoleServer.localPath("/apps/a/accounts/b?x=1") == "/apps/a/accounts/b?x=1")
