@@ -89,6 +89,13 @@ struct ConsoleBrowserTests {
         }
     }
 
+    /// A base64 receipt with one byte of its signature (near its end) changed.
+    static func damaged(_ receipt: String) -> String {
+        guard var bytes = Data(base64Encoded: receipt).map(Array.init), bytes.count > 64 else { return receipt }
+        bytes[bytes.count - 20] ^= 0x01
+        return Data(bytes).base64EncodedString()
+    }
+
     /// The identifier of the first transaction storectl printed.
     static func transactionID(_ output: String) -> String? {
         output.split(separator: "\n").lazy.compactMap { line -> String? in
@@ -214,6 +221,16 @@ struct ConsoleBrowserTests {
                 #expect(cancelled.map { $0.hasPrefix("20") } == true, "the receipt's entry of \(deferred.id) says when it was cancelled: \(cancelled ?? "nothing")")
                 problems += try await Self.accessibility(browser, axe: axe, page: "receipt")
                 try await Self.screenshot(browser, "receipt", in: shots)
+                // The same receipt pasted into the receipts page decodes the same; one byte of its
+                // signature changed does not verify.
+                let receiptData = try await browser.execute("return document.querySelector('.receipt-data').textContent;") as? String ?? ""
+                #expect(receiptData.count > 100)
+                for (data, verdict) in [(receiptData, "valid"), (Self.damaged(receiptData), "the signature is not authentic")] {
+                    try await browser.go("\(address)/receipts")
+                    _ = try await browser.execute("document.getElementById('receipt-data').value = arguments[0]; return 1;", [data])
+                    try await browser.click("form[action='/receipts'] button")
+                    #expect(try await browser.text(".facts .state").hasPrefix(verdict), "\(verdict)")
+                }
                 try await browser.go("\(address)/apps/\(puzzle)/accounts/kid")
                 problems += try await Self.accessibility(browser, axe: axe, page: "account")
                 try await Self.screenshot(browser, "account", in: shots)
