@@ -325,6 +325,26 @@ struct ConsoleBrowserTests {
             }
             #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
             await browser.close()
+
+            // Without JavaScript every action still works (forms and redirects); the live line
+            // says to reload.
+            let plain = try await WebDriver(directory: cluster.directory.url, javascript: false)
+            do {
+                try await plain.go("\(address)/login")
+                try await plain.type("#admin-key", adminKey)
+                try await plain.click("form[action='/login'] button")
+                try await plain.go("\(address)/apps/\(puzzle)/accounts/nojs")
+                // With the script, the line would say "Live" well within this.
+                try await Task.sleep(for: .seconds(2))
+                #expect(try await plain.text("[data-live-state]").hasPrefix("Reload the page"))
+                try await plain.click("#policy-mode option[value='interrupt']")
+                try await plain.click("form[action='/actions/policy'] button[type='submit']")
+                #expect(try await plain.waitForText("#flash") { $0.contains("Payment policy set") }.contains("interrupt"))
+                #expect(try await plain.text("main strong") == "interrupt")
+            } catch {
+                Issue.record("the browser without JavaScript failed: \(error)\nconsole log:\n\(console.output)")
+            }
+            await plain.close()
             _ = await console.stop()
         }
     }

@@ -19,8 +19,9 @@ final class WebDriver {
         let description: String
     }
 
-    /// Starts chromedriver on a free port (its log in `directory`) and opens a headless Chromium.
-    init(directory: URL) async throws {
+    /// Starts chromedriver on a free port (its log in `directory`) and opens a headless Chromium,
+    /// with JavaScript turned off when `javascript` is false.
+    init(directory: URL, javascript: Bool = true) async throws {
         let port = try unusedLoopbackPort()
         base = "http://127.0.0.1:\(port)"
         driver = ServiceProcess(
@@ -42,10 +43,11 @@ final class WebDriver {
                     "alwaysMatch": [
                         "browserName": "chrome",
                         "goog:chromeOptions": [
+                            "prefs": ["profile.managed_default_content_settings.javascript": javascript ? 1 : 2],
                             "binary": Self.chromium,
                             "args": [
                                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1100",
-                                "--user-data-dir=\(directory.appendingPathComponent("chromium-profile").path)", "--no-first-run"
+                                "--user-data-dir=\(directory.appendingPathComponent(javascript ? "chromium-profile" : "chromium-profile-nojs").path)", "--no-first-run"
                             ]
                         ]
                     ]
