@@ -133,7 +133,11 @@ struct NotificationFollower: Service {
         var pause = Duration.milliseconds(100)
         while true {
             do {
-                let response = try await receipt.call(Storebus_Receipt_V1_Receipt.signNotifications, request, options: CallOptions(timeout: .seconds(10)))
+                let method = Storebus_Receipt_V1_Receipt.signNotifications
+                let answer = try await receipt.callRaw(
+                    path: method.path, idempotent: method.idempotent, body: try JSONCodec.encode(request), options: CallOptions(timeout: .seconds(10)))
+                if let error = answer.error { throw error }
+                let response = try SignedPayloadsJSON.decode(answer.body)
                 guard response.signedPayloads.count == intents.count else {
                     throw RPCError(.internalError, "the receipt service signed \(response.signedPayloads.count) notifications of \(intents.count)")
                 }
