@@ -39,7 +39,7 @@ extension ReceiptBook {
                 if states[name] == nil { states[name] = try await store.renewalStates(app: app, account: account) }
                 let periods = try await store.subscriptionPurchases(app: app, account: account, original: notification.originalTransactionID)
                 if let status = SubscriptionStatus.all(periods, states: states[name] ?? [:], now: now).first {
-                    data.signedRenewalInfo = try JWS.sign(status.renewalInfo(environment: environment, signedDate: signedDate), with: key)
+                    data.signedRenewalInfo = try JWS.sign(status.renewalInfo(environment: environment, signedDate: signedDate), with: key, written: FastPaths.enabled)
                     data.status = status.status
                 }
             }
@@ -50,7 +50,7 @@ extension ReceiptBook {
             payload.data = data
             payload.version = "2.0"
             payload.signedDate = notification.signedDateMs
-            signed.append(try JWS.sign(payload, with: key))
+            signed.append(try JWS.sign(payload, with: key, written: FastPaths.enabled))
         }
         return signed
     }

@@ -162,7 +162,7 @@ public struct ReceiptBook: Sendable {
                         $0.originalTransactionID = status.originalID
                         $0.status = Int32(status.status)
                         $0.signedTransactionInfo = try SignedTransaction.sign(status.latest, environment: configuration.environment, with: key, at: now)
-                        $0.signedRenewalInfo = try JWS.sign(status.renewalInfo(environment: configuration.environment, signedDate: now), with: key)
+                        $0.signedRenewalInfo = try JWS.sign(status.renewalInfo(environment: configuration.environment, signedDate: now), with: key, written: FastPaths.enabled)
                     }
                 }
             }

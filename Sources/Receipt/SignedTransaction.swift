@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import ReceiptFormat
+import StoreBus
 import StoreSchema
 import SwiftASN1
 import X509
@@ -50,7 +51,7 @@ public enum SignedTransaction {
 
     /// The JWS of `purchase`, signed with `key` at `signedDate`.
     public static func sign(_ purchase: StoredPurchase, environment: ReceiptEnvironment, with key: SigningKey, at signedDate: Date) throws -> String {
-        try JWS.sign(payload(purchase, environment: environment, signedDate: signedDate), with: key)
+        try JWS.sign(payload(purchase, environment: environment, signedDate: signedDate), with: key, written: FastPaths.enabled)
     }
 
     /// App Store Server API names of product types.

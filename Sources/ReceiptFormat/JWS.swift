@@ -20,13 +20,24 @@ public enum JWS {
 
     /// `payload`'s JSON, keys sorted, as a JWS signed with `key`, the chain in its header. Throws
     /// when the payload cannot be encoded or the key cannot sign: never an unsigned answer.
-    public static func sign(_ payload: some Encodable, with key: SigningKey) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    ///
+    /// `written` (the receipt service's fast path, `FastPaths.enabled` there): the payload's JSON
+    /// written by ``SortedJSONEncoder``, the same bytes as JSONEncoder's (which a payload it leaves
+    /// to JSONEncoder, and `written` false, get).
+    public static func sign(_ payload: some Encodable, with key: SigningKey, written: Bool = true) throws -> String {
         let header = try key.jwsHeaderSegment ?? headerSegment(chain: key.chain)
-        let input = header + "." + Base64URL.encode(try encoder.encode(payload))
+        let input = header + "." + Base64URL.encode(try json(payload, written: written))
         let signature = try key.privateKey.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    /// A payload's JSON, keys in byte order: ``SortedJSONEncoder``'s when `written` and it can,
+    /// JSONEncoder's otherwise.
+    public static func json(_ payload: some Encodable, written: Bool) throws -> [UInt8] {
+        if written, let bytes = try? SortedJSONEncoder.encode(payload) { return bytes }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(payload))
     }
 
     /// The base64url header segment of a JWS signed under `chain` (leaf, intermediate, root).
