@@ -152,15 +152,21 @@ struct WebhookTests {
     func hangingEndpointHoldsBackNone() async throws {
         let directory = try TemporaryDirectory(prefix: "hang")
         defer { directory.remove() }
-        // An endpoint that never answers.
+        // An endpoint that does not answer until the test lets it. Its requests are answered before
+        // anything is stopped: a connection closed (by the sender's cancelled client, or the
+        // server's shutdown) under a handler still waiting left its response writer unfinished,
+        // which NIO's NIOAsyncWriter stops the process for (seen once in a full run).
         let hangingPort = try unusedLoopbackPort()
+        let gate = Gate()
         let router = Router()
-        router.post("/hook") { _, _ -> HTTPResponse.Status in
-            try await Task.sleep(for: .seconds(60))
+        router.post("/hook") { request, _ -> HTTPResponse.Status in
+            _ = try await request.body.collect(upTo: 1 << 20)
+            gate.entered()
+            while !gate.isOpen { try await Task.sleep(for: .milliseconds(20)) }
+            gate.answered()
             return .ok
         }
         let hanging = Task { try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: hangingPort))).runService() }
-        defer { hanging.cancel() }
         let healthy = try WebhookEndpoint(answers: [200])
         let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
         let hangingURL = "http://127.0.0.1:\(hangingPort)/hook"
@@ -179,10 +185,34 @@ struct WebhookTests {
         let sender = WebhookSender(store: store, client: client, timeout: .seconds(30), retryScale: 1, perURL: 4, logger: Logger(label: "test.webhooks"))
         let sending = Task { try await sender.run() }
         #expect(await waitUntil(timeout: .seconds(20)) { healthy.payloads == ["healthy"] }, "the healthy endpoint got \(healthy.payloads)")
+        #expect(gate.answeredCount == 0, "the hanging endpoint answered \(gate.answeredCount)")
+        // Then the hanging endpoint answers everything it was sent, and only then does anything stop.
+        gate.open()
+        #expect(await waitUntil(timeout: .seconds(60)) { gate.answeredCount >= 300 }, "answered \(gate.answeredCount) of 300")
+        _ = await waitUntil(timeout: .seconds(10)) { gate.waiting == 0 }
         sending.cancel()
         _ = await sending.result
+        // (The sender shuts its client down as it ends.)
+        hanging.cancel()
+        _ = await hanging.result
         await healthy.stop()
         try database.close()
+    }
+
+    /// What holds the hanging endpoint's answers back, and counts them.
+    final class Gate: Sendable {
+        private let state = Mutex<(open: Bool, waiting: Int, answered: Int)>((false, 0, 0))
+        var isOpen: Bool { state.withLock { $0.open } }
+        var waiting: Int { state.withLock { $0.waiting } }
+        var answeredCount: Int { state.withLock { $0.answered } }
+        func open() { state.withLock { $0.open = true } }
+        func entered() { state.withLock { $0.waiting += 1 } }
+        func answered() {
+            state.withLock {
+                $0.waiting -= 1
+                $0.answered += 1
+            }
+        }
     }
 
     @Test("without a configured scale, retries run on the app's store clock: a month of 30 s makes Apple's 1 and 12 hours about 42 ms and 0.5 s")
