@@ -195,22 +195,17 @@ struct ConsoleServer: Sendable {
         Response(status: .ok, headers: [.contentType: type, .cacheControl: "max-age=300"], body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
-    static func refused(_ status: HTTPResponse.Status, _ text: String) -> Response {
-        let html =
-            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Refused · StoreBus console</title></head><body><main><h1>Refused</h1><p role=\"alert\">\(Self.escape(text))</p><p><a href=\"/\">Back to the store</a></p></main></body></html>"
-        return Response(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(string: html)))
-    }
-
-    static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
-            .replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
+    /// A refusal's page: the problem template (its sentence escaped like every value), no login's
+    /// controls on it.
+    func refused(_ status: HTTPResponse.Status, _ text: String) -> Response {
+        render("problem", ProblemPage(chrome: Chrome(title: "Refused", loggedIn: false, formToken: "", path: "/", flash: nil), message: text), status: status)
     }
 
     // MARK: Posts
 
     /// nil when the request may be a post of the console's own pages: not marked cross-site by the
     /// browser, and from the console's origin when it names one. Otherwise the refusal.
-    static func crossSite(_ request: Request) -> Response? {
+    func crossSite(_ request: Request) -> Response? {
         if let site = request.headers[.secFetchSite], site != "same-origin", site != "none" {
             return refused(.forbidden, "A form of another site cannot act here (Sec-Fetch-Site: \(site)).")
         }
@@ -241,13 +236,13 @@ struct ConsoleServer: Sendable {
 
     /// The login and form of a post of the console's own pages, or the refusal.
     func checkedPost(_ request: Request) async -> Result<(ConsoleSessions.Login, [String: String]), RefusedPost> {
-        if let refusal = Self.crossSite(request) { return .failure(RefusedPost(response: refusal)) }
+        if let refusal = crossSite(request) { return .failure(RefusedPost(response: refusal)) }
         guard let login = login(request) else {
-            return .failure(RefusedPost(response: Self.refused(.unauthorized, "Log in first: this console acts for logged-in operators only.")))
+            return .failure(RefusedPost(response: refused(.unauthorized, "Log in first: this console acts for logged-in operators only.")))
         }
-        guard let form = await Self.form(request) else { return .failure(RefusedPost(response: Self.refused(.badRequest, "The form could not be read."))) }
+        guard let form = await Self.form(request) else { return .failure(RefusedPost(response: refused(.badRequest, "The form could not be read."))) }
         guard ConsoleSessions.matches(form["formToken"] ?? "", login.formToken) else {
-            return .failure(RefusedPost(response: Self.refused(.forbidden, "The form is not one of this login's pages (its form token is missing or stale): reload the page and try again.")))
+            return .failure(RefusedPost(response: refused(.forbidden, "The form is not one of this login's pages (its form token is missing or stale): reload the page and try again.")))
         }
         return .success((login, form))
     }
@@ -257,7 +252,7 @@ struct ConsoleServer: Sendable {
     }
 
     func logIn(_ request: Request) async -> Response {
-        if let refusal = Self.crossSite(request) { return refusal }
+        if let refusal = crossSite(request) { return refusal }
         let key = (await Self.form(request))?["adminKey"] ?? ""
         let admitted: Bool
         do {
@@ -340,9 +335,9 @@ struct ConsoleServer: Sendable {
     /// `activity` events a list item, each with the cursor after it as its id. A stream ends after
     /// `streamSeconds` (the browser opens the next one where it stopped) or when the login ends.
     func events(_ request: Request) -> Response {
-        guard let login = login(request) else { return Self.refused(.unauthorized, "Log in first.") }
+        guard let login = login(request) else { return refused(.unauthorized, "Log in first.") }
         let text: String = request.headers[.lastEventID] ?? request.uri.queryParameters.get("cursor").map { String($0) } ?? ""
-        guard let start = Activity.Cursor(text) else { return Self.refused(.badRequest, "The stream needs the cursor its page gave.") }
+        guard let start = Activity.Cursor(text) else { return refused(.badRequest, "The stream needs the cursor its page gave.") }
         let scope = Activity.Scope(
             app: request.uri.queryParameters.get("app").map { String($0) } ?? "", account: request.uri.queryParameters.get("account").map { String($0) } ?? "")
         let admin = link.connection(login.adminKey)

@@ -52,21 +52,24 @@ final class GatewayLink: Sendable {
         return connections.withLock { connections in
             if let known = connections[key] { return known }
             if connections.count >= Self.maxConnections { connections.removeAll() }
-            var configuration = StoreConfiguration(gatewayEndpoints: endpoints, apiKey: adminKey, appBundleID: app, accountID: account, deviceID: device)
-            configuration.callTimeout = timeout
-            let connection = StoreConnection(configuration: configuration, transport: SharedTransport(client: client), logger: logger)
+            let connection = makeConnection(key)
             connections[key] = connection
             return connection
         }
     }
 
+    /// A new connection over the shared client, for the session `key` names.
+    private func makeConnection(_ key: Key) -> StoreConnection {
+        var configuration = StoreConfiguration(gatewayEndpoints: endpoints, apiKey: key.adminKey, appBundleID: key.app, accountID: key.account, deviceID: key.device)
+        configuration.callTimeout = timeout
+        return StoreConnection(configuration: configuration, transport: SharedTransport(client: client), logger: logger)
+    }
+
     /// Whether the gateway takes `adminKey` as an admin key: false for a key it refuses or one that
     /// is not an admin's; other failures (no gateway) are thrown.
     func isAdminKey(_ adminKey: String) async throws -> Bool {
-        var configuration = StoreConfiguration(
-            gatewayEndpoints: endpoints, apiKey: adminKey, appBundleID: Self.consoleQueue, accountID: Self.consoleQueue, deviceID: Self.consoleQueue)
-        configuration.callTimeout = timeout
-        let connection = StoreConnection(configuration: configuration, transport: SharedTransport(client: client), logger: logger)
+        // A session of its own, not kept: a wrong key must not stay among the logins' sessions.
+        let connection = makeConnection(Key(adminKey: adminKey, app: Self.consoleQueue, account: Self.consoleQueue, device: Self.consoleQueue))
         do {
             return try await connection.authenticate().isAdmin
         } catch let error as StoreError where error.status == .unauthenticated || error.status == .permissionDenied || error.status == .invalidArgument {

@@ -15,77 +15,36 @@ enum SignedPayloadsJSON {
         return try JSONCodec.decode(Storebus_Receipt_V1_SignNotificationsResponse.self, from: body)
     }
 
-    /// The answer read directly, or nil when it is not of the simple shape.
+    /// The answer read directly (the project's `JSONScanner` checks the JSON and finds the members),
+    /// or nil when it is not of the simple shape.
     static func read(_ body: [UInt8]) -> Storebus_Receipt_V1_SignNotificationsResponse? {
-        body.withUnsafeBufferPointer { bytes -> Storebus_Receipt_V1_SignNotificationsResponse? in
-            var reader = Reader(bytes: bytes)
-            var response = Storebus_Receipt_V1_SignNotificationsResponse()
-            var seen = Set<String>()
-            guard reader.take(UInt8(ascii: "{")) else { return nil }
-            if reader.take(UInt8(ascii: "}")) { return reader.atEnd ? response : nil }
-            repeat {
-                guard let key = reader.string(), seen.insert(key).inserted, reader.take(UInt8(ascii: ":")) else { return nil }
-                switch key {
-                case "signedPayloads":
-                    guard reader.take(UInt8(ascii: "[")) else { return nil }
-                    if !reader.take(UInt8(ascii: "]")) {
-                        repeat {
-                            guard let payload = reader.string() else { return nil }
-                            response.signedPayloads.append(payload)
-                        } while reader.take(UInt8(ascii: ","))
-                        guard reader.take(UInt8(ascii: "]")) else { return nil }
-                    }
-                case "environment":
-                    guard let environment = reader.string() else { return nil }
-                    response.environment = environment
-                default:
-                    return nil
+        guard let members = JSONScanner.members(of: body, in: 0..<body.count),
+            Set(members.map(\.name)).count == members.count
+        else { return nil }
+        var response = Storebus_Receipt_V1_SignNotificationsResponse()
+        for member in members {
+            switch member.name {
+            case "signedPayloads":
+                guard let elements = JSONScanner.elements(of: body, in: member.value) else { return nil }
+                for element in elements {
+                    guard let payload = string(body, element) else { return nil }
+                    response.signedPayloads.append(payload)
                 }
-            } while reader.take(UInt8(ascii: ","))
-            guard reader.take(UInt8(ascii: "}")), reader.atEnd else { return nil }
-            return response
+            case "environment":
+                guard let environment = string(body, member.value) else { return nil }
+                response.environment = environment
+            default:
+                return nil
+            }
         }
+        return response
     }
 
-    /// A cursor over the body's bytes.
-    private struct Reader {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
-
-        var atEnd: Bool {
-            mutating get {
-                skipSpace()
-                return index == bytes.count
-            }
-        }
-
-        mutating func skipSpace() {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
-        }
-
-        /// Takes `byte` (after any white space) when it comes next.
-        mutating func take(_ byte: UInt8) -> Bool {
-            skipSpace()
-            guard index < bytes.count, bytes[index] == byte else { return false }
-            index += 1
-            return true
-        }
-
-        /// A string without escapes or control characters, valid UTF-8; nil for anything else.
-        mutating func string() -> String? {
-            guard take(UInt8(ascii: "\"")) else { return nil }
-            let start = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") {
-                    let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-                    index += 1
-                    return text
-                }
-                if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-                index += 1
-            }
-            return nil
-        }
+    /// A string value without escapes, valid UTF-8; nil for anything else.
+    private static func string(_ body: [UInt8], _ range: Range<Int>) -> String? {
+        guard body[range.lowerBound] == UInt8(ascii: "\""), range.count >= 2 else { return nil }
+        let content = body[(range.lowerBound + 1)..<(range.upperBound - 1)]
+        guard !content.contains(where: { $0 == UInt8(ascii: "\\") || $0 < 0x20 }) else { return nil }
+        return String(validating: content, as: UTF8.self)
     }
 }

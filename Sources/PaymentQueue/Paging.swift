@@ -27,22 +27,14 @@ public enum Paging {
     /// The token of a position: the listing's `kind` and the last row's number (a transaction
     /// identifier, a charge id), base64url without padding.
     static func token(_ kind: String, after row: Int64) -> String {
-        Data("\(kind)\n\(row)".utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        token(kind, afterKey: String(row))
     }
 
     /// The row number in a token made by ``token(_:after:)`` for `kind`; nil for an empty token (the
     /// first page); INVALID_ARGUMENT naming `pageToken` for anything else.
     static func row(after token: String, kind: String) throws -> Int64? {
-        guard !token.isEmpty else { return nil }
-        var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard token.utf8.count <= 128, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
-            throw invalid(token)
-        }
-        let parts = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0] == kind, let row = Int64(parts[1]) else { throw invalid(token) }
+        guard let key = try key(after: token, kind: kind, maxBytes: 128) else { return nil }
+        guard let row = Int64(key) else { throw invalid(token) }
         return row
     }
 
@@ -54,13 +46,13 @@ public enum Paging {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    /// The key in a token made by ``token(_:afterKey:)`` for `kind`; nil for an empty token (the
-    /// first page); INVALID_ARGUMENT naming `pageToken` for anything else.
-    static func key(after token: String, kind: String) throws -> String? {
+    /// The key in a token made by ``token(_:afterKey:)`` for `kind` (a token of at most `maxBytes`);
+    /// nil for an empty token (the first page); INVALID_ARGUMENT naming `pageToken` for anything else.
+    static func key(after token: String, kind: String, maxBytes: Int = 512) throws -> String? {
         guard !token.isEmpty else { return nil }
         var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard token.utf8.count <= 512, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
+        guard token.utf8.count <= maxBytes, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
             throw invalid(token)
         }
         guard let newline = text.firstIndex(of: "\n"), text[..<newline] == kind else { throw invalid(token) }
