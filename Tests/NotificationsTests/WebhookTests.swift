@@ -235,6 +235,8 @@ struct WebhookTests {
             guard case .success = try await queue.purchase(Payment(productIdentifier: coins)) else { Issue.record("not purchased"); return }
             // Apple's 1 and 12 hours are 4.5 and 54 days at that clock; in real time, minutes at most.
             #expect(await waitUntil(timeout: .seconds(60)) { endpoint.bodies.count >= 3 }, "\(endpoint.bodies.count) POSTs")
+            // The third attempt is recorded just after its answer came: wait for its record too.
+            _ = await waitUntil(timeout: .seconds(30)) { ((try? await Self.history(server).first)?.sendAttempts.count ?? 0) >= 3 }
             let item = try #require(try await Self.history(server).first)
             let dates = item.sendAttempts.map(\.attemptDate.milliseconds)
             try #require(dates.count == 3, "\(item)")
