@@ -63,7 +63,8 @@ final class ReceiptCheck: Sendable {
     private func verifier(fresh: Bool) async throws -> ReceiptVerifier {
         if !fresh, let known = verifier.withLock({ $0 }) { return known }
         let certificates = try await receipts.getSigningCertificates(.init(), options: CallOptions(timeout: .seconds(10)))
-        let made = try ReceiptVerifier(rootCertificatePEM: certificates.rootCertificatePem)
+        let made = try ReceiptVerifier(
+            rootCertificatePEM: certificates.rootCertificatePem, walksPayload: FastPaths.enabled, remembersSigners: FastPaths.enabled)
         verifier.withLock { $0 = made }
         return made
     }

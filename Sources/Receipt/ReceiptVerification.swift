@@ -73,7 +73,7 @@ extension ReceiptBook {
         do {
             // The checks every verifier makes, in one order (ReceiptVerifier), against this
             // deployment's root and environment.
-            receipt = try await ReceiptVerifier(rootCertificates: [authority.root], walksPayload: FastPaths.enabled).verify(
+            receipt = try await authority.verifier.verify(
                 Array(bytes), environment: environment, now: now)
         } catch {
             switch error {

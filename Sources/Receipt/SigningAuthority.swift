@@ -23,6 +23,9 @@ public final class SigningAuthority: Sendable {
     public let root: Certificate
     /// The intermediate that issues the leaves.
     public let intermediate: Certificate
+    /// The verifier of this deployment's receipts: trusting ``root``, remembering the signers it
+    /// has validated (with fast paths on).
+    public let verifier: ReceiptVerifier
     private let intermediateKey: P256.Signing.PrivateKey
     private let store: any SigningKeyStore
     private let leafValidity: TimeInterval
@@ -63,6 +66,7 @@ public final class SigningAuthority: Sendable {
         }
         self.root = root.certificate
         self.intermediate = intermediate.certificate
+        verifier = ReceiptVerifier(rootCertificates: [root.certificate], walksPayload: FastPaths.enabled, remembersSigners: FastPaths.enabled)
         intermediateKey = intermediate.key
         state = Mutex([])
         try reload()

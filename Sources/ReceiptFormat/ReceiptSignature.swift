@@ -141,12 +141,20 @@ public enum ReceiptSignature {
     /// that chains to one of `roots`, judged at `time` (the receipt's creation: a leaf replaced since
     /// still vouches for what it signed). Returns why not.
     public static func check(_ der: [UInt8], payload: [UInt8], roots: [Certificate], at time: Date) async -> String? {
+        switch await validate(der, payload: payload, roots: roots, at: time) {
+        case .success: return nil
+        case .failure(let problem): return problem.description
+        }
+    }
+
+    /// ``check(_:payload:roots:at:)``, giving the signer's certificate when the signature holds.
+    static func validate(_ der: [UInt8], payload: [UInt8], roots: [Certificate], at time: Date) async -> Result<Certificate, ReceiptFormatError> {
         let result = await CMS.isValidSignature(dataBytes: payload, signatureBytes: der, trustRoots: CertificateStore(roots), allowAttachedContent: true) {
             RFC5280Policy(validationTime: time)
         }
         switch result {
-        case .success: return nil
-        case .failure(let error): return "\(error)"
+        case .success(let valid): return .success(valid.signer)
+        case .failure(let error): return .failure(ReceiptFormatError("\(error)"))
         }
     }
 }

@@ -41,17 +41,22 @@ public struct ReceiptVerifier: Sendable {
     public let roots: [Certificate]
     /// Whether a receipt's payload is read by walking its DER in place (``AppReceipt/init(der:walking:)``).
     let walksPayload: Bool
+    /// The signers this verifier has seen validated, whose receipts it checks without
+    /// swift-certificates' CMS parser (``KnownSigners``); nil: every receipt checked the plain way.
+    let knownSigners: KnownSigners?
 
-    /// A verifier trusting `roots`; `walksPayload` false reads payloads the plain way.
-    public init(rootCertificates roots: [Certificate], walksPayload: Bool = true) {
+    /// A verifier trusting `roots`; `walksPayload` false reads payloads the plain way, and
+    /// `remembersSigners` false checks every signature the plain way. Keep one verifier for many
+    /// receipts: it remembers the signers it has validated.
+    public init(rootCertificates roots: [Certificate], walksPayload: Bool = true, remembersSigners: Bool = true) {
         self.roots = roots
         self.walksPayload = walksPayload
+        knownSigners = remembersSigners ? KnownSigners(roots: roots) : nil
     }
 
     /// A verifier trusting the root in `pem`.
-    public init(rootCertificatePEM pem: String) throws {
-        roots = [try Certificate(pemEncoded: pem)]
-        walksPayload = true
+    public init(rootCertificatePEM pem: String, walksPayload: Bool = true, remembersSigners: Bool = true) throws {
+        self.init(rootCertificates: [try Certificate(pemEncoded: pem)], walksPayload: walksPayload, remembersSigners: remembersSigners)
     }
 
     /// The receipt in `der` (an app receipt's bytes) once its signature is checked against the
@@ -86,7 +91,7 @@ public struct ReceiptVerifier: Sendable {
             throw .malformed("the receipt type \(receipt.receiptType.prefix(64)) is not one of Production, ProductionSandbox")
         }
         if let environment, own != environment { throw .otherEnvironment(own) }
-        if let problem = await ReceiptSignature.check(der, payload: payload, roots: roots, at: receipt.creationDate) {
+        if let problem = await checkSignature(der, payload: payload, at: receipt.creationDate) {
             throw .notAuthenticated(problem)
         }
         if let bundleID, bundleID != receipt.bundleID { throw .otherApp(receipt.bundleID) }
@@ -95,6 +100,21 @@ public struct ReceiptVerifier: Sendable {
             guard expected == receipt.sha1Hash else { throw .otherDevice }
         }
         return receipt
+    }
+
+    /// Why the signature of `der` (its content `payload`) does not hold at `time`, or nil: by a
+    /// known signer when there is one (``KnownSigners``), else the plain way, remembering the signer
+    /// it validated.
+    func checkSignature(_ der: [UInt8], payload: [UInt8], at time: Date) async -> String? {
+        guard let knownSigners else { return await ReceiptSignature.check(der, payload: payload, roots: roots, at: time) }
+        if knownSigners.accepts(der, payload: payload, at: time) { return nil }
+        switch await ReceiptSignature.validate(der, payload: payload, roots: roots, at: time) {
+        case .success(let signer):
+            knownSigners.remember(der, signer: signer)
+            return nil
+        case .failure(let problem):
+            return problem.description
+        }
     }
 
     /// The payload of a signed transaction (JWS) once its chain and signature are checked.

@@ -190,19 +190,25 @@ public struct SQLRow: Sendable {
 
     /// The row `columns` reads.
     public init(_ columns: StatementColumns) {
-        let count = CInt(columns.count)
-        names = (0..<count).map { columns.name($0) }
-        values = (0..<count).map { columns.value($0) }
+        self.init(columns, names: (0..<CInt(columns.count)).map { columns.name($0) })
+    }
+
+    /// The row `columns` reads, its columns' `names` known (a statement's rows share them).
+    public init(_ columns: StatementColumns, names: [String]) {
+        self.names = names
+        values = (0..<CInt(columns.count)).map { columns.value($0) }
     }
 
     /// Column `name`'s value. A column the row lacks, or NULL read as a type without NULL, is a
     /// programming error (a statement and its reader that disagree), as in GRDB.
+    @inlinable
     public subscript<T: SQLColumnValue>(_ name: String) -> T {
         guard let index = names.firstIndex(of: name) else { preconditionFailure("no column \(name) in the row: \(names)") }
         return self[index]
     }
 
     /// Column `index`'s value (see the subscript by name).
+    @inlinable
     public subscript<T: SQLColumnValue>(_ index: Int) -> T {
         guard let value = T.fromSQL(values[index]) else { preconditionFailure("column \(names[index]) is NULL, read as \(T.self)") }
         return value
@@ -253,7 +259,10 @@ extension SQLConnection {
     /// Every row of `sql` with `arguments`, whole.
     public func rows(cached sql: CachedSQL, arguments: [any SQLArgument] = []) throws -> [SQLRow] {
         var rows: [SQLRow] = []
-        try forEachRow(cached: sql, bind: { Self.bind(arguments, to: &$0) }) { rows.append(SQLRow($0)) }
+        try forEachRow(cached: sql, bind: { Self.bind(arguments, to: &$0) }) { columns in
+            // Every row of a statement has the first's columns: their names read once.
+            rows.append(rows.first.map { SQLRow(columns, names: $0.names) } ?? SQLRow(columns))
+        }
         return rows
     }
 
