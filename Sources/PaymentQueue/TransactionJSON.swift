@@ -62,7 +62,7 @@ enum TransactionJSON {
     static func string(_ request: Storebus_PaymentQueue_V1_AddPaymentRequest) throws -> String {
         var out: [UInt8] = []
         out.reserveCapacity(256)
-        let written = object(request.unknownFields, to: &out) { fields in
+        let written = ProtoJSONObject.write(request.unknownFields, to: &out) { fields in
             if request.hasQueue, !fields.message("queue", { appendQueue(request.queue, to: &$0) }) { return false }
             if request.hasPayment, !fields.message("payment", { appendPayment(request.payment, to: &$0) }) { return false }
             fields.string("storefront", request.storefront)
@@ -105,78 +105,10 @@ enum TransactionJSON {
 
     // MARK: Writing
 
-    /// Members of an object being written: each after a comma but the first.
-    private struct Fields {
-        var out: [UInt8]
-        var first = true
-
-        mutating func name(_ name: StaticString) {
-            out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
-            first = false
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            out.append(UInt8(ascii: "\""))
-            out.append(UInt8(ascii: ":"))
-        }
-
-        mutating func string(_ name: StaticString, _ value: String) {
-            guard !value.isEmpty else { return }
-            self.name(name)
-            JSONText.appendQuoted(value, to: &out)
-        }
-
-        mutating func bool(_ name: StaticString, _ value: Bool) {
-            guard value else { return }
-            self.name(name)
-            out += Array("true".utf8)
-        }
-
-        /// An enum by name; false for a value without one.
-        mutating func enumeration(_ name: StaticString, _ value: Int, names: [Int: [UInt8]]) -> Bool {
-            guard value != 0 else { return true }
-            guard let text = names[value] else { return false }
-            self.name(name)
-            out += text
-            return true
-        }
-
-        mutating func timestamp(_ name: StaticString, _ value: Google_Protobuf_Timestamp?) -> Bool {
-            guard let value else { return true }
-            self.name(name)
-            return JSONText.appendTimestamp(seconds: value.seconds, nanos: value.nanos, to: &out)
-        }
-
-        /// A message field, written by `body` (false: not written here).
-        mutating func message(_ name: StaticString, _ body: (inout [UInt8]) -> Bool) -> Bool {
-            self.name(name)
-            return body(&out)
-        }
-
-        /// Ends the object (`{}` when it has no member).
-        mutating func close() {
-            if first { out.append(UInt8(ascii: "{")) }
-            out.append(UInt8(ascii: "}"))
-        }
-    }
-
-    /// Writes one object to `out`, its members by `body`; false, with `out` left partly written, when
-    /// the message has unknown fields or `body` gives up (the object is then not one this writer
-    /// handles exactly).
-    private static func object(_ unknownFields: UnknownStorage, to out: inout [UInt8], _ body: (inout Fields) -> Bool) -> Bool {
-        guard unknownFields.data.isEmpty else { return false }
-        var fields = Fields(out: [])
-        swap(&fields.out, &out)
-        // Whatever happens, `out` gets what was written (the caller cuts it back on failure).
-        defer { out = fields.out }
-        guard body(&fields) else { return false }
-        fields.close()
-        return true
-    }
-
-    /// Appends the transaction's JSON (see ``object(_:to:_:)``).
+    /// Appends the transaction's JSON (see ``ProtoJSONObject/write(_:to:_:)``).
     private static func appendDirectly(_ transaction: Transaction, to out: inout [UInt8]) -> Bool {
         guard FastPaths.enabled else { return false }
-        return object(transaction.unknownFields, to: &out) { fields in
+        return ProtoJSONObject.write(transaction.unknownFields, to: &out) { fields in
             fields.string("transactionIdentifier", transaction.transactionIdentifier)
             guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: Names.transactionState),
                 fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)
@@ -218,7 +150,7 @@ enum TransactionJSON {
     }
 
     private static func appendPayment(_ payment: Storebus_PaymentQueue_V1_Payment, to out: inout [UInt8]) -> Bool {
-        object(payment.unknownFields, to: &out) { fields in
+        ProtoJSONObject.write(payment.unknownFields, to: &out) { fields in
             fields.string("productIdentifier", payment.productIdentifier)
             if payment.quantity != 0 {
                 fields.name("quantity")
@@ -235,7 +167,7 @@ enum TransactionJSON {
     }
 
     private static func appendError(_ error: Storebus_PaymentQueue_V1_StoreKitError, to out: inout [UInt8]) -> Bool {
-        object(error.unknownFields, to: &out) { fields in
+        ProtoJSONObject.write(error.unknownFields, to: &out) { fields in
             guard fields.enumeration("code", error.code.rawValue, names: Names.skError) else { return false }
             fields.string("localizedDescription", error.localizedDescription)
             return true
@@ -245,7 +177,7 @@ enum TransactionJSON {
     private static func appendDownload(_ download: Storebus_PaymentQueue_V1_Download, to out: inout [UInt8]) -> Bool {
         // Doubles are written by swift-protobuf's own formatter: a download in progress goes there.
         guard download.progress == 0, download.timeRemainingSeconds == 0, !download.hasError, download.contentURL.isEmpty else { return false }
-        return object(download.unknownFields, to: &out) { fields in
+        return ProtoJSONObject.write(download.unknownFields, to: &out) { fields in
             fields.string("contentIdentifier", download.contentIdentifier)
             fields.string("contentVersion", download.contentVersion)
             if download.contentLength != 0 {
@@ -258,7 +190,7 @@ enum TransactionJSON {
     }
 
     private static func appendQueue(_ queue: Storebus_PaymentQueue_V1_QueueRef, to out: inout [UInt8]) -> Bool {
-        object(queue.unknownFields, to: &out) { fields in
+        ProtoJSONObject.write(queue.unknownFields, to: &out) { fields in
             fields.string("appBundleId", queue.appBundleID)
             fields.string("accountId", queue.accountID)
             fields.string("deviceId", queue.deviceID)
@@ -269,35 +201,24 @@ enum TransactionJSON {
     /// Each enum value's JSON name, quoted, as swift-protobuf writes it (asked of swift-protobuf once,
     /// so the names cannot drift from the generated code).
     enum Names {
-        static let transactionState = names(Storebus_PaymentQueue_V1_TransactionState.allCases) { value in
+        static let transactionState = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_TransactionState.allCases) { value in
             try Transaction.with { $0.transactionState = value }.jsonUTF8Bytes()
         }
-        static let productType = names(Storebus_Catalog_V1_ProductType.allCases) { value in
+        static let productType = ProtoJSONObject.enumNames(Storebus_Catalog_V1_ProductType.allCases) { value in
             try Transaction.with { $0.productType = value }.jsonUTF8Bytes()
         }
-        static let skError = names(Storebus_PaymentQueue_V1_SKError.allCases) { value in
+        static let skError = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_SKError.allCases) { value in
             try Storebus_PaymentQueue_V1_StoreKitError.with { $0.code = value }.jsonUTF8Bytes()
         }
-        static let revocationReason = names(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
+        static let revocationReason = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
             try Transaction.with { $0.cancellationReason = value }.jsonUTF8Bytes()
         }
-        static let transactionReason = names(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in
+        static let transactionReason = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in
             try Transaction.with { $0.transactionReason = value }.jsonUTF8Bytes()
         }
-        static let downloadState = names(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in
+        static let downloadState = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in
             try Storebus_PaymentQueue_V1_Download.with { $0.state = value }.jsonUTF8Bytes()
         }
 
-        /// The value of the one member of each `{"field":"NAME"}` that `encode` writes, by raw value.
-        private static func names<E: SwiftProtobuf.Enum>(_ cases: [E], _ encode: (E) throws -> [UInt8]) -> [Int: [UInt8]] {
-            var names: [Int: [UInt8]] = [:]
-            for value in cases where value.rawValue != 0 {
-                guard let json = try? encode(value), let colon = json.firstIndex(of: UInt8(ascii: ":")),
-                    json.last == UInt8(ascii: "}")
-                else { continue }
-                names[value.rawValue] = Array(json[(colon + 1)..<(json.count - 1)])
-            }
-            return names
-        }
     }
 }

@@ -51,6 +51,8 @@ struct JSONObjectWriter {
 
     /// The members in byte order of their keys; of a key set twice, the last.
     private var sortedMembers: [(key: String, value: Value)] {
+        // Objects written in order (each in-app purchase's) are taken as they are.
+        if members.indices.dropFirst().allSatisfy({ members[$0 - 1].key.utf8.lexicographicallyPrecedes(members[$0].key.utf8) }) { return members }
         let sorted = members.enumerated().sorted { a, b in
             a.element.key == b.element.key ? a.offset < b.offset : a.element.key.utf8.lexicographicallyPrecedes(b.element.key.utf8)
         }

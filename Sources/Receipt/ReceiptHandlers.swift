@@ -21,10 +21,12 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
         self.catalog = catalog
     }
 
-    /// RefreshReceipt's answer written directly (``MessageCodec/refreshReceipt``).
+    /// RefreshReceipt's, VerifyReceipt's and SignNotifications' answers written directly
+    /// (``MessageCodec/refreshReceipt``, ``MessageCodec/verifyReceipt``, ``MessageCodec/signNotifications``).
     public var codecs: MessageCodecs {
         var codecs = MessageCodecs()
         codecs.use(.refreshReceipt, for: Storebus_Receipt_V1_Receipt.refreshReceipt)
+        codecs.use(.verifyReceipt, for: Storebus_Receipt_V1_Receipt.verifyReceipt)
         codecs.use(.signNotifications, for: Storebus_Receipt_V1_Receipt.signNotifications)
         return codecs
     }

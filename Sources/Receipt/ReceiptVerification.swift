@@ -223,25 +223,24 @@ enum AppleDates {
     }
 
     static func inApp(_ entry: InAppPurchaseEntry, known: StoredPurchase?) -> JSONObjectWriter {
+        // Members set in their keys' byte order, the order they are written in.
         var json = JSONObjectWriter()
-        json.set("quantity", String(entry.quantity))
-        json.set("product_id", entry.productID)
-        json.set("transaction_id", entry.transactionID)
-        json.set("original_transaction_id", entry.originalTransactionID)
-        json.set("is_trial_period", entry.isTrialPeriod ? "true" : "false")
-        json.set("in_app_ownership_type", "PURCHASED")
-        add("purchase_date", entry.purchaseDate, to: &json)
-        add("original_purchase_date", entry.originalPurchaseDate, to: &json)
-        if let expires = entry.expiresDate { add("expires_date", expires, to: &json) }
-        if let id = entry.webOrderLineItemID {
-            json.set("web_order_line_item_id", String(id))
-            json.set("is_in_intro_offer_period", entry.isInIntroOfferPeriod ? "true" : "false")
-        }
         if let cancelled = entry.cancellationDate {
             add("cancellation_date", cancelled, to: &json)
             json.set("cancellation_reason", String(SignedTransaction.appleReason(known?.cancellationReason ?? .unspecified)))
         }
+        if let expires = entry.expiresDate { add("expires_date", expires, to: &json) }
+        json.set("in_app_ownership_type", "PURCHASED")
+        if entry.webOrderLineItemID != nil { json.set("is_in_intro_offer_period", entry.isInIntroOfferPeriod ? "true" : "false") }
+        json.set("is_trial_period", entry.isTrialPeriod ? "true" : "false")
         if known?.isUpgraded == true { json.set("is_upgraded", "true") }
+        add("original_purchase_date", entry.originalPurchaseDate, to: &json)
+        json.set("original_transaction_id", entry.originalTransactionID)
+        json.set("product_id", entry.productID)
+        add("purchase_date", entry.purchaseDate, to: &json)
+        json.set("quantity", String(entry.quantity))
+        json.set("transaction_id", entry.transactionID)
+        if let id = entry.webOrderLineItemID { json.set("web_order_line_item_id", String(id)) }
         return json
     }
 }

@@ -6,23 +6,40 @@ import Foundation
 public enum UTCDate {
     /// `date` as `YYYY-MM-DDTHH:MM:SSZ`, the second below it (years 1 to 9999; others are clamped).
     public static func rfc3339(_ date: Date) -> String {
-        format(date, between: "T", after: "Z")
+        format(date, between: UInt8(ascii: "T"), after: UInt8(ascii: "Z"))
     }
 
     /// `date` as `YYYY-MM-DD HH:MM:SS` in UTC shifted by `offset` seconds (for Apple's `_pst` dates).
     public static func plain(_ date: Date, offset: Int = 0) -> String {
-        format(date.addingTimeInterval(TimeInterval(offset)), between: " ", after: "")
+        format(date.addingTimeInterval(TimeInterval(offset)), between: UInt8(ascii: " "), after: nil)
     }
 
-    private static func format(_ date: Date, between: String, after: String) -> String {
+    private static func format(_ date: Date, between: UInt8, after: UInt8?) -> String {
         let (year, month, day, hour, minute, second) = fields(date)
-        var text = ""
-        text.reserveCapacity(20)
-        for (value, digits, separator) in [(year, 4, "-"), (month, 2, "-"), (day, 2, between), (hour, 2, ":"), (minute, 2, ":"), (second, 2, after)] {
-            append(value, digits: digits, to: &text)
-            text += separator
+        // Written into the string's own storage: 300 dates of a verifyReceipt answer, each once.
+        return String(unsafeUninitializedCapacity: 20) { text in
+            func put(_ value: Int, _ digits: Int, at start: Int) {
+                var rest = value
+                for index in stride(from: start + digits - 1, through: start, by: -1) {
+                    text[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            text[4] = UInt8(ascii: "-")
+            put(month, 2, at: 5)
+            text[7] = UInt8(ascii: "-")
+            put(day, 2, at: 8)
+            text[10] = between
+            put(hour, 2, at: 11)
+            text[13] = UInt8(ascii: ":")
+            put(minute, 2, at: 14)
+            text[16] = UInt8(ascii: ":")
+            put(second, 2, at: 17)
+            guard let after else { return 19 }
+            text[19] = after
+            return 20
         }
-        return text
     }
 
     /// The date of `YYYY-MM-DDTHH:MM:SSZ` (nil when a field is out of range, such as February 30);
@@ -87,9 +104,4 @@ public enum UTCDate {
         return value
     }
 
-    private static func append(_ value: Int, digits: Int, to text: inout String) {
-        let string = String(value)
-        if string.count < digits { text += String(repeating: "0", count: digits - string.count) }
-        text += string
-    }
 }
