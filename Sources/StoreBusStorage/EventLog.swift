@@ -17,6 +17,8 @@ public struct StoredEvent: Sendable, Equatable {
     public let keySeq: UInt64
     /// The `storebus.eventlog.v1.Event` in proto3 JSON, payload included.
     public let json: String
+    /// The topics it is filed under (``EventTopics/all`` when its writer does not sort its events).
+    public var topics: EventTopics = .all
 }
 
 /// The ordered event log kept in a service's own database (the transactional outbox).
@@ -125,7 +127,7 @@ public enum EventLog {
                 $0.text(json)
                 $0.int(topics.rawValue)
             }
-            return StoredEvent(shard: shard, seq: seq, key: key, keySeq: keySeq, json: json)
+            return StoredEvent(shard: shard, seq: seq, key: key, keySeq: keySeq, json: json, topics: topics)
         } catch {
             // The positions taken were not used: the next append reads them again.
             positions?.forget()

@@ -305,7 +305,8 @@ private struct GroupCommit: Sendable {
             events.map { event in
                 let json = event.json.utf8
                 return Doorbell(
-                    log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, shard: event.shard, event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
+                    log: logName, key: event.key, seq: event.seq, keySeq: event.keySeq, shard: event.shard, topics: event.topics == .all ? nil : event.topics,
+                    event: json.count <= Doorbell.maxEventBytes ? Array(json) : nil)
             })
         for job in group { job.complete(nil) }
     }

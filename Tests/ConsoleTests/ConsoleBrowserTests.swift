@@ -333,6 +333,9 @@ struct ConsoleBrowserTests {
                 try await plain.go("\(address)/login")
                 try await plain.type("#admin-key", adminKey)
                 try await plain.click("form[action='/login'] button")
+                // Logged in once the store's page is there (the login's redirect lands before the
+                // next page is asked for).
+                try await plain.waitForText("h1") { $0 == "Store" }
                 try await plain.go("\(address)/apps/\(puzzle)/accounts/nojs")
                 // With the script, the line would say "Live" well within this.
                 try await Task.sleep(for: .seconds(2))

@@ -140,9 +140,19 @@ final class WebDriver {
         try await command("POST", "/element/\(id)/value", ["text": text])
     }
 
+    /// The text of the first element `css` selects, waiting up to `timeout` for one. A live page
+    /// replaces its elements as events come: an element replaced between finding it and reading it
+    /// ("stale element reference") is found again.
     func text(_ css: String, timeout: Duration = .seconds(30)) async throws -> String {
-        let id = try await element(css, timeout: timeout)
-        return try await command("GET", "/element/\(id)/text") as? String ?? ""
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let id = try await element(css, timeout: max(.zero, deadline - ContinuousClock.now))
+            do {
+                return try await command("GET", "/element/\(id)/text") as? String ?? ""
+            } catch let error as Failure where error.description.contains("stale element") && ContinuousClock.now < deadline {
+                continue
+            }
+        }
     }
 
     /// Waits until the text of `css` satisfies `condition`; the text last seen.

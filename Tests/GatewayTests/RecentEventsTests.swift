@@ -159,5 +159,13 @@ struct RecentEventsTests {
         let large = Doorbell(log: "payment-queue", key: "k", seq: 1, keySeq: 1, event: [UInt8](repeating: 0x20, count: Doorbell.maxEventBytes + 1))
         #expect(large.event == nil && large.frames.count == 2)
         #expect(Doorbell(frames: plain.frames + [[], []]) == nil, "four frames")
+        // Topics: after the shard, which is then written even when 0; none, some, or all of them
+        for topics: EventTopics in [[], QueueTopic.completed.bit, [QueueTopic.finished.bit, QueueTopic.downloads.bit], .all] {
+            let filed = Doorbell(log: "payment-queue", key: "k", seq: 9, keySeq: 4, topics: topics)
+            #expect(Array(filed.frames[1].split(separator: 0x0A).dropFirst(3).map { String(decoding: $0, as: UTF8.self) }) == ["0", String(topics.rawValue)])
+            #expect(Doorbell(frames: filed.frames) == filed)
+        }
+        #expect(Doorbell(frames: [Array("payment-queue/k\n".utf8), Array("SB1E\n9\n4\n0\nx".utf8)]) == nil, "topics not a number")
+        #expect(Doorbell(frames: [Array("payment-queue/k\n".utf8), Array("SB1E\n9\n4\n3".utf8)])?.topics == nil, "a sharded doorbell without topics")
     }
 }

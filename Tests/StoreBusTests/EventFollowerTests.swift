@@ -204,4 +204,85 @@ struct EventFollowerTests {
         await client.shutdown()
         await server.stop()
     }
+
+    @Test("doorbells of events in none of the follower's topics move its position without a read or a wake-up; a doorbell lost, one without topics, or one in its topics makes it read")
+    func quietDoorbells() async throws {
+        // Given a log whose events the test files under topics (event 1 under downloads), read with
+        // the payment queue's topic filter, and a follower of the downloads topic alone
+        let head = Atomic<UInt64>(1)
+        let reads = Atomic<Int>(0)
+        let filed = Mutex<[UInt64: QueueTopic]>([1: .downloads])
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            reads.wrappingAdd(1, ordering: .relaxed)
+            let last = head.load(ordering: .relaxed)
+            let topics = filed.withLock { $0 }
+            return .with {
+                $0.events = (1...last).filter { $0 > request.afterSeq && request.topics.contains(topics[$0]?.rawValue ?? "") }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = last
+                $0.throughSeq = last
+            }
+        }
+        let server = try TestServer(extra: router)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", topics: [QueueTopic.downloads.rawValue], doorbellEndpoints: publisher.boundEndpoints)
+        configuration.idlePoll = .seconds(60)
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = Mutex<(events: [UInt64], through: UInt64)>(([], 0))
+        let quiet = Atomic<UInt64>(0)
+        let run = Task {
+            try await follower.followPages(
+                after: 0, as: Storebus_Eventlog_V1_ReadEventsResponse.self, quiet: { quiet.store($0, ordering: .relaxed) }
+            ) { events, through in
+                applied.withLock { $0 = ($0.events + events.map(\.seq), through) }
+            }
+        }
+        func bell(_ seq: UInt64, _ topic: QueueTopic?, carriesTopics: Bool = true) {
+            filed.withLock { $0[seq] = topic }
+            head.store(max(head.load(ordering: .relaxed), seq), ordering: .relaxed)
+            publisher.ring([Doorbell(log: "test", key: "k", seq: seq, keySeq: seq, topics: carriesTopics ? (topic?.bit ?? []) : nil)])
+        }
+        // (The subscription may still be joining: event 1 is announced until the follower has it.)
+        #expect(
+            await waitUntil(timeout: .seconds(60)) {
+                bell(1, .downloads)
+                return applied.withLock { $0.through } == 1
+            })
+        let before = reads.load(ordering: .relaxed)
+
+        // When events 2 to 10, each under another topic or none, are announced one by one
+        for seq in UInt64(2)...10 {
+            bell(seq, seq % 2 == 0 ? .completed : nil)
+            try await Task.sleep(for: .milliseconds(5))
+        }
+
+        // Then the follower's position reaches 10 without a read, and without waking it: those
+        // waiting for the position hear of each step at once
+        #expect(await waitUntil(timeout: .seconds(60)) { quiet.load(ordering: .relaxed) == 10 })
+        #expect(reads.load(ordering: .relaxed) == before, "reads for events of other topics")
+        #expect(applied.withLock { $0.through } == 1, "the follower slept through them")
+
+        // A doorbell lost (11 is never announced): the follower reads
+        bell(12, .finished)
+        #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 12 })
+        #expect(reads.load(ordering: .relaxed) > before)
+        // A doorbell that does not say its topics: it reads
+        var now = reads.load(ordering: .relaxed)
+        bell(13, .completed, carriesTopics: false)
+        #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 13 })
+        #expect(reads.load(ordering: .relaxed) > now)
+        // An event in its topic: it reads, and is handed the event
+        now = reads.load(ordering: .relaxed)
+        bell(14, .downloads)
+        #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 14 })
+        #expect(reads.load(ordering: .relaxed) > now)
+        #expect(applied.withLock { $0.events } == [1, 14])
+        run.cancel()
+        _ = await run.result
+        await follower.shutdown()
+        await publisher.shutdown()
+        await client.shutdown()
+        await server.stop()
+    }
 }

@@ -128,14 +128,14 @@ class Client:
 
 
 def parse_doorbell(frames):
-    """[b"<log>/<key>\\n", b"SB1E\\n<seq>\\n<key_seq>"(, event JSON)] -> (log, key, seq, key_seq), or None.
+    """[b"<log>/<key>\\n", b"SB1E\\n<seq>\\n<key_seq>"(\\n<shard>\\n<topics>)(, event JSON)] -> (log, key, seq, key_seq), or None.
 
     A third frame, when present, is the event itself; this follower reads events with ReadEvents
     anyway, so it only needs the positions."""
     if len(frames) not in (2, 3) or not frames[0].endswith(b"\n") or b"/" not in frames[0]:
         return None
     lines = frames[1].split(b"\n")
-    if len(lines) != 3 or lines[0] != b"SB1E":
+    if len(lines) < 3 or lines[0] != b"SB1E":
         return None  # unknown tag (a newer protocol version): ignore it
     log, key = frames[0][:-1].split(b"/", 1)
     return log.decode(), key.decode(), int(lines[1]), int(lines[2])

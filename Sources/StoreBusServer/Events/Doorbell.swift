@@ -4,8 +4,9 @@ import ZeroMQ
 /// A doorbell: the announcement, after a commit, that an event log has grown.
 ///
 /// On the wire (a PUB socket), two frames: the topic `<log>/<key>\n`, then `SB1E\n<seq>\n<key seq>`
-/// (with `\n<shard>` after them when the shard is not 0); and a third, the event itself as
-/// ReadEvents returns it, when it is small (``maxEventBytes``).
+/// (with `\n<shard>` after them when the shard is not 0, and `\n<shard>\n<topics>` when the event's
+/// topics are known: their bits, ``EventTopics``, as a signed decimal); and a third, the event itself
+/// as ReadEvents returns it, when it is small (``maxEventBytes``).
 /// A subscriber to `<log>/` hears every key; a subscriber to `<log>/<key>\n` hears one. Doorbells may
 /// be lost (PUB drops when a subscriber is slow or not yet connected); followers never rely on them for
 /// correctness, only to learn sooner that there is something to read (and, with the event, what).
@@ -20,6 +21,8 @@ public struct Doorbell: Sendable, Equatable {
     public var keySeq: UInt64
     /// The shard (0 when the log is not sharded).
     public var shard: UInt32
+    /// The topics the event is filed under; nil when the publisher does not say (then it may be in any).
+    public var topics: EventTopics?
     /// The committed event as `storebus.eventlog.v1.Event` JSON, exactly as ReadEvents returns it;
     /// nil when it is larger than ``maxEventBytes`` (read it instead).
     public var event: [UInt8]?
@@ -30,12 +33,13 @@ public struct Doorbell: Sendable, Equatable {
     public static let maxEventBytes = 4 * 1024
 
     /// Creates a doorbell; an `event` over ``maxEventBytes`` is left out.
-    public init(log: String, key: String, seq: UInt64, keySeq: UInt64, shard: UInt32 = 0, event: [UInt8]? = nil) {
+    public init(log: String, key: String, seq: UInt64, keySeq: UInt64, shard: UInt32 = 0, topics: EventTopics? = nil, event: [UInt8]? = nil) {
         self.log = log
         self.key = key
         self.seq = seq
         self.keySeq = keySeq
         self.shard = shard
+        self.topics = topics
         self.event = event.flatMap { $0.count <= Self.maxEventBytes ? $0 : nil }
     }
 
@@ -52,7 +56,8 @@ public struct Doorbell: Sendable, Equatable {
     /// The frames sent on the PUB socket.
     public var frames: [[UInt8]] {
         var positions = WireProtocol.doorbellTag + [0x0A] + Frames.decimal(seq) + [0x0A] + Frames.decimal(keySeq)
-        if shard != 0 { positions += [0x0A] + Frames.decimal(UInt64(shard)) }
+        if shard != 0 || topics != nil { positions += [0x0A] + Frames.decimal(UInt64(shard)) }
+        if let topics { positions += [0x0A] + Array(String(topics.rawValue).utf8) }
         let bell = [Doorbell.topic(log: log, key: key), positions]
         guard let event else { return bell }
         return bell + [event]
@@ -62,14 +67,20 @@ public struct Doorbell: Sendable, Equatable {
     public init?(frames: [[UInt8]]) {
         guard frames.count == 2 || frames.count == 3, frames[0].last == 0x0A, let slash = frames[0].firstIndex(of: 0x2F) else { return nil }
         let lines = Frames.lines(frames[1])
-        guard lines.count == 3 || lines.count == 4, lines[0].elementsEqual(WireProtocol.doorbellTag),
+        guard (3...5).contains(lines.count), lines[0].elementsEqual(WireProtocol.doorbellTag),
             let seq = Frames.parseDecimal(lines[1]), let keySeq = Frames.parseDecimal(lines[2])
         else { return nil }
-        if lines.count == 4 {
+        if lines.count >= 4 {
             guard let shard = Frames.parseDecimal(lines[3]), shard <= UInt64(UInt32.max) else { return nil }
             self.shard = UInt32(shard)
         } else {
             self.shard = 0
+        }
+        if lines.count == 5 {
+            guard let bits = Int64(String(decoding: lines[4], as: UTF8.self)) else { return nil }
+            topics = EventTopics(rawValue: bits)
+        } else {
+            topics = nil
         }
         self.log = String(decoding: frames[0][..<slash], as: UTF8.self)
         self.key = String(decoding: frames[0][(slash + 1)..<(frames[0].count - 1)], as: UTF8.self)

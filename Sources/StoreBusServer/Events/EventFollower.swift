@@ -63,6 +63,11 @@ public final class EventFollower: Sendable {
         public var batchWindow: Duration = .zero
         /// Only the events in any of these topics of the log (none: every event).
         public var topics: [String]
+        /// The followed log's topic names in the order of their bits, which its doorbells carry
+        /// (``Doorbell/topics``): the payment queue's (``QueueTopic/names``), the one log here with
+        /// topics. A run of doorbells for events in none of ``topics`` moves the position without
+        /// a read.
+        public var logTopics: [String] = QueueTopic.names
 
         /// A configuration following `key` (or the whole log) of `log`, the events in `topics` only
         /// when given.
@@ -71,6 +76,13 @@ public final class EventFollower: Sendable {
             self.key = key
             self.topics = topics
             self.doorbellEndpoints = doorbellEndpoints
+        }
+
+        /// The bits of ``topics`` among ``logTopics``; nil (every doorbell may bring one of them)
+        /// without topics, for a key, or with a name the log does not list.
+        var topicBits: EventTopics? {
+            guard !topics.isEmpty, key.isEmpty, case .success(let bits) = EventTopics.named(topics, in: logTopics) else { return nil }
+            return bits
         }
     }
 
@@ -95,7 +107,7 @@ public final class EventFollower: Sendable {
                 configuration.key.isEmpty
                 ? Doorbell.topicPrefix(log: configuration.log)
                 : Doorbell.topic(log: configuration.log, key: configuration.key)
-            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefix: prefix, context: context)
+            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefix: prefix, context: context, topics: configuration.topicBits)
         }
     }
 
@@ -120,8 +132,14 @@ public final class EventFollower: Sendable {
     /// topics, a page may bring none and still move the position.
     ///
     /// Without a key, `shard` is the shard followed (0, the only one of a log that is not sharded).
+    ///
+    /// With topics, while it waits caught up, the doorbells of events in none of them move its
+    /// position without a read or a wake-up: `quiet` hears each such move at once (from the doorbell
+    /// listener's thread; keep it short), and `apply` hears of them, with no event, when the wait
+    /// ends.
     public func followPages<Page: EventLogPage>(
-        after position: UInt64, shard: UInt32 = 0, as page: Page.Type, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
+        after position: UInt64, shard: UInt32 = 0, as page: Page.Type, quiet: @escaping @Sendable (UInt64) -> Void = { _ in },
+        _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
     ) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
@@ -178,7 +196,16 @@ public final class EventFollower: Sendable {
                 // publisher) would end every wait at once: after a ring that brought nothing, read
                 // no more often than every retryDelay.
                 if rangAt == position { try? await Task.sleep(for: configuration.retryDelay) }
-                rangAt = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll) ? position : nil
+                // Meanwhile, events heard one by one, each in none of the follower's topics, are
+                // pages that would bring none of them: the position moves past them without a read
+                // (`quiet` tells whoever waits for it), and the wait goes on.
+                if !keyed { bell.park(shard: shard, at: position, quiet: quiet) }
+                let rang = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll)
+                if !keyed, let moved = bell.unpark(shard: shard), moved > position {
+                    try await apply([], moved)
+                    position = moved
+                }
+                rangAt = rang ? position : nil
                 if rangAt != nil, configuration.batchWindow > .zero { try? await Task.sleep(for: configuration.batchWindow) }
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
@@ -192,12 +219,12 @@ public final class EventFollower: Sendable {
     /// consumer forgets its position, and the log is followed again from the position `start` then
     /// reads.
     public func followAlways<Page: EventLogPage>(
-        as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
-        replaced: (RPCError) async throws -> Void
+        as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, quiet: @escaping @Sendable (UInt64) -> Void = { _ in },
+        _ apply: ([Page.Record], _ through: UInt64) async throws -> Void, replaced: (RPCError) async throws -> Void
     ) async throws {
         while !Task.isCancelled {
             do {
-                try await followPages(after: try await start(), shard: shard, as: page, apply)
+                try await followPages(after: try await start(), shard: shard, as: page, quiet: quiet, apply)
                 return
             } catch let error as RPCError where error.code == .outOfRange {
                 try await replaced(error)
@@ -274,13 +301,59 @@ final class DoorbellListener: Sendable {
 
     private let reactor: Reactor
     private let announced = PositionWaiter<Position>()
+    /// The follower's topics; nil: every doorbell wakes it.
+    private let topics: EventTopics?
+    /// Per shard, a follower caught up and waiting (``park(shard:at:quiet:)``): its position, moved
+    /// on by doorbells of events in none of its topics, and what it is told of each such move.
+    private let parked = Mutex<[UInt32: Parked]>([:])
 
-    init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context) throws {
+    private struct Parked {
+        var position: UInt64
+        var quiet: @Sendable (UInt64) -> Void
+    }
+
+    init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context, topics: EventTopics? = nil) throws {
         reactor = Reactor(name: "sb-doorbell-sub", context: context)
+        self.topics = topics
         try DoorbellSubscription.start(endpoints: endpoints, prefix: prefix, context: context, reactor: reactor) { [weak self] doorbell in
-            self?.announced.advance(.seq(doorbell.shard), to: doorbell.seq)
-            self?.announced.advance(.keySeq, to: doorbell.keySeq)
+            self?.heard(doorbell)
         }
+    }
+
+    /// A doorbell for the event right after a parked follower's position, in none of its topics,
+    /// moves that position on without waking it (the page it would read brings nothing); any other
+    /// (one it may have to read, or one after a doorbell lost) wakes it.
+    private func heard(_ doorbell: Doorbell) {
+        if let topics, let eventTopics = doorbell.topics, eventTopics.isDisjoint(with: topics) {
+            let quiet = parked.withLock { parked -> (@Sendable (UInt64) -> Void)? in
+                guard var follower = parked[doorbell.shard] else { return nil }
+                if doorbell.seq <= follower.position { return { _ in } }
+                guard doorbell.seq == follower.position + 1 else { return nil }
+                follower.position = doorbell.seq
+                parked[doorbell.shard] = follower
+                return follower.quiet
+            }
+            if let quiet {
+                quiet(doorbell.seq)
+                announced.advance(.keySeq, to: doorbell.keySeq)
+                return
+            }
+        }
+        announced.advance(.seq(doorbell.shard), to: doorbell.seq)
+        announced.advance(.keySeq, to: doorbell.keySeq)
+    }
+
+    /// Parks a follower of `shard` caught up at `position` until ``unpark(shard:)``: doorbells of
+    /// events in none of its topics move its position on, each move told to `quiet` (on the
+    /// listener's thread), without ending its wait. Nothing happens without topics.
+    func park(shard: UInt32, at position: UInt64, quiet: @escaping @Sendable (UInt64) -> Void) {
+        guard topics != nil else { return }
+        parked.withLock { $0[shard] = Parked(position: position, quiet: quiet) }
+    }
+
+    /// Ends the parking of `shard`'s follower: the position the doorbells moved it to, or nil.
+    func unpark(shard: UInt32) -> UInt64? {
+        parked.withLock { $0.removeValue(forKey: shard)?.position }
     }
 
     /// Returns when a doorbell beyond `position` has rung (maybe already): true; or after `timeout`,

@@ -84,6 +84,8 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
                 applied?.advance(log.name, to: start)
                 return start
             },
+            // Events of no interest heard while caught up: those waiting for the position see it at once.
+            quiet: { through in applied?.advance(log.name, to: through) },
             { records, through in
                 // A page of events in none of the reducer's topics moves the position in memory
                 // only (unless others read it): after a restart the log's pages step over them again.
