@@ -133,5 +133,9 @@ struct NotificationRulesTests {
         #expect(first == NotificationRules.uuid(app: "a", seq: 7, index: 0))
         #expect(Set([first, NotificationRules.uuid(app: "a", seq: 8, index: 0), NotificationRules.uuid(app: "b", seq: 7, index: 0), NotificationRules.uuid(app: "a", seq: 7, index: 1)]).count == 4)
         #expect(UUID(uuidString: first) != nil && first == first.lowercased())
+        // The same UUIDs as ever (a notification appended before an upgrade is planned again with
+        // its UUID after it): SHA-256 of the name, its version and variant bits set, worked out in Python.
+        #expect(first == "5ef993d0-72e5-828d-8449-7283c6b06a50")
+        #expect(NotificationRules.uuid(app: "com.example", seq: 42, shard: 3, index: 2) == "55b2714c-02d1-82a4-b75c-3c2db616eb70")
     }
 }
