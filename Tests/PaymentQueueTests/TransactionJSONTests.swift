@@ -1,5 +1,6 @@
 import Foundation
 import StoreBusStorage
+import StoreBusTesting
 import StoreSchema
 import SwiftProtobuf
 import Testing
@@ -197,18 +198,9 @@ struct TransactionJSONTests {
 
     @Test("the writer covers every field proto-schemas/ gives the messages it writes")
     func coversEveryField() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let proto = try String(contentsOf: root.appendingPathComponent("proto-schemas/storebus/payment_queue/v1/payment_queue.proto"), encoding: .utf8)
-        let field = try Regex(#"^\s*(?:repeated\s+|optional\s+)?[\w.]+\s+\w+\s*=\s*(\d+)\s*(?:\[.*\])?\s*;"#)
         for (message, written) in TransactionJSON.fieldsWritten {
-            let lines = proto.components(separatedBy: "\n")
-            let start = try #require(lines.firstIndex { $0.hasPrefix("message \(message) {") }, "message \(message)")
-            var numbers: [Int] = []
-            for line in lines[(start + 1)...] {
-                if line.hasPrefix("}") { break }
-                if let match = line.firstMatch(of: field), let number = Int(match.output[1].substring ?? "") { numbers.append(number) }
-            }
-            #expect(numbers.sorted() == written, "\(message): proto-schemas/ has fields \(numbers.sorted()); TransactionJSON writes \(written)")
+            let numbers = try protoFieldNumbers(of: message, in: "storebus/payment_queue/v1/payment_queue.proto")
+            #expect(numbers == written, "\(message): proto-schemas/ has fields \(numbers); TransactionJSON writes \(written)")
         }
     }
 }

@@ -87,18 +87,9 @@ struct VerifyReceiptJSONTests {
         // Most were written here, not handed to swift-protobuf (a value without a name now and then).
         #expect(direct > 500, "\(direct) of 1,000 written directly")
 
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let proto = try String(contentsOf: root.appendingPathComponent("proto-schemas/storebus/receipt/v1/receipt.proto"), encoding: .utf8)
-        let field = try Regex(#"^\s*(?:repeated\s+|optional\s+)?[\w.]+\s+\w+\s*=\s*(\d+)\s*(?:\[.*\])?\s*;"#)
-        let lines = proto.components(separatedBy: "\n")
         for (message, written) in VerifyReceiptJSON.fieldsWritten {
-            let start = try #require(lines.firstIndex { $0.hasPrefix("message \(message) {") }, "message \(message)")
-            var numbers: [Int] = []
-            for line in lines[(start + 1)...] {
-                if line.hasPrefix("}") { break }
-                if let match = line.firstMatch(of: field), let number = Int(match.output[1].substring ?? "") { numbers.append(number) }
-            }
-            #expect(numbers.sorted() == written, "\(message): proto-schemas/ has fields \(numbers.sorted()); VerifyReceiptJSON writes \(written)")
+            let numbers = try protoFieldNumbers(of: message, in: "storebus/receipt/v1/receipt.proto")
+            #expect(numbers == written, "\(message): proto-schemas/ has fields \(numbers); VerifyReceiptJSON writes \(written)")
         }
     }
 }
