@@ -14,7 +14,8 @@ import Foundation
 /// - cancel: `SB1C`, request id; no body, no answer.
 ///
 /// Fixed fields share one frame because libzmq's cost is per frame, on both sides and in its I/O
-/// thread. Doorbells on PUB sockets are two frames: the topic, then `SB1E`, seq, key seq.
+/// thread. Doorbells on PUB sockets are two frames: the topic, then `SB1E`, seq, key seq (and the
+/// shard and the event's topics when known), and may carry the event as a third (`Doorbell`).
 public enum WireProtocol {
     /// First line of a request header.
     public static let requestTag: [UInt8] = Array("SB1Q".utf8)
