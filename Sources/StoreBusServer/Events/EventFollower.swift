@@ -133,12 +133,13 @@ public final class EventFollower: Sendable {
     ///
     /// Without a key, `shard` is the shard followed (0, the only one of a log that is not sharded).
     ///
-    /// With topics, while it waits caught up, the doorbells of events in none of them move its
-    /// position without a read or a wake-up: `quiet` hears each such move at once (from the doorbell
-    /// listener's thread; keep it short), and `apply` hears of them, with no event, when the wait
-    /// ends.
+    /// With topics and `quiet`, while it waits caught up, the doorbells of events in none of them
+    /// move its position without a read or a wake-up: `quiet` hears each such move at once (from
+    /// the doorbell listener's thread; keep it short), and `apply` hears of them, with no event, when
+    /// the wait ends. Without `quiet` (a consumer whose every position others must see as soon as
+    /// it is reached), each doorbell wakes it to read.
     public func followPages<Page: EventLogPage>(
-        after position: UInt64, shard: UInt32 = 0, as page: Page.Type, quiet: @escaping @Sendable (UInt64) -> Void = { _ in },
+        after position: UInt64, shard: UInt32 = 0, as page: Page.Type, quiet: (@Sendable (UInt64) -> Void)? = nil,
         _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
     ) async throws {
         var position = position
@@ -199,9 +200,9 @@ public final class EventFollower: Sendable {
                 // Meanwhile, events heard one by one, each in none of the follower's topics, are
                 // pages that would bring none of them: the position moves past them without a read
                 // (`quiet` tells whoever waits for it), and the wait goes on.
-                if !keyed { bell.park(shard: shard, at: position, quiet: quiet) }
+                if !keyed, let quiet { bell.park(shard: shard, at: position, quiet: quiet) }
                 let rang = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll)
-                if !keyed, let moved = bell.unpark(shard: shard), moved > position {
+                if !keyed, quiet != nil, let moved = bell.unpark(shard: shard), moved > position {
                     try await apply([], moved)
                     position = moved
                 }
@@ -219,7 +220,7 @@ public final class EventFollower: Sendable {
     /// consumer forgets its position, and the log is followed again from the position `start` then
     /// reads.
     public func followAlways<Page: EventLogPage>(
-        as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, quiet: @escaping @Sendable (UInt64) -> Void = { _ in },
+        as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, quiet: (@Sendable (UInt64) -> Void)? = nil,
         _ apply: ([Page.Record], _ through: UInt64) async throws -> Void, replaced: (RPCError) async throws -> Void
     ) async throws {
         while !Task.isCancelled {

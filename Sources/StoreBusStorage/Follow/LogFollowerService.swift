@@ -75,6 +75,15 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
     ) async throws {
         /// The position stored, as this follower last read or moved it.
         var stored: UInt64 = 0
+        // Events of no interest heard while caught up: those waiting for the position see it at
+        // once. Not when every page moves the stored position (other instances read it there).
+        let name = log.name
+        let quiet: (@Sendable (UInt64) -> Void)?
+        if everyPage {
+            quiet = nil
+        } else {
+            quiet = { through in applied?.advance(name, to: through) }
+        }
         try await follower.followAlways(
             as: Reducer.Page.self,
             shard: shard,
@@ -84,8 +93,7 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
                 applied?.advance(log.name, to: start)
                 return start
             },
-            // Events of no interest heard while caught up: those waiting for the position see it at once.
-            quiet: { through in applied?.advance(log.name, to: through) },
+            quiet: quiet,
             { records, through in
                 // A page of events in none of the reducer's topics moves the position in memory
                 // only (unless others read it): after a restart the log's pages step over them again.
