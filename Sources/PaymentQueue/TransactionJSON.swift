@@ -116,15 +116,7 @@ enum TransactionJSON {
             if transaction.hasPayment, !fields.message("payment", { appendPayment(transaction.payment, to: &$0) }) { return false }
             if transaction.hasOriginalTransaction, !fields.message("originalTransaction", { appendDirectly(transaction.originalTransaction, to: &$0) }) { return false }
             if transaction.hasError, !fields.message("error", { appendError(transaction.error, to: &$0) }) { return false }
-            if !transaction.downloads.isEmpty {
-                fields.name("downloads")
-                fields.out.append(UInt8(ascii: "["))
-                for (index, download) in transaction.downloads.enumerated() {
-                    if index > 0 { fields.out.append(UInt8(ascii: ",")) }
-                    guard appendDownload(download, to: &fields.out) else { return false }
-                }
-                fields.out.append(UInt8(ascii: "]"))
-            }
+            guard fields.messages("downloads", transaction.downloads, appendDownload) else { return false }
             fields.string("storefront", transaction.storefront)
             if transaction.hasQueue, !fields.message("queue", { appendQueue(transaction.queue, to: &$0) }) { return false }
             fields.bool("finished", transaction.finished)
@@ -152,10 +144,7 @@ enum TransactionJSON {
     private static func appendPayment(_ payment: Storebus_PaymentQueue_V1_Payment, to out: inout [UInt8]) -> Bool {
         ProtoJSONObject.write(payment.unknownFields, to: &out) { fields in
             fields.string("productIdentifier", payment.productIdentifier)
-            if payment.quantity != 0 {
-                fields.name("quantity")
-                fields.out += Array(String(payment.quantity).utf8)
-            }
+            fields.int32("quantity", payment.quantity)
             fields.string("applicationUsername", payment.applicationUsername)
             if !payment.requestData.isEmpty {
                 fields.name("requestData")

@@ -327,9 +327,7 @@ final class DoorbellListener: Sendable {
     private func heard(_ doorbell: Doorbell) {
         if let topics, let eventTopics = doorbell.topics, eventTopics.isDisjoint(with: topics) {
             let quiet = parked.withLock { parked -> (@Sendable (UInt64) -> Void)? in
-                guard var follower = parked[doorbell.shard] else { return nil }
-                if doorbell.seq <= follower.position { return { _ in } }
-                guard doorbell.seq == follower.position + 1 else { return nil }
+                guard var follower = parked[doorbell.shard], doorbell.seq == follower.position + 1 else { return nil }
                 follower.position = doorbell.seq
                 parked[doorbell.shard] = follower
                 return follower.quiet
