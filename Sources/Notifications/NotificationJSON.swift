@@ -10,8 +10,8 @@ import SwiftProtobuf
 /// string scalar by scalar: encoding each notification when it was appended, and, when it was read,
 /// decoding the stored record as an event (its payload a google.protobuf.Struct), writing that
 /// payload back out and decoding it again as a notification, made up half of the notification
-/// service's CPU per purchase. Written here, a string that needs no escape is copied whole; read
-/// here, the payload's text is found in the record and decoded once.
+/// service's CPU per purchase. Written here, a string that needs no escape is copied whole; a page
+/// read for a backend is spliced from the stored records, nothing decoded.
 enum NotificationJSON {
     /// `notification` as swift-protobuf writes it (fields in number order, defaults left out),
     /// or nil when a field is one this writer leaves to swift-protobuf (a signed date proto3 JSON
@@ -59,27 +59,81 @@ enum NotificationJSON {
         return true
     }
 
-    /// A page of notifications as swift-protobuf writes it, or nil when one of them is left to
-    /// swift-protobuf (see ``append(_:to:)``).
-    static func write(_ response: Storebus_Notifications_V1_ReadNotificationsResponse) -> [UInt8]? {
+    /// A page of `app`'s notifications (`events`, read from its log) and its head as a
+    /// ReadNotificationsResponse's JSON: the bytes swift-protobuf writes for the response holding
+    /// each event's notification (``read(_:app:fast:)``).
+    ///
+    /// Fast: each stored notification's members copied from its record into the page (spliced
+    /// between its position and its app, which the log keeps outside it), never decoded; a record
+    /// the splice does not take is read and written again (``append(_:to:)``). Plain (fast paths
+    /// off, or a notification the writer leaves to swift-protobuf): every notification decoded and
+    /// the response written by swift-protobuf.
+    static func page(_ events: [StoredEvent], app: String, head: UInt64, fast: Bool = FastPaths.enabled) throws -> [UInt8] {
+        func plain() throws -> [UInt8] {
+            try JSONCodec.encode(
+                Storebus_Notifications_V1_ReadNotificationsResponse.with {
+                    $0.notifications = try events.map { try read($0, app: app, fast: fast) }
+                    $0.headPosition = head
+                })
+        }
+        guard fast else { return try plain() }
         var out: [UInt8] = []
-        out.reserveCapacity(response.notifications.reduce(64) { $0 + $1.signedPayload.utf8.count + 512 })
+        out.reserveCapacity(events.reduce(64) { $0 + $1.json.utf8.count + 64 })
         out.append(UInt8(ascii: "{"))
-        if !response.notifications.isEmpty {
+        if !events.isEmpty {
             out += #""notifications":["#.utf8
-            for (index, notification) in response.notifications.enumerated() {
+            for (index, event) in events.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                guard append(notification, to: &out) else { return nil }
+                guard !splice(event, app: app, to: &out) else { continue }
+                guard append(try read(event, app: app), to: &out) else { return try plain() }
             }
             out.append(UInt8(ascii: "]"))
         }
-        if response.headPosition != 0 {
+        if head != 0 {
             if out.count > 1 { out.append(UInt8(ascii: ",")) }
             out += #""headPosition":"#.utf8
-            JSONText.appendQuoted(response.headPosition, to: &out)
+            JSONText.appendQuoted(head, to: &out)
         }
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// The members a stored notification may hold, by name, with their field numbers: all but its
+    /// position (1) and app (10), every one a string in proto3 JSON (the signed date a timestamp's).
+    static let storedMembers: [String: Int] = [
+        "notificationUuid": 2, "notificationType": 3, "subtype": 4, "signedPayload": 5, "signedDate": 6, "accountId": 7, "transactionId": 8,
+        "originalTransactionId": 9
+    ]
+
+    /// Appends the notification `event` holds, at its position in `app`'s log, as swift-protobuf
+    /// writes it, its members copied from the record; false, appending nothing, when the record's
+    /// payload is not exactly what swift-protobuf would write again: members it knows, each once and
+    /// in field order, every one a non-empty string (a default is left out when written).
+    static func splice(_ event: StoredEvent, app: String, to out: inout [UInt8]) -> Bool {
+        let record = Array(event.json.utf8)
+        guard let (_, payload) = JSONScanner.members(of: record, in: 0..<record.count, andOf: "payload"), let payload else { return false }
+        var last = 1
+        for member in payload {
+            guard let number = storedMembers[member.name], number > last, member.value.count > 2, record[member.value.lowerBound] == UInt8(ascii: "\"")
+            else { return false }
+            last = number
+        }
+        out += #"{"position":"#.utf8
+        JSONText.appendQuoted(event.keySeq, to: &out)
+        record.withUnsafeBufferPointer { text in
+            for member in payload {
+                out += #",""#.utf8
+                out += member.name.utf8
+                out += #"":"#.utf8
+                out += UnsafeBufferPointer(rebasing: text[member.value])
+            }
+        }
+        if !app.isEmpty {
+            out += #","appBundleId":"#.utf8
+            JSONText.appendQuoted(app, to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return true
     }
 
     /// The notification an event of the log holds, at its position in `app`'s log.

@@ -232,6 +232,16 @@ public struct NotificationStore: Sendable {
         }
     }
 
+    /// Up to `limit` notifications of `app` after `position`, and the app's newest position, as a
+    /// ReadNotificationsResponse's JSON (``NotificationJSON/page(_:app:head:fast:)``).
+    func page(app: String, after position: UInt64, limit: Int) async throws -> (json: [UInt8], head: UInt64) {
+        try await database.read { db in
+            let events = try EventLog.read(db, key: app, after: position, limit: limit)
+            let head = try EventLog.head(db, key: app)
+            return (try NotificationJSON.page(events, app: app, head: head), head)
+        }
+    }
+
     /// The account a notification of `app` named with `transaction` (as its transaction or its
     /// original), nil when none did.
     func account(app: String, transaction: String) async throws -> String? {

@@ -41,21 +41,15 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
         return router
     }
 
-    public var codecs: MessageCodecs {
-        var codecs = MessageCodecs()
-        codecs.use(.readNotifications, for: Storebus_Notifications_V1_Notifications.readNotifications)
-        return codecs
-    }
-
     /// The longest a read waits for a notification, whatever it asks.
     static let longestWait = Duration.seconds(30)
 
     func readNotifications(
         _ request: Storebus_Notifications_V1_ReadNotificationsRequest, context: ServerContext
-    ) async throws -> Storebus_Notifications_V1_ReadNotificationsResponse {
+    ) async throws -> PrewrittenResponse<Storebus_Notifications_V1_ReadNotificationsResponse> {
         let app = request.appBundleID
         let limit = request.limit == 0 ? 100 : Int(request.limit)
-        var head = try await store.head(app: app)
+        let head = try await store.head(app: app)
         guard request.afterPosition <= head else {
             throw RPCError(.outOfRange, "position \(request.afterPosition) is past the newest notification of \(RPCError.echo(app)), \(head)")
                 .withReason("POSITION_PAST_HEAD", domain: "storebus.notifications")
@@ -78,12 +72,7 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
             if let remaining = context.timeRemaining { wait = min(wait, remaining - min(remaining / 10, .milliseconds(100))) }
             if wait > .zero { _ = await store.appended.wait(app, reaching: head + 1, timeout: wait) }
         }
-        let page = try await store.read(app: app, after: request.afterPosition, limit: limit)
-        head = page.head
-        return .with {
-            $0.notifications = page.notifications
-            $0.headPosition = head
-        }
+        return PrewrittenResponse(json: try await store.page(app: app, after: request.afterPosition, limit: limit).json)
     }
 
     func getRootCertificate(
@@ -158,18 +147,4 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
             $0.position = position
         }
     }
-}
-
-extension MessageCodec where Request == Storebus_Notifications_V1_ReadNotificationsRequest, Response == Storebus_Notifications_V1_ReadNotificationsResponse {
-    /// ReadNotifications' codec: the request by swift-protobuf; the answer, up to 500 notifications
-    /// of kilobytes each, written directly (``NotificationJSON``). With the fast paths off, or a
-    /// notification the writer leaves to swift-protobuf, swift-protobuf's
-    /// (`NotificationJSONTests` holds the two to the same bytes).
-    static let readNotifications = MessageCodec(
-        decode: { body in try JSONCodec.decode(Request.self, from: body) },
-        encode: { response in
-            guard FastPaths.enabled, let json = NotificationJSON.write(response) else { return try JSONCodec.encode(response) }
-            return json
-        }
-    )
 }

@@ -60,13 +60,34 @@ public enum JWS {
     /// the kilobytes of a signed notification.
     static func segments(_ jws: String) -> [Substring]? {
         let utf8 = jws.utf8
+        guard let (first, second) = dots(jws) else { return nil }
+        let firstDot = utf8.index(utf8.startIndex, offsetBy: first)
+        let secondDot = utf8.index(utf8.startIndex, offsetBy: second)
+        return [Substring(utf8[..<firstDot]), Substring(utf8[utf8.index(after: firstDot)..<secondDot]), Substring(utf8[utf8.index(after: secondDot)...])]
+    }
+
+    /// The byte offsets of the two dots of a compact JWS, nil when it does not have exactly two:
+    /// searched in the string's contiguous bytes (a native string's; a bridged one is copied).
+    static func dots(_ jws: String) -> (Int, Int)? {
+        if let found = jws.utf8.withContiguousStorageIfAvailable({ dots(bytes: $0) }) { return found }
+        return Array(jws.utf8).withUnsafeBufferPointer { dots(bytes: $0) }
+    }
+
+    /// ``dots(_:)`` in `bytes`.
+    static func dots(bytes: UnsafeBufferPointer<UInt8>) -> (Int, Int)? {
         let dot = UInt8(ascii: ".")
-        guard let first = utf8.firstIndex(of: dot) else { return nil }
-        let payloadStart = utf8.index(after: first)
-        guard let second = utf8[payloadStart...].firstIndex(of: dot) else { return nil }
-        let signatureStart = utf8.index(after: second)
-        guard !utf8[signatureStart...].contains(dot) else { return nil }
-        return [Substring(utf8[..<first]), Substring(utf8[payloadStart..<second]), Substring(utf8[signatureStart...])]
+        guard let first = bytes.firstIndex(of: dot), let second = bytes[(first + 1)...].firstIndex(of: dot),
+            !bytes[(second + 1)...].contains(dot)
+        else { return nil }
+        return (first, second)
+    }
+
+    /// The payload bytes of a compact JWS in `bytes` (not a JSON check: what it decodes to), read
+    /// without checking its signature; nil when it is not three segments or its payload is not
+    /// base64url. For figures and load generators reading what a deployment just signed.
+    public static func unverifiedPayloadBytes(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard let (first, second) = dots(bytes: bytes), second > first + 1 else { return nil }
+        return Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: bytes[(first + 1)..<second]))
     }
 
     /// Why a JWS does not verify.

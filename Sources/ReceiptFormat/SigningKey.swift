@@ -58,18 +58,18 @@ public enum Base64URL {
     }
 
     /// The bytes of `text`, or nil when it is not unpadded base64url.
+    ///
+    /// Decoded by swift-extras-base64 from the text's own bytes. (A byte-by-byte rewrite into the
+    /// standard alphabet for Foundation's decoder was an eighth of a notification reader's CPU.)
     public static func decode<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
-        var base64 = [UInt8]()
-        base64.reserveCapacity(text.utf8.count + 3)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "-"): base64.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): base64.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): return nil // not unpadded base64url
-            default: base64.append(byte)
-            }
-        }
-        base64 += Array(repeating: UInt8(ascii: "="), count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: Data(base64)).map(Array.init)
+        if let decoded = text.utf8.withContiguousStorageIfAvailable({ decode(bytes: $0) }) { return decoded }
+        return Array(text.utf8).withUnsafeBufferPointer { decode(bytes: $0) }
+    }
+
+    /// The bytes `text` (unpadded base64url) encodes, or nil when it is not such text.
+    public static func decode(bytes text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        // The decoder takes a padding character at the end even when told there is none.
+        guard !text.contains(UInt8(ascii: "=")) else { return nil }
+        return try? ExtrasBase64.Base64.decode(bytes: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 }

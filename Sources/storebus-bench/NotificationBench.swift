@@ -27,30 +27,36 @@ final class NotificationLagProbe: Sendable {
     }
 
     /// Follows the log from its head until the task is cancelled.
+    ///
+    /// The pages are read as the bytes they come in, each notification's type, position and
+    /// payload found with JSONScanner (a load generator's shortcut: decoding every page with
+    /// swift-protobuf, and each JWS payload with JSONSerialization, was most of the benchmark's own
+    /// CPU, which `purchase_flow_cpu_us` counts).
     func run() async {
         var position: UInt64?
         while !Task.isCancelled {
             do {
-                let page = try await client.call(
-                    Storebus_Notifications_V1_Notifications.readNotifications,
-                    .with {
+                let request = try JSONCodec.encode(
+                    Storebus_Notifications_V1_ReadNotificationsRequest.with {
                         $0.appBundleID = app
                         $0.afterPosition = position ?? 0
                         $0.limit = position == nil ? 1 : 500
                         $0.waitMs = position == nil ? 0 : 1_000
-                    }, options: CallOptions(timeout: .seconds(5)))
+                    })
+                let response = try await client.callRaw(
+                    path: Storebus_Notifications_V1_Notifications.readNotifications.path, idempotent: true, body: request,
+                    options: CallOptions(timeout: .seconds(5)))
+                guard response.code == .ok else { throw response.error ?? RPCError(response.code, "ReadNotifications failed") }
                 let received = Double(EpochMilliseconds.now)
+                guard let page = Self.page(response.body) else { throw RPCError(.internalError, "a ReadNotifications answer the probe cannot read") }
                 guard let start = position else {
                     // From the head: what came before the probe is not its to measure.
-                    position = page.headPosition
+                    position = page.head
                     continue
                 }
-                var measured: [Double] = []
-                for notification in page.notifications where notification.notificationType == "ONE_TIME_CHARGE" {
-                    if let committed = Self.purchaseDate(notification.signedPayload) { measured.append(received - Double(committed)) }
-                }
+                let measured = page.purchaseDates.map { received - Double($0) }
                 lags.withLock { $0 += measured }
-                position = page.notifications.last?.position ?? start
+                position = page.last ?? start
             } catch {
                 if Task.isCancelled { return }
                 try? await Task.sleep(for: .milliseconds(50))
@@ -58,13 +64,36 @@ final class NotificationLagProbe: Sendable {
         }
     }
 
+    /// What the probe takes from a ReadNotificationsResponse's JSON: the head, the last
+    /// notification's position, and the purchase dates of its ONE_TIME_CHARGEs.
+    static func page(_ body: [UInt8]) -> (head: UInt64, last: UInt64?, purchaseDates: [Int64])? {
+        guard let members = JSONScanner.values(of: body, in: 0..<body.count, named: [Array("notifications".utf8), Array("headPosition".utf8)]) else { return nil }
+        let head = members[1].flatMap { JSONScanner.unsigned(body, $0) } ?? 0
+        guard let list = members[0] else { return (head, nil, []) }
+        let names = [Array("position".utf8), Array("notificationType".utf8), Array("signedPayload".utf8)]
+        guard let notifications = JSONScanner.objectValues(of: body, in: list, named: names) else { return nil }
+        var dates: [Int64] = []
+        for notification in notifications {
+            guard let type = notification[1], JSONScanner.plainString(body, type) == Array("ONE_TIME_CHARGE".utf8), let payload = notification[2],
+                let jws = JSONScanner.plainString(body, payload), let date = purchaseDate(jws)
+            else { continue }
+            dates.append(date)
+        }
+        return (head, notifications.last?[0].flatMap { JSONScanner.unsigned(body, $0) }, dates)
+    }
+
     /// The purchaseDate of the transaction a signed notification carries (its payload's
     /// data.signedTransactionInfo, itself a JWS), read without checking signatures.
-    static func purchaseDate(_ jws: String) -> Int64? {
-        guard let payload = JWS.unverifiedPayload(jws), let data = payload["data"] as? [String: Any], let transaction = data["signedTransactionInfo"] as? String,
-            let decoded = JWS.unverifiedPayload(transaction)
+    static func purchaseDate(_ jws: [UInt8]) -> Int64? {
+        guard let payload = jws.withUnsafeBufferPointer(JWS.unverifiedPayloadBytes),
+            let data = JSONScanner.values(of: payload, in: 0..<payload.count, named: [Array("data".utf8)])?[0],
+            let info = JSONScanner.values(of: payload, in: data, named: [Array("signedTransactionInfo".utf8)])?[0],
+            let transactionJWS = JSONScanner.plainString(payload, info),
+            let transaction = transactionJWS.withUnsafeBufferPointer(JWS.unverifiedPayloadBytes),
+            let date = JSONScanner.values(of: transaction, in: 0..<transaction.count, named: [Array("purchaseDate".utf8)])?[0],
+            let value = JSONScanner.unsigned(transaction, date)
         else { return nil }
-        return (decoded["purchaseDate"] as? NSNumber)?.int64Value
+        return Int64(exactly: value)
     }
 
     /// The lags measured so far, in milliseconds, sorted.

@@ -1,11 +1,11 @@
 import Foundation
-import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
 import SwiftProtobuf
 import Testing
 
 @testable import Notifications
+@testable import StoreBusStorage
 
 /// The notification log's JSON written and read by hand (fast paths) against swift-protobuf, their
 /// plain twin.
@@ -46,7 +46,7 @@ struct NotificationJSONTests {
         return notification
     }
 
-    @Test("1,000 random notifications and 200 pages of them are swift-protobuf's bytes exactly; a signed date proto3 JSON cannot write is left to swift-protobuf")
+    @Test("1,000 random notifications are swift-protobuf's bytes exactly; a signed date proto3 JSON cannot write is left to swift-protobuf")
     func writeMatchesSwiftProtobuf() throws {
         var random = SeededRandom(seed: 2_048)
         for _ in 0..<1_000 {
@@ -54,34 +54,23 @@ struct NotificationJSONTests {
             let plain: [UInt8] = try notification.jsonUTF8Bytes()
             #expect(NotificationJSON.write(notification) == plain, "\(String(decoding: plain, as: UTF8.self).prefix(120))")
         }
-        for index in 0..<200 {
-            var page = Storebus_Notifications_V1_ReadNotificationsResponse()
-            page.notifications = (0..<(index % 7)).map { _ in Self.notification(&random) }
-            page.headPosition = [0, 1, UInt64.random(in: 0...UInt64.max, using: &random), .max][index % 4]
-            let plain: [UInt8] = try page.jsonUTF8Bytes()
-            #expect(NotificationJSON.write(page) == plain, "\(String(decoding: plain, as: UTF8.self).prefix(120))")
-        }
         var outOfRange = Storebus_Notifications_V1_Notification()
         outOfRange.signedDate = Google_Protobuf_Timestamp(seconds: 253_402_300_800, nanos: 0)
         #expect(NotificationJSON.write(outOfRange) == nil)
-        #expect(NotificationJSON.write(Storebus_Notifications_V1_ReadNotificationsResponse.with { $0.notifications = [outOfRange] }) == nil)
         #expect(throws: (any Error).self) { try outOfRange.jsonString() }
     }
 
-    @Test("a notification appended as written by hand or by swift-protobuf reads back the same both ways, at its position in its app's log")
-    func storedReadsBothWays() async throws {
-        let directory = try TemporaryDirectory(prefix: "ntjson")
-        defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
-        var random = SeededRandom(seed: 77)
+    /// 300 random notifications without position and app, as the log keeps them, appended to
+    /// `app`'s log in `database`, every other one written by hand and the rest by swift-protobuf.
+    static func stored(in database: StoreDatabase, app: String, seed: UInt64) async throws -> (notifications: [Storebus_Notifications_V1_Notification], events: [StoredEvent]) {
+        var random = SeededRandom(seed: seed)
         let notifications = (0..<300).map { _ in
             var notification = Self.notification(&random)
             notification.position = 0
             notification.appBundleID = ""
             return notification
         }
-        let app = "com.example.json"
-        let stored = try await database.write { db in
+        let events = try await database.write { db in
             for (index, notification) in notifications.enumerated() {
                 if index % 2 == 0, let json = NotificationJSON.write(notification) {
                     _ = try EventLog.appendJSON(db, key: app, type: Storebus_Notifications_V1_Notification.protoMessageName, payloadJSON: json)
@@ -91,6 +80,62 @@ struct NotificationJSONTests {
             }
             return try EventLog.read(db, key: app, after: 0, limit: 1_000)
         }
+        return (notifications, events)
+    }
+
+    @Test("pages of stored notifications, spliced from their records, are the bytes swift-protobuf writes for the notifications read back, whichever wrote them")
+    func pagesMatchSwiftProtobuf() async throws {
+        let directory = try TemporaryDirectory(prefix: "ntpage")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
+        for app in ["com.example.page", "app \"quoted\" é\n", ""] {
+            let events = try await Self.stored(in: database, app: app, seed: 4_096).events
+            var random = SeededRandom(seed: 91)
+            var spliced = 0
+            for index in 0..<200 {
+                let start = Int.random(in: 0...events.count, using: &random)
+                let window = Array(events[start..<min(events.count, start + index % 9)])
+                let head: UInt64 = [0, 1, 300, UInt64.random(in: 0...UInt64.max, using: &random), .max][index % 5]
+                let plain = try NotificationJSON.page(window, app: app, head: head, fast: false)
+                let expected: [UInt8] = try Storebus_Notifications_V1_ReadNotificationsResponse.with {
+                    $0.notifications = try window.map { try NotificationJSON.read($0, app: app, fast: false) }
+                    $0.headPosition = head
+                }.jsonUTF8Bytes()
+                #expect(plain == expected)
+                #expect(try NotificationJSON.page(window, app: app, head: head, fast: true) == expected, "\(String(decoding: expected, as: UTF8.self).prefix(160))")
+            }
+            for event in events {
+                var out: [UInt8] = []
+                if NotificationJSON.splice(event, app: app, to: &out) { spliced += 1 }
+            }
+            // Both writers' records are spliced (a notification with no member set is too).
+            #expect(spliced == events.count, "\(app): \(spliced) of \(events.count) spliced")
+        }
+        // A record the splice does not take (a member out of order, one it does not know, an empty
+        // string) is read and written again: the same page.
+        let unusual = [
+            #"{"type":"storebus.notifications.v1.Notification","payload":{"notificationType":"A","notificationUuid":"u"}}"#,
+            #"{"type":"storebus.notifications.v1.Notification","payload":{"notificationUuid":"u","subtype":""}}"#,
+            #"{"type":"storebus.notifications.v1.Notification","payload":{"notificationUuid":"u","somethingNew":"x"}}"#
+        ]
+        for json in unusual {
+            let event = StoredEvent(seq: 1, key: "a", keySeq: 1, json: json)
+            var out: [UInt8] = []
+            #expect(!NotificationJSON.splice(event, app: "a", to: &out) && out.isEmpty, "\(json)")
+            if let expected = try? NotificationJSON.page([event], app: "a", head: 1, fast: false) {
+                #expect(try NotificationJSON.page([event], app: "a", head: 1, fast: true) == expected, "\(json)")
+            }
+        }
+        try database.close()
+    }
+
+    @Test("a notification appended as written by hand or by swift-protobuf reads back the same both ways, at its position in its app's log")
+    func storedReadsBothWays() async throws {
+        let directory = try TemporaryDirectory(prefix: "ntjson")
+        defer { directory.remove() }
+        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
+        let app = "com.example.json"
+        let (notifications, stored) = try await Self.stored(in: database, app: app, seed: 77)
         #expect(stored.count == notifications.count)
         for (event, notification) in zip(stored, notifications) {
             var expected = notification

@@ -32,7 +32,11 @@ struct Base64URLTests {
             #expect(Base64URL.decode(encoded) == bytes, "length \(length)")
         }
         #expect(Base64URL.decode("AQ==") == nil)
+        #expect(Base64URL.decode("AQ=A") == nil)
         #expect(Base64URL.decode("+/8") == nil)
+        #expect(Base64URL.decode("A") == nil)
+        #expect(Base64URL.decode("AQ") == [1])
+        #expect(Base64URL.decode("") == [])
     }
 
     @Test("a compact JWS splits into the segments String.split gives, empty ones kept; anything but two dots is refused")
@@ -45,6 +49,10 @@ struct Base64URLTests {
         #expect(JWS.segments("abc.\u{301}def.ghi")?.map(String.init) == ["abc", "\u{301}def", "ghi"])
         for text in ["", "abc", "a.b", "a.b.c.d", "...", "a.b.c."] {
             #expect(JWS.segments(text) == nil, "\(text)")
+        }
+        // The payload segment's bytes, for readers that take a JWS's bytes.
+        for (text, payload) in [("e30.eyJhIjoxfQ.c2ln", Array(#"{"a":1}"#.utf8)), ("..", nil), ("a.b", nil), ("a.+.c", nil), ("a.AQ.", [1])] {
+            #expect(Array(text.utf8).withUnsafeBufferPointer(JWS.unverifiedPayloadBytes) == payload, "\(text)")
         }
     }
 

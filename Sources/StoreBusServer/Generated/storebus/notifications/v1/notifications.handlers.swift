@@ -15,7 +15,7 @@ extension Storebus_Notifications_V1_Notifications {
         /// reading on from the last position given misses nothing and repeats nothing. OUT_OF_RANGE: a
         /// position past the head, or one pruned (the answer's details name the oldest retained position).
         /// Idempotent.
-        func readNotifications(_ request: Storebus_Notifications_V1_ReadNotificationsRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_ReadNotificationsResponse
+        func readNotifications(_ request: Storebus_Notifications_V1_ReadNotificationsRequest, context: ServerContext) async throws -> PrewrittenResponse<Storebus_Notifications_V1_ReadNotificationsResponse>
         /// Appends a TEST notification to the app's log (the App Store Server API's Request a Test
         /// Notification); its token finds it in the log. Not idempotent: each call appends one.
         func requestTestNotification(_ request: Storebus_Notifications_V1_RequestTestNotificationRequest, context: ServerContext) async throws -> Storebus_Notifications_V1_RequestTestNotificationResponse
