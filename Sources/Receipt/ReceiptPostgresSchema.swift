@@ -71,7 +71,8 @@ enum ReceiptPostgresSchema {
                             )
                             """
                         ]
-                    )
+                    ),
+                    ("receipt_v2_held", [ReceiptStore.heldIndexSQL])
                 ]))
     }
 }

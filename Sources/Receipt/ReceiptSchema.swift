@@ -98,6 +98,12 @@ enum ReceiptSchema {
             // whole history again. NULL (rows from before): encoded when a receipt needs it.
             try db.execute(sql: "ALTER TABLE rc_transaction ADD COLUMN entry BLOB")
         }
+        migrator.registerMigration("receipt_v6_held") { db in
+            // The purchases an account's receipt holds (ReceiptStore.held), by account: a receipt
+            // reads those, not every consumable the account ever bought and finished (the account
+            // index walked them all, so a receipt's cost grew with the account's history).
+            try db.execute(sql: ReceiptStore.heldIndexSQL)
+        }
         return migrator
     }
 }

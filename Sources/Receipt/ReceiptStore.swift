@@ -225,7 +225,12 @@ public final class ReceiptStore: Sendable {
     }
 
     /// The purchases of an account (`app`, `account` bound) that its receipts hold.
-    static let held = "app = ? AND account = ? AND cleared = 0 AND (product_type != \(Storebus_Catalog_V1_ProductType.consumable.rawValue) OR finished = 0)"
+    static let held = "app = ? AND account = ? AND \(heldCondition)"
+    /// What makes a purchase one its account's receipts hold. A query must name it exactly so (as
+    /// ``held`` does) for SQLite and PostgreSQL to read the index of held purchases.
+    static let heldCondition = "cleared = 0 AND (product_type != \(Storebus_Catalog_V1_ProductType.consumable.rawValue) OR finished = 0)"
+    /// The index of the purchases receipts hold, by account, in their order.
+    static let heldIndexSQL = "CREATE INDEX rc_transaction_held ON rc_transaction (app, account, purchase_ms, id) WHERE \(heldCondition)"
     static let keptEntriesSQL = CachedSQL("SELECT entry FROM rc_transaction WHERE \(held) AND entry IS NOT NULL")
 
     /// The account's purchases in the app that its history still holds, oldest first.

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
@@ -138,6 +139,13 @@ struct ReceiptEntryStoreTests {
                 }, seq: 100)
         }
         try await compare("cleared")
+        // A receipt reads the held purchases' index, not every purchase of the account.
+        let plans = try await database.pool.read { db in
+            try [ReceiptStore.keptEntriesSQL.sql, "SELECT id FROM rc_transaction WHERE \(ReceiptStore.held) AND entry IS NULL"].map { sql in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.replacingOccurrences(of: "?", with: "'x'")).map { $0["detail"] as String }.joined(separator: "; ")
+            }
+        }
+        for plan in plans { #expect(plan.contains("rc_transaction_held"), "\(plan)") }
         try database.close()
     }
 }
