@@ -46,6 +46,30 @@ public enum JSONScanner {
         }
     }
 
+    /// The members of the object spanning `range` exactly (surrounding whitespace allowed), each as
+    /// the range of its name (without the quotes) and of its value, in the order they come: the same
+    /// text accepted and refused as by ``members(of:in:)``, no name made into a String. For readers
+    /// that must see every member (to refuse one they do not know) of many objects.
+    public static func memberRanges(of json: [UInt8], in range: Range<Int>) -> [(name: Range<Int>, value: Range<Int>)]? {
+        precondition(range.lowerBound >= 0 && range.upperBound <= json.count, "JSONScanner: range out of the text")
+        return json.withUnsafeBufferPointer { text in
+            let start = skipSpace(text, range.lowerBound, range.upperBound)
+            guard start < range.upperBound, text[start] == UInt8(ascii: "{") else { return nil }
+            var result: [(name: Range<Int>, value: Range<Int>)] = []
+            guard
+                let objectEnd = skipObject(
+                    text, start, range.upperBound, depth: 0,
+                    member: { name, value in
+                        guard !UnsafeBufferPointer(rebasing: text[name]).contains(UInt8(ascii: "\\")) else { return false }
+                        result.append((name, value))
+                        return true
+                    }),
+                skipSpace(text, objectEnd, range.upperBound) == range.upperBound
+            else { return nil }
+            return result
+        }
+    }
+
     /// The value of the member `name` of the object spanning `range` (see ``members(of:in:)``); nil
     /// when the text is not such an object or has no such member.
     public static func member(_ name: String, of json: [UInt8], in range: Range<Int>) -> Range<Int>? {
