@@ -190,9 +190,15 @@ public enum JSONScanner {
             guard range.count >= 3 else { return nil }
             digits = (range.lowerBound + 1)..<(range.upperBound - 1)
         }
-        guard !digits.isEmpty, digits.count <= 20 else { return nil }
+        return decimal(json, digits)
+    }
+
+    /// The value of the decimal digits spanning `range` exactly (no sign, no quotes); nil when it
+    /// is empty, holds anything but digits, or does not fit 64 bits.
+    public static func decimal(_ json: [UInt8], _ range: Range<Int>) -> UInt64? {
+        guard !range.isEmpty, range.count <= 20 else { return nil }
         var value: UInt64 = 0
-        for byte in json[digits] {
+        for byte in json[range] {
             guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
             let (times, overflowA) = value.multipliedReportingOverflow(by: 10)
             let (sum, overflowB) = times.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))

@@ -368,14 +368,8 @@ enum QueueEventPageJSON {
                 minus = true
                 digits = (digits.lowerBound + 1)..<digits.upperBound
             }
-            guard !digits.isEmpty, digits.count <= 20, json[digits.lowerBound] != UInt8(ascii: "0") || (digits.count == 1 && !minus) else { return nil }
-            var value: UInt64 = 0
-            for byte in json[digits] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                let (times, overflowA) = value.multipliedReportingOverflow(by: 10)
-                let (sum, overflowB) = times.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
-                guard !overflowA, !overflowB else { return nil }
-                value = sum
+            guard !digits.isEmpty, json[digits.lowerBound] != UInt8(ascii: "0") || (digits.count == 1 && !minus), let value = JSONScanner.decimal(json, digits) else {
+                return nil
             }
             return (minus, value)
         }
