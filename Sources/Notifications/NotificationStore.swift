@@ -234,11 +234,9 @@ public struct NotificationStore: Sendable {
 
     /// Up to `limit` notifications of `app` after `position`, and the app's newest position, as a
     /// ReadNotificationsResponse's JSON (``NotificationJSON/page(_:app:head:fast:)``).
-    func page(app: String, after position: UInt64, limit: Int) async throws -> (json: [UInt8], head: UInt64) {
+    func page(app: String, after position: UInt64, limit: Int) async throws -> [UInt8] {
         try await database.read { db in
-            let events = try EventLog.read(db, key: app, after: position, limit: limit)
-            let head = try EventLog.head(db, key: app)
-            return (try NotificationJSON.page(events, app: app, head: head), head)
+            try NotificationJSON.page(try EventLog.read(db, key: app, after: position, limit: limit), app: app, head: try EventLog.head(db, key: app))
         }
     }
 

@@ -72,7 +72,7 @@ struct NotificationsHandlers: Storebus_Notifications_V1_Notifications.Handlers {
             if let remaining = context.timeRemaining { wait = min(wait, remaining - min(remaining / 10, .milliseconds(100))) }
             if wait > .zero { _ = await store.appended.wait(app, reaching: head + 1, timeout: wait) }
         }
-        return PrewrittenResponse(json: try await store.page(app: app, after: request.afterPosition, limit: limit).json)
+        return PrewrittenResponse(json: try await store.page(app: app, after: request.afterPosition, limit: limit))
     }
 
     func getRootCertificate(

@@ -110,7 +110,7 @@ enum TransactionJSON {
         guard FastPaths.enabled else { return false }
         return ProtoJSONObject.write(transaction.unknownFields, to: &out) { fields in
             fields.string("transactionIdentifier", transaction.transactionIdentifier)
-            guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: Names.transactionState),
+            guard fields.enumeration("transactionState", transaction.transactionState.rawValue, names: ProtoEnumNames.transactionState),
                 fields.timestamp("transactionDate", transaction.hasTransactionDate ? transaction.transactionDate : nil)
             else { return false }
             if transaction.hasPayment, !fields.message("payment", { appendPayment(transaction.payment, to: &$0) }) { return false }
@@ -120,20 +120,20 @@ enum TransactionJSON {
             fields.string("storefront", transaction.storefront)
             if transaction.hasQueue, !fields.message("queue", { appendQueue(transaction.queue, to: &$0) }) { return false }
             fields.bool("finished", transaction.finished)
-            guard fields.enumeration("productType", transaction.productType.rawValue, names: Names.productType),
+            guard fields.enumeration("productType", transaction.productType.rawValue, names: ProtoEnumNames.productType),
                 fields.timestamp("expiresDate", transaction.hasExpiresDate ? transaction.expiresDate : nil),
                 fields.timestamp("cancellationDate", transaction.hasCancellationDate ? transaction.cancellationDate : nil)
             else { return false }
             fields.bool("isTrialPeriod", transaction.isTrialPeriod)
             fields.string("price", transaction.price)
             fields.string("currencyCode", transaction.currencyCode)
-            guard fields.enumeration("cancellationReason", transaction.cancellationReason.rawValue, names: Names.revocationReason) else { return false }
+            guard fields.enumeration("cancellationReason", transaction.cancellationReason.rawValue, names: ProtoEnumNames.revocationReason) else { return false }
             fields.string("originalTransactionId", transaction.originalTransactionID)
             if transaction.webOrderLineItemID != 0 {
                 // proto3 JSON writes 64-bit integers as strings.
                 fields.string("webOrderLineItemId", String(transaction.webOrderLineItemID))
             }
-            guard fields.enumeration("transactionReason", transaction.transactionReason.rawValue, names: Names.transactionReason) else { return false }
+            guard fields.enumeration("transactionReason", transaction.transactionReason.rawValue, names: ProtoEnumNames.transactionReason) else { return false }
             fields.string("subscriptionGroupIdentifier", transaction.subscriptionGroupIdentifier)
             fields.bool("isInIntroOfferPeriod", transaction.isInIntroOfferPeriod)
             fields.bool("isUpgraded", transaction.isUpgraded)
@@ -157,7 +157,7 @@ enum TransactionJSON {
 
     private static func appendError(_ error: Storebus_PaymentQueue_V1_StoreKitError, to out: inout [UInt8]) -> Bool {
         ProtoJSONObject.write(error.unknownFields, to: &out) { fields in
-            guard fields.enumeration("code", error.code.rawValue, names: Names.skError) else { return false }
+            guard fields.enumeration("code", error.code.rawValue, names: ProtoEnumNames.skError) else { return false }
             fields.string("localizedDescription", error.localizedDescription)
             return true
         }
@@ -174,7 +174,7 @@ enum TransactionJSON {
                 fields.out += Array("\"\(download.contentLength)\"".utf8)
             }
             fields.string("transactionIdentifier", download.transactionIdentifier)
-            return fields.enumeration("state", download.state.rawValue, names: Names.downloadState)
+            return fields.enumeration("state", download.state.rawValue, names: ProtoEnumNames.downloadState)
         }
     }
 
@@ -185,29 +185,5 @@ enum TransactionJSON {
             fields.string("deviceId", queue.deviceID)
             return true
         }
-    }
-
-    /// Each enum value's JSON name, quoted, as swift-protobuf writes it (asked of swift-protobuf once,
-    /// so the names cannot drift from the generated code).
-    enum Names {
-        static let transactionState = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_TransactionState.allCases) { value in
-            try Transaction.with { $0.transactionState = value }.jsonUTF8Bytes()
-        }
-        static let productType = ProtoJSONObject.enumNames(Storebus_Catalog_V1_ProductType.allCases) { value in
-            try Transaction.with { $0.productType = value }.jsonUTF8Bytes()
-        }
-        static let skError = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_SKError.allCases) { value in
-            try Storebus_PaymentQueue_V1_StoreKitError.with { $0.code = value }.jsonUTF8Bytes()
-        }
-        static let revocationReason = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
-            try Transaction.with { $0.cancellationReason = value }.jsonUTF8Bytes()
-        }
-        static let transactionReason = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in
-            try Transaction.with { $0.transactionReason = value }.jsonUTF8Bytes()
-        }
-        static let downloadState = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in
-            try Storebus_PaymentQueue_V1_Download.with { $0.state = value }.jsonUTF8Bytes()
-        }
-
     }
 }

@@ -80,8 +80,8 @@ enum VerifyReceiptJSON {
             else { return false }
             fields.bool("isTrialPeriod", purchase.isTrialPeriod)
             fields.string("webOrderLineItemId", purchase.webOrderLineItemID)
-            guard fields.enumeration("productType", purchase.productType.rawValue, names: Names.productType),
-                fields.enumeration("cancellationReason", purchase.cancellationReason.rawValue, names: Names.revocationReason)
+            guard fields.enumeration("productType", purchase.productType.rawValue, names: ProtoEnumNames.productType),
+                fields.enumeration("cancellationReason", purchase.cancellationReason.rawValue, names: ProtoEnumNames.revocationReason)
             else { return false }
             fields.bool("isInIntroOfferPeriod", purchase.isInIntroOfferPeriod)
             fields.string("signedTransactionInfo", purchase.signedTransactionInfo)
@@ -99,16 +99,6 @@ enum VerifyReceiptJSON {
             fields.int32("expirationIntent", renewal.expirationIntent)
             fields.bool("isInBillingRetryPeriod", renewal.isInBillingRetryPeriod)
             return fields.timestamp("gracePeriodExpiresDate", renewal.hasGracePeriodExpiresDate ? renewal.gracePeriodExpiresDate : nil)
-        }
-    }
-
-    /// Each enum value's JSON name, as swift-protobuf writes it.
-    enum Names {
-        static let productType = ProtoJSONObject.enumNames(Storebus_Catalog_V1_ProductType.allCases) { value in
-            try Purchase.with { $0.productType = value }.jsonUTF8Bytes()
-        }
-        static let revocationReason = ProtoJSONObject.enumNames(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
-            try Purchase.with { $0.cancellationReason = value }.jsonUTF8Bytes()
         }
     }
 }

@@ -99,18 +99,4 @@ public struct ProtoJSONObject {
         if first { out.append(UInt8(ascii: "{")) }
         out.append(UInt8(ascii: "}"))
     }
-
-    /// Each enum value's JSON name, quoted, as swift-protobuf writes it: the value of the one member
-    /// of the `{"field":"NAME"}` that `encode` writes for it, by raw value (asked of swift-protobuf
-    /// once, so the names cannot drift from the generated code).
-    public static func enumNames<E: SwiftProtobuf.Enum>(_ cases: [E], _ encode: (E) throws -> [UInt8]) -> [Int: [UInt8]] {
-        var names: [Int: [UInt8]] = [:]
-        for value in cases where value.rawValue != 0 {
-            guard let json = try? encode(value), let colon = json.firstIndex(of: UInt8(ascii: ":")),
-                json.last == UInt8(ascii: "}")
-            else { continue }
-            names[value.rawValue] = Array(json[(colon + 1)..<(json.count - 1)])
-        }
-        return names
-    }
 }

@@ -64,17 +64,26 @@ final class NotificationLagProbe: Sendable {
         }
     }
 
+    /// The members the probe reads, and the one notification type it measures.
+    enum Names {
+        static let page = [Array("notifications".utf8), Array("headPosition".utf8)]
+        static let notification = [Array("position".utf8), Array("notificationType".utf8), Array("signedPayload".utf8)]
+        static let data = [Array("data".utf8)]
+        static let signedTransactionInfo = [Array("signedTransactionInfo".utf8)]
+        static let purchaseDate = [Array("purchaseDate".utf8)]
+        static let oneTimeCharge = Array("ONE_TIME_CHARGE".utf8)
+    }
+
     /// What the probe takes from a ReadNotificationsResponse's JSON: the head, the last
     /// notification's position, and the purchase dates of its ONE_TIME_CHARGEs.
     static func page(_ body: [UInt8]) -> (head: UInt64, last: UInt64?, purchaseDates: [Int64])? {
-        guard let members = JSONScanner.values(of: body, in: 0..<body.count, named: [Array("notifications".utf8), Array("headPosition".utf8)]) else { return nil }
+        guard let members = JSONScanner.values(of: body, in: 0..<body.count, named: Names.page) else { return nil }
         let head = members[1].flatMap { JSONScanner.unsigned(body, $0) } ?? 0
         guard let list = members[0] else { return (head, nil, []) }
-        let names = [Array("position".utf8), Array("notificationType".utf8), Array("signedPayload".utf8)]
-        guard let notifications = JSONScanner.objectValues(of: body, in: list, named: names) else { return nil }
+        guard let notifications = JSONScanner.objectValues(of: body, in: list, named: Names.notification) else { return nil }
         var dates: [Int64] = []
         for notification in notifications {
-            guard let type = notification[1], JSONScanner.plainString(body, type) == Array("ONE_TIME_CHARGE".utf8), let payload = notification[2],
+            guard let type = notification[1], JSONScanner.plainString(body, type) == Names.oneTimeCharge, let payload = notification[2],
                 let jws = JSONScanner.plainString(body, payload), let date = purchaseDate(jws)
             else { continue }
             dates.append(date)
@@ -86,11 +95,11 @@ final class NotificationLagProbe: Sendable {
     /// data.signedTransactionInfo, itself a JWS), read without checking signatures.
     static func purchaseDate(_ jws: [UInt8]) -> Int64? {
         guard let payload = jws.withUnsafeBufferPointer(JWS.unverifiedPayloadBytes),
-            let data = JSONScanner.values(of: payload, in: 0..<payload.count, named: [Array("data".utf8)])?[0],
-            let info = JSONScanner.values(of: payload, in: data, named: [Array("signedTransactionInfo".utf8)])?[0],
+            let data = JSONScanner.values(of: payload, in: 0..<payload.count, named: Names.data)?[0],
+            let info = JSONScanner.values(of: payload, in: data, named: Names.signedTransactionInfo)?[0],
             let transactionJWS = JSONScanner.plainString(payload, info),
             let transaction = transactionJWS.withUnsafeBufferPointer(JWS.unverifiedPayloadBytes),
-            let date = JSONScanner.values(of: transaction, in: 0..<transaction.count, named: [Array("purchaseDate".utf8)])?[0],
+            let date = JSONScanner.values(of: transaction, in: 0..<transaction.count, named: Names.purchaseDate)?[0],
             let value = JSONScanner.unsigned(transaction, date)
         else { return nil }
         return Int64(exactly: value)

@@ -11,6 +11,18 @@ import ZeroMQ
 
 @Suite("Event follower")
 struct EventFollowerTests {
+    /// Ends a test's follow, then its follower, doorbell publisher, client and server.
+    static func stop<Success>(
+        _ run: Task<Success, any Error>, _ follower: EventFollower, _ publisher: DoorbellPublisher, _ client: RPCClient, _ server: TestServer
+    ) async {
+        run.cancel()
+        _ = await run.result
+        await follower.shutdown()
+        await publisher.shutdown()
+        await client.shutdown()
+        await server.stop()
+    }
+
     /// An event as the log serves it.
     static func event(seq: UInt64) -> Storebus_Eventlog_V1_Event {
         .with {
@@ -101,12 +113,7 @@ struct EventFollowerTests {
         // Then the follower read about once per retryDelay, not as fast as it could
         #expect(during <= 20, "\(during) reads in one second")
         #expect(applied.withLock { $0 } == [1, 2])
-        run.cancel()
-        _ = await run.result
-        await follower.shutdown()
-        await publisher.shutdown()
-        await client.shutdown()
-        await server.stop()
+        await Self.stop(run, follower, publisher, client, server)
     }
 
     @Test("with a batch window, the events announced within it after a doorbell are taken in one read")
@@ -154,12 +161,7 @@ struct EventFollowerTests {
         // Then the follower takes them all in one read, once the window has passed
         #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0 } == Array(1...12) })
         #expect(reads.load(ordering: .relaxed) - before == 1)
-        run.cancel()
-        _ = await run.result
-        await follower.shutdown()
-        await publisher.shutdown()
-        await client.shutdown()
-        await server.stop()
+        await Self.stop(run, follower, publisher, client, server)
     }
 
     @Test("a log that ends before the follower's position (replaced by an older one) ends the follow with OUT_OF_RANGE instead of waiting without a word")
@@ -278,11 +280,6 @@ struct EventFollowerTests {
         #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 14 })
         #expect(reads.load(ordering: .relaxed) > now)
         #expect(applied.withLock { $0.events } == [1, 14])
-        run.cancel()
-        _ = await run.result
-        await follower.shutdown()
-        await publisher.shutdown()
-        await client.shutdown()
-        await server.stop()
+        await Self.stop(run, follower, publisher, client, server)
     }
 }

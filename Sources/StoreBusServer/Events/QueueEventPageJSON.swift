@@ -47,32 +47,6 @@ enum QueueEventPageJSON {
         static func names(_ list: String...) -> [[UInt8]] { list.map { Array($0.utf8) } }
     }
 
-    /// Each enum value's JSON name with its number, asked of swift-protobuf once (the names cannot
-    /// drift from the generated code). A value's default (0) is never written, so it is not here: a
-    /// text naming it is left to swift-protobuf.
-    enum EnumNames {
-        static let transactionState = names(Storebus_PaymentQueue_V1_TransactionState.allCases) { value in Transaction.with { $0.transactionState = value } }
-        static let productType = names(Storebus_Catalog_V1_ProductType.allCases) { value in Transaction.with { $0.productType = value } }
-        static let revocationReason = names(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in Transaction.with { $0.cancellationReason = value } }
-        static let transactionReason = names(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in Transaction.with { $0.transactionReason = value } }
-        static let skError = names(Storebus_PaymentQueue_V1_SKError.allCases) { value in Storebus_PaymentQueue_V1_StoreKitError.with { $0.code = value } }
-
-        /// The names swift-protobuf writes for `values`, each in a message `holding` it as its only
-        /// member.
-        static func names<Value: SwiftProtobuf.Enum, Holder: SwiftProtobuf.Message>(
-            _ values: [Value], holding: (Value) -> Holder
-        ) -> [(
-            name: [UInt8], value: Value
-        )] {
-            values.compactMap { value in
-                guard let json = try? holding(value).jsonUTF8Bytes() as [UInt8], let members = JSONScanner.memberRanges(of: json, in: 0..<json.count),
-                    members.count == 1, let name = JSONScanner.plainString(json, members[0].value)
-                else { return nil }
-                return (name, value)
-            }
-        }
-    }
-
     /// Reads one page's text.
     struct Reader {
         let json: [UInt8]
@@ -217,7 +191,7 @@ enum QueueEventPageJSON {
                     guard let text = string(value) else { return nil }
                     transaction.transactionIdentifier = text
                 case 1:
-                    guard let state = enumeration(value, EnumNames.transactionState) else { return nil }
+                    guard let state: Storebus_PaymentQueue_V1_TransactionState = enumeration(value, ProtoEnumNames.transactionState) else { return nil }
                     transaction.transactionState = state
                 case 2:
                     guard let time = timestamp(value) else { return nil }
@@ -242,7 +216,7 @@ enum QueueEventPageJSON {
                     guard let flag = bool(value) else { return nil }
                     transaction.finished = flag
                 case 9:
-                    guard let type = enumeration(value, EnumNames.productType) else { return nil }
+                    guard let type: Storebus_Catalog_V1_ProductType = enumeration(value, ProtoEnumNames.productType) else { return nil }
                     transaction.productType = type
                 case 10:
                     guard let time = timestamp(value) else { return nil }
@@ -260,7 +234,7 @@ enum QueueEventPageJSON {
                     guard let text = string(value) else { return nil }
                     transaction.currencyCode = text
                 case 15:
-                    guard let reason = enumeration(value, EnumNames.revocationReason) else { return nil }
+                    guard let reason: Storebus_PaymentQueue_V1_RevocationReason = enumeration(value, ProtoEnumNames.revocationReason) else { return nil }
                     transaction.cancellationReason = reason
                 case 16:
                     guard let text = string(value) else { return nil }
@@ -269,7 +243,7 @@ enum QueueEventPageJSON {
                     guard let number = signed(value) else { return nil }
                     transaction.webOrderLineItemID = number
                 case 18:
-                    guard let reason = enumeration(value, EnumNames.transactionReason) else { return nil }
+                    guard let reason: Storebus_PaymentQueue_V1_TransactionReason = enumeration(value, ProtoEnumNames.transactionReason) else { return nil }
                     transaction.transactionReason = reason
                 case 19:
                     guard let text = string(value) else { return nil }
@@ -312,7 +286,7 @@ enum QueueEventPageJSON {
             var error = Storebus_PaymentQueue_V1_StoreKitError()
             for (field, value) in members {
                 if field == 0 {
-                    guard let code = enumeration(value, EnumNames.skError) else { return nil }
+                    guard let code: Storebus_PaymentQueue_V1_SKError = enumeration(value, ProtoEnumNames.skError) else { return nil }
                     error.code = code
                 } else {
                     guard let text = string(value) else { return nil }
@@ -384,10 +358,10 @@ enum QueueEventPageJSON {
             return Int64(exactly: magnitude)
         }
 
-        private func enumeration<Value>(_ range: Range<Int>, _ names: [(name: [UInt8], value: Value)]) -> Value? {
-            guard range.count >= 2, json[range.lowerBound] == UInt8(ascii: "\"") else { return nil }
-            let name = json[(range.lowerBound + 1)..<(range.upperBound - 1)]
-            return names.first { $0.name.count == name.count && $0.name.elementsEqual(name) }?.value
+        /// An enum value written by its name (``ProtoEnumNames``): nil for a number, a name not
+        /// among `names`, or its default's.
+        private func enumeration<Value: SwiftProtobuf.Enum>(_ range: Range<Int>, _ names: [Int: [UInt8]]) -> Value? {
+            ProtoEnumNames.value(named: json[range], in: names).flatMap(Value.init(rawValue:))
         }
 
         /// An RFC 3339 time in UTC as proto3 JSON writes one: `YYYY-MM-DDTHH:MM:SS`, one to nine
