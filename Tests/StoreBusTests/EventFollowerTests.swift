@@ -96,7 +96,7 @@ struct EventFollowerTests {
         let run = Task {
             try await follower.follow(after: 0) { event in applied.withLock { $0.append(event.seq) } }
         }
-        #expect(await waitUntil { applied.withLock { $0 } == [1, 2] })
+        #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0 } == [1, 2] })
         // (The subscription may still be joining: ring until a read shows the follower heard it.)
         let before = reads.load(ordering: .relaxed)
         #expect(
