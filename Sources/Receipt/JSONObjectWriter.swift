@@ -15,6 +15,8 @@ struct JSONObjectWriter {
         case bool(Bool)
         case object(JSONObjectWriter)
         case objects([JSONObjectWriter])
+        /// A value whose JSON is written already (the purchases of a verifyReceipt answer).
+        case written([UInt8])
     }
 
     private(set) var members: [(key: String, value: Value)] = []
@@ -31,6 +33,8 @@ struct JSONObjectWriter {
     mutating func set(_ key: String, _ object: JSONObjectWriter) { members.append((key, .object(object))) }
     /// An array of objects.
     mutating func set(_ key: String, _ objects: [JSONObjectWriter]) { members.append((key, .objects(objects))) }
+    /// A member whose value's JSON is written already.
+    mutating func set(_ key: String, written json: [UInt8]) { members.append((key, .written(json))) }
 
     /// The answer's body: the fast path's bytes, or JSONSerialization's with fast paths off.
     var body: [UInt8] {
@@ -78,6 +82,7 @@ struct JSONObjectWriter {
                     object.write(to: &out)
                 }
                 out.append(UInt8(ascii: "]"))
+            case .written(let json): out += json
             }
         }
         out.append(UInt8(ascii: "}"))
@@ -93,6 +98,7 @@ struct JSONObjectWriter {
             case .bool(let flag): object[key] = flag
             case .object(let nested): object[key] = nested.foundationObject
             case .objects(let nested): object[key] = nested.map(\.foundationObject)
+            case .written(let json): object[key] = try? JSONSerialization.jsonObject(with: Data(json), options: .fragmentsAllowed)
             }
         }
         return object

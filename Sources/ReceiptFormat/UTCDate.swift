@@ -14,32 +14,45 @@ public enum UTCDate {
         format(date.addingTimeInterval(TimeInterval(offset)), between: UInt8(ascii: " "), after: nil)
     }
 
-    private static func format(_ date: Date, between: UInt8, after: UInt8?) -> String {
-        let (year, month, day, hour, minute, second) = fields(date)
-        // Written into the string's own storage: 300 dates of a verifyReceipt answer, each once.
-        return String(unsafeUninitializedCapacity: 20) { text in
-            func put(_ value: Int, _ digits: Int, at start: Int) {
-                var rest = value
-                for index in stride(from: start + digits - 1, through: start, by: -1) {
-                    text[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                    rest /= 10
-                }
-            }
-            put(year, 4, at: 0)
-            text[4] = UInt8(ascii: "-")
-            put(month, 2, at: 5)
-            text[7] = UInt8(ascii: "-")
-            put(day, 2, at: 8)
-            text[10] = between
-            put(hour, 2, at: 11)
-            text[13] = UInt8(ascii: ":")
-            put(minute, 2, at: 14)
-            text[16] = UInt8(ascii: ":")
-            put(second, 2, at: 17)
-            guard let after else { return 19 }
-            text[19] = after
-            return 20
+    /// Appends ``plain(_:offset:)``'s 19 bytes to `out`, with no string made on the way (a
+    /// verifyReceipt answer's purchases written directly).
+    public static func appendPlain(_ date: Date, offset: Int = 0, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: 19))
+        out.withUnsafeMutableBufferPointer { buffer in
+            _ = write(date.addingTimeInterval(TimeInterval(offset)), between: UInt8(ascii: " "), after: nil, into: UnsafeMutableBufferPointer(rebasing: buffer[start...]))
         }
+    }
+
+    private static func format(_ date: Date, between: UInt8, after: UInt8?) -> String {
+        // Written into the string's own storage: 300 dates of a verifyReceipt answer, each once.
+        String(unsafeUninitializedCapacity: 20) { text in write(date, between: between, after: after, into: text) }
+    }
+
+    /// Writes the date's 19 or 20 bytes at the start of `text`; returns how many.
+    private static func write(_ date: Date, between: UInt8, after: UInt8?, into text: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let (year, month, day, hour, minute, second) = fields(date)
+        func put(_ value: Int, _ digits: Int, at start: Int) {
+            var rest = value
+            for index in stride(from: start + digits - 1, through: start, by: -1) {
+                text[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+        }
+        put(year, 4, at: 0)
+        text[4] = UInt8(ascii: "-")
+        put(month, 2, at: 5)
+        text[7] = UInt8(ascii: "-")
+        put(day, 2, at: 8)
+        text[10] = between
+        put(hour, 2, at: 11)
+        text[13] = UInt8(ascii: ":")
+        put(minute, 2, at: 14)
+        text[16] = UInt8(ascii: ":")
+        put(second, 2, at: 17)
+        guard let after else { return 19 }
+        text[19] = after
+        return 20
     }
 
     /// The date of `YYYY-MM-DDTHH:MM:SSZ` (nil when a field is out of range, such as February 30);

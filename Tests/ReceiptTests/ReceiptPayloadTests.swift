@@ -185,6 +185,50 @@ struct AppleJSONTests {
     }
 }
 
+extension AppleJSONTests {
+    @Test("verifyReceipt's purchases written directly: the same bytes as each purchase's JSONObjectWriter, whatever the purchase holds")
+    func purchasesDirectlyMatchTheirWriters() throws {
+        var random = SeededRandom(seed: 77)
+        let ids = ["com.storebus.coins", "com.storebus.\"quoted\"", "línea\nnueva", "\u{1}\u{7f}", "🎉", ""]
+        // Instants around both of the Pacific time zone's changes of 2026, far years, a fraction
+        func instant() -> Date {
+            let picks: [Double] = [1_772_964_000, 1_793_523_600, 0, -62_135_596_800, 253_402_300_799, 1_764_000_000.75]
+            return Date(timeIntervalSince1970: picks.randomElement(using: &random)! + Double(Int.random(in: -7_200...7_200, using: &random)))
+        }
+        func known() -> StoredPurchase? {
+            guard Bool.random(using: &random) else { return nil }
+            var values = [SQLValue](repeating: .integer(0), count: 27)
+            for text in [0, 1, 2, 3, 4, 9, 16, 17, 18, 19, 24] { values[text] = .text("") }
+            values[13] = .integer(Int64.random(in: 0...3, using: &random))
+            values[26] = .integer(Bool.random(using: &random) ? 1 : 0)
+            return StoredPurchase(SQLRow(names: [], values: values))
+        }
+        var purchases: [(InAppPurchaseEntry, StoredPurchase?)] = []
+        for _ in 0..<400 {
+            let entry = InAppPurchaseEntry(
+                quantity: Int.random(in: 1...10, using: &random), productID: ids.randomElement(using: &random)!,
+                transactionID: ids.randomElement(using: &random)!, originalTransactionID: String(Int.random(in: 0...Int.max, using: &random)),
+                purchaseDate: instant(), originalPurchaseDate: instant(), productType: Int.random(in: 0...3, using: &random),
+                expiresDate: Bool.random(using: &random) ? instant() : nil,
+                webOrderLineItemID: Bool.random(using: &random) ? Int64.random(in: 0...Int64.max, using: &random) : nil,
+                cancellationDate: Bool.random(using: &random) ? instant() : nil, isTrialPeriod: Bool.random(using: &random),
+                isInIntroOfferPeriod: Bool.random(using: &random))
+            let stored = known()
+            var direct: [UInt8] = []
+            AppleDates.appendInApp(entry, known: stored, to: &direct)
+            #expect(direct == AppleDates.inApp(entry, known: stored).json, "\(String(decoding: direct, as: UTF8.self))")
+            purchases.append((entry, stored))
+        }
+        // The array, in an answer, against the writers' array with fast paths off
+        for count in [0, 1, 2, 400] {
+            var direct = JSONObjectWriter(), plain = JSONObjectWriter()
+            AppleDates.setInApp("in_app", Array(purchases.prefix(count)), to: &direct, directly: true)
+            AppleDates.setInApp("in_app", Array(purchases.prefix(count)), to: &plain, directly: false)
+            #expect(direct.json == plain.json, "\(count) purchases")
+        }
+    }
+}
+
 /// The receipt's signed message with its payload put in by hand against swift-certificates' own.
 struct ReceiptSignatureTests {
     @Test("payloads of 0 bytes to 300 KB signed detached and spliced: canonical DER as swift-certificates writes it, the payload attached, the signature valid")
