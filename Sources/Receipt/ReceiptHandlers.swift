@@ -53,7 +53,7 @@ public struct ReceiptHandlers: Storebus_Receipt_V1_Receipt.Handlers {
             properties: request.hasProperties ? request.properties : nil
         )
         return .with {
-            $0.receiptData = Data(receipt).base64EncodedString()
+            $0.receiptData = Base64Text.encode(receipt)
             $0.asOfSeq = asOf
         }
     }

@@ -169,7 +169,7 @@ extension ReceiptVerification {
                 return failed
             }
         }
-        if let latestReceipt { response.latestReceipt = Data(latestReceipt).base64EncodedString() }
+        if let latestReceipt { response.latestReceipt = Base64Text.encode(latestReceipt) }
         response.pendingRenewalInfo = renewals.map(\.message)
         return response
     }
@@ -201,7 +201,7 @@ extension ReceiptVerification {
             AppleDates.setInApp("latest_receipt_info", latest.sorted { $0.purchaseMS > $1.purchaseMS }.map { (ReceiptBook.entry($0), $0) }, to: &json)
             json.set("pending_renewal_info", renewals.map(\.appleJSON))
         }
-        if let latestReceipt { json.set("latest_receipt", Data(latestReceipt).base64EncodedString()) }
+        if let latestReceipt { json.set("latest_receipt", Base64Text.encode(latestReceipt)) }
         return json
     }
 }

@@ -44,6 +44,19 @@ struct CPUMeter {
 
     private static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
+    /// Returns once `pid` has used less than 2 % of a core over a quarter of a second (or after
+    /// 20 s): before a figure that counts one kind of work by the process's whole CPU time.
+    static func settle(pid: pid_t) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        guard var last = seconds(pid: pid) else { return }
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(250))
+            guard let now = seconds(pid: pid) else { return }
+            if now - last < 0.005 { return }
+            last = now
+        }
+    }
+
     /// utime plus stime of `/proc/<pid>/stat`, in seconds.
     static func seconds(pid: pid_t) -> Double? {
         guard let fields = ProcessStat.fields(of: pid), fields.count > 12,

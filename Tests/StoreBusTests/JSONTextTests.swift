@@ -51,4 +51,37 @@ struct JSONTextTests {
         JSONText.appendQuoted(text, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
+
+    @Test("the word-at-a-time scan for bytes that need an escape answers as the byte-by-byte one: every byte value at every place of 0 to 40 plain bytes, and 20,000 random texts")
+    func wordwiseScan() {
+        func same(_ bytes: [UInt8]) -> Bool {
+            bytes.withUnsafeBufferPointer { JSONText.anyNeedsScan($0, wordwise: true) == JSONText.anyNeedsScan($0, wordwise: false) }
+        }
+        let plain = Array("QUJD+/0123456789abcdefghijklmnopqrstuvwxyz".utf8)
+        for length in 0...40 {
+            #expect(same(Array(plain.prefix(length))))
+            for place in 0..<length {
+                for value in 0...255 {
+                    var bytes = Array(plain.prefix(length))
+                    bytes[place] = UInt8(value)
+                    #expect(same(bytes), "\(value) at \(place) of \(length)")
+                }
+            }
+        }
+        var random = SeededRandom(seed: 0x5CA9)
+        for _ in 0..<20_000 {
+            let length = Int.random(in: 0...64, using: &random)
+            // Mostly plain ASCII, with sometimes a byte of any value
+            let bytes = (0..<length).map { _ in Int.random(in: 0..<20, using: &random) == 0 ? UInt8.random(in: 0...255, using: &random) : UInt8.random(in: 0x23...0x5B, using: &random) }
+            #expect(same(bytes))
+        }
+        // The scan finds them in a long text too, wherever they are
+        var long = [UInt8](repeating: UInt8(ascii: "A"), count: 500_003)
+        long.withUnsafeBufferPointer { #expect(!JSONText.anyNeedsScan($0, wordwise: true)) }
+        for (place, value) in [(0, 0x22), (499_999, 0x5C), (500_002, 0x7F), (250_001, 0xC2), (7, 0x1F)] {
+            long[place] = UInt8(value)
+            long.withUnsafeBufferPointer { #expect(JSONText.anyNeedsScan($0, wordwise: true)) }
+            long[place] = UInt8(ascii: "A")
+        }
+    }
 }
