@@ -151,15 +151,22 @@ public final class ContentStore: Sendable {
         let descriptor = open(package.file.path, O_RDONLY)
         guard descriptor >= 0 else { throw RPCError(.unavailable, "the package of \(package.contentID) cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let got = bytes.withUnsafeMutableBytes { buffer in
-                pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+        // Read into the array's storage as it is made (not zeroed first: a chunk is up to 1 MiB).
+        var failure: Int64?
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var done = 0
+            while done < count {
+                let got = pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                if got < 0 && errno == EINTR { continue }
+                guard got > 0 else {
+                    failure = offset + Int64(done)
+                    break
+                }
+                done += got
             }
-            guard got > 0 else { throw RPCError(.dataLoss, "the package of \(package.contentID) ended early at byte \(offset + Int64(done))") }
-            done += got
+            initialized = done
         }
+        if let failure { throw RPCError(.dataLoss, "the package of \(package.contentID) ended early at byte \(failure)") }
         return bytes
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import StoreBus
 import StoreSchema
 
@@ -40,11 +41,18 @@ enum SignedPayloadsJSON {
         return response
     }
 
-    /// A string value without escapes, valid UTF-8; nil for anything else.
+    /// A string value without escapes, valid UTF-8; nil for anything else. (`JSONScanner` has
+    /// refused raw control characters already; a backslash is looked for with `memchr`, which
+    /// reads a word at a time: a byte-by-byte test of the kilobytes of each JWS was a twentieth of
+    /// the notification service's CPU.)
     private static func string(_ body: [UInt8], _ range: Range<Int>) -> String? {
         guard body[range.lowerBound] == UInt8(ascii: "\""), range.count >= 2 else { return nil }
         let content = body[(range.lowerBound + 1)..<(range.upperBound - 1)]
-        guard !content.contains(where: { $0 == UInt8(ascii: "\\") || $0 < 0x20 }) else { return nil }
+        let escaped = content.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, Int32(UInt8(ascii: "\\")), bytes.count) != nil
+        }
+        guard !escaped else { return nil }
         return String(validating: content, as: UTF8.self)
     }
 }
