@@ -16,7 +16,7 @@ enum RequestJSON {
 
     /// The AddPaymentRequest of `body`, or nil when it is not of the plain shape.
     static func addPayment(_ body: [UInt8]) -> Storebus_PaymentQueue_V1_AddPaymentRequest? {
-        guard FastPaths.enabled, let members = plainMembers(body) else { return nil }
+        guard FastPaths.enabled, let members = JSONScanner.plainMembers(body) else { return nil }
         var request = Storebus_PaymentQueue_V1_AddPaymentRequest()
         for member in members {
             switch member.name {
@@ -41,7 +41,7 @@ enum RequestJSON {
 
     /// The FinishTransactionRequest of `body`, or nil when it is not of the plain shape.
     static func finishTransaction(_ body: [UInt8]) -> Storebus_PaymentQueue_V1_FinishTransactionRequest? {
-        guard FastPaths.enabled, let members = plainMembers(body) else { return nil }
+        guard FastPaths.enabled, let members = JSONScanner.plainMembers(body) else { return nil }
         var request = Storebus_PaymentQueue_V1_FinishTransactionRequest()
         for member in members {
             switch member.name {
@@ -69,12 +69,6 @@ enum RequestJSON {
             return try JSONCodec.encode(Storebus_PaymentQueue_V1_FinishTransactionResponse.with { $0.alreadyFinished = alreadyFinished })
         }
         return alreadyFinished ? finishedAlready : finished
-    }
-
-    /// The members of the object `body` is, when it is all ASCII and no name is given twice.
-    private static func plainMembers(_ body: [UInt8]) -> Members? {
-        guard JSONScanner.isASCII(body), let members = JSONScanner.members(of: body, in: body.indices), distinctNames(members) else { return nil }
-        return members
     }
 
     private static func queueRef(_ body: [UInt8], _ range: Range<Int>) -> Storebus_PaymentQueue_V1_QueueRef? {
@@ -107,7 +101,7 @@ enum RequestJSON {
                 guard let quantity = int32(body, member.value) else { return nil }
                 payment.quantity = quantity
             case "simulatesAskToBuyInSandbox":
-                guard let flag = bool(body, member.value) else { return nil }
+                guard let flag = JSONScanner.bool(body, member.value) else { return nil }
                 payment.simulatesAskToBuyInSandbox = flag
             default:
                 return nil
@@ -118,15 +112,8 @@ enum RequestJSON {
 
     /// The members of the object at `range`, no name given twice.
     private static func object(_ body: [UInt8], _ range: Range<Int>) -> Members? {
-        guard body[range.lowerBound] == UInt8(ascii: "{"), let members = JSONScanner.members(of: body, in: range), distinctNames(members) else { return nil }
+        guard body[range.lowerBound] == UInt8(ascii: "{"), let members = JSONScanner.members(of: body, in: range), JSONScanner.distinctNames(members) else { return nil }
         return members
-    }
-
-    private static func distinctNames(_ members: Members) -> Bool {
-        for (index, member) in members.enumerated() where members[..<index].contains(where: { $0.name == member.name }) {
-            return false
-        }
-        return true
     }
 
     /// A string without escapes (the body is ASCII: its bytes are the text's).
@@ -138,13 +125,5 @@ enum RequestJSON {
     private static func int32(_ body: [UInt8], _ range: Range<Int>) -> Int32? {
         guard body[range.lowerBound] != UInt8(ascii: "\""), let value = JSONScanner.unsigned(body, range), value <= UInt64(Int32.max) else { return nil }
         return Int32(value)
-    }
-
-    private static func bool(_ body: [UInt8], _ range: Range<Int>) -> Bool? {
-        switch range.count {
-        case 4 where body[range.lowerBound] == UInt8(ascii: "t"): return true
-        case 5 where body[range.lowerBound] == UInt8(ascii: "f"): return false
-        default: return nil
-        }
     }
 }

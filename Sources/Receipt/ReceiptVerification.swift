@@ -33,7 +33,7 @@ public struct ReceiptVerification: Sendable {
     /// The decoded receipt (status 0).
     public var receipt: AppReceipt?
     /// What the store knows of the receipt's purchases, by transaction id.
-    public var known: [String: StoredPurchase] = [:]
+    public var known: [String: KnownPurchase] = [:]
     /// The account's current purchases, when the receipt holds auto-renewable subscriptions.
     public var latest: [StoredPurchase]?
     /// A fresh receipt holding `latest`.
@@ -63,11 +63,9 @@ extension ReceiptBook {
         func refuse(_ status: ReceiptVerification.Status, _ problem: String) -> ReceiptVerification {
             ReceiptVerification(status, environment, problem: problem, now: now)
         }
-        // Line breaks and spaces (some clients wrap base64) are dropped byte by byte: filtering
+        // Line breaks and spaces (some clients wrap base64) are ignored, byte by byte: filtering
         // Characters took an eighth of a 100-purchase verification.
-        var utf8 = Array(receiptData.utf8)
-        utf8.removeAll { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
-        guard !utf8.isEmpty, let bytes = Data(base64Encoded: Data(utf8)) else {
+        guard let bytes = Base64Text.decode(receiptData) else {
             return refuse(.malformed, "receipt-data is not base64")
         }
         let receipt: AppReceipt
@@ -75,7 +73,7 @@ extension ReceiptBook {
             // The checks every verifier makes, in one order (ReceiptVerifier), against this
             // deployment's root and environment.
             receipt = try await authority.verifier.verify(
-                Array(bytes), environment: environment, now: now)
+                bytes, environment: environment, now: now)
         } catch {
             switch error {
             case .malformed(let why): return refuse(.malformed, why)
@@ -105,9 +103,12 @@ extension ReceiptBook {
             // Every purchase of a receipt is its account's (cleared ones too, for a receipt older
             // than the clear): one query.
             let held = try await store.purchases(app: owner.app, account: owner.account, includingCleared: true)
-            answer.known = Dictionary(held.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            let current = held.filter { !$0.cleared && $0.inReceipt }
+            // The few columns an answer reads beside each entry: a whole purchase per entry,
+            // copied into the table and out of it for each lookup, was a quarter of a 100-purchase
+            // verification's writing (each copy retains a dozen strings).
+            answer.known = Dictionary(held.map { ($0.id, KnownPurchase($0)) }, uniquingKeysWith: { first, _ in first })
             if subscribed {
+                let current = held.filter { !$0.cleared && $0.inReceipt }
                 var latest = current
                 if excludeOldTransactions {
                     // Only the latest period of each subscription; other purchases as they are.
@@ -129,6 +130,23 @@ extension ReceiptBook {
         } catch {
             return refuse(.internalError, "the receipt service could not read its records: \(error)")
         }
+    }
+}
+
+/// What an answer tells of a purchase beside its receipt entry, from the store's record of it.
+public struct KnownPurchase: Sendable {
+    public var cancellationReason: Storebus_PaymentQueue_V1_RevocationReason
+    public var device: String
+    public var isUpgraded: Bool
+
+    public init(cancellationReason: Storebus_PaymentQueue_V1_RevocationReason = .unspecified, device: String = "", isUpgraded: Bool = false) {
+        self.cancellationReason = cancellationReason
+        self.device = device
+        self.isUpgraded = isUpgraded
+    }
+
+    init(_ purchase: StoredPurchase) {
+        self.init(cancellationReason: purchase.cancellationReason, device: purchase.device, isUpgraded: purchase.isUpgraded)
     }
 }
 
@@ -198,7 +216,7 @@ extension ReceiptVerification {
         if let expiration = receipt.expirationDate { AppleDates.add("expiration_date", expiration, to: &body) }
         json.set("receipt", body)
         if let latest {
-            AppleDates.setInApp("latest_receipt_info", latest.sorted { $0.purchaseMS > $1.purchaseMS }.map { (ReceiptBook.entry($0), $0) }, to: &json)
+            AppleDates.setInApp("latest_receipt_info", latest.sorted { $0.purchaseMS > $1.purchaseMS }.map { (ReceiptBook.entry($0), KnownPurchase($0)) }, to: &json)
             json.set("pending_renewal_info", renewals.map(\.appleJSON))
         }
         if let latestReceipt { json.set("latest_receipt", Base64Text.encode(latestReceipt)) }
@@ -227,7 +245,7 @@ enum AppleDates {
     /// with fast paths off a ``JSONObjectWriter`` for each (``inApp(_:known:)``), its plain twin:
     /// building and writing those trees was two thirds of a 100-purchase answer's writing.
     /// `AppleJSONTests` holds the two to the same bytes.
-    static func setInApp(_ key: String, _ purchases: [(InAppPurchaseEntry, StoredPurchase?)], to json: inout JSONObjectWriter, directly: Bool = FastPaths.enabled) {
+    static func setInApp(_ key: String, _ purchases: [(InAppPurchaseEntry, KnownPurchase?)], to json: inout JSONObjectWriter, directly: Bool = FastPaths.enabled) {
         guard directly else { return json.set(key, purchases.map { inApp($0.0, known: $0.1) }) }
         var out: [UInt8] = []
         out.reserveCapacity(2 + 1_100 * purchases.count)
@@ -242,7 +260,7 @@ enum AppleDates {
 
     /// Appends what ``inApp(_:known:)`` writes, member for member in the same order, with no
     /// string or object made on the way.
-    static func appendInApp(_ entry: InAppPurchaseEntry, known: StoredPurchase?, to out: inout [UInt8]) {
+    static func appendInApp(_ entry: InAppPurchaseEntry, known: KnownPurchase?, to out: inout [UInt8]) {
         var first = true
         func key(_ name: StaticString) {
             if !first { out.append(UInt8(ascii: ",")) }
@@ -305,7 +323,7 @@ enum AppleDates {
         out.append(UInt8(ascii: "}"))
     }
 
-    static func inApp(_ entry: InAppPurchaseEntry, known: StoredPurchase?) -> JSONObjectWriter {
+    static func inApp(_ entry: InAppPurchaseEntry, known: KnownPurchase?) -> JSONObjectWriter {
         // Members set in their keys' byte order, the order they are written in.
         var json = JSONObjectWriter()
         if let cancelled = entry.cancellationDate {

@@ -195,15 +195,13 @@ extension AppleJSONTests {
             let picks: [Double] = [1_772_964_000, 1_793_523_600, 0, -62_135_596_800, 253_402_300_799, 1_764_000_000.75]
             return Date(timeIntervalSince1970: picks.randomElement(using: &random)! + Double(Int.random(in: -7_200...7_200, using: &random)))
         }
-        func known() -> StoredPurchase? {
+        func known() -> KnownPurchase? {
             guard Bool.random(using: &random) else { return nil }
-            var values = [SQLValue](repeating: .integer(0), count: 27)
-            for text in [0, 1, 2, 3, 4, 9, 16, 17, 18, 19, 24] { values[text] = .text("") }
-            values[13] = .integer(Int64.random(in: 0...3, using: &random))
-            values[26] = .integer(Bool.random(using: &random) ? 1 : 0)
-            return StoredPurchase(SQLRow(names: [], values: values))
+            return KnownPurchase(
+                cancellationReason: Storebus_PaymentQueue_V1_RevocationReason(rawValue: Int.random(in: 0...3, using: &random)) ?? .unspecified,
+                device: "d", isUpgraded: Bool.random(using: &random))
         }
-        var purchases: [(InAppPurchaseEntry, StoredPurchase?)] = []
+        var purchases: [(InAppPurchaseEntry, KnownPurchase?)] = []
         for _ in 0..<400 {
             let entry = InAppPurchaseEntry(
                 quantity: Int.random(in: 1...10, using: &random), productID: ids.randomElement(using: &random)!,

@@ -1,4 +1,5 @@
 import Foundation
+import StoreBus
 import StoreBusTesting
 import StoreSchema
 import SwiftProtobuf
@@ -91,5 +92,65 @@ struct VerifyReceiptJSONTests {
             let numbers = try protoFieldNumbers(of: message, in: "storebus/receipt/v1/receipt.proto")
             #expect(numbers == written, "\(message): proto-schemas/ has fields \(numbers); VerifyReceiptJSON writes \(written)")
         }
+    }
+
+    @Test(
+        "requests read directly: as swift-protobuf reads them when they have the plain shape, left to it otherwise (escapes, proto names, nulls, duplicates, unknown members, other UTF-8, broken JSON)"
+    )
+    func requestsReadDirectly() throws {
+        var random = SeededRandom(seed: 0x7E51)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var read = 0
+        for round in 0..<2_000 {
+            var request = Storebus_Receipt_V1_VerifyReceiptRequest()
+            request.receiptData = String(decoding: (0..<Int.random(in: 0...3_000, using: &random)).map { _ in alphabet.randomElement(using: &random)! }, as: UTF8.self)
+            if Bool.random(using: &random) { request.password = Int.random(in: 0..<4, using: &random) == 0 ? Self.text(&random) : "0123456789abcdef" }
+            request.excludeOldTransactions = Bool.random(using: &random)
+            var body = try JSONCodec.encode(request)
+            // Some of them changed the way other writers write, or broken
+            switch round % 10 {
+            case 0: body = Array(String(decoding: body, as: UTF8.self).replacingOccurrences(of: "receiptData", with: "receipt_data").utf8)
+            case 1: body = Array(String(decoding: body, as: UTF8.self).replacingOccurrences(of: "/", with: "\\/").utf8)
+            case 2: body = Array(#"{"password":null,"#.utf8) + body.dropFirst()
+            case 3: body = Array(#"{"receiptData":"QQ==","#.utf8) + body.dropFirst()
+            case 4: body = Array(#"{"unknown":1,"#.utf8) + body.dropFirst()
+            case 5: body = Array(#"{ "excludeOldTransactions" : true , "#.utf8) + body.dropFirst()
+            case 6: if body.count > 2 { body.removeLast(Int.random(in: 1...2, using: &random)) }
+            case 7: body = Array(#"{"excludeOldTransactions":"true","#.utf8) + body.dropFirst()
+            default: break
+            }
+            if body.count > 2, body[body.count - 2] == UInt8(ascii: ",") { body.remove(at: body.count - 2) }
+            let plain = try? JSONCodec.decode(Storebus_Receipt_V1_VerifyReceiptRequest.self, from: body)
+            if let direct = VerifyReceiptJSON.request(body) {
+                read += 1
+                #expect(direct == plain, "\(String(decoding: body.prefix(120), as: UTF8.self))")
+            }
+        }
+        // The unchanged and the spaced ones are mostly of the plain shape (three in ten)
+        #expect(read > 400)
+    }
+}
+
+/// `POST /verifyReceipt` bodies read directly against JSONDecoder.
+struct VerifyReceiptHTTPTests {
+    @Test("bodies read directly are what JSONDecoder reads (members of every type, missing, extra, escaped, given twice, white space); any other shape is left to it")
+    func directMatchesDecoder() throws {
+        var random = SeededRandom(seed: 0x4775)
+        let values: [String] = [#""TUlJQQ==""#, #""a\/b""#, "12", "null", "true", "false", #""true""#, "{}", "[1]", #""secret""#, #""sé""#, "1.5"]
+        var read = 0
+        for _ in 0..<4_000 {
+            var members: [String] = []
+            for name in ["receipt-data", "password", "exclude-old-transactions", "other", "receipt-data"] where Int.random(in: 0..<3, using: &random) > 0 {
+                members.append("\"\(name)\"\(Bool.random(using: &random) ? ":" : " : ")\(values.randomElement(using: &random)!)")
+            }
+            let body = Array("{\(members.joined(separator: ","))}".utf8)
+            let decoded = try? JSONDecoder().decode(VerifyReceiptHTTP.VerifyRequest.self, from: Data(body))
+            if let direct = VerifyReceiptHTTP.VerifyRequest.direct(body, fast: true) {
+                read += 1
+                #expect(direct == decoded, "\(String(decoding: body, as: UTF8.self))")
+            }
+            #expect(VerifyReceiptHTTP.VerifyRequest.direct(body, fast: false) == nil)
+        }
+        #expect(read > 200)
     }
 }
