@@ -13,6 +13,7 @@ struct NewServiceTests {
     func echoThroughTheGateway() async throws {
         // Given the echo service and a cluster whose gateway has one more route
         let home = try TemporaryDirectory(prefix: "echo")
+        defer { home.remove() }
         let endpoint = home.ipcEndpoint("echo")
         let echo = ServiceProcess(name: "storebus-testkit-echo", arguments: ["--rpc-endpoint", endpoint, "--log-level", "warning"], logFile: home.url.appendingPathComponent("echo.log"))
         let cluster = try StoreCluster(
