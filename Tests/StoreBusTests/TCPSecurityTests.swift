@@ -21,12 +21,15 @@ struct TCPSecurityTests {
     @Test("plain TCP on loopback only: binding a wildcard or connecting elsewhere is refused with EACCES, saying why; loopback and IPC work")
     func plainOnLoopback() async throws {
         let outcomes = try await onThread("plain-loopback") { () throws -> [String] in
+            // The IPC endpoint's socket file goes with the test (after the socket closes).
+            let ipcPath = "\(NSTemporaryDirectory())sb-tcpsec-\(getpid())"
+            defer { unlink(ipcPath) }
             let context = try Context(tcpSecurity: .plainOnLoopback)
             defer { context.terminate() }
             let socket = try Socket(context: context, type: .router)
             defer { socket.close() }
             var outcomes: [String] = []
-            for attempt in [("bind", "tcp://0.0.0.0:*"), ("connect", "tcp://10.1.2.3:9"), ("bind", "tcp://127.0.0.1:*"), ("bind", "ipc://\(NSTemporaryDirectory())sb-tcpsec-\(getpid())")] {
+            for attempt in [("bind", "tcp://0.0.0.0:*"), ("connect", "tcp://10.1.2.3:9"), ("bind", "tcp://127.0.0.1:*"), ("bind", "ipc://\(ipcPath)")] {
                 do {
                     if attempt.0 == "bind" { try socket.bind(attempt.1) } else { try socket.connect(attempt.1) }
                     outcomes.append("ok")
