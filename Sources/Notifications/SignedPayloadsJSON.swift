@@ -1,4 +1,3 @@
-import Foundation
 import StoreBus
 import StoreSchema
 
@@ -19,40 +18,23 @@ enum SignedPayloadsJSON {
     /// The answer read directly (the project's `JSONScanner` checks the JSON and finds the members),
     /// or nil when it is not of the simple shape.
     static func read(_ body: [UInt8]) -> Storebus_Receipt_V1_SignNotificationsResponse? {
-        guard let members = JSONScanner.members(of: body, in: 0..<body.count),
-            Set(members.map(\.name)).count == members.count
-        else { return nil }
+        guard let members = JSONScanner.members(of: body, in: 0..<body.count), JSONScanner.distinctNames(members) else { return nil }
         var response = Storebus_Receipt_V1_SignNotificationsResponse()
         for member in members {
             switch member.name {
             case "signedPayloads":
                 guard let elements = JSONScanner.elements(of: body, in: member.value) else { return nil }
                 for element in elements {
-                    guard let payload = string(body, element) else { return nil }
+                    guard let payload = JSONScanner.plainText(body, element) else { return nil }
                     response.signedPayloads.append(payload)
                 }
             case "environment":
-                guard let environment = string(body, member.value) else { return nil }
+                guard let environment = JSONScanner.plainText(body, member.value) else { return nil }
                 response.environment = environment
             default:
                 return nil
             }
         }
         return response
-    }
-
-    /// A string value without escapes, valid UTF-8; nil for anything else. (`JSONScanner` has
-    /// refused raw control characters already; a backslash is looked for with `memchr`, which
-    /// reads a word at a time: a byte-by-byte test of the kilobytes of each JWS was a twentieth of
-    /// the notification service's CPU.)
-    private static func string(_ body: [UInt8], _ range: Range<Int>) -> String? {
-        guard body[range.lowerBound] == UInt8(ascii: "\""), range.count >= 2 else { return nil }
-        let content = body[(range.lowerBound + 1)..<(range.upperBound - 1)]
-        let escaped = content.withUnsafeBytes { bytes in
-            guard let base = bytes.baseAddress else { return false }
-            return memchr(base, Int32(UInt8(ascii: "\\")), bytes.count) != nil
-        }
-        guard !escaped else { return nil }
-        return String(validating: content, as: UTF8.self)
     }
 }

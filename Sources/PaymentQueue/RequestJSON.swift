@@ -116,9 +116,9 @@ enum RequestJSON {
         return members
     }
 
-    /// A string without escapes (the body is ASCII: its bytes are the text's).
+    /// A string without escapes.
     private static func string(_ body: [UInt8], _ range: Range<Int>) -> String? {
-        JSONScanner.plainString(body, range).map { String(decoding: $0, as: UTF8.self) }
+        JSONScanner.plainText(body, range)
     }
 
     /// A plain decimal, no sign, no fraction or exponent, that fits an int32.

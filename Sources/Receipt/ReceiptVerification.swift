@@ -236,8 +236,12 @@ enum AppleDates {
 
     /// "2026-11-27 13:08:59 Etc/GMT", or the time in `zone` (Etc/GMT or America/Los_Angeles) with its name.
     static func format(_ date: Date, zone: String) -> String {
-        let offset = zone == "Etc/GMT" ? 0 : ((zone == "America/Los_Angeles" ? pacific : TimeZone(identifier: zone))?.secondsFromGMT(for: date) ?? 0)
-        return "\(UTCDate.plain(date, offset: offset)) \(zone)"
+        "\(UTCDate.plain(date, offset: offset(date, zone: zone))) \(zone)"
+    }
+
+    /// Seconds from UTC of `zone` (Etc/GMT or America/Los_Angeles) at `date`.
+    static func offset(_ date: Date, zone: String) -> Int {
+        zone == "Etc/GMT" ? 0 : ((zone == "America/Los_Angeles" ? pacific : TimeZone(identifier: zone))?.secondsFromGMT(for: date) ?? 0)
     }
 
     /// Sets `key` to the purchases' JSON array: written directly (``appendInApp(_:known:to:)``), or
@@ -282,7 +286,7 @@ enum AppleDates {
             quoted(String(ReceiptStore.milliseconds(date)).utf8)
             key(pst)
             out.append(UInt8(ascii: "\""))
-            UTCDate.appendPlain(date, offset: pacific?.secondsFromGMT(for: date) ?? 0, to: &out)
+            UTCDate.appendPlain(date, offset: offset(date, zone: "America/Los_Angeles"), to: &out)
             out.append(contentsOf: " America/Los_Angeles\"".utf8)
         }
         func flag(_ value: Bool) { value ? quoted("true".utf8) : quoted("false".utf8) }

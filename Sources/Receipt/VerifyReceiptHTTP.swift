@@ -81,11 +81,11 @@ enum VerifyReceiptHTTP {
                 let isString = body[value.lowerBound] == UInt8(ascii: "\"")
                 switch member.name {
                 case "receipt-data":
-                    guard let text = JSONScanner.plainString(body, value) else { return nil }
-                    receiptData = String(decoding: text, as: UTF8.self)
+                    guard let text = JSONScanner.plainText(body, value) else { return nil }
+                    receiptData = text
                 case "password" where isString:
-                    guard let text = JSONScanner.plainString(body, value) else { return nil }
-                    password = String(decoding: text, as: UTF8.self)
+                    guard let text = JSONScanner.plainText(body, value) else { return nil }
+                    password = text
                 case "exclude-old-transactions":
                     exclude = JSONScanner.bool(body, value)
                 default:

@@ -46,11 +46,11 @@ enum VerifyReceiptJSON {
         for member in members {
             switch member.name {
             case "receiptData":
-                guard let text = JSONScanner.plainString(body, member.value) else { return nil }
-                request.receiptData = String(decoding: text, as: UTF8.self)
+                guard let text = JSONScanner.plainText(body, member.value) else { return nil }
+                request.receiptData = text
             case "password":
-                guard let text = JSONScanner.plainString(body, member.value) else { return nil }
-                request.password = String(decoding: text, as: UTF8.self)
+                guard let text = JSONScanner.plainText(body, member.value) else { return nil }
+                request.password = text
             case "excludeOldTransactions":
                 guard let flag = JSONScanner.bool(body, member.value) else { return nil }
                 request.excludeOldTransactions = flag

@@ -97,20 +97,15 @@ public enum JSONText {
     }
 
     /// Whether any of `bytes` is one ``needsScan(_:)`` names. With ``FastPaths`` on, eight bytes at
-    /// a time (each test below is exact for "some byte of the word is"): a receipt's 500 KB of
-    /// base64 went through the byte-by-byte loop in a quarter of a refresh's CPU. Off, byte by
-    /// byte. `JSONTextTests` holds the two to the same answers.
+    /// a time with the JSON scanner's word tests (`JSONScanner.stringMarks`, `wordHolds`): a
+    /// receipt's 500 KB of base64 went through the byte-by-byte loop in a quarter of a refresh's
+    /// CPU. Off, byte by byte. `JSONTextTests` holds the two to the same answers.
     static func anyNeedsScan(_ bytes: UnsafeBufferPointer<UInt8>, wordwise: Bool = FastPaths.enabled) -> Bool {
         guard wordwise, bytes.count >= 8, let base = bytes.baseAddress else { return bytes.contains(where: needsScan) }
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        /// Some byte of `word` is below `limit` (at most 0x80).
-        func below(_ word: UInt64, _ limit: UInt64) -> Bool { (word &- ones &* limit) & ~word & highs != 0 }
-        /// Some byte of `word` is `value`.
-        func holds(_ word: UInt64, _ value: UInt64) -> Bool { below(word ^ (ones &* value), 1) }
         var offset = 0
         while offset + 8 <= bytes.count {
-            let word = UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
-            if below(word, 0x20) || holds(word, 0x22) || holds(word, 0x5C) || holds(word, 0x7F) || holds(word, 0xC2) { return true }
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self))
+            if JSONScanner.stringMarks(word) != 0 || JSONScanner.wordHolds(word, 0x7F) || JSONScanner.wordHolds(word, 0xC2) { return true }
             offset += 8
         }
         return UnsafeBufferPointer(rebasing: bytes[offset...]).contains(where: needsScan)

@@ -218,13 +218,26 @@ public enum JSONScanner {
 
     /// The bytes of a string value without escapes; nil when the value is not a string or holds one.
     public static func plainString(_ json: [UInt8], _ range: Range<Int>) -> [UInt8]? {
+        plainContent(json, range).map { Array(json[$0]) }
+    }
+
+    /// The text of a string value without escapes, its UTF-8 checked, read from `json` in place;
+    /// nil when the value is not such a string. (The scanner that found `range` has refused raw
+    /// control characters already.)
+    public static func plainText(_ json: [UInt8], _ range: Range<Int>) -> String? {
+        plainContent(json, range).flatMap { String(validating: json[$0], as: UTF8.self) }
+    }
+
+    /// Where the content of a string value without escapes lies (between its quotes); nil when the
+    /// value is not a string or holds an escape. The backslash is looked for with memchr, which
+    /// reads a word at a time: values carry receipts and signed payloads of kilobytes.
+    private static func plainContent(_ json: [UInt8], _ range: Range<Int>) -> Range<Int>? {
         guard json[range.lowerBound] == UInt8(ascii: "\""), range.count >= 2 else { return nil }
-        let content = json[(range.lowerBound + 1)..<(range.upperBound - 1)]
-        // memchr reads a word at a time: requests carry receipts of tens of kilobytes.
-        let escaped = content.withUnsafeBytes { bytes in
+        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
+        let escaped = json[content].withUnsafeBytes { bytes in
             bytes.baseAddress.map { memchr($0, Int32(UInt8(ascii: "\\")), bytes.count) != nil } ?? false
         }
-        return escaped ? nil : Array(content)
+        return escaped ? nil : content
     }
 
     /// The members of the object `body` is, when it is all ASCII and no name is given twice: the
@@ -372,18 +385,32 @@ public enum JSONScanner {
     @inline(__always)
     private static func skipPlainWords(_ json: UnsafeBufferPointer<UInt8>, _ index: Int, _ end: Int) -> Int {
         guard let base = json.baseAddress else { return index }
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         var index = index
         while index + 8 <= end {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-            let marks = ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (word &- ones &* 0x20) & ~word) & highs
+            let marks = stringMarks(UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)))
             if marks != 0 { return index + marks.trailingZeroBitCount / 8 }
             index += 8
         }
         return index
+    }
+
+    /// The high bit of each byte of `word` (little-endian) that a JSON string cannot hold as it
+    /// is (a quote, a backslash, a control character), and perhaps of bytes above a marked one
+    /// (see ``skipPlainWords(_:_:_:)``): zero exactly when the word holds none of them.
+    @inlinable @inline(__always)
+    public static func stringMarks(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        return ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (word &- ones &* 0x20) & ~word) & 0x8080_8080_8080_8080
+    }
+
+    /// Whether some byte of `word` is `byte`.
+    @inlinable @inline(__always)
+    public static func wordHolds(_ word: UInt64, _ byte: UInt8) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let matched = word ^ (ones &* UInt64(byte))
+        return (matched &- ones) & ~matched & 0x8080_8080_8080_8080 != 0
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -9,31 +9,19 @@ import SwiftProtobuf
 public enum ProtoEnumNames {
     public typealias Transaction = Storebus_PaymentQueue_V1_PaymentTransaction
 
-    public static let transactionState = quoted(Storebus_PaymentQueue_V1_TransactionState.allCases) { value in
-        try Transaction.with { $0.transactionState = value }.jsonUTF8Bytes()
-    }
-    public static let productType = quoted(Storebus_Catalog_V1_ProductType.allCases) { value in
-        try Transaction.with { $0.productType = value }.jsonUTF8Bytes()
-    }
-    public static let skError = quoted(Storebus_PaymentQueue_V1_SKError.allCases) { value in
-        try Storebus_PaymentQueue_V1_StoreKitError.with { $0.code = value }.jsonUTF8Bytes()
-    }
-    public static let revocationReason = quoted(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in
-        try Transaction.with { $0.cancellationReason = value }.jsonUTF8Bytes()
-    }
-    public static let transactionReason = quoted(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in
-        try Transaction.with { $0.transactionReason = value }.jsonUTF8Bytes()
-    }
-    public static let downloadState = quoted(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in
-        try Storebus_PaymentQueue_V1_Download.with { $0.state = value }.jsonUTF8Bytes()
-    }
+    public static let transactionState = quoted(Storebus_PaymentQueue_V1_TransactionState.allCases) { value in Transaction.with { $0.transactionState = value } }
+    public static let productType = quoted(Storebus_Catalog_V1_ProductType.allCases) { value in Transaction.with { $0.productType = value } }
+    public static let skError = quoted(Storebus_PaymentQueue_V1_SKError.allCases) { value in Storebus_PaymentQueue_V1_StoreKitError.with { $0.code = value } }
+    public static let revocationReason = quoted(Storebus_PaymentQueue_V1_RevocationReason.allCases) { value in Transaction.with { $0.cancellationReason = value } }
+    public static let transactionReason = quoted(Storebus_PaymentQueue_V1_TransactionReason.allCases) { value in Transaction.with { $0.transactionReason = value } }
+    public static let downloadState = quoted(Storebus_PaymentQueue_V1_DownloadState.allCases) { value in Storebus_PaymentQueue_V1_Download.with { $0.state = value } }
 
     /// Each of `cases`' name, quoted, by raw value: the value of the one member of the
-    /// `{"field":"NAME"}` that `encode` writes for it.
-    public static func quoted<E: SwiftProtobuf.Enum>(_ cases: [E], _ encode: (E) throws -> [UInt8]) -> [Int: [UInt8]] {
+    /// `{"field":"NAME"}` swift-protobuf writes for the message `holding` it.
+    public static func quoted<E: SwiftProtobuf.Enum, Holder: SwiftProtobuf.Message>(_ cases: [E], _ holding: (E) -> Holder) -> [Int: [UInt8]] {
         var names: [Int: [UInt8]] = [:]
         for value in cases where value.rawValue != 0 {
-            guard let json = try? encode(value), let colon = json.firstIndex(of: UInt8(ascii: ":")),
+            guard let json = try? holding(value).jsonUTF8Bytes() as [UInt8], let colon = json.firstIndex(of: UInt8(ascii: ":")),
                 json.last == UInt8(ascii: "}")
             else { continue }
             names[value.rawValue] = Array(json[(colon + 1)..<(json.count - 1)])
