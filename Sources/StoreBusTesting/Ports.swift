@@ -10,7 +10,11 @@ import Glibc
 /// a port the kernel picked for a socket bound to port 0 came from that range, where any other
 /// socket bound to port 0 (another test's `tcp://127.0.0.1:*` server) or any outgoing connection
 /// could take it before the caller bound it (seen: a benchmark's gateway port answered by another
-/// test's server).
+/// test's server). Test targets run as concurrent processes, and a service binds its port a while
+/// after the check: each port handed out is also claimed for the life of this process with a POSIX
+/// record lock on its byte of one shared file, which no other process's `unusedLoopbackPort` takes
+/// (seen before the claim: two test processes drew the same port, and the second cluster's service
+/// failed to bind it). The kernel drops the claims when the process ends, however it ends.
 public func unusedLoopbackPort() throws -> Int {
     let ephemeralStart =
         (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
@@ -20,7 +24,7 @@ public func unusedLoopbackPort() throws -> Int {
         let port = Int.random(in: range)
         // Never the same port twice in one process: a test that draws several before binding
         // any of them (a deployment's fourteen) would otherwise get one twice now and then
-        guard handedOut.withLock({ !$0.contains(port) }), try isFree(port) else { continue }
+        guard handedOut.withLock({ !$0.contains(port) }), try claim(port), try isFree(port) else { continue }
         if handedOut.withLock({ $0.insert(port).inserted }) { return port }
     }
     throw TestingError("no free TCP port on 127.0.0.1 from \(range.lowerBound) to \(range.upperBound - 1) after 200 tries")
@@ -28,6 +32,30 @@ public func unusedLoopbackPort() throws -> Int {
 
 /// The ports `unusedLoopbackPort` has given in this process.
 private let handedOut = Mutex<Set<Int>>([])
+
+/// The shared file whose byte at each port's offset a process locks to claim the port, opened once.
+private let claims: Result<Int32, TestingError> = {
+    let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("storebus-test-ports.lock")
+    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
+    guard descriptor >= 0 else { return .failure(TestingError("cannot open \(path): \(String(cString: strerror(errno)))")) }
+    return .success(descriptor)
+}()
+
+/// Claims `port` for this process unless another process holds it. POSIX record locks belong to
+/// the process, so a port this process claimed before is its own again (`handedOut` keeps those out).
+private func claim(_ port: Int) throws -> Bool {
+    let descriptor = try claims.get()
+    var lock = flock()
+    lock.l_type = Int16(F_WRLCK)
+    lock.l_whence = Int16(SEEK_SET)
+    lock.l_start = off_t(port)
+    lock.l_len = 1
+    if fcntl(descriptor, F_SETLK, &lock) == 0 { return true }
+    guard errno == EACCES || errno == EAGAIN else {
+        throw TestingError("cannot lock port \(port)'s byte: \(String(cString: strerror(errno)))")
+    }
+    return false
+}
 
 /// Whether a socket can be bound to 127.0.0.1:`port` now.
 private func isFree(_ port: Int) throws -> Bool {

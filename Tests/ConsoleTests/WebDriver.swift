@@ -26,7 +26,11 @@ final class WebDriver {
         base = "http://127.0.0.1:\(port)"
         driver = ServiceProcess(
             name: Self.chromedriver, arguments: ["--port=\(port)", "--allowed-ips=127.0.0.1"], logFile: directory.appendingPathComponent("chromedriver.log"))
-        try driver.start()
+        // Chromium makes its scratch directories (org.chromium.Chromium.*) in TMPDIR and leaves
+        // some behind: they go in the test's directory, which the test removes.
+        let scratch = directory.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        try driver.start(environment: ["TMPDIR": scratch.path])
         var ready = false
         for _ in 0..<300 where !ready {
             if let status = try? await raw("GET", "/status", nil) as? [String: Any], (status["ready"] as? Bool) == true {
