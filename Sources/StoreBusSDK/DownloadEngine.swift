@@ -327,7 +327,8 @@ final class DownloadEngine: Sendable {
         }
         let connection = self.connection
         let path = Storebus_Download_V1_Download.readChunk.path
-        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8])
+        /// A chunk read, and whether its bytes match the digest its answer gives.
+        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8], intact: Bool)
         return await withTaskGroup(of: (Int64, Result<Chunk, StoreError>).self) { group -> Outcome in
             func read(_ offset: Int64, after delay: Duration = .zero) {
                 let call = request(offset, file.sidecar.version)
@@ -335,7 +336,12 @@ final class DownloadEngine: Sendable {
                     if delay > .zero { try? await Task.sleep(for: delay) }
                     do {
                         let answer = try await connection.callRawReply(path: path, idempotent: true, body: try JSONCodec.encode(call))
-                        return (offset, .success(try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)))
+                        let (response, data) = try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)
+                        // Each chunk's digest is checked here, by the task that read it, on any of the
+                        // pool's threads: the loop below only writes chunks in order and hashes the
+                        // package, and the window's other chunks are checked meanwhile.
+                        let intact = ContentPackage.hex(SHA256.hash(data: data)) == response.chunkSha256
+                        return (offset, .success((response, data, intact)))
                     } catch let error as StoreError {
                         return (offset, .failure(error))
                     } catch {
@@ -362,7 +368,7 @@ final class DownloadEngine: Sendable {
                 window.answered()
                 if Task.isCancelled { return end(.stopped) }
                 switch result {
-                case .success(let (answer, data)):
+                case .success(let (answer, data, intact)):
                     if !file.identified {
                         file.identify(version: answer.version, sha256: answer.sha256, length: answer.contentLength)
                         meter.reading.withLock { $0.length = answer.contentLength }
@@ -370,7 +376,7 @@ final class DownloadEngine: Sendable {
                         return end(.versionChanged)
                     }
                     let expected = min(chunk, file.sidecar.length - offset)
-                    guard Int64(data.count) == expected, ContentPackage.hex(SHA256.hash(data: data)) == answer.chunkSha256 else {
+                    guard Int64(data.count) == expected, intact else {
                         mismatches += 1
                         if mismatches > 5 { return end(.failed(StoreKitError(code: .unknown, localizedDescription: "chunks of the content keep arriving damaged"))) }
                         window.retrying()
