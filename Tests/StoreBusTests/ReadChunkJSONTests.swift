@@ -1,8 +1,9 @@
 import Foundation
-import StoreBus
 import StoreBusTesting
 import StoreSchema
 import Testing
+
+@testable import StoreBus
 
 /// Download.ReadChunk's answers written and read directly (the fast path) against swift-protobuf's
 /// JSON (its plain twin), byte for byte. Kept small: swift-protobuf's base64 in a debug build is
@@ -45,6 +46,11 @@ struct ReadChunkJSONTests {
                     let (read, data) = try ReadChunkJSON.decode(plain, direct: direct)
                     same = same && read == rest && data == [UInt8](answer.data)
                 }
+                // The codec reads this answer directly (the generated client's path): the message
+                // swift-protobuf reads.
+                let codec = try JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: plain)
+                let swiftProtobuf = try JSONCodec.decodePlain(Storebus_Download_V1_ReadChunkResponse.self, from: plain)
+                same = same && codec == answer && swiftProtobuf == answer
                 if !same { mismatches.append("answer \(index): \(String(decoding: plain.prefix(300), as: UTF8.self))") }
             }
             return mismatches
@@ -64,13 +70,17 @@ struct ReadChunkJSONTests {
         var accepted = 0
         for text in texts {
             let json = Array(text.utf8)
-            if let plain = try? JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: json) {
+            // The codec's reading (directly, a fast path) accepts and refuses as swift-protobuf's.
+            let codec = try? JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: json)
+            if let plain = try? JSONCodec.decodePlain(Storebus_Download_V1_ReadChunkResponse.self, from: json) {
                 accepted += 1
+                #expect(codec == plain, "\(text)")
                 let (read, data) = try ReadChunkJSON.decode(json, direct: true)
                 var rest = plain
                 rest.data = .init()
                 #expect(read == rest && data == [UInt8](plain.data), "\(text)")
             } else {
+                #expect(codec == nil, "\(text)")
                 #expect(throws: (any Error).self, "\(text)") { _ = try ReadChunkJSON.decode(json, direct: true) }
             }
         }

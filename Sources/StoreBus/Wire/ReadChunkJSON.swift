@@ -92,7 +92,7 @@ public enum ReadChunkJSON {
     /// alphabet, or without `direct`).
     public static func decode(_ json: [UInt8], direct: Bool = FastPaths.enabled) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
         func whole() throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
-            var response = try JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: json)
+            var response = try JSONCodec.decodePlain(Storebus_Download_V1_ReadChunkResponse.self, from: json)
             let data = [UInt8](response.data)
             response.data = .init()
             return (response, data)
@@ -115,7 +115,7 @@ public enum ReadChunkJSON {
         var rest = Array(json[..<value.lowerBound])
         rest += #""""#.utf8
         rest += json[value.upperBound...]
-        let response = try JSONCodec.decode(Storebus_Download_V1_ReadChunkResponse.self, from: rest)
+        let response = try JSONCodec.decodePlain(Storebus_Download_V1_ReadChunkResponse.self, from: rest)
         // A second `data` member: swift-protobuf's reading of the whole decides.
         guard response.data.isEmpty else { return try whole() }
         return (response, data)
