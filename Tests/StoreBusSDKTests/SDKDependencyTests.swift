@@ -7,9 +7,10 @@ struct SDKDependencyTests {
     @Test("StoreBusSDK's dependency graph, as SwiftPM describes it, holds no server code, ArgumentParser, ServiceLifecycle, GRDB or Hummingbird")
     func noServerCodeInTheSDK() async throws {
         let root = deployDirectory.deletingLastPathComponent()
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("storebus-describe-\(getpid()).json").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
         let describe = try await runCommand(
-            "/bin/sh", ["-c", #"cd "$0" && exec swift package describe --type json 2>/dev/null"#, root.path],
-            log: FileManager.default.temporaryDirectory.appendingPathComponent("storebus-describe-\(getpid()).json").path
+            "/bin/sh", ["-c", #"cd "$0" && exec swift package describe --type json 2>/dev/null"#, root.path], log: log
         )
         try #require(describe.status == 0, "swift package describe failed: \(describe.output.prefix(2000))")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(describe.output.utf8)) as? [String: Any])
