@@ -121,6 +121,16 @@ public struct HostedContentFixture: Sendable {
 }
 
 extension StoreCluster {
+    /// The package the download service made of `productID`'s hosted content.
+    public func packageFile(of productID: String) throws -> URL {
+        let packages = URL(fileURLWithPath: directory.path("download-data")).appendingPathComponent("packages")
+        guard
+            let name = try FileManager.default.contentsOfDirectory(atPath: packages.path)
+                .first(where: { $0.hasPrefix(productID + "-") && $0.hasSuffix(".tar") })
+        else { throw ClusterFailure(description: "no package of \(productID)") }
+        return packages.appendingPathComponent(name)
+    }
+
     /// A device of `account` with its own download directory, launched (observer attached).
     public func device(_ account: String, device: String = "phone", downloads: URL, gateways: [Int]? = nil, window: Int = 4) async throws -> (PaymentQueue, Recorder) {
         var configuration = configuration(account: account, device: device, gateways: gateways)

@@ -33,9 +33,12 @@ public func unusedLoopbackPort() throws -> Int {
 /// The ports `unusedLoopbackPort` has given in this process.
 private let handedOut = Mutex<Set<Int>>([])
 
-/// The shared file whose byte at each port's offset a process locks to claim the port, opened once.
+/// The shared file whose byte at each port's offset a process locks to claim the port.
+public let portClaimsPath = (NSTemporaryDirectory() as NSString).appendingPathComponent("storebus-test-ports.lock")
+
+/// ``portClaimsPath``, opened once.
 private let claims: Result<Int32, TestingError> = {
-    let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("storebus-test-ports.lock")
+    let path = portClaimsPath
     let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
     guard descriptor >= 0 else { return .failure(TestingError("cannot open \(path): \(String(cString: strerror(errno)))")) }
     return .success(descriptor)

@@ -31,7 +31,7 @@ struct DownloadBench {
     }
 
     private func measure(_ cluster: StoreCluster, _ fixture: HostedContentFixture) async throws {
-        let package = try packageFile(cluster, Self.big)
+        let package = try cluster.packageFile(of: Self.big.productID)
         let context = try ZeroMQ.Context(ioThreads: 1, batchScheduledIO: false)
         let floorEndpoint = "ipc://\(fixture.directory.path("floor.sock"))"
         try Self.startChunkServer(context: context, endpoint: floorEndpoint, file: package)
@@ -148,16 +148,6 @@ struct DownloadBench {
             Double(idle.valueAtPercentile(99)) / 1000, Double(during.valueAtPercentile(99)) / 1000,
             Double(bytes) / Double(1 << 20) / seconds
         )
-    }
-
-    /// The package the download service made of `pack`.
-    private func packageFile(_ cluster: StoreCluster, _ pack: HostedContentFixture.Pack) throws -> URL {
-        let packages = URL(fileURLWithPath: cluster.directory.path("download-data")).appendingPathComponent("packages")
-        guard
-            let name = try FileManager.default.contentsOfDirectory(atPath: packages.path)
-                .first(where: { $0.hasPrefix(pack.productID + "-") && $0.hasSuffix(".tar") })
-        else { throw ClusterFailure(description: "no package of \(pack.productID)") }
-        return packages.appendingPathComponent(name)
     }
 
     /// Seconds for `devices` devices, each buying `pack`, to download it to FINISHED at once.

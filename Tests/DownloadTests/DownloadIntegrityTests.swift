@@ -14,13 +14,8 @@ struct DownloadIntegrityTests {
         let fixture = try DownloadFixture(megabytes: 1)
         defer { fixture.directory.remove() }
         try await fixture.cluster(gatewayCount: 1).running { cluster in
-            let packages = URL(fileURLWithPath: cluster.directory.path("download-data")).appendingPathComponent("packages")
-            let name = try #require(
-                try FileManager.default.contentsOfDirectory(atPath: packages.path)
-                    .first { $0.hasPrefix(DownloadFixture.levelPack + "-") && $0.hasSuffix(".tar") },
-                "the level pack's package")
             // One byte flipped in the middle of the package, as a failing disk would.
-            let package = packages.appendingPathComponent(name)
+            let package = try cluster.packageFile(of: DownloadFixture.levelPack)
             let handle = try FileHandle(forUpdating: package)
             let middle = try handle.seekToEnd() / 2
             try handle.seek(toOffset: middle)

@@ -121,12 +121,12 @@ struct QueueEventPageJSONTests {
     /// that a follower's reading gives swift-protobuf's answer; returns whether it was read directly.
     @discardableResult
     static func check(_ json: [UInt8], _ comment: @autoclosure () -> String = "") -> Bool {
-        let plain = try? JSONCodec.decode(Page.self, from: json)
+        let plain = try? JSONCodec.decodePlain(Page.self, from: json)
         let direct = QueueEventPageJSON.decode(json)
         if let direct {
             #expect(direct == plain, "\(comment()) \(String(decoding: json.prefix(300), as: UTF8.self))")
         }
-        #expect((try? Page.decodePage(json)) == plain, "\(comment()) \(String(decoding: json.prefix(300), as: UTF8.self))")
+        #expect((try? JSONCodec.decode(Page.self, from: json)) == plain, "\(comment()) \(String(decoding: json.prefix(300), as: UTF8.self))")
         return direct != nil
     }
 
@@ -191,7 +191,7 @@ struct QueueEventPageJSONTests {
         for transaction in transactions {
             // A payload the reader does not take is swift-protobuf's alone: the page is read directly
             // whenever swift-protobuf reads it.
-            let readable = (try? JSONCodec.decode(Page.self, from: page(transaction))) != nil
+            let readable = (try? JSONCodec.decodePlain(Page.self, from: page(transaction))) != nil
             #expect(Self.check(page(transaction), transaction) == readable, "\(transaction)")
         }
         for head in [#""0""#, "0", #""01""#, "18446744073709551615", "18446744073709551616", #""-1""#, "null", "1e3"] {

@@ -7,7 +7,6 @@ struct PortsTests {
     /// Whether another process can lock `port`'s byte of the shared claims file (python3's lockf,
     /// the same POSIX record lock).
     private func lockableElsewhere(_ port: Int) throws -> Bool {
-        let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("storebus-test-ports.lock")
         let script = """
             import fcntl, os, sys
             fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)
@@ -18,7 +17,7 @@ struct PortsTests {
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", script, path, String(port)]
+        process.arguments = ["-c", script, portClaimsPath, String(port)]
         try process.run()
         process.waitUntilExit()
         #expect([0, 3].contains(process.terminationStatus), "python3 exited \(process.terminationStatus)")

@@ -1,4 +1,5 @@
 import ExtrasBase64
+import Foundation
 import StoreSchema
 
 #if canImport(Glibc)
@@ -119,5 +120,21 @@ public enum ReadChunkJSON {
         // A second `data` member: swift-protobuf's reading of the whole decides.
         guard response.data.isEmpty else { return try whole() }
         return (response, data)
+    }
+}
+
+extension Storebus_Download_V1_ReadChunkResponse: DirectJSONDecodable {
+    /// The answer, its `data` decoded by ``ReadChunkJSON`` (swift-protobuf decodes base64 a byte at
+    /// a time: a fifth of a 1 MiB reader's CPU through the generated client).
+    public static func decodeDirectly(_ json: [UInt8]) throws(RPCError) -> Self? {
+        do {
+            var (response, data) = try ReadChunkJSON.decode(json, direct: true)
+            response.data = Data(data)
+            return response
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            return nil
+        }
     }
 }

@@ -18,15 +18,6 @@ public protocol EventLogPage: SwiftProtobuf.Message {
     var headSeq: UInt64 { get }
     /// The position the page read through (0 from a log that predates it: the last event's).
     var throughSeq: UInt64 { get }
-    /// The page a ReadEvents answer's JSON holds: swift-protobuf's decoding (``JSONCodec``) unless
-    /// the page's type reads its JSON faster, to the same message.
-    static func decodePage(_ json: [UInt8]) throws(RPCError) -> Self
-}
-
-extension EventLogPage {
-    public static func decodePage(_ json: [UInt8]) throws(RPCError) -> Self {
-        try JSONCodec.decode(Self.self, from: json)
-    }
 }
 
 /// One event of an ``EventLogPage``: its positions in the whole log and in its key.
@@ -37,11 +28,12 @@ public protocol EventLogRecord: Sendable {
 
 extension Storebus_Eventlog_V1_ReadEventsResponse: EventLogPage {}
 extension Storebus_Eventlog_V1_Event: EventLogRecord {}
-extension Storebus_PaymentQueue_V1_QueueEventPage: EventLogPage {
-    /// Read directly (``QueueEventPageJSON``, a fast path), else by swift-protobuf.
-    public static func decodePage(_ json: [UInt8]) throws(RPCError) -> Self {
-        if FastPaths.enabled, let page = QueueEventPageJSON.decode(json) { return page }
-        return try JSONCodec.decode(Self.self, from: json)
+extension Storebus_PaymentQueue_V1_QueueEventPage: EventLogPage {}
+extension Storebus_PaymentQueue_V1_QueueEventPage: DirectJSONDecodable {
+    /// Read by ``QueueEventPageJSON`` (the followers' pages, the gateway's reads of a queue), or
+    /// left to swift-protobuf.
+    public static func decodeDirectly(_ json: [UInt8]) -> Self? {
+        QueueEventPageJSON.decode(json)
     }
 }
 extension Storebus_PaymentQueue_V1_QueueEventRecord: EventLogRecord {}
@@ -297,7 +289,7 @@ public final class EventFollower: Sendable {
             path: Storebus_Eventlog_V1_EventLog.readEvents.path, idempotent: true, body: body, options: CallOptions(timeout: .seconds(5))
         )
         guard response.code == .ok else { throw response.error ?? RPCError(response.code, "reading the \(configuration.log) event log failed") }
-        return try Page.decodePage(response.body)
+        return try JSONCodec.decode(Page.self, from: response.body)
     }
 
     /// Closes the doorbell subscription.

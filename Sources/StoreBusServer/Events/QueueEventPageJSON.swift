@@ -5,8 +5,9 @@ import SwiftProtobuf
 
 /// The payment queue's log pages (QueueEventPage) read from their JSON directly: a fast path for
 /// the services that follow that log (receipt, notifications, download), behind
-/// `STOREBUS_FAST_PATHS`, with swift-protobuf's decoder (``JSONCodec/decode(_:from:)``) as its
-/// plain twin.
+/// `STOREBUS_FAST_PATHS`, taken by ``JSONCodec/decode(_:from:)`` (the page is a
+/// ``DirectJSONDecodable``), with swift-protobuf's decoder (``JSONCodec/decodePlain(_:from:)``) as
+/// its plain twin.
 ///
 /// Each follower read every page through swift-protobuf, which takes JSON a character at a time: a
 /// tenth of the receipt service's CPU per purchase, a twelfth of the notification service's. Here a
