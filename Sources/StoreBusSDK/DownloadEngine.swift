@@ -81,6 +81,11 @@ final class DownloadEngine: Sendable {
     }
 
     func partial(_ key: Key) -> URL { folder(key).appendingPathExtension("partial") }
+    /// Where the package is unpacked before it is renamed into place (hidden beside it).
+    func unpacking(_ key: Key) -> URL {
+        let final = folder(key)
+        return final.deletingLastPathComponent().appendingPathComponent(".\(final.lastPathComponent).unpacking")
+    }
     func sidecar(_ key: Key) -> URL { folder(key).appendingPathExtension("partial.json") }
 
     func loadSidecar(_ key: Key) -> Sidecar? {
@@ -92,6 +97,7 @@ final class DownloadEngine: Sendable {
     func discard(_ key: Key) {
         try? FileManager.default.removeItem(at: partial(key))
         try? FileManager.default.removeItem(at: sidecar(key))
+        try? FileManager.default.removeItem(at: unpacking(key))
     }
 
     /// Bytes kept of a download (what a resume continues from).
@@ -243,7 +249,8 @@ final class DownloadEngine: Sendable {
     private func run(_ download: Download, key: Key, meter: Meter) async -> Outcome {
         var restarts = 0
         while true {
-            let outcome = await pull(download, key: key, meter: meter)
+            var unpack: BackgroundUnpack?
+            let outcome = await pull(download, key: key, meter: meter, unpack: &unpack)
             switch outcome {
             case .versionChanged where restarts < 3:
                 restarts += 1
@@ -257,7 +264,7 @@ final class DownloadEngine: Sendable {
             case .damaged:
                 return .failed(StoreKitError(code: .unknown, localizedDescription: "the downloaded content does not match its SHA-256"))
             case .complete:
-                switch place(key) {
+                switch place(key, unpacked: unpack) {
                 case .success: return .complete
                 case .failure(let error): return .failed(error)
                 }
@@ -267,16 +274,21 @@ final class DownloadEngine: Sendable {
         }
     }
 
-    /// Unpacks the package (its SHA-256 checked already) beside it, and renames that into place.
-    /// Everything is synced before the rename and the rename after it: the package goes once this
-    /// returns, and a device that loses power after FINISHED must still have the content.
-    private func place(_ key: Key) -> Result<Void, StoreKitError> {
+    /// Unpacks the package (its SHA-256 checked already) beside it, or ends the unpacking that
+    /// followed the transfer (`unpacked`), and renames that into place. Everything is synced before
+    /// the rename and the rename after it: the package goes once this returns, and a device that
+    /// loses power after FINISHED must still have the content.
+    private func place(_ key: Key, unpacked: BackgroundUnpack?) -> Result<Void, StoreKitError> {
         do {
             let final = folder(key)
-            let unpacking = final.deletingLastPathComponent().appendingPathComponent(".\(final.lastPathComponent).unpacking")
-            try? FileManager.default.removeItem(at: unpacking)
-            try FileManager.default.createDirectory(at: unpacking, withIntermediateDirectories: true)
-            try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"), inKernel: FastPaths.enabled, durable: true)
+            let unpacking = unpacking(key)
+            if let unpacked {
+                try unpacked.finish()
+            } else {
+                try? FileManager.default.removeItem(at: unpacking)
+                try FileManager.default.createDirectory(at: unpacking, withIntermediateDirectories: true)
+                try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"), inKernel: FastPaths.enabled, durable: true)
+            }
             try ContentPackage.syncFolder(unpacking)
             try? FileManager.default.removeItem(at: final)
             try FileManager.default.moveItem(at: unpacking, to: final)
@@ -289,8 +301,10 @@ final class DownloadEngine: Sendable {
 
     /// One pass of chunk reads from the bytes kept to the end of the package: a window of reads in
     /// flight (``ChunkWindow``), each chunk checked and written into the partial file
-    /// (``PartialFile``), synced every 8 MiB (in the background) and at the end.
-    private func pull(_ download: Download, key: Key, meter: Meter) async -> Outcome {
+    /// (``PartialFile``), synced every 8 MiB (in the background) and at the end. With fast paths,
+    /// the package is unpacked behind the bytes written in order (``BackgroundUnpack``, left in
+    /// `unpack` when every byte is in and intact, ended and removed otherwise).
+    private func pull(_ download: Download, key: Key, meter: Meter, unpack: inout BackgroundUnpack?) async -> Outcome {
         let configuration = self.configuration
         let file: PartialFile
         do {
@@ -301,6 +315,8 @@ final class DownloadEngine: Sendable {
         } catch {
             return .failed(Self.writeError(error))
         }
+        let unpacking = FastPaths.enabled ? try? BackgroundUnpack(partial: partial(key), into: unpacking(key)) : nil
+        unpacking?.advance(to: file.contiguous)
         let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
         var window = ChunkWindow(chunk: chunk, window: configuration.downloadWindow, from: file.contiguous)
         var lastProgress = ContinuousClock.now
@@ -351,7 +367,14 @@ final class DownloadEngine: Sendable {
             }
             func end(_ outcome: Outcome) -> Outcome {
                 group.cancelAll()
-                do throws(StoreKitError) { try file.keep() } catch { return .failed(error) }
+                let kept: Result<Void, StoreKitError>
+                do throws(StoreKitError) { try file.keep(); kept = .success(()) } catch { kept = .failure(error) }
+                if case .complete = outcome, case .success = kept {
+                    unpack = unpacking
+                } else {
+                    unpacking?.abandon()
+                }
+                if case .failure(let error) = kept { return .failed(error) }
                 return outcome
             }
             var retryDelay = Duration.milliseconds(100)
@@ -389,8 +412,10 @@ final class DownloadEngine: Sendable {
                         // A full disk, among others: keep what is written and whole, and say why.
                         group.cancelAll()
                         try? file.keep()
+                        unpacking?.abandon()
                         return .failed(error)
                     }
+                    unpacking?.advance(to: file.contiguous)
                     meter.reading.withLock { $0.done = file.contiguous }
                     lastProgress = .now
                     retryDelay = .milliseconds(100)

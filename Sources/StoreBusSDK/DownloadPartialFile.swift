@@ -186,6 +186,94 @@ extension DownloadEngine {
         }
     }
 
+    /// The package unpacked while it downloads (a fast path; its plain twin, with fast paths off,
+    /// unpacks it once every byte is in): a ``ContentPackage/Unpacker`` follows the bytes the
+    /// partial file holds in order, on a serial queue of its own (its kernel copies and syncs block,
+    /// so not on Swift's cooperative pool), into the hidden folder that is renamed into place once
+    /// the whole package's SHA-256 matched. A transfer that stops or fails removes what it made; a
+    /// resume starts it again from the first byte (the copies are the kernel's, from the page cache).
+    final class BackgroundUnpack: Sendable {
+        private struct State {
+            /// How far the partial file's bytes in order go, as last told.
+            var target: Int64 = 0
+            var running = false
+            var abandoned = false
+            var failure: String?
+        }
+
+        private let queue = DispatchQueue(label: "storebus.sdk.download-unpack")
+        private let state = Mutex(State())
+        private let unpacker: Mutex<ContentPackage.Unpacker>
+        private let partial: URL
+        private let folder: URL
+        /// The most one step takes before it looks whether the transfer was abandoned.
+        static let step: Int64 = 8 << 20
+
+        /// Makes `folder` afresh (what an earlier transfer left goes) and unpacks into its `Contents`.
+        init(partial: URL, into folder: URL) throws {
+            try? FileManager.default.removeItem(at: folder)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            self.partial = partial
+            self.folder = folder
+            unpacker = Mutex(try ContentPackage.Unpacker(partial, into: folder.appendingPathComponent("Contents"), inKernel: true, durable: true))
+        }
+
+        /// The partial file holds its first `contiguous` bytes: unpack them, soon.
+        func advance(to contiguous: Int64) {
+            let start = state.withLock { state -> Bool in
+                state.target = max(state.target, contiguous)
+                guard !state.running, !state.abandoned, state.failure == nil else { return false }
+                state.running = true
+                return true
+            }
+            guard start else { return }
+            queue.async { [self] in
+                var done = unpacker.withLock { $0.position }
+                while true {
+                    // Read and cleared under one lock with `advance`'s check: no target is missed.
+                    let goal = state.withLock { state -> Int64? in
+                        guard !state.abandoned, state.failure == nil, state.target > done else {
+                            state.running = false
+                            return nil
+                        }
+                        return min(state.target, done + Self.step)
+                    }
+                    guard let goal else { return }
+                    do {
+                        try unpacker.withLock { try $0.advance(to: goal) }
+                    } catch {
+                        state.withLock { $0.failure = "\(error)" }
+                    }
+                    done = goal
+                }
+            }
+        }
+
+        /// Every byte is in and intact: unpacks what is left and ends (the folders synced). Throws
+        /// what the unpacking met, on the way or now.
+        func finish() throws {
+            queue.sync {}
+            if let failure = state.withLock({ $0.failure }) { throw ContentPackageFailure(description: failure) }
+            let length = try FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64 ?? 0
+            try unpacker.withLock { unpacker in
+                try unpacker.advance(to: length)
+                try unpacker.finish()
+            }
+        }
+
+        /// The transfer stopped or failed: the unpacking stops and what it made goes.
+        func abandon() {
+            state.withLock { $0.abandoned = true }
+            queue.sync {}
+            try? FileManager.default.removeItem(at: folder)
+        }
+    }
+
+    /// What ``BackgroundUnpack`` met while it unpacked, said again at the end.
+    struct ContentPackageFailure: Error, CustomStringConvertible {
+        let description: String
+    }
+
     /// Which chunks to read next: one until the package is identified, then up to `window` in
     /// flight, in order of offset, never past the package's end, and never more than `window` chunks
     /// past the bytes kept: while the first chunk missing is asked again (its answer damaged, or the

@@ -120,4 +120,44 @@ struct ContentPackageTests {
             }
         }
     }
+
+    @Test("unpacking an archive as it grows, in pieces of any size (a download's fast path), makes the files unpacking it whole makes; it does not finish before the archive's end is in")
+    func unpacksAsItGrows() throws {
+        let directory = try TemporaryDirectory(prefix: "pkg")
+        defer { directory.remove() }
+        let sizes = [0, 1, 511, 512, 513, 70_000, (1 << 20) + 3, 3 << 20]
+        let files = try Self.files(sizes, in: directory, seed: 43)
+        let package = directory.url.appendingPathComponent("content.tar")
+        _ = try ContentPackage.write(files, to: package)
+        let whole = [UInt8](try Data(contentsOf: package))
+        var random = SeededRandom(seed: 5)
+        for (round, (inKernel, durable)) in [(true, true), (false, false), (true, false)].enumerated() {
+            let growing = directory.url.appendingPathComponent("growing-\(round).tar")
+            FileManager.default.createFile(atPath: growing.path, contents: nil)
+            let handle = try FileHandle(forWritingTo: growing)
+            defer { try? handle.close() }
+            let out = directory.url.appendingPathComponent("grown-\(round)")
+            let unpacker = try ContentPackage.Unpacker(growing, into: out, inKernel: inKernel, durable: durable)
+            var written = 0
+            while written < whole.count {
+                // Small pieces (headers cut anywhere) and large ones (files' bytes across pieces).
+                let piece = Bool.random(using: &random) ? Int.random(in: 1...700, using: &random) : Int.random(in: 1...400_000, using: &random)
+                let end = min(whole.count, written + piece)
+                try handle.write(contentsOf: whole[written..<end])
+                written = end
+                try unpacker.advance(to: Int64(written))
+                if written < whole.count - 1024 {
+                    #expect(!unpacker.ended)
+                    #expect(throws: ContentPackage.Failure.self) { try unpacker.finish() }
+                }
+            }
+            #expect(unpacker.ended && unpacker.position <= Int64(whole.count))
+            try unpacker.finish()
+            for file in files {
+                #expect(try Data(contentsOf: out.appendingPathComponent(file.path)) == Data(contentsOf: file.source), "\(file.path), in kernel: \(inKernel), synced: \(durable)")
+            }
+            let found = FileManager.default.enumerator(atPath: out.path)?.compactMap { $0 as? String }.filter { !$0.hasSuffix("levels") } ?? []
+            #expect(Set(found) == Set(files.map(\.path)))
+        }
+    }
 }
