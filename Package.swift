@@ -89,6 +89,8 @@ let package = Package(
             name: "CSQLiteSettings",
             linkerSettings: [.linkedLibrary("sqlite3")]
         ),
+        // glibc's malloc thresholds (mallopt is in <malloc.h>, outside Glibc's module).
+        .target(name: "CMallocTuning"),
         .target(
             name: "StoreSchema",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
@@ -121,7 +123,7 @@ let package = Package(
         .target(
             name: "StoreBusHost",
             dependencies: [
-                "StoreBus", "StoreBusServer", "ZeroMQ", "StoreSchema",
+                "StoreBus", "StoreBusServer", "ZeroMQ", "StoreSchema", "CMallocTuning",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

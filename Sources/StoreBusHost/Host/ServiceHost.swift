@@ -90,8 +90,10 @@ public final class ServiceHost: Sendable {
     }
 
     /// What an executable sets up once, before it makes its host: logging as `configuration` says,
-    /// and swift-metrics into the Prometheus registry when it serves metrics.
+    /// swift-metrics into the Prometheus registry when it serves metrics, and with fast paths
+    /// malloc's thresholds (``MallocTuning``).
     public static func bootstrap(_ configuration: HostConfiguration) {
+        if configuration.fastPaths { MallocTuning.apply() }
         bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
         if configuration.metricsAddress != nil { MetricsEndpoint.bootstrap() }
     }
