@@ -18,16 +18,13 @@ extension ContentPackage {
     /// them), before this returns: what it made survives a power loss. The folder that holds
     /// `folder` is the caller's to sync (``syncFolder(_:)``), once the content is where it stays.
     public static func unpack(_ archive: URL, into folder: URL, inKernel: Bool = true, durable: Bool = false) throws {
-        let unpacker = try Unpacker(archive, into: folder, inKernel: inKernel, durable: durable)
-        let length = try FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64 ?? 0
-        try unpacker.advance(to: length)
-        try unpacker.finish()
+        try Unpacker(archive, into: folder, inKernel: inKernel, durable: durable).finish()
     }
 
     /// Unpacks a package while it is still being written, front to back: ``advance(to:)`` takes
     /// whatever lies before a given length of the archive (a header once its whole block is there,
     /// a file's bytes as far as they go), so a download can unpack what it has while the rest
-    /// arrives, and ``finish()`` once the archive is whole. What it makes is what
+    /// arrives, and ``finish()`` takes the rest once the archive is whole. What it makes is what
     /// ``ContentPackage/unpack(_:into:inKernel:durable:)`` (which runs one over a whole archive) makes,
     /// with the same checks; with `durable`, a file's bytes are also synced every 16 MiB as they
     /// are copied, so that little is left to write back when it ends.
@@ -109,9 +106,12 @@ extension ContentPackage {
             }
         }
 
-        /// Ends the unpacking of a whole archive: throws unless its end was reached, and with
-        /// `durable` syncs every folder made.
+        /// Ends the unpacking of a whole archive: takes what the archive holds now past
+        /// ``position``, throws unless its end was reached, and with `durable` syncs every folder made.
         public func finish() throws {
+            var status = stat()
+            guard fstat(archive, &status) == 0 else { throw Failure("cannot read the length of \(name): \(String(cString: strerror(errno)))") }
+            try advance(to: Int64(status.st_size))
             guard ended else { throw Failure("\(name) ends in the middle of an entry") }
             if durable {
                 // Deepest first: a folder's entry in its parent is synced after its own names.

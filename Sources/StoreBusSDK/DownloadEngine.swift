@@ -274,21 +274,15 @@ final class DownloadEngine: Sendable {
         }
     }
 
-    /// Unpacks the package (its SHA-256 checked already) beside it, or ends the unpacking that
-    /// followed the transfer (`unpacked`), and renames that into place. Everything is synced before
-    /// the rename and the rename after it: the package goes once this returns, and a device that
-    /// loses power after FINISHED must still have the content.
+    /// Ends the unpacking that followed the transfer (`unpacked`), or unpacks the package (its
+    /// SHA-256 checked already) beside it now, and renames that into place. Everything is synced
+    /// before the rename and the rename after it: the package goes once this returns, and a device
+    /// that loses power after FINISHED must still have the content.
     private func place(_ key: Key, unpacked: BackgroundUnpack?) -> Result<Void, StoreKitError> {
         do {
             let final = folder(key)
             let unpacking = unpacking(key)
-            if let unpacked {
-                try unpacked.finish()
-            } else {
-                try? FileManager.default.removeItem(at: unpacking)
-                try FileManager.default.createDirectory(at: unpacking, withIntermediateDirectories: true)
-                try ContentPackage.unpack(partial(key), into: unpacking.appendingPathComponent("Contents"), inKernel: FastPaths.enabled, durable: true)
-            }
+            try (unpacked ?? BackgroundUnpack(partial: partial(key), into: unpacking, inKernel: FastPaths.enabled)).finish()
             try ContentPackage.syncFolder(unpacking)
             try? FileManager.default.removeItem(at: final)
             try FileManager.default.moveItem(at: unpacking, to: final)
@@ -315,8 +309,8 @@ final class DownloadEngine: Sendable {
         } catch {
             return .failed(Self.writeError(error))
         }
-        let unpacking = FastPaths.enabled ? try? BackgroundUnpack(partial: partial(key), into: unpacking(key)) : nil
-        unpacking?.advance(to: file.contiguous)
+        let unpacker = FastPaths.enabled ? try? BackgroundUnpack(partial: partial(key), into: unpacking(key)) : nil
+        unpacker?.advance(to: file.contiguous)
         let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
         var window = ChunkWindow(chunk: chunk, window: configuration.downloadWindow, from: file.contiguous)
         var lastProgress = ContinuousClock.now
@@ -370,9 +364,9 @@ final class DownloadEngine: Sendable {
                 let kept: Result<Void, StoreKitError>
                 do throws(StoreKitError) { try file.keep(); kept = .success(()) } catch { kept = .failure(error) }
                 if case .complete = outcome, case .success = kept {
-                    unpack = unpacking
+                    unpack = unpacker
                 } else {
-                    unpacking?.abandon()
+                    unpacker?.abandon()
                 }
                 if case .failure(let error) = kept { return .failed(error) }
                 return outcome
@@ -412,10 +406,10 @@ final class DownloadEngine: Sendable {
                         // A full disk, among others: keep what is written and whole, and say why.
                         group.cancelAll()
                         try? file.keep()
-                        unpacking?.abandon()
+                        unpacker?.abandon()
                         return .failed(error)
                     }
-                    unpacking?.advance(to: file.contiguous)
+                    unpacker?.advance(to: file.contiguous)
                     meter.reading.withLock { $0.done = file.contiguous }
                     lastProgress = .now
                     retryDelay = .milliseconds(100)

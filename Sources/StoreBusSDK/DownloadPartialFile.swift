@@ -186,36 +186,36 @@ extension DownloadEngine {
         }
     }
 
-    /// The package unpacked while it downloads (a fast path; its plain twin, with fast paths off,
-    /// unpacks it once every byte is in): a ``ContentPackage/Unpacker`` follows the bytes the
-    /// partial file holds in order, on a serial queue of its own (its kernel copies and syncs block,
-    /// so not on Swift's cooperative pool), into the hidden folder that is renamed into place once
-    /// the whole package's SHA-256 matched. A transfer that stops or fails removes what it made; a
-    /// resume starts it again from the first byte (the copies are the kernel's, from the page cache).
+    /// The package unpacked into the hidden folder that is renamed into place once the whole
+    /// package's SHA-256 matched: while it downloads (a fast path: ``advance(to:)`` after each chunk
+    /// in order, a ``ContentPackage/Unpacker`` following the partial file on a serial queue of its
+    /// own, since its kernel copies and syncs block and must not on Swift's cooperative pool), or
+    /// all of it in ``finish()`` once every byte is in (the plain twin, with fast paths off). A
+    /// transfer that stops or fails removes what it made; a resume starts it again from the first
+    /// byte (the copies are the kernel's, from the page cache).
     final class BackgroundUnpack: Sendable {
         private struct State {
             /// How far the partial file's bytes in order go, as last told.
             var target: Int64 = 0
             var running = false
             var abandoned = false
-            var failure: String?
+            var failure: (any Error)?
         }
 
         private let queue = DispatchQueue(label: "storebus.sdk.download-unpack")
         private let state = Mutex(State())
         private let unpacker: Mutex<ContentPackage.Unpacker>
-        private let partial: URL
         private let folder: URL
         /// The most one step takes before it looks whether the transfer was abandoned.
         static let step: Int64 = 8 << 20
 
-        /// Makes `folder` afresh (what an earlier transfer left goes) and unpacks into its `Contents`.
-        init(partial: URL, into folder: URL) throws {
+        /// Makes `folder` afresh (what an earlier transfer left goes) and unpacks into its `Contents`,
+        /// each file's bytes copied by the kernel with `inKernel`.
+        init(partial: URL, into folder: URL, inKernel: Bool = true) throws {
             try? FileManager.default.removeItem(at: folder)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            self.partial = partial
             self.folder = folder
-            unpacker = Mutex(try ContentPackage.Unpacker(partial, into: folder.appendingPathComponent("Contents"), inKernel: true, durable: true))
+            unpacker = Mutex(try ContentPackage.Unpacker(partial, into: folder.appendingPathComponent("Contents"), inKernel: inKernel, durable: true))
         }
 
         /// The partial file holds its first `contiguous` bytes: unpack them, soon.
@@ -242,7 +242,7 @@ extension DownloadEngine {
                     do {
                         try unpacker.withLock { try $0.advance(to: goal) }
                     } catch {
-                        state.withLock { $0.failure = "\(error)" }
+                        state.withLock { $0.failure = error }
                     }
                     done = goal
                 }
@@ -253,12 +253,8 @@ extension DownloadEngine {
         /// what the unpacking met, on the way or now.
         func finish() throws {
             queue.sync {}
-            if let failure = state.withLock({ $0.failure }) { throw ContentPackageFailure(description: failure) }
-            let length = try FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64 ?? 0
-            try unpacker.withLock { unpacker in
-                try unpacker.advance(to: length)
-                try unpacker.finish()
-            }
+            if let failure = state.withLock({ $0.failure }) { throw failure }
+            try unpacker.withLock { try $0.finish() }
         }
 
         /// The transfer stopped or failed: the unpacking stops and what it made goes.
@@ -267,11 +263,6 @@ extension DownloadEngine {
             queue.sync {}
             try? FileManager.default.removeItem(at: folder)
         }
-    }
-
-    /// What ``BackgroundUnpack`` met while it unpacked, said again at the end.
-    struct ContentPackageFailure: Error, CustomStringConvertible {
-        let description: String
     }
 
     /// Which chunks to read next: one until the package is identified, then up to `window` in
