@@ -241,6 +241,29 @@ public final class ReceiptStore: Sendable {
         }
     }
 
+    /// What a verification answers beside each of the account's purchases (cleared ones too), by
+    /// transaction id: its four columns read in place (fast path). With the switch off, every column
+    /// of every purchase through GRDB's rows, then the three kept: for a 100-purchase receipt those
+    /// rows were a tenth of the receipt service's CPU per verification.
+    public func knownPurchases(app: String, account: String, direct: Bool = FastPaths.enabled) async throws -> [String: KnownPurchase] {
+        guard direct else { return KnownPurchase.byID(try await purchases(app: app, account: account, includingCleared: true)) }
+        return try await database.read { db in
+            var known: [String: KnownPurchase] = [:]
+            try db.forEachRow(
+                cached: Self.knownSQL,
+                bind: {
+                    $0.text(app); $0.text(account)
+                }
+            ) { row in
+                known[row.text(0)] = KnownPurchase(
+                    cancellationReason: Storebus_PaymentQueue_V1_RevocationReason(rawValue: row.int(1)) ?? .unspecified, device: row.text(2), isUpgraded: row.bool(3))
+            }
+            return known
+        }
+    }
+
+    static let knownSQL = CachedSQL("SELECT id, cancellation_reason, device, upgraded FROM rc_transaction WHERE app = ? AND account = ?")
+
     /// The renewal state of the account's auto-renewable subscriptions that the payment queue told
     /// (auto-renew changes, expiry), by original transaction id.
     public func renewalStates(app: String, account: String) async throws -> [String: RenewalState] {

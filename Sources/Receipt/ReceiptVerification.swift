@@ -100,13 +100,13 @@ extension ReceiptBook {
             var answer = ReceiptVerification(.valid, environment, now: now)
             answer.receipt = receipt
             // Every purchase of a receipt is its account's (cleared ones too, for a receipt older
-            // than the clear): one query.
-            let held = try await store.purchases(app: owner.app, account: owner.account, includingCleared: true)
-            // The few columns an answer reads beside each entry: a whole purchase per entry,
-            // copied into the table and out of it for each lookup, was a quarter of a 100-purchase
-            // verification's writing (each copy retains a dozen strings).
-            answer.known = Dictionary(held.map { ($0.id, KnownPurchase($0)) }, uniquingKeysWith: { first, _ in first })
-            if subscribed {
+            // than the clear): one query, of the few columns an answer reads beside each entry
+            // unless the subscriptions' answer needs whole purchases.
+            if !subscribed {
+                answer.known = try await store.knownPurchases(app: owner.app, account: owner.account)
+            } else {
+                let held = try await store.purchases(app: owner.app, account: owner.account, includingCleared: true)
+                answer.known = KnownPurchase.byID(held)
                 let current = held.filter { !$0.cleared && $0.inReceipt }
                 var latest = current
                 if excludeOldTransactions {
@@ -133,7 +133,7 @@ extension ReceiptBook {
 }
 
 /// What an answer tells of a purchase beside its receipt entry, from the store's record of it.
-public struct KnownPurchase: Sendable {
+public struct KnownPurchase: Sendable, Equatable {
     public var cancellationReason: Storebus_PaymentQueue_V1_RevocationReason
     public var device: String
     public var isUpgraded: Bool
@@ -146,6 +146,13 @@ public struct KnownPurchase: Sendable {
 
     init(_ purchase: StoredPurchase) {
         self.init(cancellationReason: purchase.cancellationReason, device: purchase.device, isUpgraded: purchase.isUpgraded)
+    }
+
+    /// The purchases' known parts by transaction id: a whole purchase per entry, copied into the
+    /// table and out of it for each lookup, was a quarter of a 100-purchase verification's writing
+    /// (each copy retains a dozen strings).
+    static func byID(_ purchases: [StoredPurchase]) -> [String: KnownPurchase] {
+        Dictionary(purchases.map { ($0.id, KnownPurchase($0)) }, uniquingKeysWith: { first, _ in first })
     }
 }
 

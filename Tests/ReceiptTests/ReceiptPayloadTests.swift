@@ -87,6 +87,7 @@ struct ReceiptEntryStoreTests {
                 }
                 $0.productType = type
                 $0.queue = queue
+                if id % 5 == 2 { $0.queue.deviceID = "e" }
                 if type == .autoRenewableSubscription {
                     $0.expiresDate = Google_Protobuf_Timestamp(seconds: 1_795_000_000 + Int64(id) * 60 + 2_592_000)
                     $0.originalTransactionID = "1000"
@@ -103,6 +104,7 @@ struct ReceiptEntryStoreTests {
         events.append(.with { $0.removedTransactions.transactions = [transaction(3, .consumable), transaction(6, .consumable)] })
         var refunded = transaction(4, .nonConsumable)
         refunded.cancellationDate = Google_Protobuf_Timestamp(seconds: 1_795_100_000)
+        refunded.cancellationReason = .appIssue
         events.append(.with { $0.refundedTransactions.transactions = [refunded] })
         // The running period's end moved (renew now, extend)
         events.append(
@@ -121,11 +123,17 @@ struct ReceiptEntryStoreTests {
             let plain = try await store.purchases(app: queue.appBundleID, account: queue.accountID).filter(\.inReceipt).map { try ReceiptBook.entry($0).attributeDER() }
             #expect(kept.sorted { $0.lexicographicallyPrecedes($1) } == plain.sorted { $0.lexicographicallyPrecedes($1) }, "\(when)")
             #expect(!plain.isEmpty || when == "cleared", "\(when)")
+            // What a verification answers beside each entry: read in place, as the plain path reads it.
+            let known = try await store.knownPurchases(app: queue.appBundleID, account: queue.accountID, direct: true)
+            let knownPlain = try await store.knownPurchases(app: queue.appBundleID, account: queue.accountID, direct: false)
+            #expect(known == knownPlain, "\(when)")
         }
         for (seq, event) in events.enumerated() {
             try await database.write { db in try ReceiptStore.apply(db, event, seq: UInt64(seq + 1)) }
             try await compare("after event \(seq + 1)")
         }
+        let known = try await store.knownPurchases(app: queue.appBundleID, account: queue.accountID, direct: true)
+        #expect(known.count == 14 && known["1004"]?.cancellationReason == .appIssue && known["1007"]?.device == "e" && known["1008"]?.device == "d")
         // Rows from before attributes were kept are encoded when a receipt needs them
         try await database.write { db in try db.execute(cached: "UPDATE rc_transaction SET entry = NULL WHERE CAST(id AS INTEGER) % 2 = 0") }
         try await compare("some not kept")
