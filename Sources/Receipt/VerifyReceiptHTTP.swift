@@ -69,7 +69,8 @@ enum VerifyReceiptHTTP {
         }
 
         /// The request read directly when it has the plain shape (an ASCII object, no name given
-        /// twice, strings without escapes): `receipt-data` a string, `password` and
+        /// twice; strings with escapes decoded, as clients that write `/` as `\/` send base64):
+        /// `receipt-data` a string, `password` and
         /// `exclude-old-transactions` taken when a string and a boolean, any other member
         /// ignored, as the decoder takes them. Nil for any other shape (and with fast paths off):
         /// JSONDecoder reads it then. `VerifyReceiptHTTPTests` holds the two to the same requests.
@@ -81,10 +82,10 @@ enum VerifyReceiptHTTP {
                 let isString = body[value.lowerBound] == UInt8(ascii: "\"")
                 switch member.name {
                 case "receipt-data":
-                    guard let text = JSONScanner.plainText(body, value) else { return nil }
+                    guard let text = JSONScanner.text(body, value) else { return nil }
                     receiptData = text
                 case "password" where isString:
-                    guard let text = JSONScanner.plainText(body, value) else { return nil }
+                    guard let text = JSONScanner.text(body, value) else { return nil }
                     password = text
                 case "exclude-old-transactions":
                     exclude = JSONScanner.bool(body, value)

@@ -136,7 +136,11 @@ struct VerifyReceiptHTTPTests {
     @Test("bodies read directly are what JSONDecoder reads (members of every type, missing, extra, escaped, given twice, white space); any other shape is left to it")
     func directMatchesDecoder() throws {
         var random = SeededRandom(seed: 0x4775)
-        let values: [String] = [#""TUlJQQ==""#, #""a\/b""#, "12", "null", "true", "false", #""true""#, "{}", "[1]", #""secret""#, #""sé""#, "1.5"]
+        let values: [String] = [
+            #""TUlJQQ==""#, #""a\/b""#, "12", "null", "true", "false", #""true""#, "{}", "[1]", #""secret""#, #""sé""#, "1.5",
+            #""TU\/J\nQ\r\tQQ==""#, #""q\"b\\s\b\f""#, #""\u00e9\u0041\u20AC""#, #""\uD83C\uDF89 \ud83c\udf89""#, #""\uD83C""#, #""\uDF89x""#,
+            #""\uD83Cx\uDF89""#, #""\u0000""#
+        ]
         var read = 0
         for _ in 0..<4_000 {
             var members: [String] = []
@@ -152,5 +156,9 @@ struct VerifyReceiptHTTPTests {
             #expect(VerifyReceiptHTTP.VerifyRequest.direct(body, fast: false) == nil)
         }
         #expect(read > 200)
+        // Base64 with its slashes escaped (NSJSONSerialization, PHP) is read directly.
+        let escaped = try JSONSerialization.data(withJSONObject: ["receipt-data": "TU/JQ+/=", "password": "p/w"])
+        #expect(String(decoding: escaped, as: UTF8.self).contains(#"\/"#))
+        #expect(VerifyReceiptHTTP.VerifyRequest.direct(Array(escaped), fast: true) == .init(receiptData: "TU/JQ+/=", password: "p/w", excludeOldTransactions: nil))
     }
 }

@@ -228,6 +228,73 @@ public enum JSONScanner {
         plainContent(json, range).flatMap { String(validating: json[$0], as: UTF8.self) }
     }
 
+    /// The text of a string value, its escapes decoded, its UTF-8 checked; nil when the value is
+    /// not a string or holds a `\u` escape of half a surrogate pair without its other half (left to
+    /// a full decoder to refuse or replace). A value without escapes is read as ``plainText(_:_:)``
+    /// reads it; one with escapes (clients that write `/` as `\/`, as NSJSONSerialization and PHP
+    /// do in base64) is copied once with them decoded. `range` is a value the scanner checked.
+    public static func text(_ json: [UInt8], _ range: Range<Int>) -> String? {
+        guard json[range.lowerBound] == UInt8(ascii: "\""), range.count >= 2 else { return nil }
+        if let content = plainContent(json, range) { return String(validating: json[content], as: UTF8.self) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(range.count)
+        var index = range.lowerBound + 1
+        let end = range.upperBound - 1
+        func hex4(_ at: Int) -> UInt32? {
+            guard at + 4 <= end else { return nil }
+            var value: UInt32 = 0
+            for byte in json[at..<(at + 4)] {
+                guard let digit = hexValue(byte) else { return nil }
+                value = value << 4 | UInt32(digit)
+            }
+            return value
+        }
+        while index < end {
+            let byte = json[index]
+            guard byte == UInt8(ascii: "\\") else {
+                bytes.append(byte)
+                index += 1
+                continue
+            }
+            guard index + 1 < end else { return nil }
+            switch json[index + 1] {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(json[index + 1])
+            case UInt8(ascii: "b"): bytes.append(0x08)
+            case UInt8(ascii: "f"): bytes.append(0x0C)
+            case UInt8(ascii: "n"): bytes.append(0x0A)
+            case UInt8(ascii: "r"): bytes.append(0x0D)
+            case UInt8(ascii: "t"): bytes.append(0x09)
+            case UInt8(ascii: "u"):
+                guard var scalar = hex4(index + 2) else { return nil }
+                index += 6
+                if (0xD800..<0xDC00).contains(scalar) {
+                    // A high surrogate: its low half must follow as the next escape.
+                    guard index + 1 < end, json[index] == UInt8(ascii: "\\"), json[index + 1] == UInt8(ascii: "u"),
+                        let low = hex4(index + 2), (0xDC00..<0xE000).contains(low)
+                    else { return nil }
+                    scalar = 0x10000 + (scalar - 0xD800) << 10 + (low - 0xDC00)
+                    index += 6
+                }
+                guard let unicode = Unicode.Scalar(scalar) else { return nil }
+                UTF8.encode(unicode) { bytes.append($0) }
+                continue
+            default:
+                return nil
+            }
+            index += 2
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
     /// Where the content of a string value without escapes lies (between its quotes); nil when the
     /// value is not a string or holds an escape. The backslash is looked for with memchr, which
     /// reads a word at a time: values carry receipts and signed payloads of kilobytes.
