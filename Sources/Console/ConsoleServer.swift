@@ -42,7 +42,7 @@ struct ConsoleServer: Sendable {
         self.logger = logger
     }
 
-    func application(address: HTTPAddress) -> some Service {
+    func application(address: HTTPAddress, bound: @escaping @Sendable () -> Void = {}) -> some Service {
         let router = Router()
         router.add(middleware: SecurityHeaders())
         let server = self
@@ -112,6 +112,7 @@ struct ConsoleServer: Sendable {
             // request's headers among them); a live stream writes at least every 15 s.
             server: .http1(configuration: .init(idleTimeout: .seconds(Self.idleSeconds))),
             configuration: .init(address: .hostname(address.host, port: address.port), serverName: "storebus-console"),
+            onServerRunning: { _ in bound() },
             logger: logger
         )
     }

@@ -35,7 +35,7 @@ public struct ConsoleService: Service {
         try await host.serve(
             router: RPCRouter(),
             services: [],
-            background: [server.application(address: address), StopStreams(stopping: stopping)],
+            background: [server.application(address: address, bound: host.listeners.expect()), StopStreams(stopping: stopping)],
             upstreams: [HealthUpstream(name: gateway.name, process: gateway.process, services: gateway.services, client: client)],
             onShutdown: {
                 await client.shutdown()

@@ -27,7 +27,7 @@ struct AppStoreServerAPI: Sendable {
     var store: NotificationStore { handlers.store }
 
     /// The HTTP server on `address`, as a service of the process.
-    func application(address: HTTPAddress, logger: Logger) -> some Service {
+    func application(address: HTTPAddress, logger: Logger, bound: @escaping @Sendable () -> Void = {}) -> some Service {
         let router = Router()
         let api = self
         router.get("/inApps/v1/transactions/:transactionId") { request, context in
@@ -70,6 +70,7 @@ struct AppStoreServerAPI: Sendable {
         return Application(
             router: router,
             configuration: .init(address: .hostname(address.host, port: address.port), serverName: "storebus-notifications"),
+            onServerRunning: { _ in bound() },
             logger: logger
         )
     }

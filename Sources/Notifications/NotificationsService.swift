@@ -72,7 +72,8 @@ public struct NotificationsService: Service {
         }
         if !configuration.httpAddress.isEmpty {
             let api = AppStoreServerAPI(keys: try await ServerAPIKeys(configuration.serverAPIKeys), handlers: handlers, queue: queueClient)
-            background.append(api.application(address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
+            background.append(
+                api.application(address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger, bound: host.listeners.expect()))
         }
         try await host.serve(
             router: handlers.router,

@@ -76,7 +76,9 @@ public struct ReceiptService: Service {
             background.append(KeyReloader(authority: authority, logger: host.logger))
         }
         if !configuration.httpAddress.isEmpty {
-            background.append(VerifyReceiptHTTP.application(book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger))
+            background.append(
+                VerifyReceiptHTTP.application(
+                    book: book, address: try HTTPAddress(configuration.httpAddress, setting: "service.httpAddress"), logger: host.logger, bound: host.listeners.expect()))
         }
         try await host.serve(
             router: ReceiptHandlers(book: book, catalog: CatalogLookup(client: catalogClient)).router,

@@ -16,7 +16,7 @@ enum VerifyReceiptHTTP {
     static let maxBody = 4 << 20
 
     /// The HTTP server on `address`, as a service of the process.
-    static func application(book: ReceiptBook, address: HTTPAddress, logger: Logger) -> some Service {
+    static func application(book: ReceiptBook, address: HTTPAddress, logger: Logger, bound: @escaping @Sendable () -> Void = {}) -> some Service {
         let router = Router()
         router.post("/verifyReceipt") { request, _ -> Response in
             /// 21000: Apple's answer to a request it cannot read.
@@ -45,6 +45,7 @@ enum VerifyReceiptHTTP {
         return Application(
             router: router,
             configuration: .init(address: .hostname(address.host, port: address.port), serverName: "storebus-receipt"),
+            onServerRunning: { _ in bound() },
             logger: logger
         )
     }

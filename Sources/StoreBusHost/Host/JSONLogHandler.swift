@@ -26,12 +26,12 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+    public func log(event: LogEvent) {
         var merged = self.metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let explicit { merged.merge(explicit) { _, new in new } }
+        if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
         var object: [String: Any] = [
-            "time": Self.timestamp(), "level": level.rawValue, "label": label, "message": message.description, "source": source
+            "time": Self.timestamp(), "level": event.level.rawValue, "label": label, "message": event.message.description, "source": event.source
         ]
         if !merged.isEmpty { object["metadata"] = merged.mapValues(Self.plain) }
         guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }

@@ -28,7 +28,7 @@ public enum MetricsEndpoint {
     }
 
     /// The HTTP server of `GET /metrics` on `address`, as a service of the process.
-    static func server(address: HTTPAddress, process: String, logger: Logger) -> some Service {
+    static func server(address: HTTPAddress, process: String, logger: Logger, bound: @escaping @Sendable () -> Void) -> some Service {
         let router = Router()
         router.get("/metrics") { _, _ -> Response in
             var buffer: [UInt8] = []
@@ -40,6 +40,6 @@ public enum MetricsEndpoint {
             )
         }
         logger.info("Serving metrics over HTTP", metadata: ["metrics.address": "\(address.host):\(address.port)"])
-        return Application(router: router, configuration: .init(address: .hostname(address.host, port: address.port), serverName: process), logger: logger)
+        return Application(router: router, configuration: .init(address: .hostname(address.host, port: address.port), serverName: process), onServerRunning: { _ in bound() }, logger: logger)
     }
 }

@@ -36,6 +36,8 @@ public final class ServiceHost: Sendable {
     public let reactor: Reactor
     /// The ZAP handler admitting allowed CURVE keys, when the process has keys.
     let authenticator: CurveAuthenticator?
+    /// The process's HTTP listeners, bound before its ready line is printed.
+    public let listeners = Listeners()
 
     /// Creates the host: checks fail points, makes the ZeroMQ context.
     public init(process: String, configuration: HostConfiguration) throws {
@@ -165,16 +167,17 @@ public final class ServiceHost: Sendable {
                 "data.directory": "\(configuration.dataDirectory ?? "")"
             ])
         // A line tests and launchers can wait for, with the resolved endpoints.
-        let ready = ReadyLine(text: "\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")")
+        let ready = "\(process) ready rpc=\(server.boundEndpoints.joined(separator: ",")) events=\(publisher?.boundEndpoints.joined(separator: ",") ?? "")"
         let signals = configuration.handlesSignals
         var background = background
         if let address = configuration.metricsAddress {
-            background.append(MetricsEndpoint.server(address: try HTTPAddress(address, setting: "the metrics address"), process: process, logger: logger))
+            background.append(
+                MetricsEndpoint.server(address: try HTTPAddress(address, setting: "the metrics address"), process: process, logger: logger, bound: listeners.expect()))
         }
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: server)] + background.map { .init(service: $0) }
-                    + (signals ? [.init(service: ready, successTerminationBehavior: .ignore)] : []),
+                    + (signals ? [.init(service: ReadyLine(text: ready, listeners: listeners), successTerminationBehavior: .ignore)] : []),
                 gracefulShutdownSignals: signals ? [.sigterm, .sigint] : [],
                 logger: logger
             ))
@@ -206,10 +209,14 @@ public final class ServiceHost: Sendable {
 /// SIGINT handling before it starts any service, so once the line is out those signals always mean
 /// a graceful shutdown; printed before run(), a launcher's SIGTERM could still meet the default
 /// action and kill the process.
+/// Prints the ready line once the process's HTTP listeners have bound (not when cancelled first).
 struct ReadyLine: Service {
     let text: String
+    let listeners: Listeners
 
     func run() async {
+        await listeners.allBound()
+        guard !Task.isCancelled else { return }
         print(text)
         fflush(nil)
     }

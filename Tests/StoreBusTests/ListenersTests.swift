@@ -1,0 +1,37 @@
+import StoreBusHost
+import Synchronization
+import Testing
+
+/// The ready line's wait for the process's HTTP listeners (``Listeners``).
+struct ListenersTests {
+    @Test("the wait ends once every listener expected has bound, each counted once; at once with none; on cancellation")
+    func waitsForEveryListener() async throws {
+        let listeners = Listeners()
+        let metrics = listeners.expect()
+        let console = listeners.expect()
+        let ended = Atomic(false)
+        let waiting = Task {
+            await listeners.allBound()
+            ended.store(true, ordering: .releasing)
+        }
+        metrics()
+        metrics()
+        // A wrong count would end the wait here; a slow machine only makes this check weaker.
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(!ended.load(ordering: .acquiring))
+        console()
+        await waiting.value
+        #expect(ended.load(ordering: .acquiring))
+
+        // Bound before anyone waits, or none expected: no wait.
+        await listeners.allBound()
+        await Listeners().allBound()
+
+        // A listener that never binds (its service failed): the cancelled wait ends.
+        let stuck = Listeners()
+        _ = stuck.expect()
+        let cancelled = Task { await stuck.allBound() }
+        cancelled.cancel()
+        await cancelled.value
+    }
+}
