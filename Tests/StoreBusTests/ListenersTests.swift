@@ -14,14 +14,18 @@ struct ListenersTests {
             await listeners.allBound()
             ended.store(true, ordering: .releasing)
         }
-        metrics()
-        metrics()
-        // A wrong count would end the wait here; a slow machine only makes this check weaker.
+        // The wait begun first (a slow machine only makes the check below weaker, never wrong).
         try await Task.sleep(for: .milliseconds(100))
-        #expect(!ended.load(ordering: .acquiring))
+        metrics()
+        metrics()
+        // A wrong count would end the wait here.
+        try await Task.sleep(for: .milliseconds(100))
+        let endedEarly = ended.load(ordering: .acquiring)
+        #expect(!endedEarly)
         console()
         await waiting.value
-        #expect(ended.load(ordering: .acquiring))
+        let endedAfter = ended.load(ordering: .acquiring)
+        #expect(endedAfter)
 
         // Bound before anyone waits, or none expected: no wait.
         await listeners.allBound()
