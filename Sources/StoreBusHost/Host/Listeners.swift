@@ -25,11 +25,11 @@ public final class Listeners: Sendable {
         state.withLock { $0.pending += 1 }
         let called = Mutex(false)
         return { [self] in
-            guard
-                !called.withLock({ was in
-                    defer { was = true }; return was
-                })
-            else { return }
+            let first = called.withLock { was in
+                defer { was = true }
+                return !was
+            }
+            guard first else { return }
             let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
                 state.pending -= 1
                 guard state.pending == 0 else { return nil }

@@ -208,8 +208,8 @@ public final class ServiceHost: Sendable {
 /// Prints the ready line from inside the service group. ServiceGroup.run installs its SIGTERM and
 /// SIGINT handling before it starts any service, so once the line is out those signals always mean
 /// a graceful shutdown; printed before run(), a launcher's SIGTERM could still meet the default
-/// action and kill the process.
-/// Prints the ready line once the process's HTTP listeners have bound (not when cancelled first).
+/// action and kill the process. It waits for the process's HTTP listeners to bind (``Listeners``),
+/// and is not printed when the group stops first.
 struct ReadyLine: Service {
     let text: String
     let listeners: Listeners
