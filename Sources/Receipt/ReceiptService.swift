@@ -100,7 +100,7 @@ struct KeyReloader: Service {
     static let interval = Duration.seconds(2)
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.interval)
                 if Task.isCancelled { break }
