@@ -42,7 +42,9 @@ struct ConsoleServer: Sendable {
         self.logger = logger
     }
 
-    func application(address: HTTPAddress, bound: @escaping @Sendable () -> Void = {}) -> some Service {
+    /// The console's HTTP server on `address`, as a service of the process; `bound` is called once it
+    /// listens (``Listeners/expect()``: the process's ready line waits for it).
+    func application(address: HTTPAddress, bound: @escaping @Sendable () -> Void) -> some Service {
         let router = Router()
         router.add(middleware: SecurityHeaders())
         let server = self

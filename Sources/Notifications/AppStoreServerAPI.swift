@@ -26,8 +26,9 @@ struct AppStoreServerAPI: Sendable {
     var receipt: RPCClient { handlers.receipt }
     var store: NotificationStore { handlers.store }
 
-    /// The HTTP server on `address`, as a service of the process.
-    func application(address: HTTPAddress, logger: Logger, bound: @escaping @Sendable () -> Void = {}) -> some Service {
+    /// The HTTP server on `address`, as a service of the process; `bound` is called once it listens
+    /// (``Listeners/expect()``: the process's ready line waits for it).
+    func application(address: HTTPAddress, logger: Logger, bound: @escaping @Sendable () -> Void) -> some Service {
         let router = Router()
         let api = self
         router.get("/inApps/v1/transactions/:transactionId") { request, context in

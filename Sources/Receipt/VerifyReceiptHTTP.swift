@@ -15,8 +15,9 @@ enum VerifyReceiptHTTP {
     /// Largest request body read (a receipt with thousands of purchases stays well under it).
     static let maxBody = 4 << 20
 
-    /// The HTTP server on `address`, as a service of the process.
-    static func application(book: ReceiptBook, address: HTTPAddress, logger: Logger, bound: @escaping @Sendable () -> Void = {}) -> some Service {
+    /// The HTTP server on `address`, as a service of the process; `bound` is called once it listens
+    /// (``Listeners/expect()``: the process's ready line waits for it).
+    static func application(book: ReceiptBook, address: HTTPAddress, logger: Logger, bound: @escaping @Sendable () -> Void) -> some Service {
         let router = Router()
         router.post("/verifyReceipt") { request, _ -> Response in
             /// 21000: Apple's answer to a request it cannot read.

@@ -286,6 +286,7 @@ public enum JSONScanner {
         return String(validating: bytes, as: UTF8.self)
     }
 
+    /// The value of an ASCII hex digit; nil for any other byte.
     private static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
@@ -481,9 +482,7 @@ public enum JSONScanner {
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-            || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+        hexValue(byte) != nil
     }
 
     /// The end of a number in JSON's grammar: -? int frac? exp?
