@@ -421,7 +421,8 @@ let package = Package(
         .testTarget(
             name: "StoreBusSDKTests",
             dependencies: [
-                "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreBusSDKTesting", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                "ContentPackage", "StoreBus", "StoreBusServer", "StoreBusSDK", "StoreBusSDKTesting", "StoreBusTesting", "StoreSchema", "ZeroMQ",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -178,6 +178,33 @@ public enum ContentPackage {
         header.replaceSubrange(offset..<(offset + bytes.count), with: bytes)
     }
 
+    /// The digest of a package's pieces (Download.ReadChunk's `pieces_sha256`): the SHA-256 of the
+    /// pieces' SHA-256 digests in lowercase hex, 64 characters each, one after another. A reader that
+    /// checks each chunk it reads (each one piece, in order) by its digest and adds that digest here
+    /// has checked the whole package when the two match, without hashing its bytes a second time.
+    public struct PiecesDigest: Sendable {
+        private var hash = SHA256()
+        /// How many pieces were added.
+        public private(set) var count = 0
+
+        public init() {}
+
+        /// The digest of `digests`, each a piece's lowercase hex SHA-256, in order.
+        public init(_ digests: [String]) {
+            for digest in digests { add(digest) }
+        }
+
+        /// Adds the next piece's digest (lowercase hex).
+        public mutating func add(_ digest: String) {
+            var digest = digest
+            digest.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            count += 1
+        }
+
+        /// Lowercase hex of the digest of the pieces added.
+        public func finalize() -> String { ContentPackage.hex(hash.finalize()) }
+    }
+
     /// Lowercase hex of a digest's bytes.
     public static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
         let digits = Array("0123456789abcdef".utf8)

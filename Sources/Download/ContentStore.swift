@@ -51,6 +51,9 @@ public final class ContentStore: Sendable {
         /// (the last piece may be shorter): the digests of the chunks a reader asks for at the
         /// default size, worked out once when the package is made.
         public var chunkSHA256: [String]
+        /// The digest of those pieces' digests (``ContentPackage/PiecesDigest``): a reader whose
+        /// chunks are the pieces checks the whole package by it.
+        public var piecesSHA256: String
 
         /// The kept digest of the `count` bytes at `offset`, when they are one piece of the grid.
         public func keptDigest(offset: Int64, count: Int) -> String? {
@@ -127,7 +130,7 @@ public final class ContentStore: Sendable {
             }
             packages[Self.key(app: spec.app, contentID: spec.contentID)] = Package(
                 app: spec.app, productID: spec.productID, contentID: spec.contentID, version: spec.version, file: file, length: made.length, sha256: made.sha256,
-                chunkSHA256: chunkSHA256)
+                chunkSHA256: chunkSHA256, piecesSHA256: ContentPackage.PiecesDigest(chunkSHA256).finalize())
         }
         self.packages = packages
     }

@@ -161,6 +161,8 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
             $0.contentLength = package.length
             $0.sha256 = package.sha256
             $0.eof = end == package.length
+            $0.piecesSha256 = package.piecesSHA256
+            $0.pieceBytes = UInt32(ContentStore.digestGrid)
             // The codec moves the bytes into the answer's attachment.
             $0.dataFrame = request.dataFrame
         }

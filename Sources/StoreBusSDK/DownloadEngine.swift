@@ -50,6 +50,10 @@ final class DownloadEngine: Sendable {
         var length: Int64
         /// Bytes from the start written and synced.
         var kept: Int64
+        /// The digest of the package's pieces' digests and the pieces' size, when the service gave
+        /// them (absent from sidecars written before they were kept).
+        var piecesSHA256: String?
+        var pieceBytes: Int64?
     }
 
     private let connection: StoreConnection
@@ -88,8 +92,10 @@ final class DownloadEngine: Sendable {
     }
     func sidecar(_ key: Key) -> URL { folder(key).appendingPathExtension("partial.json") }
 
-    func loadSidecar(_ key: Key) -> Sidecar? {
-        guard let data = try? Data(contentsOf: sidecar(key)) else { return nil }
+    func loadSidecar(_ key: Key) -> Sidecar? { Self.loadSidecar(sidecar(key)) }
+
+    static func loadSidecar(_ url: URL) -> Sidecar? {
+        guard let data = try? Data(contentsOf: url) else { return nil }
         return try? JSONDecoder().decode(Sidecar.self, from: data)
     }
 
@@ -163,11 +169,11 @@ final class DownloadEngine: Sendable {
     // MARK: Transfer
 
     private enum Outcome {
-        /// Every byte in, and the whole package's SHA-256 matched.
+        /// Every byte in, and the whole package checked (PartialFile.isWholeAndIntact).
         case complete
         case stopped
         case versionChanged
-        /// Every byte in, but the whole package's SHA-256 did not match.
+        /// Every byte in, but the whole package did not check.
         case damaged
         case failed(StoreKitError)
     }
@@ -274,8 +280,8 @@ final class DownloadEngine: Sendable {
         }
     }
 
-    /// Ends the unpacking that followed the transfer (`unpacked`), or unpacks the package (its
-    /// SHA-256 checked already) beside it now, and renames that into place. Everything is synced
+    /// Ends the unpacking that followed the transfer (`unpacked`), or unpacks the package (checked
+    /// already) beside it now, and renames that into place. Everything is synced
     /// before the rename and the rename after it: the package goes once this returns, and a device
     /// that loses power after FINISHED must still have the content.
     private func place(_ key: Key, unpacked: BackgroundUnpack?) -> Result<Void, StoreKitError> {
@@ -300,10 +306,11 @@ final class DownloadEngine: Sendable {
     /// `unpack` when every byte is in and intact, ended and removed otherwise).
     private func pull(_ download: Download, key: Key, meter: Meter, unpack: inout BackgroundUnpack?) async -> Outcome {
         let configuration = self.configuration
+        let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
         let file: PartialFile
         do {
             try FileManager.default.createDirectory(at: configuration.downloadDirectory, withIntermediateDirectories: true)
-            file = try PartialFile.opening(self, key: key, length: download.contentLength)
+            file = try PartialFile.opening(partial(key), sidecar: sidecar(key), length: download.contentLength, chunkBytes: chunk)
         } catch let error as StoreKitError {
             return .failed(error)
         } catch {
@@ -311,7 +318,6 @@ final class DownloadEngine: Sendable {
         }
         let unpacker = FastPaths.enabled ? try? BackgroundUnpack(partial: partial(key), into: unpacking(key)) : nil
         unpacker?.advance(to: file.contiguous)
-        let chunk = Int64(min(max(configuration.downloadChunkBytes, 4096), 1 << 20))
         var window = ChunkWindow(chunk: chunk, window: configuration.downloadWindow, from: file.contiguous)
         var lastProgress = ContinuousClock.now
         var mismatches = 0
@@ -338,7 +344,7 @@ final class DownloadEngine: Sendable {
         let connection = self.connection
         let path = Storebus_Download_V1_Download.readChunk.path
         /// A chunk read, and whether its bytes match the digest its answer gives.
-        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8], intact: Bool)
+        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8], digest: String, intact: Bool)
         return await withTaskGroup(of: (Int64, Result<Chunk, StoreError>).self) { group -> Outcome in
             func read(_ offset: Int64, after delay: Duration = .zero) {
                 let call = request(offset, file.sidecar.version)
@@ -347,11 +353,12 @@ final class DownloadEngine: Sendable {
                     do {
                         let answer = try await connection.callRawReply(path: path, idempotent: true, body: try JSONCodec.encode(call))
                         let (response, data) = try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)
-                        // Each chunk's digest is checked here, by the task that read it, on any of the
-                        // pool's threads: the loop below only writes chunks in order and hashes the
-                        // package, and the window's other chunks are checked meanwhile.
-                        let intact = ContentPackage.hex(SHA256.hash(data: data)) == response.chunkSha256
-                        return (offset, .success((response, data, intact)))
+                        // Each chunk's digest is worked out and checked here, by the task that read
+                        // it, on any of the pool's threads: the loop below only writes chunks in
+                        // order and checks the package (by these digests, or hashing its bytes
+                        // again), and the window's other chunks are checked meanwhile.
+                        let digest = ContentPackage.hex(SHA256.hash(data: data))
+                        return (offset, .success((response, data, digest, digest == response.chunkSha256)))
                     } catch let error as StoreError {
                         return (offset, .failure(error))
                     } catch {
@@ -385,9 +392,11 @@ final class DownloadEngine: Sendable {
                 window.answered()
                 if Task.isCancelled { return end(.stopped) }
                 switch result {
-                case .success(let (answer, data, intact)):
+                case .success(let (answer, data, digest, intact)):
                     if !file.identified {
-                        file.identify(version: answer.version, sha256: answer.sha256, length: answer.contentLength)
+                        file.identify(
+                            version: answer.version, sha256: answer.sha256, length: answer.contentLength,
+                            pieces: answer.piecesSha256.isEmpty ? nil : (answer.piecesSha256, Int64(answer.pieceBytes)))
                         meter.reading.withLock { $0.length = answer.contentLength }
                     } else if !file.holds(version: answer.version, sha256: answer.sha256) {
                         return end(.versionChanged)
@@ -401,7 +410,7 @@ final class DownloadEngine: Sendable {
                         continue
                     }
                     do throws(StoreKitError) {
-                        try file.write(data, at: offset)
+                        try file.write(data, at: offset, digest: digest)
                     } catch {
                         // A full disk, among others: keep what is written and whole, and say why.
                         group.cancelAll()

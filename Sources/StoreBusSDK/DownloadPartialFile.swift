@@ -7,10 +7,16 @@ import Synchronization
 
 extension DownloadEngine {
     /// A package being written: the partial file, its sidecar (what it is, the bytes kept), and the
-    /// digest of the bytes in order so far. Chunks may arrive out of order (a window of reads is in
+    /// check of the bytes in order so far. Chunks may arrive out of order (a window of reads is in
     /// flight); they are written where they belong at once, and counted in order as the gap before
     /// them fills, so that the bytes kept are always a prefix of the package, synced before the
     /// sidecar says so.
+    ///
+    /// The whole package is checked one of two ways. When the service gives the digest of its
+    /// pieces' digests and the device's chunks are those pieces (a fast path, ``FastPaths``), each
+    /// chunk's digest, worked out once to check the chunk, is added to a ``ContentPackage/PiecesDigest``
+    /// in order: every byte is hashed once. Otherwise (the plain twin) the bytes in order are hashed
+    /// again into the package's SHA-256.
     final class PartialFile {
         private let descriptor: Int32
         private let sidecarURL: URL
@@ -19,59 +25,125 @@ extension DownloadEngine {
         /// Bytes from the start written, in order.
         private(set) var contiguous: Int64
         private var synced: Int64
-        private var hash: SHA256
-        /// Chunks written past the bytes in order, kept until those before them come (a window at most).
-        private var waiting: [Int64: [UInt8]] = [:]
+        /// The size of the chunks the device reads.
+        private let chunkBytes: Int64
+        /// Whether the pieces' digests may check the package (``FastPaths``).
+        private let piecesAllowed: Bool
+        /// How the bytes in order so far are checked; nil until the package is identified.
+        private var check: Check?
+        /// Chunks written past the bytes in order, and their digests, kept until those before them
+        /// come (a window at most).
+        private var waiting: [Int64: (data: [UInt8], digest: String)] = [:]
         /// The sync ``keepSoon()`` runs on a thread of its own, and how the last one ended.
         private let background = BackgroundSync()
 
-        private init(descriptor: Int32, sidecarURL: URL, sidecar: Sidecar, hash: SHA256) {
+        /// The check of the bytes in order: their SHA-256, or the digest of their pieces' digests.
+        enum Check {
+            case whole(SHA256)
+            case pieces(ContentPackage.PiecesDigest)
+
+            /// Adds the next chunk in order, whose SHA-256 is `digest`.
+            mutating func add(_ chunk: [UInt8], digest: String) {
+                switch self {
+                case .whole(var hash):
+                    hash.update(data: chunk)
+                    self = .whole(hash)
+                case .pieces(var pieces):
+                    pieces.add(digest)
+                    self = .pieces(pieces)
+                }
+            }
+
+            /// Adds the next chunk in order, read back from the file.
+            mutating func add(_ chunk: ArraySlice<UInt8>) {
+                switch self {
+                case .whole(var hash):
+                    hash.update(data: chunk)
+                    self = .whole(hash)
+                case .pieces(var pieces):
+                    pieces.add(ContentPackage.hex(SHA256.hash(data: chunk)))
+                    self = .pieces(pieces)
+                }
+            }
+        }
+
+        private init(descriptor: Int32, sidecarURL: URL, sidecar: Sidecar, chunkBytes: Int64, piecesAllowed: Bool, check: Check?) {
             self.descriptor = descriptor
             self.sidecarURL = sidecarURL
             self.sidecar = sidecar
             contiguous = sidecar.kept
             synced = sidecar.kept
-            self.hash = hash
+            self.chunkBytes = chunkBytes
+            self.piecesAllowed = piecesAllowed
+            self.check = check
         }
 
         deinit {
             close(descriptor)
         }
 
-        /// Opens (or makes) the partial file of `key`, cut to the bytes its sidecar says were kept,
-        /// those read back once for the digest. A new file is of a package `length` bytes long
-        /// whose version is not known yet.
-        static func opening(_ engine: DownloadEngine, key: Key, length: Int64) throws(StoreKitError) -> PartialFile {
-            let sidecar = engine.loadSidecar(key) ?? Sidecar(version: "", sha256: "", length: length, kept: 0)
-            let descriptor = open(engine.partial(key).path, O_RDWR | O_CREAT, 0o644)
+        /// Opens (or makes) the partial file at `url`, cut to the bytes its sidecar (at
+        /// `sidecarURL`) says were kept, those read back once for the check. A new file is of a
+        /// package `length` bytes long whose version is not known yet; the device reads chunks of
+        /// `chunkBytes`.
+        static func opening(_ url: URL, sidecar sidecarURL: URL, length: Int64, chunkBytes: Int64, piecesAllowed: Bool = FastPaths.enabled) throws(StoreKitError) -> PartialFile {
+            let sidecar = DownloadEngine.loadSidecar(sidecarURL) ?? Sidecar(version: "", sha256: "", length: length, kept: 0)
+            let descriptor = open(url.path, O_RDWR | O_CREAT, 0o644)
             guard descriptor >= 0 else { throw DownloadEngine.writeError(errno) }
-            var hash = SHA256()
+            var check = sidecar.version.isEmpty ? nil : Self.check(sidecar, chunkBytes: chunkBytes, piecesAllowed: piecesAllowed)
             var failure: Int32?
             if ftruncate(descriptor, off_t(sidecar.kept)) != 0 { failure = errno }
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            // Read back in chunks, so that each is one piece when the pieces check.
+            var buffer = [UInt8](repeating: 0, count: Int(chunkBytes))
             var read: Int64 = 0
             while failure == nil && read < sidecar.kept {
-                let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, Int(min(Int64(1 << 20), sidecar.kept - read)), off_t(read)) }
-                guard count > 0 else {
-                    failure = count < 0 ? errno : EIO
-                    break
+                let want = Int(min(chunkBytes, sidecar.kept - read))
+                var got = 0
+                while got < want {
+                    let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + got, want - got, off_t(read) + off_t(got)) }
+                    if count < 0 && errno == EINTR { continue }
+                    guard count > 0 else {
+                        failure = count < 0 ? errno : EIO
+                        break
+                    }
+                    got += count
                 }
-                hash.update(data: buffer[0..<count])
-                read += Int64(count)
+                guard failure == nil else { break }
+                check?.add(buffer[0..<want])
+                read += Int64(want)
             }
             if let failure {
                 close(descriptor)
                 throw DownloadEngine.writeError(failure)
             }
-            return PartialFile(descriptor: descriptor, sidecarURL: engine.sidecar(key), sidecar: sidecar, hash: hash)
+            return PartialFile(descriptor: descriptor, sidecarURL: sidecarURL, sidecar: sidecar, chunkBytes: chunkBytes, piecesAllowed: piecesAllowed, check: check)
+        }
+
+        /// How a package `sidecar` tells of is checked: by its pieces when the service gave their
+        /// digest, they are the device's chunks, and the bytes kept are whole pieces (or all).
+        private static func check(_ sidecar: Sidecar, chunkBytes: Int64, piecesAllowed: Bool) -> Check {
+            if piecesAllowed, let pieces = sidecar.piecesSHA256, !pieces.isEmpty, sidecar.pieceBytes == chunkBytes,
+                sidecar.kept % chunkBytes == 0 || sidecar.kept == sidecar.length
+            {
+                return .pieces(ContentPackage.PiecesDigest())
+            }
+            return .whole(SHA256())
         }
 
         /// Whether the package's version and digest are known (a first chunk has told them).
         var identified: Bool { !sidecar.version.isEmpty }
 
-        /// Takes the version, digest and length a first chunk tells.
-        func identify(version: String, sha256: String, length: Int64) {
-            sidecar = Sidecar(version: version, sha256: sha256, length: length, kept: sidecar.kept)
+        /// Whether the package is checked by its pieces' digests (else by hashing it again).
+        var checksPieces: Bool {
+            if case .pieces = check { return true }
+            return false
+        }
+
+        /// Takes the version, digest and length a first chunk tells, and the digest of the
+        /// package's pieces and their size when it tells them.
+        func identify(version: String, sha256: String, length: Int64, pieces: (sha256: String, bytes: Int64)?) {
+            sidecar = Sidecar(version: version, sha256: sha256, length: length, kept: sidecar.kept, piecesSHA256: pieces?.sha256, pieceBytes: pieces?.bytes)
+            check = Self.check(sidecar, chunkBytes: chunkBytes, piecesAllowed: piecesAllowed)
         }
 
         /// Whether a chunk's answer is of the package this file holds.
@@ -79,9 +151,9 @@ extension DownloadEngine {
             version == sidecar.version && sha256 == sidecar.sha256
         }
 
-        /// Writes a chunk where it belongs, and counts every chunk now in order. On a write error
-        /// (a full disk, among others) nothing is counted.
-        func write(_ data: [UInt8], at offset: Int64) throws(StoreKitError) {
+        /// Writes a chunk (whose SHA-256 is `digest`, lowercase hex) where it belongs, and counts
+        /// every chunk now in order. On a write error (a full disk, among others) nothing is counted.
+        func write(_ data: [UInt8], at offset: Int64, digest: String) throws(StoreKitError) {
             let written = data.withUnsafeBytes { buffer -> Int in
                 var done = 0
                 while done < buffer.count {
@@ -95,10 +167,10 @@ extension DownloadEngine {
                 return done
             }
             if written < 0 { throw DownloadEngine.writeError(Int32(-written)) }
-            waiting[offset] = data
+            waiting[offset] = (data, digest)
             while let next = waiting.removeValue(forKey: contiguous) {
-                hash.update(data: next)
-                contiguous += Int64(next.count)
+                check?.add(next.data, digest: next.digest)
+                contiguous += Int64(next.data.count)
             }
         }
 
@@ -137,10 +209,15 @@ extension DownloadEngine {
             synced = contiguous
         }
 
-        /// Whether every byte is written in order and the whole hashes to the package's SHA-256.
-        /// Call once, at the end.
+        /// Whether every byte is written in order and the whole checks: the digest of its pieces'
+        /// digests is the one the service gave, or its SHA-256 is the package's. Call once, at the end.
         func isWholeAndIntact() -> Bool {
-            identified && contiguous >= sidecar.length && ContentPackage.hex(hash.finalize()) == sidecar.sha256
+            guard identified, contiguous >= sidecar.length else { return false }
+            switch check {
+            case .pieces(let pieces): return pieces.finalize() == sidecar.piecesSHA256
+            case .whole(let hash): return ContentPackage.hex(hash.finalize()) == sidecar.sha256
+            case nil: return false
+            }
         }
     }
 
@@ -187,7 +264,7 @@ extension DownloadEngine {
     }
 
     /// The package unpacked into the hidden folder that is renamed into place once the whole
-    /// package's SHA-256 matched: while it downloads (a fast path: ``advance(to:)`` after each chunk
+    /// package checked: while it downloads (a fast path: ``advance(to:)`` after each chunk
     /// in order, a ``ContentPackage/Unpacker`` following the partial file on a serial queue of its
     /// own, since its kernel copies and syncs block and must not on Swift's cooperative pool), or
     /// all of it in ``finish()`` once every byte is in (the plain twin, with fast paths off). A

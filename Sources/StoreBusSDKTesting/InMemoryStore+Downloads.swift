@@ -135,6 +135,8 @@ extension InMemoryStore {
             $0.sha256 = package.sha256
             $0.eof = request.offset + Int64(count) == length
             $0.dataFrame = request.dataFrame
+            $0.piecesSha256 = package.piecesSHA256
+            $0.pieceBytes = UInt32(Package.pieceBytes)
         }
         return request.dataFrame ? (ReadChunkJSON.encode(response, data: []), data) : (ReadChunkJSON.encode(response, data: data), nil)
     }

@@ -65,6 +65,7 @@ struct DownloadFlowTests {
             let started = try await connection.call(Storebus_Download_V1_Download.startDownloads, .with { $0.downloads = [ref] })
             let sha256 = try #require(started.downloads.first).sha256
             var packages: [[UInt8]] = []
+            var piecesSHA256: Set<String> = []
             for frame in [false, true] {
                 var package: [UInt8] = []
                 while true {
@@ -80,6 +81,8 @@ struct DownloadFlowTests {
                     let (response, data) = try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)
                     #expect(response.dataFrame == frame && response.offset == Int64(package.count))
                     #expect(response.chunkSha256 == ContentPackage.hex(SHA256.hash(data: data)))
+                    #expect(response.pieceBytes == 262_144)
+                    piecesSHA256.insert(response.piecesSha256)
                     package += data
                     if response.eof || data.isEmpty { break }
                 }
@@ -87,6 +90,8 @@ struct DownloadFlowTests {
             }
             #expect(packages[0] == packages[1] && packages[0].count == 86_528)
             #expect(ContentPackage.hex(SHA256.hash(data: packages[1])) == sha256)
+            // Every answer gives the digest of the package's pieces' digests (one piece here).
+            #expect(piecesSHA256 == [ContentPackage.PiecesDigest([ContentPackage.hex(SHA256.hash(data: packages[1]))]).finalize()])
             await connection.close()
         }
     }

@@ -24,6 +24,8 @@ struct ReadChunkJSONTests {
             $0.sha256 = maybe(hex(), "")
             $0.eof = Bool.random(using: &random)
             $0.dataFrame = Bool.random(using: &random)
+            $0.piecesSha256 = maybe(hex(), "")
+            $0.pieceBytes = maybe(UInt32.random(in: 1...UInt32.max, using: &random), 0)
         }
     }
 

@@ -32,13 +32,13 @@ public enum ReadChunkJSON {
     /// Strings are written as they are: the digests are hex and versions dot-separated digits
     /// (anything else goes through swift-protobuf, which escapes).
     private static func encode(_ response: Storebus_Download_V1_ReadChunkResponse, bytes data: UnsafeRawBufferPointer) -> [UInt8] {
-        guard [response.chunkSha256, response.version, response.sha256].allSatisfy(isPlain) else {
+        guard [response.chunkSha256, response.version, response.sha256, response.piecesSha256].allSatisfy(isPlain) else {
             var whole = response
             whole.data = .init(data)
             return (try? JSONCodec.encode(whole)) ?? []
         }
         let encodedLength = Base64.encodedLength(bytesCount: data.count)
-        let capacity = encodedLength + 180 + response.chunkSha256.utf8.count + response.version.utf8.count + response.sha256.utf8.count
+        let capacity = encodedLength + 240 + response.chunkSha256.utf8.count + response.version.utf8.count + response.sha256.utf8.count + response.piecesSha256.utf8.count
         return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
             var at = 0
             func put(_ text: StaticString) {
@@ -67,6 +67,8 @@ public enum ReadChunkJSON {
             if !response.sha256.isEmpty { member(#""sha256":""#); put(response.sha256); put("\"") }
             if response.eof { member(#""eof":true"#) }
             if response.dataFrame { member(#""dataFrame":true"#) }
+            if !response.piecesSha256.isEmpty { member(#""piecesSha256":""#); put(response.piecesSha256); put("\"") }
+            if response.pieceBytes != 0 { member(#""pieceBytes":"#); put(String(response.pieceBytes)) }
             buffer[at] = UInt8(ascii: "}"); at += 1
             count = at
         }

@@ -497,6 +497,16 @@ public nonisolated struct Storebus_Download_V1_ReadChunkResponse: Sendable {
   /// for `data_frame`): `chunk_sha256` is theirs.
   public var dataFrame: Bool = false
 
+  /// The package as pieces of `piece_bytes` from its first byte (the last may be shorter): lowercase
+  /// hex SHA-256 of the pieces' SHA-256 digests, each as 64 lowercase hex characters, one after
+  /// another in order. A reader whose chunks are those pieces checks each chunk by `chunk_sha256`
+  /// and then the whole package by this, hashing each byte once instead of twice (`sha256` is still
+  /// the whole package's). Empty when the service does not give it.
+  public var piecesSha256: String = String()
+
+  /// The size of the pieces `pieces_sha256` is of (262144, the size of a chunk asked for none).
+  public var pieceBytes: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1172,7 +1182,7 @@ nonisolated extension Storebus_Download_V1_ReadChunkRequest: SwiftProtobuf.Messa
 
 nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadChunkResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{3}chunk_sha256\0\u{1}offset\0\u{1}version\0\u{3}content_length\0\u{1}sha256\0\u{1}eof\0\u{3}data_frame\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}data\0\u{3}chunk_sha256\0\u{1}offset\0\u{1}version\0\u{3}content_length\0\u{1}sha256\0\u{1}eof\0\u{3}data_frame\0\u{3}pieces_sha256\0\u{3}piece_bytes\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1188,6 +1198,8 @@ nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Mess
       case 6: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
       case 7: try { try decoder.decodeSingularBoolField(value: &self.eof) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.dataFrame) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.piecesSha256) }()
+      case 10: try { try decoder.decodeSingularUInt32Field(value: &self.pieceBytes) }()
       default: break
       }
     }
@@ -1218,6 +1230,12 @@ nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Mess
     if self.dataFrame != false {
       try visitor.visitSingularBoolField(value: self.dataFrame, fieldNumber: 8)
     }
+    if !self.piecesSha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.piecesSha256, fieldNumber: 9)
+    }
+    if self.pieceBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.pieceBytes, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1230,6 +1248,8 @@ nonisolated extension Storebus_Download_V1_ReadChunkResponse: SwiftProtobuf.Mess
     if lhs.sha256 != rhs.sha256 {return false}
     if lhs.eof != rhs.eof {return false}
     if lhs.dataFrame != rhs.dataFrame {return false}
+    if lhs.piecesSha256 != rhs.piecesSha256 {return false}
+    if lhs.pieceBytes != rhs.pieceBytes {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
