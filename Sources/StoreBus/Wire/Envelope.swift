@@ -229,7 +229,9 @@ public enum Frames {
         return digits
     }
 
-    /// Parses 1 to 19 ASCII decimal digits.
+    /// Parses 1 to 19 ASCII decimal digits. Inlinable: the doorbells and answers of every process
+    /// read their numbers with it, and a generic call across modules is not specialized.
+    @inlinable
     public static func parseDecimal(_ bytes: some Collection<UInt8>) -> UInt64? {
         guard !bytes.isEmpty, bytes.count <= 19 else { return nil }
         var value: UInt64 = 0
