@@ -123,16 +123,19 @@ struct SDKObserveTests {
         let queue = try PaymentQueue(configuration: gateway.configuration)
         let observer = SlowObserver()
         queue.add(observer)
-        // Given an observer in the middle of a callback (each takes 150 ms)
-        #expect(await waitUntil { observer.inside.load(ordering: .acquiring) })
-        // When it is removed from another thread (one of its own: remove waits, and a wait on the
-        // pool's few threads would hold up the other tests of the process)
-        let stillInside = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        // Given an observer in the middle of a callback (each takes 150 ms), when it is removed
+        // from another thread: one of its own, woken by the callback as it begins (remove waits,
+        // and a wait on the pool's few threads would hold up the other tests of the process; a
+        // poll of `inside` from the pool ran only when the callback freed a thread, between
+        // callbacks, and on a busy machine missed every one)
+        let (entered, stillInside) = await withCheckedContinuation { (continuation: CheckedContinuation<(Bool, Bool), Never>) in
             Thread {
+                let entered = observer.entered.wait(timeout: .now() + 20) == .success
                 queue.remove(observer)
-                continuation.resume(returning: observer.inside.load(ordering: .acquiring))
+                continuation.resume(returning: (entered, observer.inside.load(ordering: .acquiring)))
             }.start()
         }
+        #expect(entered, "no callback began in 20 s")
         // Then the callback had ended before remove returned, and none follows
         #expect(!stillInside, "remove returned while the observer was still being called")
         let heard = observer.calls.load(ordering: .acquiring)
@@ -501,8 +504,11 @@ struct SDKObserveTests {
     final class SlowObserver: PaymentTransactionObserver {
         let inside = Atomic<Bool>(false)
         let calls = Atomic<Int>(0)
+        /// Signalled as each callback begins.
+        let entered = DispatchSemaphore(value: 0)
         func paymentQueue(_ queue: PaymentQueue, updatedTransactions transactions: [PaymentTransaction]) {
             inside.store(true, ordering: .releasing)
+            entered.signal()
             Thread.sleep(forTimeInterval: 0.15)
             calls.wrappingAdd(1, ordering: .acquiringAndReleasing)
             inside.store(false, ordering: .releasing)
