@@ -178,14 +178,16 @@ public enum ContentPackage {
         header.replaceSubrange(offset..<(offset + bytes.count), with: bytes)
     }
 
+    /// The size of the pieces a host keeps the digests of and gives ``PiecesDigest`` for
+    /// (Download.ReadChunk's `piece_bytes`).
+    public static let pieceBytes = 256 * 1024
+
     /// The digest of a package's pieces (Download.ReadChunk's `pieces_sha256`): the SHA-256 of the
     /// pieces' SHA-256 digests in lowercase hex, 64 characters each, one after another. A reader that
     /// checks each chunk it reads (each one piece, in order) by its digest and adds that digest here
     /// has checked the whole package when the two match, without hashing its bytes a second time.
     public struct PiecesDigest: Sendable {
         private var hash = SHA256()
-        /// How many pieces were added.
-        public private(set) var count = 0
 
         public init() {}
 
@@ -198,7 +200,6 @@ public enum ContentPackage {
         public mutating func add(_ digest: String) {
             var digest = digest
             digest.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
-            count += 1
         }
 
         /// Lowercase hex of the digest of the pieces added.

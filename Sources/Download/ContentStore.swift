@@ -66,7 +66,7 @@ public final class ContentStore: Sendable {
 
     /// The size of the pieces whose digests are kept: the size of chunk ReadChunk gives when asked
     /// for none, and the SDK's.
-    public static let digestGrid = 256 * 1024
+    public static let digestGrid = ContentPackage.pieceBytes
 
     private let packages: [String: Package]
 

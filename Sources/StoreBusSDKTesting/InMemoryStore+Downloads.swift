@@ -136,7 +136,7 @@ extension InMemoryStore {
             $0.eof = request.offset + Int64(count) == length
             $0.dataFrame = request.dataFrame
             $0.piecesSha256 = package.piecesSHA256
-            $0.pieceBytes = UInt32(Package.pieceBytes)
+            $0.pieceBytes = UInt32(ContentPackage.pieceBytes)
         }
         return request.dataFrame ? (ReadChunkJSON.encode(response, data: []), data) : (ReadChunkJSON.encode(response, data: data), nil)
     }

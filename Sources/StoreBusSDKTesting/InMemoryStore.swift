@@ -93,10 +93,9 @@ public final class InMemoryStore: StoreTransport {
     struct Package {
         var bytes: [UInt8]
         var sha256: String
-        /// The digest of its pieces' digests (pieces of ``pieceBytes``), as the download service gives it.
+        /// The digest of its pieces' digests, as the download service gives it.
         var piecesSHA256: String
         static let version = "1.0"
-        static let pieceBytes = 256 * 1024
     }
 
     struct State {
@@ -148,7 +147,7 @@ public final class InMemoryStore: StoreTransport {
             sources.append(ContentPackage.File(path: file.path, source: source, length: Int64(file.bytes.count)))
         }
         let package = folder.appendingPathComponent("package.tar")
-        let made = try ContentPackage.write(sources, to: package, pieceBytes: Package.pieceBytes)
+        let made = try ContentPackage.write(sources, to: package, pieceBytes: ContentPackage.pieceBytes)
         return Package(bytes: Array(try Data(contentsOf: package)), sha256: made.sha256, piecesSHA256: ContentPackage.PiecesDigest(made.pieceSHA256).finalize())
     }
 

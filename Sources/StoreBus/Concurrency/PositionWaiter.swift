@@ -25,7 +25,7 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
         @usableFromInline var positions: [Key: UInt64] = [:]
         @usableFromInline var waiters: [Key: [UInt64: Waiter]] = [:]
         /// Waits issued and not yet registered, with their key.
-        @usableFromInline var pending: [UInt64: Key] = [:]
+        var pending: [UInt64: Key] = [:]
         /// Registered waits' keys.
         @usableFromInline var registered: [UInt64: Key] = [:]
         /// Waits ended (timeout, cancellation) before they registered.
