@@ -198,7 +198,7 @@ struct ScaleOutChaosTests {
             let candidates = instances.filter { $0.kind == kind }
             let victim = candidates[round % candidates.count]
             await victim.process.kill()
-            let killed = try await Self.takeover(ha, kind: kind, from: victim.endpoint)
+            let killed = try await Self.takeover(ha, kind: kind, from: victim.endpoint, stopped: Date())
             takeovers.append(("round \(round): \(victim.role) SIGKILLed", killed))
             try victim.process.start()
             try await victim.process.waitUntilServing(endpoint: victim.endpoint, timeout: .seconds(60))
@@ -209,7 +209,7 @@ struct ScaleOutChaosTests {
             let queueInstances = instances.filter { $0.kind == "payment-queue" }
             let paused = queueInstances[(round + 1) % queueInstances.count]
             paused.process.signal(SIGSTOP)
-            let stopped = try await Self.takeover(ha, kind: "payment-queue", from: paused.endpoint)
+            let stopped = try await Self.takeover(ha, kind: "payment-queue", from: paused.endpoint, stopped: Date())
             takeovers.append(("round \(round): \(paused.role) SIGSTOPped", stopped))
             try await Task.sleep(for: .seconds(1))
             paused.process.signal(SIGCONT)
@@ -322,31 +322,44 @@ struct ScaleOutChaosTests {
         }
     }
 
-    /// Each shard of `kind`'s leases: whether it is leased now, and its owner's RPC endpoint.
-    static func shardOwners(_ ha: PostgresHA, kind: String) async -> [(leased: Bool, endpoint: String)]? {
+    /// Each shard of `kind`'s leases: whether it is leased now, its owner's RPC endpoint, and when
+    /// its owner last took or renewed it (the database's clock, in seconds since 1970: every take
+    /// and renewal sets the lease to run out a lease time after that statement).
+    static func shardOwners(_ ha: PostgresHA, kind: String) async -> [(leased: Bool, endpoint: String, since: Double)]? {
         let rows = await ha.queryPrimary(
             database: database(kind),
             """
-            SELECT (s.expires_at > clock_timestamp())::int || '|' || COALESCE(i.rpc_endpoints, '')
+            SELECT (s.expires_at > clock_timestamp())::int || '|' || COALESCE(i.rpc_endpoints, '') || '|' ||
+                CASE WHEN isfinite(s.expires_at) THEN extract(epoch FROM s.expires_at)::text ELSE '' END
             FROM storebus_shard s LEFT JOIN storebus_instance i ON i.log = s.log AND i.instance = s.owner ORDER BY s.shard
             """)
         guard let rows, !rows.isEmpty else { return nil }
         return rows.split(separator: "\n").map { row in
             let parts = row.split(separator: "|", omittingEmptySubsequences: false)
-            return (parts.first == "1", parts.count > 1 ? String(parts[1]) : "")
+            let expires = parts.count > 2 ? Double(parts[2]) : nil
+            return (parts.first == "1", parts.count > 1 ? String(parts[1]) : "", expires.map { $0 - lease } ?? 0)
         }
     }
 
-    /// How long until every shard of `kind` is leased by an instance other than the one at
-    /// `endpoint` (which was just stopped); throws after 30 s.
-    static func takeover(_ ha: PostgresHA, kind: String, from endpoint: String) async throws -> Duration {
-        let start = ContinuousClock.now
+    /// How long after `stopped` (a time on the host's clock, just after the instance at `endpoint`
+    /// was stopped) every shard of `kind` was leased by another instance; throws when that has not
+    /// happened 30 s on.
+    ///
+    /// Timed through the lease rows, not by when a poll saw them: a poll is two psql processes and
+    /// can take a second on a busy machine. Once every shard is seen taken over, the latest of their
+    /// owners' last takes or renewals is when the last of them was taken over or later (a renewal
+    /// comes a third of the lease after a take), so this is never less than the takeover took. The
+    /// database runs on this host, so its clock is the test's.
+    static func takeover(_ ha: PostgresHA, kind: String, from endpoint: String, stopped: Date) async throws -> Duration {
+        var taken: [(leased: Bool, endpoint: String, since: Double)] = []
         let done = await waitUntil(timeout: .seconds(30), interval: .milliseconds(50)) {
             guard let owners = await shardOwners(ha, kind: kind) else { return false }
+            taken = owners
             return owners.count == Int(shards) && owners.allSatisfy { $0.leased && $0.endpoint != endpoint && !$0.endpoint.isEmpty }
         }
-        guard done else { throw TestingError("\(kind): the shards of \(endpoint) were not taken over in 30 s: \(await shardOwners(ha, kind: kind) ?? [])") }
-        return start.duration(to: .now)
+        guard done else { throw TestingError("\(kind): the shards of \(endpoint) were not taken over in 30 s: \(taken)") }
+        let last = taken.map(\.since).max() ?? 0
+        return .milliseconds(Int64(((last - stopped.timeIntervalSince1970) * 1000).rounded(.up)))
     }
 
     /// Whether, within 60 s, every shard of `kind` is leased and every instance at `live` holds some.

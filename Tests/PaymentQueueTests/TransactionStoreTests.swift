@@ -146,14 +146,21 @@ struct TransactionStoreTests {
             }
             done.store(1, ordering: .releasing)
         }
-        // A wait that outlives its timeout never ends without a poke: no wait ends for 20 s. A busy
-        // machine only slows the waits down (3,000 of them once took over 20 s in all).
+        // A wait that outlives its timeout never ends without a poke: no wait ends for 20 s while
+        // this loop looks 500 times. A busy machine only slows the waits down (3,000 of them once
+        // took over 20 s in all), and other tests' synchronous work can hold both of the pool's
+        // threads for seconds, and this loop then does not run either (a CI run once reported 0 of
+        // 3,000 ended after 20 s, where the same test passes in 50 ms alone and under stress-ng).
+        // Looks counted, a wait is called hung only once the pool has run this loop, and with it
+        // the wait's timer queued before, again and again.
         var last = -1
         var since = ContinuousClock.now
-        while done.load(ordering: .acquiring) == 0 && ContinuousClock.now - since < .seconds(20) {
+        var looks = 0
+        while done.load(ordering: .acquiring) == 0 && (ContinuousClock.now - since < .seconds(20) || looks < 500) {
             try await Task.sleep(for: .milliseconds(10))
+            looks += 1
             let now = ended.load(ordering: .relaxed)
-            if now != last { (last, since) = (now, ContinuousClock.now) }
+            if now != last { (last, since, looks) = (now, ContinuousClock.now, 0) }
         }
         #expect(done.load(ordering: .acquiring) == 1, "a wait outlived its timeout: only a poke ended it (\(last) of 3,000 ended)")
         // Unstick a hung wait, so that the test ends either way.
