@@ -224,7 +224,7 @@ let package = Package(
             name: "Download",
             dependencies: [
                 .product(name: "Metrics", package: "swift-metrics"),
-                "ContentPackage", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusPostgres", "StoreSchema",
+                "ContentPackage", "ReceiptFormat", "StoreBus", "StoreBusServer", "StoreBusHost", "StoreBusStorage", "StoreBusPostgres", "StoreSchema", "ZeroMQ",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -288,7 +288,7 @@ let package = Package(
         // A store in memory for an app's unit tests: the SDK's PaymentQueue over it needs no services.
         .target(
             name: "StoreBusSDKTesting",
-            dependencies: ["ContentPackage", "StoreBus", "StoreBusSDK", "StoreSchema", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["ContentPackage", "StoreBus", "StoreBusSDK", "StoreSchema", "ZeroMQ", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "storebus-gateway",

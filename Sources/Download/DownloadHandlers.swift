@@ -6,6 +6,7 @@ import StoreBus
 import StoreBusServer
 import StoreBusStorage
 import StoreSchema
+import ZeroMQ
 
 /// The handlers of `storebus.download.v1.Download`.
 ///
@@ -336,7 +337,7 @@ extension MessageCodec where Request == Storebus_Download_V1_ReadChunkRequest, R
         decode: { body in try JSONCodec.decode(Request.self, from: body) },
         reply: { response in
             guard response.dataFrame else { return RawReply(body: ReadChunkJSON.encode(response)) }
-            return RawReply(body: ReadChunkJSON.encode(response, data: []), attachment: [UInt8](response.data))
+            return RawReply(body: ReadChunkJSON.encode(response, data: []), attachment: response.data.withUnsafeBytes { HeldFrame(copying: $0) })
         }
     )
 }

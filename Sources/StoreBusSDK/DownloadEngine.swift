@@ -344,7 +344,7 @@ final class DownloadEngine: Sendable {
         let connection = self.connection
         let path = Storebus_Download_V1_Download.readChunk.path
         /// A chunk read, and whether its bytes match the digest its answer gives.
-        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8], digest: String, intact: Bool)
+        typealias Chunk = (response: Storebus_Download_V1_ReadChunkResponse, data: ReadChunkJSON.ChunkData, digest: String, intact: Bool)
         return await withTaskGroup(of: (Int64, Result<Chunk, StoreError>).self) { group -> Outcome in
             func read(_ offset: Int64, after delay: Duration = .zero) {
                 let call = request(offset, file.sidecar.version)
@@ -357,7 +357,7 @@ final class DownloadEngine: Sendable {
                         // it, on any of the pool's threads: the loop below only writes chunks in
                         // order and checks the package (by these digests, or hashing its bytes
                         // again), and the window's other chunks are checked meanwhile.
-                        let digest = ContentPackage.hex(SHA256.hash(data: data))
+                        let digest = ContentPackage.hex(data.withUnsafeBytes { SHA256.hash(data: $0) })
                         return (offset, .success((response, data, digest, digest == response.chunkSha256)))
                     } catch let error as StoreError {
                         return (offset, .failure(error))

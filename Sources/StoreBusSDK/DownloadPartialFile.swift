@@ -33,7 +33,7 @@ extension DownloadEngine {
         private var check: Check?
         /// Chunks written past the bytes in order, and their digests, kept until those before them
         /// come (a window at most).
-        private var waiting: [Int64: (data: [UInt8], digest: String)] = [:]
+        private var waiting: [Int64: (data: ReadChunkJSON.ChunkData, digest: String)] = [:]
         /// The sync ``keepSoon()`` runs on a thread of its own, and how the last one ended.
         private let background = BackgroundSync()
 
@@ -43,10 +43,10 @@ extension DownloadEngine {
             case pieces(ContentPackage.PiecesDigest)
 
             /// Adds the next chunk in order, whose SHA-256 is `digest`.
-            mutating func add(_ chunk: [UInt8], digest: String) {
+            mutating func add(_ chunk: ReadChunkJSON.ChunkData, digest: String) {
                 switch self {
                 case .whole(var hash):
-                    hash.update(data: chunk)
+                    chunk.withUnsafeBytes { hash.update(bufferPointer: $0) }
                     self = .whole(hash)
                 case .pieces(var pieces):
                     pieces.add(digest)
@@ -153,7 +153,7 @@ extension DownloadEngine {
 
         /// Writes a chunk (whose SHA-256 is `digest`, lowercase hex) where it belongs, and counts
         /// every chunk now in order. On a write error (a full disk, among others) nothing is counted.
-        func write(_ data: [UInt8], at offset: Int64, digest: String) throws(StoreKitError) {
+        func write(_ data: ReadChunkJSON.ChunkData, at offset: Int64, digest: String) throws(StoreKitError) {
             let written = data.withUnsafeBytes { buffer -> Int in
                 var done = 0
                 while done < buffer.count {

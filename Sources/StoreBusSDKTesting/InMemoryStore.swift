@@ -5,6 +5,7 @@ import StoreBus
 import StoreBusSDK
 import StoreSchema
 import Synchronization
+import ZeroMQ
 
 /// A StoreBus deployment in memory, as a device sees it through a gateway: products, the payment
 /// queue's states and callbacks (purchase, Ask to Buy, failures, finish, restore, refunds), for an
@@ -242,7 +243,7 @@ public final class InMemoryStore: StoreTransport {
                 // Its bytes in a frame of their own when asked, as the download service answers.
                 let request = try JSONCodec.decode(Storebus_Download_V1_ReadChunkRequest.self, from: body)
                 let (json, attachment) = try readChunk(request, queue: try Self.queue(of: options))
-                return RawResponse(code: .ok, body: json, attachment: attachment)
+                return RawResponse(code: .ok, body: json, attachment: attachment.map(HeldFrame.init))
             }
             let answer = try await answer(path: path, body: body, options: options)
             return RawResponse(code: .ok, body: answer)

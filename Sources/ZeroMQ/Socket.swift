@@ -14,7 +14,9 @@ import Darwin
 ///
 /// Receiving goes through `zmq_msg_recv` into a heap-allocated `zmq_msg_t` owned by the socket (a
 /// `zmq_msg_t` stores messages of up to 33 bytes inside itself, so it must never be copied while in
-/// use), and every frame is copied out into Swift-owned bytes before the next call.
+/// use), and every frame is copied out into Swift-owned bytes before the next call; a frame too
+/// large to copy cheaply can be received held instead (``receiveHeldFrame(dontWait:)``, a
+/// ``HeldFrame``) and sent on as it is.
 /// Interrupted calls (`EINTR`) are retried; every other failure is thrown as ``ZMQError``. Sending or
 /// receiving on a closed socket throws `ENOTSOCK` instead of touching the freed handle.
 public final class Socket {
@@ -119,6 +121,35 @@ public final class Socket {
         try sendFrame(frame, flags: flags)
     }
 
+    /// Sends `frames`, then `last` as the message's last frame (its bytes referenced, not copied);
+    /// every frame is queued, or none is, as with ``send(frames:dontWait:)``.
+    public func send(frames: [[UInt8]], last: HeldFrame, dontWait: Bool = false) throws(ZMQError) {
+        let base: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+        for frame in frames { try sendFrame(frame, flags: base | ZMQ_SNDMORE) }
+        try sendFrame(last, flags: base)
+    }
+
+    /// Sends a held frame, its bytes referenced, not copied; `more` marks that further frames of
+    /// the same message follow.
+    public func sendFrame(_ frame: HeldFrame, more: Bool, dontWait: Bool = false) throws(ZMQError) {
+        var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+        if more { flags |= ZMQ_SNDMORE }
+        try sendFrame(frame, flags: flags)
+    }
+
+    private func sendFrame(_ frame: HeldFrame, flags: Int32) throws(ZMQError) {
+        guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_msg_send") }
+        while true {
+            frame.reference(into: scratch)
+            let rc = zmq_msg_send(scratch, handle, flags)
+            if rc >= 0 { return } // libzmq has taken the message
+            zmq_msg_close(scratch)
+            let error = ZMQError.last("zmq_msg_send")
+            if error.isInterrupted { continue }
+            throw error
+        }
+    }
+
     private func sendFrame(_ frame: [UInt8], flags: Int32) throws(ZMQError) {
         guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_send") }
         while true {
@@ -150,6 +181,24 @@ public final class Socket {
     /// Receives one frame, and whether more frames of the same message follow.
     public func receiveFrame(dontWait: Bool = false) throws(ZMQError) -> (frame: [UInt8], more: Bool) {
         try receiveFrame(flags: dontWait ? ZMQ_DONTWAIT : 0)
+    }
+
+    /// Receives one frame held as libzmq received it (see ``HeldFrame``), and whether more frames
+    /// of the same message follow.
+    public func receiveHeldFrame(dontWait: Bool = false) throws(ZMQError) -> (frame: HeldFrame, more: Bool) {
+        guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_msg_recv") }
+        let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+        zmq_msg_init(message)
+        while true {
+            if zmq_msg_recv(message, handle, dontWait ? ZMQ_DONTWAIT : 0) >= 0 { break }
+            let error = ZMQError.last("zmq_msg_recv")
+            if error.isInterrupted { continue }
+            zmq_msg_close(message)
+            message.deallocate()
+            throw error
+        }
+        let more = zmq_msg_more(message) != 0
+        return (HeldFrame(owning: message), more)
     }
 
     private func receiveFrame(flags: Int32) throws(ZMQError) -> (frame: [UInt8], more: Bool) {

@@ -78,7 +78,8 @@ struct DownloadFlowTests {
                     }
                     let answer = try await connection.callRawReply(path: Storebus_Download_V1_Download.readChunk.path, idempotent: true, body: try JSONCodec.encode(request))
                     #expect((answer.attachment != nil) == frame)
-                    let (response, data) = try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)
+                    let (response, chunk) = try ReadChunkJSON.decode(answer.body, attachment: answer.attachment)
+                    let data = chunk.bytes
                     #expect(response.dataFrame == frame && response.offset == Int64(package.count))
                     #expect(response.chunkSha256 == ContentPackage.hex(SHA256.hash(data: data)))
                     #expect(response.pieceBytes == 262_144)

@@ -43,7 +43,7 @@ struct PartialFileTests {
         func write(_ offset: Int) throws {
             var chunk = Array(package[offset..<min(offset + chunkBytes, package.count)])
             if offset == damaged { chunk[Int.random(in: 0..<chunk.count, using: &random)] ^= 0x20 }
-            try file.write(chunk, at: Int64(offset), digest: ContentPackage.hex(SHA256.hash(data: chunk)))
+            try file.write(.decoded(chunk), at: Int64(offset), digest: ContentPackage.hex(SHA256.hash(data: chunk)))
         }
         if [.resumed, .damagedWhileStopped, .resumedFromOldSidecar].contains(trouble) {
             // Chunks in order up to a point, kept, and the file closed.

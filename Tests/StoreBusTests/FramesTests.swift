@@ -1,4 +1,5 @@
 import Testing
+import ZeroMQ
 
 @testable import StoreBus
 
@@ -47,7 +48,7 @@ struct FramesTests {
                 #expect(parsed.requestID == Array("req-42".utf8))
                 #expect(parsed.code == code)
                 #expect(parsed.body == body)
-                #expect(parsed.attachment == attachment)
+                #expect(parsed.attachment?.bytes == attachment)
             }
         }
     }
@@ -74,8 +75,11 @@ struct FramesTests {
         let header = Array("SB1R\nreq-1\n0".utf8)
         #expect(Frames.parseAtClient([header, []]) == nil)
         #expect(Frames.parseAtClient([[], header]) == nil)
-        #expect(Frames.parseAtClient([[], header, [], [1]])?.attachment == [1])
+        #expect(Frames.parseAtClient([[], header, [], [1]])?.attachment?.bytes == [1])
         #expect(Frames.parseAtClient([[], header, [], [], []]) == nil)
+        // An attachment received held comes beside the frames: only after a body.
+        #expect(Frames.parseAtClient([[], header, []], attachment: HeldFrame([1]))?.attachment?.bytes == [1])
+        #expect(Frames.parseAtClient([[], header, [], [2]], attachment: HeldFrame([1])) == nil)
     }
 
     @Test("metadata keeps one value per key: setting replaces it, nil removes it, the last of a key given twice wins")
@@ -129,5 +133,36 @@ struct FramesTests {
                 #expect(Metadata.holdsLineBreak(value), "\(value.debugDescription)")
             }
         }
+    }
+
+    @Test("an answer read off a DEALER keeps the frame after its body held, and parses as the frames it was sent as; one with a frame too many is refused")
+    func responseReceivedHeld() throws {
+        let context = try Context()
+        defer { context.terminate() }
+        let router = try Socket(context: context, type: .router)
+        defer { router.close() }
+        try router.bind("inproc://frames-held")
+        let dealer = try Socket(context: context, type: .dealer)
+        defer { dealer.close() }
+        try dealer.connect("inproc://frames-held")
+        try dealer.send(frames: [[], Array("hello".utf8)])
+        let routing = try router.receive().frames[0]
+        let body = Array(#"{"eof":true}"#.utf8)
+        let chunk = (0..<100_000).map { UInt8(truncatingIfNeeded: $0) }
+        let answer = Frames.response(envelope: Envelope(routing: [routing]), requestID: Array("7".utf8), code: .ok, body: body)
+        try router.send(frames: answer, last: HeldFrame(chunk))
+        try router.send(frames: answer)
+        try router.send(frames: answer + [chunk, [1]])
+
+        let attached = try dealer.receiveResponse(dontWait: false)
+        #expect(attached.frames.count == 3 && attached.attachment?.bytes == chunk)
+        let parsed = try #require(Frames.parseAtClient(attached.frames, attachment: attached.attachment))
+        #expect(parsed.body == body && parsed.code == .ok && parsed.requestID == Array("7".utf8) && parsed.attachment?.bytes == chunk)
+        let plain = try dealer.receiveResponse(dontWait: false)
+        #expect(plain.attachment == nil && Frames.parseAtClient(plain.frames, attachment: nil)?.body == body)
+        let overfull = try dealer.receiveResponse(dontWait: false)
+        #expect(overfull.frames.count == 5 && overfull.attachment == nil)
+        #expect(Frames.parseAtClient(overfull.frames, attachment: overfull.attachment) == nil)
+        #expect(throws: ZMQError.self) { _ = try dealer.receiveResponse(dontWait: true) }
     }
 }

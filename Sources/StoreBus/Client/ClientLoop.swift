@@ -285,13 +285,13 @@ final class ClientLoop {
             // Every answer would cost a wake-up of libzmq's I/O thread per request; every 16 measured
             // about 10% more calls per second than once per batch.
             if count > 0 && count % ClientLoop.answersPerTurn == 0 { reactor.runLocalJobs() }
-            let message: Message
+            let message: (frames: [[UInt8]], attachment: HeldFrame?)
             do {
-                message = try endpoints[index].socket.receive(dontWait: true)
+                message = try endpoints[index].socket.receiveResponse(dontWait: true)
             } catch {
                 return false
             }
-            guard let response = Frames.parseAtClient(message.frames) else {
+            guard let response = Frames.parseAtClient(message.frames, attachment: message.attachment) else {
                 logger.debug("Unreadable response dropped", metadata: ["peer.endpoint": "\(endpoints[index].address)"])
                 continue
             }

@@ -11,10 +11,10 @@ public struct RawResponse: Sendable {
     /// The response message on OK; an ErrorStatus otherwise.
     public var body: [UInt8]
     /// The frame after the body, when the answer has one (see ``InboundResponse/attachment``).
-    public var attachment: [UInt8]?
+    public var attachment: HeldFrame?
 
     /// An answer with `code`, `body` and perhaps an attachment.
-    public init(code: StatusCode, body: [UInt8], attachment: [UInt8]? = nil) {
+    public init(code: StatusCode, body: [UInt8], attachment: HeldFrame? = nil) {
         self.code = code
         self.body = body
         self.attachment = attachment

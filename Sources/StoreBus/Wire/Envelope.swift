@@ -1,3 +1,5 @@
+import ZeroMQ
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,8 +56,9 @@ public struct InboundResponse: Sendable {
     /// On OK the response message; otherwise a `storebus.common.v1.ErrorStatus`, both proto3 JSON.
     public var body: [UInt8]
     /// The frame after the body, when the answer has one: bytes a method's contract says its
-    /// response carries beside the JSON when the request asked (Download.ReadChunk's `data_frame`).
-    public var attachment: [UInt8]?
+    /// response carries beside the JSON when the request asked (Download.ReadChunk's `data_frame`),
+    /// held as libzmq received them (a gateway sends them on without a copy).
+    public var attachment: HeldFrame?
 }
 
 /// Builds and parses StoreBus frames.
@@ -192,9 +195,12 @@ public enum Frames {
         [[], WireProtocol.cancelTag + [0x0A] + requestID]
     }
 
-    /// Parses a message received on a DEALER.
-    public static func parseAtClient(_ frames: [[UInt8]]) -> InboundResponse? {
-        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }), frames.count == delimiter + 3 || frames.count == delimiter + 4 else { return nil }
+    /// Parses a message received on a DEALER: `frames`, then `attachment` when it was received held
+    /// (``Socket/receiveResponse(dontWait:)``); else a frame after the body is the attachment.
+    public static func parseAtClient(_ frames: [[UInt8]], attachment held: HeldFrame? = nil) -> InboundResponse? {
+        guard let delimiter = frames.firstIndex(where: { $0.isEmpty }),
+            frames.count == delimiter + 3 || (held == nil && frames.count == delimiter + 4)
+        else { return nil }
         // Three lines: tag, request id, status code (found without splitting: this runs per answer).
         let header = frames[delimiter + 1]
         guard let firstBreak = header.firstIndex(of: 0x0A),
@@ -206,7 +212,7 @@ public enum Frames {
         return InboundResponse(
             envelope: Envelope(routing: Array(frames[..<delimiter])), requestID: Array(header[(firstBreak + 1)..<secondBreak]),
             code: StatusCode(rawValue: Int32(code)), body: frames[delimiter + 2],
-            attachment: frames.count == delimiter + 4 ? frames[delimiter + 3] : nil
+            attachment: held ?? (frames.count == delimiter + 4 ? HeldFrame(frames[delimiter + 3]) : nil)
         )
     }
 

@@ -1,6 +1,7 @@
 import ExtrasBase64
 import Foundation
 import StoreSchema
+import ZeroMQ
 
 #if canImport(Glibc)
 import Glibc
@@ -79,15 +80,47 @@ public enum ReadChunkJSON {
         text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
     }
 
-    /// The answer in `json` and its bytes: the attachment when the answer says `dataFrame` (an
-    /// answer that says so without one is refused), else its `data`, taken out of the answer.
-    public static func decode(_ json: [UInt8], attachment: [UInt8]?, direct: Bool = FastPaths.enabled) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: [UInt8]) {
+    /// The answer in `json` and its bytes: the attachment, as it was received, when the answer
+    /// says `dataFrame` (an answer that says so without one is refused), else its `data`, taken
+    /// out of the answer.
+    public static func decode(_ json: [UInt8], attachment: HeldFrame?, direct: Bool = FastPaths.enabled) throws -> (response: Storebus_Download_V1_ReadChunkResponse, data: ChunkData) {
         let (response, data) = try decode(json, direct: direct)
-        guard response.dataFrame else { return (response, data) }
+        guard response.dataFrame else { return (response, .decoded(data)) }
         guard let attachment, data.isEmpty else {
             throw RPCError(.dataLoss, "a ReadChunk answer says its bytes follow as a frame, and \(attachment == nil ? "none does" : "it has data too")")
         }
-        return (response, attachment)
+        return (response, .frame(attachment))
+    }
+
+    /// A chunk's bytes: the frame beside the answer, read where libzmq received it, or the
+    /// answer's base64 decoded.
+    public enum ChunkData: Sendable {
+        case frame(HeldFrame)
+        case decoded([UInt8])
+
+        /// The number of bytes.
+        public var count: Int {
+            switch self {
+            case .frame(let frame): frame.count
+            case .decoded(let bytes): bytes.count
+            }
+        }
+
+        /// Calls `body` with the bytes, valid during the call.
+        public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+            switch self {
+            case .frame(let frame): try frame.withUnsafeBytes(body)
+            case .decoded(let bytes): try bytes.withUnsafeBytes(body)
+            }
+        }
+
+        /// A copy of the bytes.
+        public var bytes: [UInt8] {
+            switch self {
+            case .frame(let frame): frame.bytes
+            case .decoded(let bytes): bytes
+            }
+        }
     }
 
     /// The answer in `json` without its `data`, and the data: decoded here, the rest by

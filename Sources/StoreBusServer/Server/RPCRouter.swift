@@ -1,6 +1,7 @@
 import StoreBus
 import StoreSchema
 import SwiftProtobuf
+import ZeroMQ
 
 /// The table of methods a server answers, from method path to handler.
 ///
@@ -162,11 +163,12 @@ public struct MessageCodec<Request: SwiftProtobuf.Message, Response: SwiftProtob
 public struct RawReply: Sendable {
     /// The response's JSON.
     public var body: [UInt8]
-    /// The frame after the body.
-    public var attachment: [UInt8]?
+    /// The frame after the body (sent as it is held: a frame received, as a gateway's, goes on
+    /// without a copy).
+    public var attachment: HeldFrame?
 
     /// A reply of `body` and perhaps an attachment.
-    public init(body: [UInt8], attachment: [UInt8]? = nil) {
+    public init(body: [UInt8], attachment: HeldFrame? = nil) {
         self.body = body
         self.attachment = attachment
     }

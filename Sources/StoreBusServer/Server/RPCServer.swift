@@ -358,7 +358,7 @@ final class ServerLoop {
         send(envelope: envelope, requestID: requestID, code: error.code, body: body)
     }
 
-    private func send(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8], attachment: [UInt8]? = nil) {
+    private func send(envelope: Envelope, requestID: [UInt8], code: StatusCode, body: [UInt8], attachment: HeldFrame? = nil) {
         // The caller's socket has the same MAXMSGSIZE as ours: a larger answer would make it drop the
         // connection, failing every other call in flight on it. The caller hears why instead.
         let largest = max(body.count, attachment?.count ?? 0)
@@ -372,7 +372,12 @@ final class ServerLoop {
             return send(envelope: envelope, requestID: requestID, error: error)
         }
         do {
-            try socket.send(frames: Frames.response(envelope: envelope, requestID: requestID, code: code, body: body, attachment: attachment), dontWait: true)
+            let frames = Frames.response(envelope: envelope, requestID: requestID, code: code, body: body)
+            if let attachment {
+                try socket.send(frames: frames, last: attachment, dontWait: true)
+            } else {
+                try socket.send(frames: frames, dontWait: true)
+            }
         } catch {
             // The peer is gone (EHOSTUNREACH) or its queue is full (EAGAIN): the caller will time out.
             ServerStatistics.bump(statistics.repliesDropped)
