@@ -145,32 +145,29 @@ public final class ContentStore: Sendable {
     static func key(app: String, contentID: String) -> String { "\(app.lowercased())|\(contentID)" }
 
     /// At most `maxBytes` of `package` from `offset` (fewer at its end; none past it).
-    public func read(_ package: Package, offset: Int64, maxBytes: Int) throws -> [UInt8] {
+    public func read(_ package: Package, offset: Int64, maxBytes: Int) throws -> Data {
         guard offset >= 0, offset <= package.length else {
             throw RPCError(.outOfRange, "offset \(offset) is past the package's \(package.length) bytes")
         }
         let count = Int(min(Int64(maxBytes), package.length - offset))
-        guard count > 0 else { return [] }
+        guard count > 0 else { return Data() }
         let descriptor = open(package.file.path, O_RDONLY)
         guard descriptor >= 0 else { throw RPCError(.unavailable, "the package of \(package.contentID) cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
-        // Read into the array's storage as it is made (not zeroed first: a chunk is up to 1 MiB).
-        var failure: Int64?
-        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var done = 0
-            while done < count {
-                let got = pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-                if got < 0 && errno == EINTR { continue }
-                guard got > 0 else {
-                    failure = offset + Int64(done)
-                    break
-                }
-                done += got
+        // Read into a buffer the answer's Data then owns as it is: not zeroed first, nor copied
+        // into the answer (a chunk is up to 1 MiB).
+        guard let buffer = malloc(count) else { throw RPCError(.resourceExhausted, "no memory for a chunk of \(count) bytes") }
+        var done = 0
+        while done < count {
+            let got = pread(descriptor, buffer + done, count - done, off_t(offset) + off_t(done))
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else {
+                free(buffer)
+                throw RPCError(.dataLoss, "the package of \(package.contentID) ended early at byte \(offset + Int64(done))")
             }
-            initialized = done
+            done += got
         }
-        if let failure { throw RPCError(.dataLoss, "the package of \(package.contentID) ended early at byte \(failure)") }
-        return bytes
+        return Data(bytesNoCopy: buffer, count: count, deallocator: .free)
     }
 
     /// ``read(_:offset:maxBytes:)`` and the chunk's SHA-256 (lowercase hex), on a thread of
@@ -179,7 +176,7 @@ public final class ContentStore: Sendable {
     /// of the grid takes its kept digest (``Package/keptDigest(offset:count:)``), any other is
     /// hashed; without, every chunk is. Should the package's bytes change on disk after it was
     /// made, a reader finds such a chunk damaged.
-    public func readChunk(_ package: Package, offset: Int64, maxBytes: Int, keptDigests: Bool = FastPaths.enabled) async throws -> (bytes: [UInt8], sha256: String) {
+    public func readChunk(_ package: Package, offset: Int64, maxBytes: Int, keptDigests: Bool = FastPaths.enabled) async throws -> (bytes: Data, sha256: String) {
         try await NIOThreadPool.singleton.runIfActive { [self] in
             let bytes = try read(package, offset: offset, maxBytes: maxBytes)
             if keptDigests, let kept = package.keptDigest(offset: offset, count: bytes.count) { return (bytes, kept) }

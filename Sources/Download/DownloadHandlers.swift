@@ -155,7 +155,7 @@ public struct DownloadHandlers: Storebus_Download_V1_Download.Handlers {
         }
         DownloadMetrics.bytesServed.increment(by: Int64(chunk.bytes.count))
         return .with {
-            $0.data = Data(chunk.bytes)
+            $0.data = chunk.bytes
             $0.chunkSha256 = chunk.sha256
             $0.offset = request.offset
             $0.version = package.version
