@@ -143,8 +143,8 @@ public final class Socket {
             frame.reference(into: scratch)
             let rc = zmq_msg_send(scratch, handle, flags)
             if rc >= 0 { return } // libzmq has taken the message
-            zmq_msg_close(scratch)
             let error = ZMQError.last("zmq_msg_send")
+            zmq_msg_close(scratch)
             if error.isInterrupted { continue }
             throw error
         }

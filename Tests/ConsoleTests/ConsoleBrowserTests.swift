@@ -141,7 +141,8 @@ struct ConsoleBrowserTests {
                 // Logged in: the store's page, following the log live.
                 try await browser.type("#admin-key", adminKey)
                 try await browser.click("form[action='/login'] button")
-                #expect(try await browser.text("h1") == "Store")
+                // The login page has a heading too: read until the store's page has replaced it.
+                #expect(try await browser.waitForText("h1") { $0 == "Store" } == "Store")
                 try await browser.waitForText("[data-live-state]") { $0.hasPrefix("Live") }
                 _ = try await browser.execute("window.storebusMarker = 42; return 1;")
                 let (bought, buyOutput) = try await Self.storectl(cluster, ["buy", levelPack, "--account", "walt", "--device", "terminal"], name: "buy-walt")
