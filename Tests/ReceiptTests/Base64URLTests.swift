@@ -66,4 +66,20 @@ struct Base64URLTests {
             #expect(ReceiptAttribute.derPrecedes(a, b) == a.lexicographicallyPrecedes(b), "\(a) \(b)")
         }
     }
+
+    @Test("a set of encoded elements comes out in the order a plain sort by bytes gives, whatever order they go in")
+    func setOfEncodedElements() {
+        var random = SeededRandom(seed: 23)
+        for _ in 0..<300 {
+            let prefix = (0..<Int.random(in: 0...6, using: &random)).map { _ in UInt8.random(in: 0...3, using: &random) }
+            let elements = (0..<Int.random(in: 0...60, using: &random)).map { _ in
+                prefix + (0..<Int.random(in: 0...4, using: &random)).map { _ in UInt8.random(in: 0...3, using: &random) }
+            }
+            let sorted = elements.sorted { $0.lexicographicallyPrecedes($1) }
+            let content = sorted.flatMap { $0 }
+            let set = ReceiptAttribute.setDER(encoded: elements.shuffled(using: &random))
+            #expect(set.suffix(content.count).elementsEqual(content), "\(elements)")
+            #expect(set.first == 0x31 && set.count - content.count == (content.count < 0x80 ? 2 : content.count < 0x100 ? 3 : 4))
+        }
+    }
 }
