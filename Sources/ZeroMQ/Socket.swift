@@ -116,25 +116,25 @@ public final class Socket {
 
     /// Sends one frame; `more` marks that further frames of the same message follow.
     public func sendFrame(_ frame: [UInt8], more: Bool, dontWait: Bool = false) throws(ZMQError) {
-        var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        if more { flags |= ZMQ_SNDMORE }
-        try sendFrame(frame, flags: flags)
+        try sendFrame(frame, flags: Self.sendFlags(more: more, dontWait: dontWait))
     }
 
-    /// Sends `frames`, then `last` as the message's last frame (its bytes referenced, not copied);
-    /// every frame is queued, or none is, as with ``send(frames:dontWait:)``.
-    public func send(frames: [[UInt8]], last: HeldFrame, dontWait: Bool = false) throws(ZMQError) {
-        let base: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        for frame in frames { try sendFrame(frame, flags: base | ZMQ_SNDMORE) }
-        try sendFrame(last, flags: base)
+    /// Sends `frames`, then `last` (when there is one) as the message's last frame, its bytes
+    /// referenced, not copied; every frame is queued, or none is, as with ``send(frames:dontWait:)``.
+    public func send(frames: [[UInt8]], last: HeldFrame?, dontWait: Bool = false) throws(ZMQError) {
+        guard let last else { return try send(frames: frames, dontWait: dontWait) }
+        for frame in frames { try sendFrame(frame, more: true, dontWait: dontWait) }
+        try sendFrame(last, more: false, dontWait: dontWait)
     }
 
     /// Sends a held frame, its bytes referenced, not copied; `more` marks that further frames of
     /// the same message follow.
     public func sendFrame(_ frame: HeldFrame, more: Bool, dontWait: Bool = false) throws(ZMQError) {
-        var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        if more { flags |= ZMQ_SNDMORE }
-        try sendFrame(frame, flags: flags)
+        try sendFrame(frame, flags: Self.sendFlags(more: more, dontWait: dontWait))
+    }
+
+    private static func sendFlags(more: Bool, dontWait: Bool) -> Int32 {
+        (dontWait ? ZMQ_DONTWAIT : 0) | (more ? ZMQ_SNDMORE : 0)
     }
 
     private func sendFrame(_ frame: HeldFrame, flags: Int32) throws(ZMQError) {
@@ -186,13 +186,11 @@ public final class Socket {
     /// Receives one frame held as libzmq received it (see ``HeldFrame``), and whether more frames
     /// of the same message follow.
     public func receiveHeldFrame(dontWait: Bool = false) throws(ZMQError) -> (frame: HeldFrame, more: Bool) {
-        guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_msg_recv") }
         let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
         zmq_msg_init(message)
-        while true {
-            if zmq_msg_recv(message, handle, dontWait ? ZMQ_DONTWAIT : 0) >= 0 { break }
-            let error = ZMQError.last("zmq_msg_recv")
-            if error.isInterrupted { continue }
+        do {
+            try receive(into: message, flags: dontWait ? ZMQ_DONTWAIT : 0)
+        } catch {
             zmq_msg_close(message)
             message.deallocate()
             throw error
@@ -201,17 +199,19 @@ public final class Socket {
         return (HeldFrame(owning: message), more)
     }
 
-    private func receiveFrame(flags: Int32) throws(ZMQError) -> (frame: [UInt8], more: Bool) {
+    /// Receives the next frame into `message` (initialized), interrupted calls retried.
+    private func receive(into message: UnsafeMutablePointer<zmq_msg_t>, flags: Int32) throws(ZMQError) {
         guard !isClosed else { throw ZMQError(code: ENOTSOCK, operation: "zmq_msg_recv") }
+        while zmq_msg_recv(message, handle, flags) < 0 {
+            let error = ZMQError.last("zmq_msg_recv")
+            if !error.isInterrupted { throw error }
+        }
+    }
+
+    private func receiveFrame(flags: Int32) throws(ZMQError) -> (frame: [UInt8], more: Bool) {
         zmq_msg_init(scratch)
         defer { zmq_msg_close(scratch) }
-        while true {
-            let rc = zmq_msg_recv(scratch, handle, flags)
-            if rc >= 0 { break }
-            let error = ZMQError.last("zmq_msg_recv")
-            if error.isInterrupted { continue }
-            throw error
-        }
+        try receive(into: scratch, flags: flags)
         let size = zmq_msg_size(scratch)
         let frame: [UInt8]
         if size == 0 {

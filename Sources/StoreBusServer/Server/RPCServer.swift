@@ -372,12 +372,7 @@ final class ServerLoop {
             return send(envelope: envelope, requestID: requestID, error: error)
         }
         do {
-            let frames = Frames.response(envelope: envelope, requestID: requestID, code: code, body: body)
-            if let attachment {
-                try socket.send(frames: frames, last: attachment, dontWait: true)
-            } else {
-                try socket.send(frames: frames, dontWait: true)
-            }
+            try socket.send(frames: Frames.response(envelope: envelope, requestID: requestID, code: code, body: body), last: attachment, dontWait: true)
         } catch {
             // The peer is gone (EHOSTUNREACH) or its queue is full (EAGAIN): the caller will time out.
             ServerStatistics.bump(statistics.repliesDropped)
