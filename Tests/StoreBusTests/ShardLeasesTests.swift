@@ -57,7 +57,7 @@ struct ShardLeasesTests {
             func instance() throws -> (PostgresDatabase, ShardLeases) {
                 let database = try PostgresDatabase(settings: server.settings(), schema: schema, logger: Logger(label: "test"))
                 let leases = try ShardLeases(
-                    database: database, logName: "active", shardCount: 1, lease: .seconds(1), endpoints: .init(rpc: [], events: []), logger: Logger(label: "test"))
+                    database: database, logName: "active", shardCount: 1, lease: .seconds(4), endpoints: .init(rpc: [], events: []), logger: Logger(label: "test"))
                 return (database, leases)
             }
             let (first, firstLeases) = try instance()
@@ -65,9 +65,12 @@ struct ShardLeasesTests {
             #expect(try await firstLeases.round()[0] != nil)
             #expect(try await secondLeases.round()[0] == nil, "one instance holds it")
             first.fence(firstLeases)
+            // Renewed just before the write, so that a busy host's stall since the take (CI once
+            // stalled past a 1 s lease here) does not lapse it first.
+            #expect(try await firstLeases.round()[0] != nil)
             try await first.write { db in try db.execute(cached: "INSERT INTO fenced (id) VALUES (1)") }
             // The first stops renewing (paused); its lease lapses and the second takes it over.
-            #expect(await waitUntil(timeout: .seconds(10), interval: .milliseconds(100)) { (try? await secondLeases.round()[0]) != nil })
+            #expect(await waitUntil(timeout: .seconds(30), interval: .milliseconds(100)) { (try? await secondLeases.round()[0]) != nil })
             #expect(firstLeases.epoch(of: 0) != nil, "the first still believes it holds the lease")
             let refused = await #expect(throws: RPCError.self) {
                 try await first.write { db in try db.execute(cached: "INSERT INTO fenced (id) VALUES (2)") }
@@ -137,12 +140,13 @@ struct ShardLeasesTests {
     func shareTakeOverAndFence() async throws {
         try await PostgresServer.running { server in
             let keys = Self.keys(shards: 4)
-            let a = try Instance(server, shards: 4, lease: .seconds(2))
+            // Leases of 5 s: every step before the pause must fit in one, even on a busy host.
+            let a = try Instance(server, shards: 4, lease: .seconds(5))
             #expect(try await a.leases.round().count == 4, "alone, it takes every shard")
             #expect(await a.append(keys[0]!) == nil)
             #expect(await a.append(keys[3]!) == nil)
 
-            let b = try Instance(server, shards: 4, lease: .seconds(2))
+            let b = try Instance(server, shards: 4, lease: .seconds(5))
             #expect(try await b.leases.round().isEmpty, "nothing has lapsed yet")
             #expect(try await a.leases.round().keys.sorted() == [0, 1], "a lets go of what is beyond its share, the highest shards")
             let taken = try await b.leases.round()
@@ -152,7 +156,7 @@ struct ShardLeasesTests {
             #expect(await b.append(keys[3]!) == nil)
 
             // a is paused: it renews nothing. Once its leases lapse, b takes them over.
-            try await Task.sleep(for: .milliseconds(2500))
+            try await Task.sleep(for: .milliseconds(5500))
             _ = try await b.leases.round()
             let all = try await b.leases.round()
             #expect(all.keys.sorted() == [0, 1, 2, 3], "b holds every shard once a's leases lapsed: \(all)")
