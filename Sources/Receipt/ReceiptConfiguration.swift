@@ -59,6 +59,12 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
     public var storage = SQLEngine.sqlite
     /// With `storage` `postgres`: the servers, role and database.
     public var postgres: PostgresSettings?
+    /// How long the payment queue's events gather after a doorbell before the service reads them,
+    /// in milliseconds (0 to 1000), while no call waits for them: a read and a commit then take
+    /// several purchases. A call that waits for a purchase (a refresh with the position of the
+    /// callback its device saw) ends the wait at once; a receipt asked for without a position, and
+    /// the purchase's notification, come up to this much later. Default 5.
+    public var batchMilliseconds = 5
 
     /// Where and how the process serves by default: RPC on `tcp://127.0.0.1:7303`, data in
     /// `data/receipt`.
@@ -68,7 +74,8 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case environment, paymentQueueEndpoints, paymentQueueEventEndpoints, catalogEndpoints, apps, httpAddress, durability, leafValidityDays, storage, postgres
+        case environment, paymentQueueEndpoints, paymentQueueEventEndpoints, catalogEndpoints, apps, httpAddress, durability, leafValidityDays, storage, postgres,
+            batchMilliseconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -84,6 +91,7 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
         leafValidityDays = try container.value(.leafValidityDays, default: defaults.leafValidityDays)
         storage = try container.value(.storage, default: defaults.storage)
         postgres = try container.decodeIfPresent(PostgresSettings.self, forKey: .postgres)
+        batchMilliseconds = try container.value(.batchMilliseconds, default: defaults.batchMilliseconds)
     }
 
     /// The settings of `bundleID` (defaults when it is not listed).
@@ -100,6 +108,7 @@ public struct ReceiptConfiguration: Sendable, Equatable, Decodable {
             throw StartupError("service.catalogEndpoints is an empty list: name at least one endpoint, or leave the key out for the default")
         }
         guard (1...3650).contains(leafValidityDays) else { throw StartupError("service.leafValidityDays must be from 1 to 3650") }
+        guard (0...1_000).contains(batchMilliseconds) else { throw StartupError("service.batchMilliseconds must be from 0 to 1000") }
         _ = try PostgresSettings.forStorage(storage, postgres)
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {

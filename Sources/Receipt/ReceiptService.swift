@@ -53,10 +53,9 @@ public struct ReceiptService: Service {
         let shards = LogShards(log: ReceiptStore.log)
         let book = ReceiptBook(store: store, authority: authority, configuration: configuration, applied: applied, shards: shards, head: LogHead(client: queueClient))
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
-        let follower = try EventFollower(
-            configuration: .init(log: ReceiptStore.log, topics: ReceiptReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
-            client: queueClient, context: host.context, logger: host.logger
-        )
+        var following = EventFollower.Configuration(log: ReceiptStore.log, topics: ReceiptReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints)
+        following.batchWindow = .milliseconds(Int64(configuration.batchMilliseconds))
+        let follower = try EventFollower(configuration: following, client: queueClient, context: host.context, logger: host.logger)
         let leaf = try authority.current()
         host.logger.info(
             "Signing",

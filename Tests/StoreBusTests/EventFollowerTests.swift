@@ -164,6 +164,50 @@ struct EventFollowerTests {
         await Self.stop(run, follower, publisher, client, server)
     }
 
+    @Test("a call that waits for a position the follower has not reached ends its batch window: the event is read at once, not after the window")
+    func batchWindowEndsOnDemand() async throws {
+        // Given a follower with a ten-minute window, whose positions calls wait on
+        let head = Atomic<UInt64>(1)
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            let last = head.load(ordering: .relaxed)
+            return .with {
+                $0.events = (1...last).filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = last
+            }
+        }
+        let server = try TestServer(extra: router)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: publisher.boundEndpoints)
+        configuration.idlePoll = .seconds(600)
+        configuration.batchWindow = .seconds(600)
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = PositionWaiter<String>()
+        let run = Task {
+            try await follower.followPages(
+                after: 0, as: Storebus_Eventlog_V1_ReadEventsResponse.self, gather: { window in await applied.gather("test", upTo: window) }
+            ) { _, through in applied.advance("test", to: through) }
+        }
+        #expect(await applied.wait("test", reaching: 1, timeout: .seconds(60)), "the first read, at start")
+
+        // When event 2 is announced (the window starts; rung until the subscription has joined)
+        // and a call then waits for it
+        head.store(2, ordering: .relaxed)
+        let ringing = Task {
+            while !Task.isCancelled {
+                publisher.ring([Doorbell(log: "test", key: "k", seq: 2, keySeq: 2)])
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+
+        // Then the call is answered well before the window would have ended
+        #expect(await applied.wait("test", reaching: 2, timeout: .seconds(60)))
+        ringing.cancel()
+        await Self.stop(run, follower, publisher, client, server)
+    }
+
     @Test("a log that ends before the follower's position (replaced by an older one) ends the follow with OUT_OF_RANGE instead of waiting without a word")
     func logBehindThePosition() async throws {
         // Given a log of three events, and a follower that last applied event 10 of the log it replaced

@@ -77,6 +77,53 @@ struct PositionWaiterTests {
         #expect(waiter.waitingCount == 0)
     }
 
+    @Test("a batch window (gather) lasts its length while nobody waits; a wait for the key that its position has not reached ends it, at once when one waits already")
+    func gatherEndsOnDemand() async {
+        let waiter = PositionWaiter<String>()
+        waiter.advance("log", to: 5)
+        // Nobody waits: the whole window. A wait on another key, or one already reached, changes nothing.
+        let clock = ContinuousClock()
+        let other = Task { await waiter.wait("other", reaching: 1, timeout: nil) }
+        #expect(await waiter.wait("log", reaching: 5, timeout: nil))
+        let quiet = await clock.measure { await waiter.gather("log", upTo: .milliseconds(300)) }
+        #expect(quiet >= .milliseconds(300))
+
+        // A wait registered during a long window ends it.
+        async let gathered = Self.within(.seconds(60)) { await waiter.gather("log", upTo: .seconds(600)) }
+        try? await Task.sleep(for: .milliseconds(50))
+        let reader = Task { await waiter.wait("log", reaching: 7, timeout: nil) }
+        #expect(await gathered != nil, "the window ended when the wait came")
+
+        // While that wait stands, a window ends at once; once it is answered, windows last again.
+        await Self.until { waiter.waitingCount == 2 }
+        #expect(await Self.within(.seconds(60)) { await waiter.gather("log", upTo: .seconds(600)) } != nil)
+        waiter.advance("log", to: 7)
+        #expect(await reader.value)
+        let again = await clock.measure { await waiter.gather("log", upTo: .milliseconds(100)) }
+        #expect(again >= .milliseconds(100))
+
+        // Closing ends a window too.
+        async let closed = Self.within(.seconds(60)) { await waiter.gather("log", upTo: .seconds(600)) }
+        try? await Task.sleep(for: .milliseconds(50))
+        waiter.close()
+        #expect(await closed != nil)
+        #expect(await other.value == false)
+    }
+
+    /// `body`'s value, or nil when it has not returned within `limit` (it is left running).
+    static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { await body() }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
     /// Waits, yielding, until `condition` holds (a registration on another task).
     static func until(_ condition: () -> Bool) async {
         while !condition() { await Task.yield() }

@@ -32,12 +32,23 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
         var ended: Set<UInt64> = []
         var nextID: UInt64 = 0
         var closed = false
+        /// Per key, how many waits have registered so far (``gather(_:upTo:)``).
+        var registrations: [Key: UInt64] = [:]
     }
 
     @usableFromInline let state = Mutex(State())
+    /// Rings, per key, each time a wait registers: what ``gather(_:upTo:)`` waits on (nil in itself).
+    private let registered: PositionWaiter<Key>?
 
     /// A waiter with every position at 0.
-    public init() {}
+    public init() {
+        registered = PositionWaiter(bell: ())
+    }
+
+    /// The bell of registrations of another waiter: no bell of its own.
+    private init(bell: Void) {
+        registered = nil
+    }
 
     /// The position of `key` (0 until advanced).
     @inlinable
@@ -106,19 +117,46 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
         defer { timer?.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let outcome = state.withLock { state -> Bool? in
+                let outcome = state.withLock { state -> Registration in
                     state.pending.removeValue(forKey: id)
-                    if state.ended.remove(id) != nil || state.closed { return false }
-                    if (state.positions[key] ?? 0) >= target { return true }
+                    if state.ended.remove(id) != nil || state.closed { return .ended(false) }
+                    if (state.positions[key] ?? 0) >= target { return .ended(true) }
                     state.waiters[key, default: [:]][id] = Waiter(target: target, continuation: continuation)
                     state.registered[id] = key
-                    return nil
+                    let count = (state.registrations[key] ?? 0) &+ 1
+                    state.registrations[key] = count
+                    return .waiting(count)
                 }
-                if let outcome { continuation.resume(returning: outcome) }
+                switch outcome {
+                case .ended(let value): continuation.resume(returning: value)
+                case .waiting(let count): registered?.advance(key, to: count)
+                }
             }
         } onCancel: { [weak self] in
             self?.end(id)
         }
+    }
+
+    /// What registering a wait came to: ended at once with its outcome, or waiting, the key's
+    /// count of registrations so far.
+    private enum Registration {
+        case ended(Bool)
+        case waiting(UInt64)
+    }
+
+    /// Returns after `window`, or as soon as a wait for `key` is registered that its position has
+    /// not reached (at once when one is already): a follower's batch window, which gathers events
+    /// into one read while nobody waits for them, and ends when a call starts waiting for its
+    /// effects (read-your-writes is never held up by the window).
+    public func gather(_ key: Key, upTo window: Duration) async {
+        guard let registered else {
+            try? await Task.sleep(for: window)
+            return
+        }
+        let (waiting, count) = state.withLock { ($0.waiters[key] != nil, $0.registrations[key] ?? 0) }
+        if waiting { return }
+        // A registration after the count was read moves the bell beyond it, before or during this wait.
+        _ = await registered.wait(key, beyond: count, timeout: window)
     }
 
     /// Waits until `key` is beyond `position` (reaches `position + 1`).
@@ -136,6 +174,7 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
             return all
         }
         for continuation in all { continuation.resume(returning: false) }
+        registered?.close()
     }
 
     /// Ends wait `id` with false: now if it waits, when it registers if it has not yet.

@@ -66,7 +66,9 @@ public final class EventFollower: Sendable {
         /// How long to let events gather after a doorbell before reading them, so that one read
         /// and one apply take the events of several purchases: a follower's cost per event falls
         /// at moderate rates, its lag grows by as much. For consumers that can wait (notifications,
-        /// which Apple delivers seconds later); zero (the default) reads at once.
+        /// which Apple delivers seconds later), or whose callers wait for the position they need,
+        /// which ends the window (``followPages(after:shard:as:quiet:gather:_:)``'s `gather`); zero
+        /// (the default) reads at once.
         public var batchWindow: Duration = .zero
         /// Only the events in any of these topics of the log (none: every event).
         public var topics: [String]
@@ -145,9 +147,13 @@ public final class EventFollower: Sendable {
     /// the doorbell listener's thread; keep it short), and `apply` hears of them, with no event, when
     /// the wait ends. Without `quiet` (a consumer whose every position others must see as soon as
     /// it is reached), each doorbell wakes it to read.
+    ///
+    /// `gather` waits out the batch window (``Configuration/batchWindow``) after a doorbell: by
+    /// default a sleep; a consumer whose calls wait for positions ends it early when one does
+    /// (``PositionWaiter/gather(_:upTo:)``).
     public func followPages<Page: EventLogPage>(
         after position: UInt64, shard: UInt32 = 0, as page: Page.Type, quiet: (@Sendable (UInt64) -> Void)? = nil,
-        _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
+        gather: (@Sendable (Duration) async -> Void)? = nil, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
     ) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
@@ -214,7 +220,9 @@ public final class EventFollower: Sendable {
                     position = moved
                 }
                 rangAt = rang ? position : nil
-                if rangAt != nil, configuration.batchWindow > .zero { try? await Task.sleep(for: configuration.batchWindow) }
+                if rangAt != nil, configuration.batchWindow > .zero {
+                    if let gather { await gather(configuration.batchWindow) } else { try? await Task.sleep(for: configuration.batchWindow) }
+                }
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
             }
@@ -228,11 +236,12 @@ public final class EventFollower: Sendable {
     /// reads.
     public func followAlways<Page: EventLogPage>(
         as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, quiet: (@Sendable (UInt64) -> Void)? = nil,
-        _ apply: ([Page.Record], _ through: UInt64) async throws -> Void, replaced: (RPCError) async throws -> Void
+        gather: (@Sendable (Duration) async -> Void)? = nil, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
+        replaced: (RPCError) async throws -> Void
     ) async throws {
         while !Task.isCancelled {
             do {
-                try await followPages(after: try await start(), shard: shard, as: page, quiet: quiet, apply)
+                try await followPages(after: try await start(), shard: shard, as: page, quiet: quiet, gather: gather, apply)
                 return
             } catch let error as RPCError where error.code == .outOfRange {
                 try await replaced(error)

@@ -84,6 +84,11 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
         } else {
             quiet = { through in applied?.advance(name, to: through) }
         }
+        // A call waiting for a position ends the follower's batch window, if it has one.
+        var gather: (@Sendable (Duration) async -> Void)?
+        if let applied {
+            gather = { window in await applied.gather(name, upTo: window) }
+        }
         try await follower.followAlways(
             as: Reducer.Page.self,
             shard: shard,
@@ -94,6 +99,7 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
                 return start
             },
             quiet: quiet,
+            gather: gather,
             { records, through in
                 // A page of events in none of the reducer's topics moves the position in memory
                 // only (unless others read it): after a restart the log's pages step over them again.
