@@ -23,6 +23,30 @@ struct EventFollowerTests {
         await server.stop()
     }
 
+    /// A log of events 1 to `head()` (which the test moves on), telling `read` of each read, and a
+    /// follower of it with doorbells.
+    static func growingLog(
+        head: @escaping @Sendable () -> UInt64, read: @escaping @Sendable () -> Void = {}, idlePoll: Duration, batchWindow: Duration
+    ) throws -> (TestServer, DoorbellPublisher, RPCClient, EventFollower) {
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            read()
+            let last = head()
+            return .with {
+                $0.events = (1...last).filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = last
+            }
+        }
+        let server = try TestServer(extra: router)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: publisher.boundEndpoints)
+        configuration.idlePoll = idlePoll
+        configuration.batchWindow = batchWindow
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        return (server, publisher, client, follower)
+    }
+
     /// An event as the log serves it.
     static func event(seq: UInt64) -> Storebus_Eventlog_V1_Event {
         .with {
@@ -121,22 +145,8 @@ struct EventFollowerTests {
         // Given a log the test appends to, and a follower that lets events gather for 4 s
         let head = Atomic<UInt64>(1)
         let reads = Atomic<Int>(0)
-        var router = RPCRouter()
-        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
-            reads.wrappingAdd(1, ordering: .relaxed)
-            let last = head.load(ordering: .relaxed)
-            return .with {
-                $0.events = (1...last).filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
-                $0.headSeq = last
-            }
-        }
-        let server = try TestServer(extra: router)
-        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
-        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: publisher.boundEndpoints)
-        configuration.idlePoll = .seconds(60)
-        configuration.batchWindow = .seconds(4)
-        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let (server, publisher, client, follower) = try Self.growingLog(
+            head: { head.load(ordering: .relaxed) }, read: { reads.wrappingAdd(1, ordering: .relaxed) }, idlePoll: .seconds(60), batchWindow: .seconds(4))
         let applied = Mutex<[UInt64]>([])
         let run = Task {
             try await follower.follow(after: 0) { event in applied.withLock { $0.append(event.seq) } }
@@ -168,21 +178,7 @@ struct EventFollowerTests {
     func batchWindowEndsOnDemand() async throws {
         // Given a follower with a ten-minute window, whose positions calls wait on
         let head = Atomic<UInt64>(1)
-        var router = RPCRouter()
-        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
-            let last = head.load(ordering: .relaxed)
-            return .with {
-                $0.events = (1...last).filter { $0 > request.afterSeq }.map(EventFollowerTests.event(seq:))
-                $0.headSeq = last
-            }
-        }
-        let server = try TestServer(extra: router)
-        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
-        var configuration = EventFollower.Configuration(log: "test", doorbellEndpoints: publisher.boundEndpoints)
-        configuration.idlePoll = .seconds(600)
-        configuration.batchWindow = .seconds(600)
-        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let (server, publisher, client, follower) = try Self.growingLog(head: { head.load(ordering: .relaxed) }, idlePoll: .seconds(600), batchWindow: .seconds(600))
         let applied = PositionWaiter<String>()
         let run = Task {
             try await follower.followPages(
