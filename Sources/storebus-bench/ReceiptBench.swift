@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import ReceiptFormat
 import StoreBus
+import StoreBusStorage
 import StoreBusTesting
 import StoreSchema
 import SwiftASN1
@@ -303,7 +304,7 @@ final class ReceiptLagProbe: Sendable {
         let answered = ContinuousClock.now
         let id = added.transactionIdentifier
         // The log's head now is at or past the purchase's event (the bench's log has one shard).
-        let head = try await queue.call(Storebus_Eventlog_V1_EventLog.readEvents, .with { $0.limit = 1 }).headSeq
+        let head = try await LogHead(client: queue).newest(timeout: .seconds(30))
         let data = try await receipts.call(
             Storebus_Receipt_V1_Receipt.refreshReceipt,
             .with {

@@ -32,23 +32,16 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
         var ended: Set<UInt64> = []
         var nextID: UInt64 = 0
         var closed = false
-        /// Per key, how many waits have registered so far (``gather(_:upTo:)``).
+        /// What ``gather(_:upTo:)`` waits on, made by its first call (until then no registration
+        /// pays for it): rung with each key's count of registrations since, in ``registrations``.
+        var bell: PositionWaiter<Key>?
         var registrations: [Key: UInt64] = [:]
     }
 
     @usableFromInline let state = Mutex(State())
-    /// Rings, per key, each time a wait registers: what ``gather(_:upTo:)`` waits on (nil in itself).
-    private let registered: PositionWaiter<Key>?
 
     /// A waiter with every position at 0.
-    public init() {
-        registered = PositionWaiter(bell: ())
-    }
-
-    /// The bell of registrations of another waiter: no bell of its own.
-    private init(bell: Void) {
-        registered = nil
-    }
+    public init() {}
 
     /// The position of `key` (0 until advanced).
     @inlinable
@@ -123,13 +116,14 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
                     if (state.positions[key] ?? 0) >= target { return .ended(true) }
                     state.waiters[key, default: [:]][id] = Waiter(target: target, continuation: continuation)
                     state.registered[id] = key
+                    guard let bell = state.bell else { return .waiting(ring: nil) }
                     let count = (state.registrations[key] ?? 0) &+ 1
                     state.registrations[key] = count
-                    return .waiting(count)
+                    return .waiting(ring: (bell, count))
                 }
                 switch outcome {
                 case .ended(let value): continuation.resume(returning: value)
-                case .waiting(let count): registered?.advance(key, to: count)
+                case .waiting(let ring): if let (bell, count) = ring { bell.advance(key, to: count) }
                 }
             }
         } onCancel: { [weak self] in
@@ -137,11 +131,11 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
         }
     }
 
-    /// What registering a wait came to: ended at once with its outcome, or waiting, the key's
-    /// count of registrations so far.
+    /// What registering a wait came to: ended at once with its outcome, or waiting, with the bell
+    /// to ring and the key's count of registrations so far when something gathers.
     private enum Registration {
         case ended(Bool)
-        case waiting(UInt64)
+        case waiting(ring: (PositionWaiter<Key>, UInt64)?)
     }
 
     /// Returns after `window`, or as soon as a wait for `key` is registered that its position has
@@ -149,14 +143,15 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
     /// into one read while nobody waits for them, and ends when a call starts waiting for its
     /// effects (read-your-writes is never held up by the window).
     public func gather(_ key: Key, upTo window: Duration) async {
-        guard let registered else {
-            try? await Task.sleep(for: window)
-            return
+        let gathering = state.withLock { state -> (PositionWaiter<Key>, UInt64)? in
+            if state.closed || state.waiters[key] != nil { return nil }
+            let bell = state.bell ?? PositionWaiter()
+            state.bell = bell
+            return (bell, state.registrations[key] ?? 0)
         }
-        let (waiting, count) = state.withLock { ($0.waiters[key] != nil, $0.registrations[key] ?? 0) }
-        if waiting { return }
+        guard let (bell, count) = gathering else { return }
         // A registration after the count was read moves the bell beyond it, before or during this wait.
-        _ = await registered.wait(key, beyond: count, timeout: window)
+        _ = await bell.wait(key, beyond: count, timeout: window)
     }
 
     /// Waits until `key` is beyond `position` (reaches `position + 1`).
@@ -166,15 +161,15 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
 
     /// Ends every wait with false, and every later one at once (shutdown).
     public func close() {
-        let all = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+        let (all, bell) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], PositionWaiter<Key>?) in
             state.closed = true
             let all = state.waiters.values.flatMap { $0.values.map(\.continuation) }
             state.waiters.removeAll()
             state.registered.removeAll()
-            return all
+            return (all, state.bell)
         }
         for continuation in all { continuation.resume(returning: false) }
-        registered?.close()
+        bell?.close()
     }
 
     /// Ends wait `id` with false: now if it waits, when it registers if it has not yet.
