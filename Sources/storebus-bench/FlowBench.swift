@@ -102,7 +102,7 @@ struct FlowBench {
 
         // The paced figures' floor: the same flow over plain libzmq, run after each paced run.
         let floor = pacedRate > 0 && self.floor ? try FlowFloor.start(in: directory) : nil
-        var floorP50s: [Double] = [], floorP99s: [Double] = []
+        var floorP50s: [Double] = [], floorP99s: [Double] = [], floorCPUs: [Double] = []
 
         var closed = RoundFigures(), paced = RoundFigures(), duringRenewals = RoundFigures()
         var backlogLeft: [Double] = [], backlogRates: [Double] = []
@@ -145,15 +145,30 @@ struct FlowBench {
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
                 if let floor {
                     let (devices, flows, rate) = (devices, flows, Double(pacedRate))
-                    let sorted = try await onThread("bench-floor") {
+                    try await onThread("bench-floor") {
                         _ = try floor.run(context: context, devices: devices, flows: max(devices, flows / 10), rate: rate)
-                        return try floor.run(context: context, devices: devices, flows: flows, rate: rate).sorted()
+                    }
+                    // The floor's CPU a flow, beside the paced run's: the same messages at the same
+                    // rate over plain libzmq, in the same three kinds of process.
+                    let floorMeter = floor.meter()
+                    let before = floorMeter?.read()
+                    let sorted = try await onThread("bench-floor") {
+                        try floor.run(context: context, devices: devices, flows: flows, rate: rate).sorted()
+                    }
+                    var split = ""
+                    if let floorMeter, let before, let after = floorMeter.read() {
+                        let perFlow = zip(before, after).map { ($1 - $0) * 1e6 / Double(flows) }
+                        floorCPUs.append(perFlow.reduce(0, +))
+                        split =
+                            ", CPU per flow \(Int(perFlow.reduce(0, +).rounded())) µs ("
+                            + zip(floorMeter.processes, perFlow).map { "\($0.name) \(Int($1.rounded()))" }.joined(separator: ", ") + ")"
                     }
                     floorP50s.append(Self.milliseconds(sorted, percentile: 50))
                     floorP99s.append(Self.milliseconds(sorted, percentile: 99))
                     if verbose {
                         FileHandle.standardError.write(
-                            "round \(round) paced floor (plain libzmq): p50 \(String(format: "%.2f", floorP50s.last!)) ms, p99 \(String(format: "%.2f", floorP99s.last!)) ms\n".data(using: .utf8)!
+                            "round \(round) paced floor (plain libzmq): p50 \(String(format: "%.2f", floorP50s.last!)) ms, p99 \(String(format: "%.2f", floorP99s.last!)) ms\(split)\n"
+                                .data(using: .utf8)!
                         )
                     }
                 }
@@ -186,6 +201,7 @@ struct FlowBench {
             )
             report("purchase_flow_paced_floor_p50_ms", median(floorP50s), "ms")
             report("purchase_flow_paced_floor_p99_ms", median(floorP99s), "ms")
+            if !floorCPUs.isEmpty { report("purchase_flow_paced_floor_cpu_us", median(floorCPUs), "us") }
         }
         if let backlog {
             report("renewal_backlog", Double(backlog.count), "subscriptions")

@@ -58,6 +58,13 @@ struct FlowFloor {
         _ = await back.stop()
     }
 
+    /// The floor's CPU: its two processes and this one, which drives the devices (nothing else runs
+    /// in it while the floor does). Nil when a process has not started.
+    func meter() -> CPUMeter? {
+        guard let relayPID = relay.pid, let backPID = back.pid else { return nil }
+        return CPUMeter(processes: [("bench", getpid()), ("relay", relayPID), ("back", backPID)])
+    }
+
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }

@@ -116,6 +116,9 @@ struct BenchSignalTests {
         let floorP50 = try #require(figures["purchase_flow_paced_floor_p50_ms"], "\(figures)")
         let floorP99 = try #require(figures["purchase_flow_paced_floor_p99_ms"], "\(figures)")
         #expect(floorP50 > 0 && floorP50 <= floorP99 && floorP99 < 60_000, "\(figures)")
+        // Its three processes' CPU a flow, beside the paced figure's.
+        let floorCPU = try #require(figures["purchase_flow_paced_floor_cpu_us"], "\(figures)")
+        #expect(floorCPU > 0 && floorCPU < 1_000_000, "\(figures)")
     }
 
     @Test("the machine's CPU time from /proc/stat: busy, idle and stolen ticks, and the share stolen between two readings")
