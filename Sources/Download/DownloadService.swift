@@ -80,8 +80,13 @@ public struct DownloadService: Service {
             throw error
         }
         let ledger = try await DownloadLedger(database: database, shared: leases != nil)
+        var following = EventFollower.Configuration(log: DownloadLedger.log, topics: DownloadReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints)
+        // Alone, purchases without hosted content wake nothing here (only the doorbells of its
+        // topic do); a chunk's wait for the log's head makes it read. Among several instances,
+        // others read its positions as it reaches them.
+        following.topicDoorbells = leases == nil
         let follower = try EventFollower(
-            configuration: .init(log: DownloadLedger.log, topics: DownloadReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints),
+            configuration: following,
             client: queueClient, context: host.context, logger: host.logger
         )
         let followed = FollowedLog(name: DownloadLedger.log, database: database)

@@ -61,6 +61,8 @@ public struct NotificationsService: Service {
         let receiptClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.receiptEndpoints), reactor: host.reactor, logger: host.logger)
         var following = EventFollower.Configuration(log: NotificationStore.followedLog, topics: NotificationFollower.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints)
         following.batchWindow = .milliseconds(Int64(configuration.batchMilliseconds))
+        // Only the doorbells of its topics wake it (no call waits for its positions).
+        following.topicDoorbells = true
         let follower = try EventFollower(configuration: following, client: queueClient, context: host.context, logger: host.logger)
         let notifying = NotificationFollower(
             follower: follower, log: FollowedLog(name: NotificationStore.followedLog, database: database), store: store, receipt: receiptClient, logger: host.logger)

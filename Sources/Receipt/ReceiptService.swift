@@ -55,6 +55,9 @@ public struct ReceiptService: Service {
         let catalogClient = try RPCClient(configuration: ClientConfiguration(endpoints: configuration.catalogEndpoints), reactor: host.reactor, logger: host.logger)
         var following = EventFollower.Configuration(log: ReceiptStore.log, topics: ReceiptReducer.topics, doorbellEndpoints: configuration.paymentQueueEventEndpoints)
         following.batchWindow = .milliseconds(Int64(configuration.batchMilliseconds))
+        // Alone, only the doorbells of its topics wake it; calls waiting for a position make it
+        // read. Among several instances, others read its positions as it reaches them.
+        following.topicDoorbells = leases == nil
         let follower = try EventFollower(configuration: following, client: queueClient, context: host.context, logger: host.logger)
         let leaf = try authority.current()
         host.logger.info(

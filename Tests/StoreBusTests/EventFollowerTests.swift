@@ -322,4 +322,98 @@ struct EventFollowerTests {
         #expect(applied.withLock { $0.events } == [1, 14])
         await Self.stop(run, follower, publisher, client, server)
     }
+
+    @Test("topic doorbells: one per topic an event is filed under (its positions, not the event), one for an event under every topic, none for one in no topic or with topics unknown")
+    func topicDoorbellFrames() throws {
+        let both = Doorbell(log: "test", key: "k", seq: 7, keySeq: 3, topics: [QueueTopic.completed.bit, QueueTopic.downloads.bit], event: Array("{}".utf8))
+        let messages = both.topicFrames
+        #expect(messages.map { String(decoding: $0[0], as: UTF8.self) } == ["test#0/k\n", "test#5/k\n"])
+        #expect(messages.allSatisfy { $0.count == 2 && $0[1] == both.frames[1] }, "the doorbell's positions frame, without the event")
+        let heard = try #require(Doorbell(frames: messages[1]))
+        #expect(heard.log == "test" && heard.key == "k" && heard.seq == 7 && heard.keySeq == 3 && heard.topics == both.topics && heard.event == nil)
+        let every = Doorbell(log: "test", key: "k", seq: 8, keySeq: 4, topics: .all)
+        #expect(every.topicFrames.map { String(decoding: $0[0], as: UTF8.self) } == ["test#*/k\n"])
+        #expect(Doorbell(log: "test", key: "k", seq: 9, keySeq: 5, topics: []).topicFrames.isEmpty)
+        #expect(Doorbell(log: "test", key: "k", seq: 9, keySeq: 5).topicFrames.isEmpty)
+        // What a follower of completed and downloads subscribes to: both topics, and every-topic events.
+        let prefixes = Doorbell.topicPrefixes(log: "test", topics: [QueueTopic.completed.bit, QueueTopic.downloads.bit])
+        #expect(prefixes.map { String(decoding: $0, as: UTF8.self) } == ["test#0/", "test#5/", "test#*/"])
+        // None of them matches the whole log's doorbells, which other subscribers take.
+        #expect(!prefixes.contains { both.frames[0].starts(with: $0) })
+    }
+
+    @Test("a follower of topic doorbells is not woken by events of other topics; a call waiting for a position makes it read at once; an event in its topic wakes it")
+    func topicDoorbellsFollower() async throws {
+        // Given a log whose events the test files under topics (event 1 under downloads), and a
+        // follower of the downloads topic that hears its topic doorbells only, whose positions
+        // calls wait on, with a ten-minute idle poll
+        let head = Atomic<UInt64>(1)
+        let reads = Atomic<Int>(0)
+        let filed = Mutex<[UInt64: QueueTopic]>([1: .downloads])
+        var router = RPCRouter()
+        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
+            reads.wrappingAdd(1, ordering: .relaxed)
+            let last = head.load(ordering: .relaxed)
+            let topics = filed.withLock { $0 }
+            return .with {
+                $0.events = (1...last).filter { $0 > request.afterSeq && request.topics.contains(topics[$0]?.rawValue ?? "") }.map(EventFollowerTests.event(seq:))
+                $0.headSeq = last
+                $0.throughSeq = last
+            }
+        }
+        let server = try TestServer(extra: router)
+        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+        var configuration = EventFollower.Configuration(log: "test", topics: [QueueTopic.downloads.rawValue], doorbellEndpoints: publisher.boundEndpoints)
+        configuration.idlePoll = .seconds(600)
+        configuration.topicDoorbells = true
+        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let applied = PositionWaiter<String>()
+        let events = Mutex<[UInt64]>([])
+        let run = Task {
+            try await follower.followPages(
+                after: 0, as: Storebus_Eventlog_V1_ReadEventsResponse.self, gather: { window in await applied.gather("test", upTo: window) }
+            ) { records, through in
+                events.withLock { $0 += records.map(\.seq) }
+                applied.advance("test", to: through)
+            }
+        }
+        func bell(_ seq: UInt64, _ topic: QueueTopic?) {
+            filed.withLock { $0[seq] = topic }
+            head.store(max(head.load(ordering: .relaxed), seq), ordering: .relaxed)
+            publisher.ring([Doorbell(log: "test", key: "k", seq: seq, keySeq: seq, topics: topic?.bit ?? [])])
+        }
+        #expect(await applied.wait("test", reaching: 1, timeout: .seconds(60)), "the first read, at start")
+        // (The subscription may still be joining: an event of its topic is announced until it is read.)
+        #expect(
+            await waitUntil(timeout: .seconds(60)) {
+                bell(2, .downloads)
+                return events.withLock { $0 } == [1, 2]
+            })
+
+        // When events 3 to 10, each under another topic or none, are announced
+        let before = reads.load(ordering: .relaxed)
+        for seq in UInt64(3)...10 { bell(seq, seq % 2 == 0 ? .completed : nil) }
+        try await Task.sleep(for: .milliseconds(300))
+
+        // Then nothing reads them: the publisher sent this follower none of their doorbells
+        #expect(reads.load(ordering: .relaxed) == before, "reads for events of other topics")
+        #expect(applied.position("test") == 2)
+
+        // When a call waits for position 10, the follower reads at once (its idle poll is ten minutes)
+        #expect(await applied.wait("test", reaching: 10, timeout: .seconds(60)))
+        #expect(reads.load(ordering: .relaxed) > before)
+
+        // And an event in its topic wakes it, and is handed over
+        bell(11, .downloads)
+        #expect(await applied.wait("test", reaching: 11, timeout: .seconds(60)))
+        #expect(events.withLock { $0 } == [1, 2, 11])
+
+        // A call waiting for a position the log does not have (past its head) makes it read no
+        // more often than every retryDelay (100 ms), not in a loop
+        let during = reads.load(ordering: .relaxed)
+        #expect(await applied.wait("test", reaching: 1_000, timeout: .seconds(2)) == false)
+        #expect(reads.load(ordering: .relaxed) - during < 100)
+        await Self.stop(run, follower, publisher, client, server)
+    }
 }

@@ -53,11 +53,59 @@ public struct Doorbell: Sendable, Equatable {
         Array("\(log)/\(key)\n".utf8)
     }
 
-    /// The frames sent on the PUB socket.
-    public var frames: [[UInt8]] {
+    /// The subscription prefix for every key's doorbells of events in topic `bit` (0 to 62) of a
+    /// log (``topicFrames``).
+    public static func topicPrefix(log: String, bit: Int) -> [UInt8] {
+        Array("\(log)#\(bit)/".utf8)
+    }
+
+    /// The subscription prefix for every key's doorbells of events the log files under every
+    /// topic (``EventTopics/all``: an event its writer does not sort).
+    public static func everyTopicPrefix(log: String) -> [UInt8] {
+        Array("\(log)#*/".utf8)
+    }
+
+    /// The prefixes a follower of `topics` subscribes to so that it hears the topic doorbells of
+    /// events in any of them, and of events filed under every topic.
+    public static func topicPrefixes(log: String, topics: EventTopics) -> [[UInt8]] {
+        bits(of: topics).map { topicPrefix(log: log, bit: $0) } + [everyTopicPrefix(log: log)]
+    }
+
+    /// The bits set in `topics`, lowest first (bit 63, the sign, is no topic).
+    private static func bits(of topics: EventTopics) -> [Int] {
+        var rest = topics.rawValue & Int64.max
+        var bits: [Int] = []
+        while rest != 0 {
+            bits.append(rest.trailingZeroBitCount)
+            rest &= rest - 1
+        }
+        return bits
+    }
+
+    /// The topic doorbells of this event, sent beside its doorbell when its topics are known: one
+    /// message per topic it is filed under, topic `<log>#<bit>/<key>\n` (`<log>#*/<key>\n` for one
+    /// filed under every topic), then the doorbell's positions frame; never the event. A follower
+    /// that reads a few topics subscribes to theirs and is not woken by the rest of the log
+    /// (publishers filter by prefix before sending). None for an event in no topic, or when the
+    /// topics are not known (a log that files none).
+    public var topicFrames: [[[UInt8]]] {
+        guard let topics, topics.rawValue != 0 else { return [] }
+        let positions = self.positions
+        let keyLine = Array("\(key)\n".utf8)
+        guard topics != .all else { return [[Self.everyTopicPrefix(log: log) + keyLine, positions]] }
+        return Self.bits(of: topics).map { [Self.topicPrefix(log: log, bit: $0) + keyLine, positions] }
+    }
+
+    /// The second frame: `SB1E`, the positions, and the shard and topics when there are any.
+    private var positions: [UInt8] {
         var positions = WireProtocol.doorbellTag + [0x0A] + Frames.decimal(seq) + [0x0A] + Frames.decimal(keySeq)
         if shard != 0 || topics != nil { positions += [0x0A] + Frames.decimal(UInt64(shard)) }
         if let topics { positions += [0x0A] + Array(String(topics.rawValue).utf8) }
+        return positions
+    }
+
+    /// The frames sent on the PUB socket.
+    public var frames: [[UInt8]] {
         let bell = [Doorbell.topic(log: log, key: key), positions]
         guard let event else { return bell }
         return bell + [event]
@@ -82,7 +130,9 @@ public struct Doorbell: Sendable, Equatable {
         } else {
             topics = nil
         }
-        self.log = String(decoding: frames[0][..<slash], as: UTF8.self)
+        // A topic doorbell's `<log>#<topic>`: the log is the part before `#`.
+        let logEnd = frames[0][..<slash].firstIndex(of: UInt8(ascii: "#")) ?? slash
+        self.log = String(decoding: frames[0][..<logEnd], as: UTF8.self)
         self.key = String(decoding: frames[0][(slash + 1)..<(frames[0].count - 1)], as: UTF8.self)
         self.seq = seq
         self.keySeq = keySeq
@@ -153,6 +203,8 @@ public final class DoorbellPublisher: Sendable {
         reactor.execute { [socket] in
             for doorbell in doorbells {
                 try? socket.value.send(frames: doorbell.frames, dontWait: true)
+                // Dropped by the socket at once when no subscriber has the topic's prefix.
+                for frames in doorbell.topicFrames { try? socket.value.send(frames: frames, dontWait: true) }
             }
         }
     }

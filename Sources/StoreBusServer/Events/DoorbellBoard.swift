@@ -55,7 +55,7 @@ public final class DoorbellBoard: Sendable {
             // filled in below.
             let board = WeakBox<DoorbellBoard>()
             closeSubscription = try DoorbellSubscription.start(
-                endpoints: endpoints, prefix: Doorbell.topicPrefix(log: log), context: context, reactor: reactor,
+                endpoints: endpoints, prefixes: [Doorbell.topicPrefix(log: log)], context: context, reactor: reactor,
                 startReactor: shared == nil,
                 heard: { doorbell in
                     heard?(doorbell)

@@ -3,7 +3,7 @@ import ZeroMQ
 
 /// The SUB side of doorbells: one socket on a reactor, its own or one shared with an RPC server.
 enum DoorbellSubscription {
-    /// Connects a SUB socket to `endpoints`, subscribed to `prefix`, registers it on `reactor`, and
+    /// Connects a SUB socket to `endpoints`, subscribed to each of `prefixes`, registers it on `reactor`, and
     /// starts the reactor (unless `startReactor` is false: a shared reactor, started by its owner).
     /// `heard` runs on the reactor thread for each well-formed doorbell; anything
     /// else published on the socket is ignored. `disconnected`, when given, runs there too each time
@@ -12,12 +12,12 @@ enum DoorbellSubscription {
     /// closer (on the loop thread), whichever comes first.
     @discardableResult
     static func start(
-        endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context, reactor: Reactor, startReactor: Bool = true,
+        endpoints: [String], prefixes: [[UInt8]], context: ZeroMQ.Context, reactor: Reactor, startReactor: Bool = true,
         heard: @escaping @Sendable (Doorbell) -> Void,
         disconnected: (@Sendable () -> Void)? = nil
     ) throws -> LoopBound<() -> Void> {
         let socket = try Socket(context: context, type: .sub)
-        try socket.set(.subscribe(prefix))
+        for prefix in prefixes { try socket.set(.subscribe(prefix)) }
         try socket.set(.receiveHighWaterMark(10_000))
         try socket.set(.reconnect(interval: 100, max: 2000))
         try socket.set(.heartbeat(interval: 2000, timeout: 6000, ttl: 6000))

@@ -77,6 +77,16 @@ public final class EventFollower: Sendable {
         /// topics. A run of doorbells for events in none of ``topics`` moves the position without
         /// a read.
         public var logTopics: [String] = QueueTopic.names
+        /// Hear only the topic doorbells of ``topics`` (``Doorbell/topicFrames``), not every
+        /// doorbell of the log: events in none of them wake nothing here, as the publisher drops
+        /// them for this subscriber. The position then moves over such events only when a page is
+        /// read: at a doorbell of an event in its topics, at the idle poll, or, with the `gather`
+        /// of ``followPages(after:shard:as:quiet:gather:_:)``, as soon as a call waits for a
+        /// position. For a single follower whose callers wait through `gather`, never for one
+        /// whose every position others read as it is reached. Its publisher must ring topic
+        /// doorbells (the payment queue from this version on). Default false; no effect without
+        /// ``topics`` or with a key.
+        public var topicDoorbells = false
 
         /// A configuration following `key` (or the whole log) of `log`, the events in `topics` only
         /// when given.
@@ -112,11 +122,15 @@ public final class EventFollower: Sendable {
         if configuration.doorbellEndpoints.isEmpty {
             bell = nil
         } else {
-            let prefix =
-                configuration.key.isEmpty
-                ? Doorbell.topicPrefix(log: configuration.log)
-                : Doorbell.topic(log: configuration.log, key: configuration.key)
-            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefix: prefix, context: context, topics: configuration.topicBits)
+            let prefixes: [[UInt8]]
+            if !configuration.key.isEmpty {
+                prefixes = [Doorbell.topic(log: configuration.log, key: configuration.key)]
+            } else if configuration.topicDoorbells, let bits = configuration.topicBits {
+                prefixes = Doorbell.topicPrefixes(log: configuration.log, topics: bits)
+            } else {
+                prefixes = [Doorbell.topicPrefix(log: configuration.log)]
+            }
+            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefixes: prefixes, context: context, topics: configuration.topicBits)
         }
     }
 
@@ -214,7 +228,17 @@ public final class EventFollower: Sendable {
                 // pages that would bring none of them: the position moves past them without a read
                 // (`quiet` tells whoever waits for it), and the wait goes on.
                 if !keyed, let quiet { bell.park(shard: shard, at: position, quiet: quiet) }
-                let rang = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll)
+                let rang: Bool
+                if hearsTopicsOnly, let gather {
+                    // Events of other topics ring nothing here: a call waiting for a position
+                    // makes the follower read (the page says how far the log goes). It counts as
+                    // a ring, so a call waiting for what no read brings (a position past the log's
+                    // head) makes it read no more often than every retryDelay, as above.
+                    let (at, idlePoll) = (position, configuration.idlePoll)
+                    rang = await Self.first({ await bell.wait(beyond: at, keyed: keyed, shard: shard, timeout: idlePoll) }, gather, within: idlePoll)
+                } else {
+                    rang = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll)
+                }
                 if !keyed, quiet != nil, let moved = bell.unpark(shard: shard), moved > position {
                     try await apply([], moved)
                     position = moved
@@ -226,6 +250,30 @@ public final class EventFollower: Sendable {
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
             }
+        }
+    }
+
+    /// Whether the doorbells heard are the topic doorbells of the follower's topics only.
+    private var hearsTopicsOnly: Bool {
+        configuration.topicDoorbells && configuration.key.isEmpty && configuration.topicBits != nil
+    }
+
+    /// Runs `bell` and `call(within)` at once and returns when either returns: `bell`'s answer, or,
+    /// when `call` returned first, whether it did before `within` (a call waiting, as a doorbell;
+    /// the idle poll, as a timeout). The other is cancelled.
+    private static func first(
+        _ bell: @escaping @Sendable () async -> Bool, _ call: @escaping @Sendable (Duration) async -> Void, within: Duration
+    ) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await bell() }
+            group.addTask {
+                let start = ContinuousClock.now
+                await call(within)
+                return ContinuousClock.now - start < within
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
         }
     }
 
@@ -329,10 +377,10 @@ final class DoorbellListener: Sendable {
         var quiet: @Sendable (UInt64) -> Void
     }
 
-    init(endpoints: [String], prefix: [UInt8], context: ZeroMQ.Context, topics: EventTopics? = nil) throws {
+    init(endpoints: [String], prefixes: [[UInt8]], context: ZeroMQ.Context, topics: EventTopics? = nil) throws {
         reactor = Reactor(name: "sb-doorbell-sub", context: context)
         self.topics = topics
-        try DoorbellSubscription.start(endpoints: endpoints, prefix: prefix, context: context, reactor: reactor) { [weak self] doorbell in
+        try DoorbellSubscription.start(endpoints: endpoints, prefixes: prefixes, context: context, reactor: reactor) { [weak self] doorbell in
             self?.heard(doorbell)
         }
     }
