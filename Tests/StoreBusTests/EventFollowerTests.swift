@@ -47,6 +47,53 @@ struct EventFollowerTests {
         return (server, publisher, client, follower)
     }
 
+    /// What a ``FiledLog`` has filed and served: its head, the topic of each event (event 1 under
+    /// downloads; none for the others unless filed), and the reads it answered.
+    final class FiledState: Sendable {
+        let head = Atomic<UInt64>(1)
+        let reads = Atomic<Int>(0)
+        let filed = Mutex<[UInt64: QueueTopic]>([1: .downloads])
+    }
+
+    /// A log of events 1 to its head, filed under topics by the test and read with the payment
+    /// queue's topic filter, and a follower of its downloads topic alone with doorbells
+    /// (`configure` sets the rest of its configuration).
+    struct FiledLog {
+        let state = FiledState()
+        let server: TestServer
+        let publisher: DoorbellPublisher
+        let client: RPCClient
+        let follower: EventFollower
+
+        init(_ configure: (inout EventFollower.Configuration) -> Void) throws {
+            var router = RPCRouter()
+            router.register(Storebus_Eventlog_V1_EventLog.readEvents) { [state] request, _ in
+                state.reads.wrappingAdd(1, ordering: .relaxed)
+                let last = state.head.load(ordering: .relaxed)
+                let topics = state.filed.withLock { $0 }
+                return .with {
+                    $0.events = (1...last).filter { $0 > request.afterSeq && request.topics.contains(topics[$0]?.rawValue ?? "") }.map(EventFollowerTests.event(seq:))
+                    $0.headSeq = last
+                    $0.throughSeq = last
+                }
+            }
+            server = try TestServer(extra: router)
+            publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
+            client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
+            var configuration = EventFollower.Configuration(log: "test", topics: [QueueTopic.downloads.rawValue], doorbellEndpoints: publisher.boundEndpoints)
+            configure(&configuration)
+            follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        }
+
+        /// Files event `seq` under `topic` (none: no topic), moves the head to it, and rings its
+        /// doorbell, saying its topics unless `carriesTopics` is false.
+        func ring(_ seq: UInt64, _ topic: QueueTopic?, carriesTopics: Bool = true) {
+            state.filed.withLock { $0[seq] = topic }
+            state.head.store(max(state.head.load(ordering: .relaxed), seq), ordering: .relaxed)
+            publisher.ring([Doorbell(log: "test", key: "k", seq: seq, keySeq: seq, topics: carriesTopics ? (topic?.bit ?? []) : nil)])
+        }
+    }
+
     /// An event as the log serves it.
     static func event(seq: UInt64) -> Storebus_Eventlog_V1_Event {
         .with {
@@ -251,26 +298,8 @@ struct EventFollowerTests {
     func quietDoorbells() async throws {
         // Given a log whose events the test files under topics (event 1 under downloads), read with
         // the payment queue's topic filter, and a follower of the downloads topic alone
-        let head = Atomic<UInt64>(1)
-        let reads = Atomic<Int>(0)
-        let filed = Mutex<[UInt64: QueueTopic]>([1: .downloads])
-        var router = RPCRouter()
-        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
-            reads.wrappingAdd(1, ordering: .relaxed)
-            let last = head.load(ordering: .relaxed)
-            let topics = filed.withLock { $0 }
-            return .with {
-                $0.events = (1...last).filter { $0 > request.afterSeq && request.topics.contains(topics[$0]?.rawValue ?? "") }.map(EventFollowerTests.event(seq:))
-                $0.headSeq = last
-                $0.throughSeq = last
-            }
-        }
-        let server = try TestServer(extra: router)
-        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
-        var configuration = EventFollower.Configuration(log: "test", topics: [QueueTopic.downloads.rawValue], doorbellEndpoints: publisher.boundEndpoints)
-        configuration.idlePoll = .seconds(60)
-        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let log = try FiledLog { $0.idlePoll = .seconds(60) }
+        let (publisher, client, server, follower) = (log.publisher, log.client, log.server, log.follower)
         let applied = Mutex<(events: [UInt64], through: UInt64)>(([], 0))
         let quiet = Atomic<UInt64>(0)
         let run = Task {
@@ -280,18 +309,14 @@ struct EventFollowerTests {
                 applied.withLock { $0 = ($0.events + events.map(\.seq), through) }
             }
         }
-        func bell(_ seq: UInt64, _ topic: QueueTopic?, carriesTopics: Bool = true) {
-            filed.withLock { $0[seq] = topic }
-            head.store(max(head.load(ordering: .relaxed), seq), ordering: .relaxed)
-            publisher.ring([Doorbell(log: "test", key: "k", seq: seq, keySeq: seq, topics: carriesTopics ? (topic?.bit ?? []) : nil)])
-        }
+        func bell(_ seq: UInt64, _ topic: QueueTopic?, carriesTopics: Bool = true) { log.ring(seq, topic, carriesTopics: carriesTopics) }
         // (The subscription may still be joining: event 1 is announced until the follower has it.)
         #expect(
             await waitUntil(timeout: .seconds(60)) {
                 bell(1, .downloads)
                 return applied.withLock { $0.through } == 1
             })
-        let before = reads.load(ordering: .relaxed)
+        let before = log.state.reads.load(ordering: .relaxed)
 
         // When events 2 to 10, each under another topic or none, are announced one by one
         for seq in UInt64(2)...10 {
@@ -302,23 +327,23 @@ struct EventFollowerTests {
         // Then the follower's position reaches 10 without a read, and without waking it: those
         // waiting for the position hear of each step at once
         #expect(await waitUntil(timeout: .seconds(60)) { quiet.load(ordering: .relaxed) == 10 })
-        #expect(reads.load(ordering: .relaxed) == before, "reads for events of other topics")
+        #expect(log.state.reads.load(ordering: .relaxed) == before, "reads for events of other topics")
         #expect(applied.withLock { $0.through } == 1, "the follower slept through them")
 
         // A doorbell lost (11 is never announced): the follower reads
         bell(12, .finished)
         #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 12 })
-        #expect(reads.load(ordering: .relaxed) > before)
+        #expect(log.state.reads.load(ordering: .relaxed) > before)
         // A doorbell that does not say its topics: it reads
-        var now = reads.load(ordering: .relaxed)
+        var now = log.state.reads.load(ordering: .relaxed)
         bell(13, .completed, carriesTopics: false)
         #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 13 })
-        #expect(reads.load(ordering: .relaxed) > now)
+        #expect(log.state.reads.load(ordering: .relaxed) > now)
         // An event in its topic: it reads, and is handed the event
-        now = reads.load(ordering: .relaxed)
+        now = log.state.reads.load(ordering: .relaxed)
         bell(14, .downloads)
         #expect(await waitUntil(timeout: .seconds(60)) { applied.withLock { $0.through } == 14 })
-        #expect(reads.load(ordering: .relaxed) > now)
+        #expect(log.state.reads.load(ordering: .relaxed) > now)
         #expect(applied.withLock { $0.events } == [1, 14])
         await Self.stop(run, follower, publisher, client, server)
     }
@@ -347,27 +372,11 @@ struct EventFollowerTests {
         // Given a log whose events the test files under topics (event 1 under downloads), and a
         // follower of the downloads topic that hears its topic doorbells only, whose positions
         // calls wait on, with a ten-minute idle poll
-        let head = Atomic<UInt64>(1)
-        let reads = Atomic<Int>(0)
-        let filed = Mutex<[UInt64: QueueTopic]>([1: .downloads])
-        var router = RPCRouter()
-        router.register(Storebus_Eventlog_V1_EventLog.readEvents) { request, _ in
-            reads.wrappingAdd(1, ordering: .relaxed)
-            let last = head.load(ordering: .relaxed)
-            let topics = filed.withLock { $0 }
-            return .with {
-                $0.events = (1...last).filter { $0 > request.afterSeq && request.topics.contains(topics[$0]?.rawValue ?? "") }.map(EventFollowerTests.event(seq:))
-                $0.headSeq = last
-                $0.throughSeq = last
-            }
+        let log = try FiledLog {
+            $0.idlePoll = .seconds(600)
+            $0.topicDoorbells = true
         }
-        let server = try TestServer(extra: router)
-        let publisher = try DoorbellPublisher(endpoints: ["tcp://127.0.0.1:*"], context: server.context)
-        let client = try RPCClient(configuration: ClientConfiguration(endpoints: [server.endpoint]))
-        var configuration = EventFollower.Configuration(log: "test", topics: [QueueTopic.downloads.rawValue], doorbellEndpoints: publisher.boundEndpoints)
-        configuration.idlePoll = .seconds(600)
-        configuration.topicDoorbells = true
-        let follower = try EventFollower(configuration: configuration, client: client, context: server.context, logger: Logger(label: "test"))
+        let (publisher, client, server, follower) = (log.publisher, log.client, log.server, log.follower)
         let applied = PositionWaiter<String>()
         let events = Mutex<[UInt64]>([])
         let run = Task {
@@ -378,11 +387,7 @@ struct EventFollowerTests {
                 applied.advance("test", to: through)
             }
         }
-        func bell(_ seq: UInt64, _ topic: QueueTopic?) {
-            filed.withLock { $0[seq] = topic }
-            head.store(max(head.load(ordering: .relaxed), seq), ordering: .relaxed)
-            publisher.ring([Doorbell(log: "test", key: "k", seq: seq, keySeq: seq, topics: topic?.bit ?? [])])
-        }
+        func bell(_ seq: UInt64, _ topic: QueueTopic?) { log.ring(seq, topic) }
         #expect(await applied.wait("test", reaching: 1, timeout: .seconds(60)), "the first read, at start")
         // (The subscription may still be joining: an event of its topic is announced until it is read.)
         #expect(
@@ -392,17 +397,17 @@ struct EventFollowerTests {
             })
 
         // When events 3 to 10, each under another topic or none, are announced
-        let before = reads.load(ordering: .relaxed)
+        let before = log.state.reads.load(ordering: .relaxed)
         for seq in UInt64(3)...10 { bell(seq, seq % 2 == 0 ? .completed : nil) }
         try await Task.sleep(for: .milliseconds(300))
 
         // Then nothing reads them: the publisher sent this follower none of their doorbells
-        #expect(reads.load(ordering: .relaxed) == before, "reads for events of other topics")
+        #expect(log.state.reads.load(ordering: .relaxed) == before, "reads for events of other topics")
         #expect(applied.position("test") == 2)
 
         // When a call waits for position 10, the follower reads at once (its idle poll is ten minutes)
         #expect(await applied.wait("test", reaching: 10, timeout: .seconds(60)))
-        #expect(reads.load(ordering: .relaxed) > before)
+        #expect(log.state.reads.load(ordering: .relaxed) > before)
 
         // And an event in its topic wakes it, and is handed over
         bell(11, .downloads)
@@ -411,9 +416,9 @@ struct EventFollowerTests {
 
         // A call waiting for a position the log does not have (past its head) makes it read no
         // more often than every retryDelay (100 ms), not in a loop
-        let during = reads.load(ordering: .relaxed)
+        let during = log.state.reads.load(ordering: .relaxed)
         #expect(await applied.wait("test", reaching: 1_000, timeout: .seconds(2)) == false)
-        #expect(reads.load(ordering: .relaxed) - during < 100)
+        #expect(log.state.reads.load(ordering: .relaxed) - during < 100)
         await Self.stop(run, follower, publisher, client, server)
     }
 }
