@@ -79,10 +79,10 @@ struct HealthUpstreamTests {
 
         // Given a check waiting for the upstream's answer
         let first = Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: options) }
-        #expect(await waitUntil { upstream.checks == 1 })
+        #expect(await waitUntil(timeout: .seconds(60)) { upstream.checks == 1 })
         // When 19 more arrive before it answers
         let more = (0..<19).map { _ in Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: options) } }
-        #expect(await waitUntil { await front.inFlight(20) })
+        #expect(await waitUntil(timeout: .seconds(60)) { await front.inFlight(20) })
         upstream.release()
         // Then all 20 hear its answer, and it was asked once
         for task in [first] + more {
@@ -133,7 +133,7 @@ struct HealthUpstreamTests {
         #expect(hasty.upstreams.first?.message.hasPrefix("storebus-catalog did not answer within ") == true, "\(hasty.upstreams)")
         // When a patient caller asks while that check still waits, and the upstream then answers
         let patient = Task { try await client.call(Storebus_Health_V1_Health.check, .init(), options: CallOptions(timeout: .seconds(60))) }
-        #expect(await waitUntil { await front.inFlight(1) })
+        #expect(await waitUntil(timeout: .seconds(60)) { await front.inFlight(1) })
         upstream.release()
         // Then the patient caller hears it serving, from the check the hasty one started
         let answer = try await patient.value
