@@ -150,25 +150,18 @@ struct FlowBench {
                     }
                     // The floor's CPU a flow, beside the paced run's: the same messages at the same
                     // rate over plain libzmq, in the same three kinds of process.
-                    let floorMeter = floor.meter()
-                    let before = floorMeter?.read()
-                    let sorted = try await onThread("bench-floor") {
-                        try floor.run(context: context, devices: devices, flows: flows, rate: rate).sorted()
+                    let measured = try await Self.metered(floor.meter(), flows: flows, round: "\(round) paced floor", verbose: verbose) {
+                        let start = DispatchTime.now().uptimeNanoseconds
+                        let latencies = try await onThread("bench-floor") { try floor.run(context: context, devices: devices, flows: flows, rate: rate) }
+                        return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
                     }
-                    var split = ""
-                    if let floorMeter, let before, let after = floorMeter.read() {
-                        let perFlow = zip(before, after).map { ($1 - $0) * 1e6 / Double(flows) }
-                        floorCPUs.append(perFlow.reduce(0, +))
-                        split =
-                            ", CPU per flow \(Int(perFlow.reduce(0, +).rounded())) µs ("
-                            + zip(floorMeter.processes, perFlow).map { "\($0.name) \(Int($1.rounded()))" }.joined(separator: ", ") + ")"
-                    }
+                    if let cpu = measured.cpu { floorCPUs.append(cpu) }
+                    let sorted = measured.latencies.sorted()
                     floorP50s.append(Self.milliseconds(sorted, percentile: 50))
                     floorP99s.append(Self.milliseconds(sorted, percentile: 99))
                     if verbose {
                         FileHandle.standardError.write(
-                            "round \(round) paced floor (plain libzmq): p50 \(String(format: "%.2f", floorP50s.last!)) ms, p99 \(String(format: "%.2f", floorP99s.last!)) ms\(split)\n"
-                                .data(using: .utf8)!
+                            "round \(round) paced floor (plain libzmq): p50 \(String(format: "%.2f", floorP50s.last!)) ms, p99 \(String(format: "%.2f", floorP99s.last!)) ms\n".data(using: .utf8)!
                         )
                     }
                 }

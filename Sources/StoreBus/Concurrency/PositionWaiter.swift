@@ -141,17 +141,31 @@ public final class PositionWaiter<Key: Hashable & Sendable>: Sendable {
     /// Returns after `window`, or as soon as a wait for `key` is registered that its position has
     /// not reached (at once when one is already): a follower's batch window, which gathers events
     /// into one read while nobody waits for them, and ends when a call starts waiting for its
-    /// effects (read-your-writes is never held up by the window).
-    public func gather(_ key: Key, upTo window: Duration) async {
-        let gathering = state.withLock { state -> (PositionWaiter<Key>, UInt64)? in
-            if state.closed || state.waiters[key] != nil { return nil }
+    /// effects (read-your-writes is never held up by the window). True when a wait ended it (or
+    /// one waited already); false when the window ran out, or at cancellation or shutdown.
+    @discardableResult
+    public func gather(_ key: Key, upTo window: Duration) async -> Bool {
+        let gathering = state.withLock { state -> Gathering in
+            if state.closed { return .closed }
+            if state.waiters[key] != nil { return .waited }
             let bell = state.bell ?? PositionWaiter()
             state.bell = bell
-            return (bell, state.registrations[key] ?? 0)
+            return .window(bell: bell, registrations: state.registrations[key] ?? 0)
         }
-        guard let (bell, count) = gathering else { return }
-        // A registration after the count was read moves the bell beyond it, before or during this wait.
-        _ = await bell.wait(key, beyond: count, timeout: window)
+        switch gathering {
+        case .closed: return false
+        case .waited: return true
+        case .window(let bell, let count):
+            // A registration after the count was read moves the bell beyond it, before or during this wait.
+            return await bell.wait(key, beyond: count, timeout: window)
+        }
+    }
+
+    /// How a gather begins: at once (closed, or a wait already registered), or a window on the bell.
+    private enum Gathering {
+        case closed
+        case waited
+        case window(bell: PositionWaiter<Key>, registrations: UInt64)
     }
 
     /// Waits until `key` is beyond `position` (reaches `position + 1`).

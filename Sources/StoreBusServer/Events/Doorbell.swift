@@ -89,8 +89,19 @@ public struct Doorbell: Sendable, Equatable {
     /// (publishers filter by prefix before sending). None for an event in no topic, or when the
     /// topics are not known (a log that files none).
     public var topicFrames: [[[UInt8]]] {
-        guard let topics, topics.rawValue != 0 else { return [] }
+        topicFrames(positions: positions)
+    }
+
+    /// Every message this doorbell is published as: its frames, then its topic doorbells, the
+    /// positions frame written once for all of them.
+    public var messages: [[[UInt8]]] {
         let positions = self.positions
+        return [frames(positions: positions)] + topicFrames(positions: positions)
+    }
+
+    /// ``topicFrames`` with `positions`, this doorbell's second frame.
+    private func topicFrames(positions: [UInt8]) -> [[[UInt8]]] {
+        guard let topics, topics.rawValue != 0 else { return [] }
         let keyLine = Array("\(key)\n".utf8)
         guard topics != .all else { return [[Self.everyTopicPrefix(log: log) + keyLine, positions]] }
         return Self.bits(of: topics).map { [Self.topicPrefix(log: log, bit: $0) + keyLine, positions] }
@@ -106,6 +117,11 @@ public struct Doorbell: Sendable, Equatable {
 
     /// The frames sent on the PUB socket.
     public var frames: [[UInt8]] {
+        frames(positions: positions)
+    }
+
+    /// ``frames`` with `positions`, this doorbell's second frame.
+    private func frames(positions: [UInt8]) -> [[UInt8]] {
         let bell = [Doorbell.topic(log: log, key: key), positions]
         guard let event else { return bell }
         return bell + [event]
@@ -201,10 +217,9 @@ public final class DoorbellPublisher: Sendable {
     public func ring(_ doorbells: [Doorbell]) {
         guard !doorbells.isEmpty else { return }
         reactor.execute { [socket] in
+            // A topic doorbell no subscriber has the prefix of is dropped by the socket at once.
             for doorbell in doorbells {
-                try? socket.value.send(frames: doorbell.frames, dontWait: true)
-                // Dropped by the socket at once when no subscriber has the topic's prefix.
-                for frames in doorbell.topicFrames { try? socket.value.send(frames: frames, dontWait: true) }
+                for frames in doorbell.messages { try? socket.value.send(frames: frames, dontWait: true) }
             }
         }
     }

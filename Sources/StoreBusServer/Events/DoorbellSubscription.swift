@@ -3,9 +3,9 @@ import ZeroMQ
 
 /// The SUB side of doorbells: one socket on a reactor, its own or one shared with an RPC server.
 enum DoorbellSubscription {
-    /// Connects a SUB socket to `endpoints`, subscribed to each of `prefixes`, registers it on `reactor`, and
-    /// starts the reactor (unless `startReactor` is false: a shared reactor, started by its owner).
-    /// `heard` runs on the reactor thread for each well-formed doorbell; anything
+    /// Connects a SUB socket to `endpoints`, subscribed to each of `prefixes`, registers it on
+    /// `reactor`, and starts the reactor (unless `startReactor` is false: a shared reactor, started
+    /// by its owner). `heard` runs on the reactor thread for each well-formed doorbell; anything
     /// else published on the socket is ignored. `disconnected`, when given, runs there too each time
     /// a publisher's connection ends (it stopped or restarted; what it publishes next may belong to
     /// another log). The socket closes when the reactor stops, or earlier through the returned

@@ -109,6 +109,9 @@ public final class EventFollower: Sendable {
     private let client: RPCClient
     private let logger: Logger
     private let bell: DoorbellListener?
+    /// Whether `bell` hears only the topic doorbells of the follower's topics
+    /// (``Configuration/topicDoorbells``).
+    private let hearsTopicsOnly: Bool
     /// `storebus_event_follower_lag`: events of the log not yet applied, as of the last page read,
     /// labelled with the log and the following process (its logger's label).
     private let lag: Gauge
@@ -119,19 +122,23 @@ public final class EventFollower: Sendable {
         self.client = client
         self.logger = logger
         lag = Gauge(label: "storebus_event_follower_lag", dimensions: [("log", configuration.log), ("follower", logger.label)])
+        var topicsOnly = false
         if configuration.doorbellEndpoints.isEmpty {
             bell = nil
         } else {
+            let topicBits = configuration.topicBits
             let prefixes: [[UInt8]]
             if !configuration.key.isEmpty {
                 prefixes = [Doorbell.topic(log: configuration.log, key: configuration.key)]
-            } else if configuration.topicDoorbells, let bits = configuration.topicBits {
-                prefixes = Doorbell.topicPrefixes(log: configuration.log, topics: bits)
+            } else if configuration.topicDoorbells, let topicBits {
+                prefixes = Doorbell.topicPrefixes(log: configuration.log, topics: topicBits)
+                topicsOnly = true
             } else {
                 prefixes = [Doorbell.topicPrefix(log: configuration.log)]
             }
-            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefixes: prefixes, context: context, topics: configuration.topicBits)
+            bell = try DoorbellListener(endpoints: configuration.doorbellEndpoints, prefixes: prefixes, context: context, topics: topicBits)
         }
+        hearsTopicsOnly = topicsOnly
     }
 
     /// Reads events after `position` and hands each to `apply`, in order, until the task is cancelled
@@ -167,7 +174,7 @@ public final class EventFollower: Sendable {
     /// (``PositionWaiter/gather(_:upTo:)``).
     public func followPages<Page: EventLogPage>(
         after position: UInt64, shard: UInt32 = 0, as page: Page.Type, quiet: (@Sendable (UInt64) -> Void)? = nil,
-        gather: (@Sendable (Duration) async -> Void)? = nil, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
+        gather: (@Sendable (Duration) async -> Bool)? = nil, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void
     ) async throws {
         var position = position
         let keyed = !configuration.key.isEmpty
@@ -235,7 +242,7 @@ public final class EventFollower: Sendable {
                     // a ring, so a call waiting for what no read brings (a position past the log's
                     // head) makes it read no more often than every retryDelay, as above.
                     let (at, idlePoll) = (position, configuration.idlePoll)
-                    rang = await Self.first({ await bell.wait(beyond: at, keyed: keyed, shard: shard, timeout: idlePoll) }, gather, within: idlePoll)
+                    rang = await Self.first({ await bell.wait(beyond: at, keyed: keyed, shard: shard, timeout: idlePoll) }, { await gather(idlePoll) })
                 } else {
                     rang = await bell.wait(beyond: position, keyed: keyed, shard: shard, timeout: configuration.idlePoll)
                 }
@@ -245,7 +252,7 @@ public final class EventFollower: Sendable {
                 }
                 rangAt = rang ? position : nil
                 if rangAt != nil, configuration.batchWindow > .zero {
-                    if let gather { await gather(configuration.batchWindow) } else { try? await Task.sleep(for: configuration.batchWindow) }
+                    if let gather { _ = await gather(configuration.batchWindow) } else { try? await Task.sleep(for: configuration.batchWindow) }
                 }
             } else {
                 try? await Task.sleep(for: configuration.idlePoll)
@@ -253,24 +260,11 @@ public final class EventFollower: Sendable {
         }
     }
 
-    /// Whether the doorbells heard are the topic doorbells of the follower's topics only.
-    private var hearsTopicsOnly: Bool {
-        configuration.topicDoorbells && configuration.key.isEmpty && configuration.topicBits != nil
-    }
-
-    /// Runs `bell` and `call(within)` at once and returns when either returns: `bell`'s answer, or,
-    /// when `call` returned first, whether it did before `within` (a call waiting, as a doorbell;
-    /// the idle poll, as a timeout). The other is cancelled.
-    private static func first(
-        _ bell: @escaping @Sendable () async -> Bool, _ call: @escaping @Sendable (Duration) async -> Void, within: Duration
-    ) async -> Bool {
+    /// Runs `a` and `b` at once, returns the answer of the first to return, and cancels the other.
+    private static func first(_ a: @escaping @Sendable () async -> Bool, _ b: @escaping @Sendable () async -> Bool) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await bell() }
-            group.addTask {
-                let start = ContinuousClock.now
-                await call(within)
-                return ContinuousClock.now - start < within
-            }
+            group.addTask { await a() }
+            group.addTask { await b() }
             let first = await group.next() ?? false
             group.cancelAll()
             return first
@@ -284,7 +278,7 @@ public final class EventFollower: Sendable {
     /// reads.
     public func followAlways<Page: EventLogPage>(
         as page: Page.Type, shard: UInt32 = 0, start: () async throws -> UInt64, quiet: (@Sendable (UInt64) -> Void)? = nil,
-        gather: (@Sendable (Duration) async -> Void)? = nil, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
+        gather: (@Sendable (Duration) async -> Bool)? = nil, _ apply: ([Page.Record], _ through: UInt64) async throws -> Void,
         replaced: (RPCError) async throws -> Void
     ) async throws {
         while !Task.isCancelled {

@@ -85,7 +85,7 @@ public struct LogFollowerService<Reducer: LogReducer>: Service {
             quiet = { through in applied?.advance(name, to: through) }
         }
         // A call waiting for a position ends the follower's batch window, if it has one.
-        var gather: (@Sendable (Duration) async -> Void)?
+        var gather: (@Sendable (Duration) async -> Bool)?
         if let applied {
             gather = { window in await applied.gather(name, upTo: window) }
         }
