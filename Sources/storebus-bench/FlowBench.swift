@@ -101,16 +101,16 @@ struct FlowBench {
         let simulated = try await openDevices(client: client, app: app, product: product)
 
         // The paced figures' floor: the same flow over plain libzmq, run after each paced run.
-        let floor = pacedRate > 0 && self.floor ? try FlowFloor.start(in: directory) : nil
-        var floorP50s: [Double] = [], floorP99s: [Double] = [], floorCPUs: [Double] = []
+        // The closed loop's too: as many devices, each starting its next flow when one ends.
+        let runsClosedLoop = closedLoop || pacedRate <= 0
+        let floor = self.floor && (pacedRate > 0 || runsClosedLoop) ? try FlowFloor.start(in: directory) : nil
+        var closedFloor = RoundFigures(), pacedFloor = RoundFigures()
 
         var closed = RoundFigures(), paced = RoundFigures(), duringRenewals = RoundFigures()
         var backlogLeft: [Double] = [], backlogRates: [Double] = []
         let backlog = pacedRate > 0 && renewalBacklog > 0 ? RenewalBacklog(cluster: services, app: app, count: renewalBacklog) : nil
         var commitRates: [Double] = []
         var meter = Self.meter(services)
-        // The paced figures alone only when asked for and there are paced figures.
-        let runsClosedLoop = closedLoop || pacedRate <= 0
         // The receipt service's lag behind the closed loop's purchases.
         let probe = runsClosedLoop ? try ReceiptLagProbe(cluster: services) : nil
         // A backend following the app's notifications beside it, and beside the paced runs.
@@ -127,6 +127,9 @@ struct FlowBench {
                     })
                 if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round)") }
                 if verbose { Self.printSteps(simulated, round: "\(round)") }
+                if let floor {
+                    closedFloor.add(try await Self.floorRound(floor, context: context, devices: devices, flows: flows, rate: .infinity, round: "\(round) floor", verbose: verbose))
+                }
             }
             if pacedRate > 0 {
                 // A warm-up at the paced rate first: the closed loop just before leaves work behind
@@ -144,26 +147,7 @@ struct FlowBench {
                 if let queueStats, let before { try await Self.printRequests(since: before, queueStats, flows: flows, round: "\(round) paced") }
                 if verbose { Self.printSteps(simulated, round: "\(round) paced") }
                 if let floor {
-                    let (devices, flows, rate) = (devices, flows, Double(pacedRate))
-                    try await onThread("bench-floor") {
-                        _ = try floor.run(context: context, devices: devices, flows: max(devices, flows / 10), rate: rate)
-                    }
-                    // The floor's CPU a flow, beside the paced run's: the same messages at the same
-                    // rate over plain libzmq, in the same three kinds of process.
-                    let measured = try await Self.metered(floor.meter(), flows: flows, round: "\(round) paced floor", verbose: verbose) {
-                        let start = DispatchTime.now().uptimeNanoseconds
-                        let latencies = try await onThread("bench-floor") { try floor.run(context: context, devices: devices, flows: flows, rate: rate) }
-                        return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
-                    }
-                    if let cpu = measured.cpu { floorCPUs.append(cpu) }
-                    let sorted = measured.latencies.sorted()
-                    floorP50s.append(Self.milliseconds(sorted, percentile: 50))
-                    floorP99s.append(Self.milliseconds(sorted, percentile: 99))
-                    if verbose {
-                        FileHandle.standardError.write(
-                            "round \(round) paced floor (plain libzmq): p50 \(String(format: "%.2f", floorP50s.last!)) ms, p99 \(String(format: "%.2f", floorP99s.last!)) ms\n".data(using: .utf8)!
-                        )
-                    }
+                    pacedFloor.add(try await Self.floorRound(floor, context: context, devices: devices, flows: flows, rate: Double(pacedRate), round: "\(round) paced floor", verbose: verbose))
                 }
                 if let backlog {
                     // The same paced load while the payment queue works through a backlog of renewals.
@@ -185,6 +169,11 @@ struct FlowBench {
         let rtt = try Self.bareRoundTripMicroseconds(context: context)
         if runsClosedLoop {
             closed.printMedians(rate: "purchase_flows_per_s", p50: "purchase_flow_p50_ms", p99: "purchase_flow_p99_ms", cpu: "purchase_flow_cpu_us", steal: "purchase_flow_steal_pct")
+            if floor != nil {
+                closedFloor.printMedians(
+                    rate: "purchase_flow_floor_per_s", p50: "purchase_flow_floor_p50_ms", p99: "purchase_flow_floor_p99_ms", cpu: "purchase_flow_floor_cpu_us",
+                    steal: "purchase_flow_floor_steal_pct")
+            }
         }
         if pacedRate > 0 {
             report("purchase_flow_paced_offered_per_s", Double(pacedRate), "flows/s")
@@ -192,9 +181,11 @@ struct FlowBench {
                 rate: "purchase_flow_paced_achieved_per_s", p50: "purchase_flow_paced_p50_ms", p99: "purchase_flow_paced_p99_ms", cpu: "purchase_flow_paced_cpu_us",
                 steal: "purchase_flow_paced_steal_pct"
             )
-            report("purchase_flow_paced_floor_p50_ms", median(floorP50s), "ms")
-            report("purchase_flow_paced_floor_p99_ms", median(floorP99s), "ms")
-            if !floorCPUs.isEmpty { report("purchase_flow_paced_floor_cpu_us", median(floorCPUs), "us") }
+            if floor != nil {
+                pacedFloor.printMedians(
+                    rate: "purchase_flow_paced_floor_achieved_per_s", p50: "purchase_flow_paced_floor_p50_ms", p99: "purchase_flow_paced_floor_p99_ms",
+                    cpu: "purchase_flow_paced_floor_cpu_us", steal: "purchase_flow_paced_floor_steal_pct")
+            }
         }
         if let backlog {
             report("renewal_backlog", Double(backlog.count), "subscriptions")
@@ -335,6 +326,28 @@ struct FlowBench {
             FileHandle.standardError.write("round \(round) CPU per flow (µs): \(shares)\n".data(using: .utf8)!)
         }
         return (rate, latencies, perFlow.reduce(0, +), steal, zip(meter.processes, perFlow).map { ($0.name, $1) })
+    }
+
+    /// One round of the plain-libzmq floor (``FlowFloor``) beside a round of the flow: a warm-up of
+    /// a tenth of the flows, then `flows` flows over as many devices at `rate` (`.infinity`: each
+    /// device starts its next flow when one ends, as the closed loop does), its CPU metered over the
+    /// floor's three processes.
+    static func floorRound(_ floor: FlowFloor, context: ZeroMQ.Context, devices: Int, flows: Int, rate: Double, round: String, verbose: Bool) async throws -> Run {
+        try await onThread("bench-floor") {
+            _ = try floor.run(context: context, devices: devices, flows: max(devices, flows / 10), rate: rate)
+        }
+        let measured = try await metered(floor.meter(), flows: flows, round: round, verbose: verbose) {
+            let start = DispatchTime.now().uptimeNanoseconds
+            let latencies = try await onThread("bench-floor") { try floor.run(context: context, devices: devices, flows: flows, rate: rate) }
+            return (Double(flows) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9), latencies)
+        }
+        if verbose {
+            let sorted = measured.latencies.sorted()
+            let (p50, p99) = (milliseconds(sorted, percentile: 50), milliseconds(sorted, percentile: 99))
+            FileHandle.standardError.write(
+                "round \(round) (plain libzmq): \(Int(measured.rate)) flows/s, p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms\n".data(using: .utf8)!)
+        }
+        return measured
     }
 
     /// The rounds of one kind of run: each round's rate, latency percentiles and CPU per flow,

@@ -83,8 +83,9 @@ struct FlowFloor {
         }
     }
 
-    /// Runs `flows` flows over `devices` devices paced at `rate` flows a second, on the calling
-    /// thread; each flow's latency in nanoseconds.
+    /// Runs `flows` flows over `devices` devices paced at `rate` flows a second (`.infinity`: each
+    /// device starts its next flow as soon as one ends, a closed loop), on the calling thread; each
+    /// flow's latency in nanoseconds.
     func run(context: ZeroMQ.Context, devices: Int, flows: Int, rate: Double) throws -> [UInt64] {
         precondition(devices > 0 && devices <= 0xFFFF)
         let dealer = try Socket(context: context, type: .dealer)
@@ -120,7 +121,9 @@ struct FlowFloor {
                 guard started[device] < share else { continue }
                 let scheduled = start + interval * UInt64(device) / UInt64(devices) + interval * UInt64(started[device])
                 if scheduled <= now {
-                    begins[device] = scheduled
+                    // Paced, a latency counts from the flow's scheduled start; in a closed loop
+                    // (every start due at once), from when it starts.
+                    begins[device] = interval == 0 ? now : scheduled
                     started[device] += 1
                     steps[device] = .fetch
                     try send(.fetch, device)

@@ -52,7 +52,8 @@ struct BenchSignalTests {
         // (Waiting for the count to reach six, not to equal five: a slow poll sees only the end.)
         let deadline = ContinuousClock.now + .seconds(90)
         while ContinuousClock.now < deadline {
-            services = Self.children(of: pid).filter { $0.arguments.first?.contains("storebus-") ?? false }
+            // The floor's processes (the bench's own `flow-floor-part`) come after them.
+            services = Self.children(of: pid).filter { ($0.arguments.first?.contains("storebus-") ?? false) && !$0.arguments.contains("flow-floor-part") }
             if services.count >= 6 || !bench.isRunning { break }
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -70,6 +71,8 @@ struct BenchSignalTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         try #require(committed() >= 256 * 1024, "no purchases committed; bench output:\n\(bench.output)")
+        // The floor's processes too, when they have started by now.
+        services += Self.children(of: pid).filter { $0.arguments.contains("flow-floor-part") }
 
         bench.signal(SIGTERM)
         // Ended by the signal, as a bench without a handler would be: only later than that.
@@ -119,6 +122,43 @@ struct BenchSignalTests {
         // Its three processes' CPU a flow, beside the paced figure's.
         let floorCPU = try #require(figures["purchase_flow_paced_floor_cpu_us"], "\(figures)")
         #expect(floorCPU > 0 && floorCPU < 1_000_000, "\(figures)")
+    }
+
+    @Test("a closed-loop flow run prints its CPU per flow by process and, beside it, its plain-libzmq floor's closed loop and CPU per flow")
+    func closedLoopFloor() async throws {
+        let directory = try TemporaryDirectory(prefix: "bclosed")
+        defer { directory.remove() }
+        let bench = ServiceProcess(
+            name: "storebus-bench",
+            arguments: [
+                "run", "--only", "flows", "--rounds", "1", "--flows", "2000", "--devices", "8", "--paced-rate", "0", "--no-reference",
+                "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path
+            ], logFile: directory.url.appendingPathComponent("bench.log"))
+        try bench.start()
+        defer { bench.signal(SIGKILL) }
+        let status = await bench.waitForExit(timeout: .seconds(120))
+        try #require(status == 0, "bench output:\n\(bench.output)")
+        var figures: [String: Double] = [:]
+        for line in bench.output.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 3, let value = Double(fields[1]) { figures[String(fields[0])] = value }
+        }
+        let cpu = try #require(figures["purchase_flow_cpu_us"], "\(figures)")
+        #expect(cpu > 4 && cpu < 1_000_000, "\(figures)")
+        #expect((figures["purchase_flow_cpu_us_payment_queue"] ?? 0) > 0, "\(figures)")
+        // The floor: the same devices over plain libzmq, each starting its next flow as one ends.
+        #expect((figures["purchase_flow_floor_per_s"] ?? 0) > 0, "\(figures)")
+        let floorP50 = try #require(figures["purchase_flow_floor_p50_ms"], "\(figures)")
+        let floorP99 = try #require(figures["purchase_flow_floor_p99_ms"], "\(figures)")
+        #expect(floorP50 > 0 && floorP50 <= floorP99 && floorP99 < 60_000, "\(figures)")
+        // Enough flows that its three processes spend more than /proc's 10 ms ticks.
+        let floorCPU = try #require(figures["purchase_flow_floor_cpu_us"], "\(figures)")
+        #expect(floorCPU > 0 && floorCPU < 1_000_000, "\(figures)")
+        // Its three processes, each named.
+        for part in ["bench", "relay", "back"] {
+            #expect(figures["purchase_flow_floor_cpu_us_\(part)"] != nil, "\(part): \(figures)")
+        }
+        #expect(figures["purchase_flow_paced_floor_cpu_us"] == nil, "no paced run, no paced floor: \(figures)")
     }
 
     @Test("the machine's CPU time from /proc/stat: busy, idle and stolen ticks, and the share stolen between two readings")
