@@ -51,7 +51,9 @@ struct RunBenchmarks: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run the closed-loop flow figures (with --no-closed-loop and a paced rate, only the paced ones: a steady load, for the CPU per flow at a fixed rate).")
     var closedLoop = true
 
-    @Flag(inversion: .prefixedNo, help: "After each paced flow run, and after each closed-loop round, run its floor: the same flows over plain libzmq (purchase_flow_paced_floor_*, purchase_flow_floor_*).")
+    @Flag(
+        inversion: .prefixedNo,
+        help: "After each paced flow run, and after each closed-loop round, run its floor: the same flows over plain libzmq (purchase_flow_paced_floor_*, purchase_flow_floor_*).")
     var flowFloor = true
 
     @Flag(
