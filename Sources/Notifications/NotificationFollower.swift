@@ -94,9 +94,9 @@ struct NotificationFollower: Service {
         }
         let learnt = rules
         let heads = LockedHeads()
-        let webhooks = store.configuredWebhooks
+        let (webhooks, headers) = (store.configuredWebhooks, store.headers)
         try await log.shard(shard).apply(after: stored, through: through) { db in
-            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks, environment: environment))
+            heads.set(try NotificationStore.write(db, learnt: learnt, since: before, notifications: notifications, webhooks: webhooks, environment: environment, headers: headers))
         }
         store.advance(heads.value)
         logger.debug(

@@ -68,11 +68,15 @@ enum NotificationJSON {
     /// the splice does not take is read and written again (``append(_:to:)``). Plain (fast paths
     /// off, or a notification the writer leaves to swift-protobuf): every notification decoded and
     /// the response written by swift-protobuf.
-    static func page(_ events: [StoredEvent], app: String, head: UInt64, fast: Bool = FastPaths.enabled) throws -> [UInt8] {
+    ///
+    /// `signedPayload` turns a stored signed payload into the one signed (``JWSHeaders``).
+    static func page(
+        _ events: [StoredEvent], app: String, head: UInt64, fast: Bool = FastPaths.enabled, signedPayload: (String) throws -> String
+    ) throws -> [UInt8] {
         func plain() throws -> [UInt8] {
             try JSONCodec.encode(
                 Storebus_Notifications_V1_ReadNotificationsResponse.with {
-                    $0.notifications = try events.map { try read($0, app: app, fast: fast) }
+                    $0.notifications = try events.map { try read($0, app: app, fast: fast, signedPayload: signedPayload) }
                     $0.headPosition = head
                 })
         }
@@ -84,8 +88,8 @@ enum NotificationJSON {
             out += #""notifications":["#.utf8
             for (index, event) in events.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                guard !splice(event, app: app, to: &out) else { continue }
-                guard append(try read(event, app: app), to: &out) else { return try plain() }
+                guard try !splice(event, app: app, to: &out, signedPayload: signedPayload) else { continue }
+                guard append(try read(event, app: app, signedPayload: signedPayload), to: &out) else { return try plain() }
             }
             out.append(UInt8(ascii: "]"))
         }
@@ -108,8 +112,10 @@ enum NotificationJSON {
     /// Appends the notification `event` holds, at its position in `app`'s log, as swift-protobuf
     /// writes it, its members copied from the record; false, appending nothing, when the record's
     /// payload is not exactly what swift-protobuf would write again: members it knows, each once and
-    /// in field order, every one a non-empty string (a default is left out when written).
-    static func splice(_ event: StoredEvent, app: String, to out: inout [UInt8]) -> Bool {
+    /// in field order, every one a non-empty string (a default is left out when written). A signed
+    /// payload kept in another form than the one signed (``CompactJWS``) is written as
+    /// `signedPayload` gives it.
+    static func splice(_ event: StoredEvent, app: String, to out: inout [UInt8], signedPayload: (String) throws -> String) throws -> Bool {
         let record = Array(event.json.utf8)
         guard let (_, payload) = JSONScanner.members(of: record, in: 0..<record.count, andOf: "payload"), let payload else { return false }
         var last = 1
@@ -118,6 +124,12 @@ enum NotificationJSON {
             else { return false }
             last = number
         }
+        // A stored signed payload starting with "~" (CompactJWS) is written whole again.
+        var signed: String?
+        if let member = payload.first(where: { $0.name == "signedPayload" }), record[member.value.lowerBound + 1] == CompactJWS.mark {
+            guard let stored = JSONScanner.text(record, member.value) else { return false }
+            signed = try signedPayload(stored)
+        }
         out += #"{"position":"#.utf8
         JSONText.appendQuoted(event.keySeq, to: &out)
         record.withUnsafeBufferPointer { text in
@@ -125,7 +137,11 @@ enum NotificationJSON {
                 out += #",""#.utf8
                 out += member.name.utf8
                 out += #"":"#.utf8
-                out += UnsafeBufferPointer(rebasing: text[member.value])
+                if member.name == "signedPayload", let signed {
+                    JSONText.appendQuoted(signed, to: &out)
+                } else {
+                    out += UnsafeBufferPointer(rebasing: text[member.value])
+                }
             }
         }
         if !app.isEmpty {
@@ -140,8 +156,11 @@ enum NotificationJSON {
     ///
     /// Fast: the payload's text found in the stored record (``JSONScanner``) and decoded once.
     /// Plain (with fast paths off, or a record the scanner does not take): the record decoded as an
-    /// event, its payload written out and decoded as a notification.
-    static func read(_ stored: StoredEvent, app: String, fast: Bool = FastPaths.enabled) throws -> Storebus_Notifications_V1_Notification {
+    /// event, its payload written out and decoded as a notification. Either way its signed payload
+    /// is the one `signedPayload` makes of the stored one (``JWSHeaders``).
+    static func read(
+        _ stored: StoredEvent, app: String, fast: Bool = FastPaths.enabled, signedPayload: (String) throws -> String
+    ) throws -> Storebus_Notifications_V1_Notification {
         var notification: Storebus_Notifications_V1_Notification
         let record = Array(stored.json.utf8)
         if fast, let payload = JSONScanner.member("payload", of: record, in: 0..<record.count), record[payload.lowerBound] == UInt8(ascii: "{") {
@@ -152,6 +171,7 @@ enum NotificationJSON {
         }
         notification.position = stored.keySeq
         notification.appBundleID = app
+        if notification.signedPayload.utf8.first == CompactJWS.mark { notification.signedPayload = try signedPayload(notification.signedPayload) }
         return notification
     }
 }

@@ -60,6 +60,11 @@ public enum NotificationsSchema {
             // An app's sandbox webhook, beside its production one (empty: the configuration's).
             try db.execute(cached: "ALTER TABLE nt_webhook ADD COLUMN sandbox_url TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("notifications_v6_jws_headers") { db in
+            // The header segments of the signed notifications kept in compact form (CompactJWS), by
+            // the SHA-256 of each (hex).
+            try db.execute(cached: "CREATE TABLE nt_jws_header (digest TEXT PRIMARY KEY, segment TEXT NOT NULL) STRICT")
+        }
         return migrator
     }
 
@@ -93,7 +98,8 @@ public enum NotificationsSchema {
                             "CREATE TABLE nt_customer (app \(text) NOT NULL, txn \(text) NOT NULL, account \(text) NOT NULL, PRIMARY KEY (app, txn))",
                             "CREATE TABLE nt_url (url \(text) PRIMARY KEY)"
                         ]
-                    )
+                    ),
+                    ("notifications_v6_jws_headers", ["CREATE TABLE nt_jws_header (digest \(text) PRIMARY KEY, segment TEXT NOT NULL)"])
                 ]))
     }
 }
@@ -113,6 +119,8 @@ public struct NotificationStore: Sendable {
     /// Writes the webhook attempts: those that end while another's commit is under way are committed
     /// with the next one together (group commit: one fsync for several attempts).
     let attempts: EventLogWriter
+    /// The JWS headers its signed notifications are kept under (``CompactJWS``).
+    let headers = JWSHeaders()
 
     /// A store over `database`; `webhooks` and `sandboxWebhooks` are the configuration's production
     /// and sandbox URLs by app.
@@ -153,7 +161,7 @@ public struct NotificationStore: Sendable {
     /// transaction. Returns each app's newest position.
     static func write(
         _ db: any SQLConnection, learnt rules: NotificationRules, since before: NotificationRules, notifications: [Storebus_Notifications_V1_Notification],
-        webhooks: WebhookURLs, environment: String
+        webhooks: WebhookURLs, environment: String, headers: JWSHeaders
     ) throws -> [String: UInt64] {
         for (key, subscription) in rules.subscriptions where before.subscriptions[key] != subscription {
             try db.execute(cached: "INSERT INTO nt_subscription (key, json) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET json = excluded.json", arguments: [key, try subscription.jsonString()])
@@ -163,16 +171,21 @@ public struct NotificationStore: Sendable {
         }
         var heads: [String: UInt64] = [:]
         for notification in notifications {
-            heads[notification.appBundleID] = try append(db, notification, webhooks: webhooks, environment: environment)
+            heads[notification.appBundleID] = try append(db, notification, webhooks: webhooks, environment: environment, headers: headers)
         }
         return heads
     }
 
-    /// Appends a notification to its app's log, and queues its delivery when the app has a webhook;
-    /// returns its position.
-    static func append(_ db: any SQLConnection, _ notification: Storebus_Notifications_V1_Notification, webhooks: WebhookURLs, environment: String) throws -> UInt64 {
+    /// Appends a notification to its app's log, its signed payload kept in compact form when
+    /// `compact` (a fast path; ``JWSHeaders/stored(_:_:compact:)``), and queues its delivery when the
+    /// app has a webhook; returns its position.
+    static func append(
+        _ db: any SQLConnection, _ notification: Storebus_Notifications_V1_Notification, webhooks: WebhookURLs, environment: String, headers: JWSHeaders,
+        compact: Bool = FastPaths.enabled
+    ) throws -> UInt64 {
         var stored = notification
         stored.appBundleID = ""
+        stored.signedPayload = try headers.stored(db, notification.signedPayload, compact: compact)
         let position: UInt64
         if FastPaths.enabled, let json = NotificationJSON.write(stored) {
             position = try EventLog.appendJSON(db, key: notification.appBundleID, type: Storebus_Notifications_V1_Notification.protoMessageName, payloadJSON: json).keySeq
@@ -198,8 +211,8 @@ public struct NotificationStore: Sendable {
     /// Appends a notification made outside the followed log (TEST; a benchmark's), signed for
     /// `environment`; returns its position.
     public func append(_ notification: Storebus_Notifications_V1_Notification, environment: String = "Sandbox") async throws -> UInt64 {
-        let webhooks = configuredWebhooks
-        let position = try await database.write { db in try Self.append(db, notification, webhooks: webhooks, environment: environment) }
+        let (webhooks, headers) = (configuredWebhooks, headers)
+        let position = try await database.write { db in try Self.append(db, notification, webhooks: webhooks, environment: environment, headers: headers) }
         appended.advance(notification.appBundleID, to: position)
         queued.advance("", to: UInt64(EpochMilliseconds.now))
         return position
@@ -225,9 +238,10 @@ public struct NotificationStore: Sendable {
 
     /// Up to `limit` notifications of `app` after `position`, and the app's newest position.
     func read(app: String, after position: UInt64, limit: Int) async throws -> (notifications: [Storebus_Notifications_V1_Notification], head: UInt64) {
-        try await database.read { db in
+        let headers = headers
+        return try await database.read { db in
             let events = try EventLog.read(db, key: app, after: position, limit: limit)
-            let notifications = try events.map { try NotificationJSON.read($0, app: app) }
+            let notifications = try events.map { try NotificationJSON.read($0, app: app, signedPayload: { try headers.signedPayload(db, $0) }) }
             return (notifications, try EventLog.head(db, key: app))
         }
     }
@@ -235,8 +249,11 @@ public struct NotificationStore: Sendable {
     /// Up to `limit` notifications of `app` after `position`, and the app's newest position, as a
     /// ReadNotificationsResponse's JSON (``NotificationJSON/page(_:app:head:fast:)``).
     func page(app: String, after position: UInt64, limit: Int) async throws -> [UInt8] {
-        try await database.read { db in
-            try NotificationJSON.page(try EventLog.read(db, key: app, after: position, limit: limit), app: app, head: try EventLog.head(db, key: app))
+        let headers = headers
+        return try await database.read { db in
+            try NotificationJSON.page(
+                try EventLog.read(db, key: app, after: position, limit: limit), app: app, head: try EventLog.head(db, key: app),
+                signedPayload: { try headers.signedPayload(db, $0) })
         }
     }
 

@@ -73,12 +73,15 @@ public enum JWS {
         return Array(jws.utf8).withUnsafeBufferPointer { dots(bytes: $0) }
     }
 
-    /// ``dots(_:)`` in `bytes`.
-    static func dots(bytes: UnsafeBufferPointer<UInt8>) -> (Int, Int)? {
-        let dot = UInt8(ascii: ".")
-        guard let first = bytes.firstIndex(of: dot), let second = bytes[(first + 1)...].firstIndex(of: dot),
-            !bytes[(second + 1)...].contains(dot)
-        else { return nil }
+    /// ``dots(_:)`` in `bytes`, found by memchr (a byte-by-byte search of a signed notification's
+    /// kilobytes was 4 % of the notification service's CPU keeping them).
+    public static func dots(bytes: UnsafeBufferPointer<UInt8>) -> (Int, Int)? {
+        guard let base = bytes.baseAddress else { return nil }
+        func dot(from start: Int) -> Int? {
+            guard start < bytes.count, let found = memchr(base + start, Int32(UInt8(ascii: ".")), bytes.count - start) else { return nil }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        }
+        guard let first = dot(from: 0), let second = dot(from: first + 1), dot(from: second + 1) == nil else { return nil }
         return (first, second)
     }
 

@@ -96,17 +96,17 @@ struct NotificationJSONTests {
                 let start = Int.random(in: 0...events.count, using: &random)
                 let window = Array(events[start..<min(events.count, start + index % 9)])
                 let head: UInt64 = [0, 1, 300, UInt64.random(in: 0...UInt64.max, using: &random), .max][index % 5]
-                let plain = try NotificationJSON.page(window, app: app, head: head, fast: false)
+                let plain = try NotificationJSON.page(window, app: app, head: head, fast: false, signedPayload: { $0 })
                 let expected: [UInt8] = try Storebus_Notifications_V1_ReadNotificationsResponse.with {
-                    $0.notifications = try window.map { try NotificationJSON.read($0, app: app, fast: false) }
+                    $0.notifications = try window.map { try NotificationJSON.read($0, app: app, fast: false, signedPayload: { $0 }) }
                     $0.headPosition = head
                 }.jsonUTF8Bytes()
                 #expect(plain == expected)
-                #expect(try NotificationJSON.page(window, app: app, head: head, fast: true) == expected, "\(String(decoding: expected, as: UTF8.self).prefix(160))")
+                #expect(try NotificationJSON.page(window, app: app, head: head, fast: true, signedPayload: { $0 }) == expected, "\(String(decoding: expected, as: UTF8.self).prefix(160))")
             }
             for event in events {
                 var out: [UInt8] = []
-                if NotificationJSON.splice(event, app: app, to: &out) { spliced += 1 }
+                if try NotificationJSON.splice(event, app: app, to: &out, signedPayload: { $0 }) { spliced += 1 }
             }
             // Both writers' records are spliced (a notification with no member set is too).
             #expect(spliced == events.count, "\(app): \(spliced) of \(events.count) spliced")
@@ -121,9 +121,9 @@ struct NotificationJSONTests {
         for json in unusual {
             let event = StoredEvent(seq: 1, key: "a", keySeq: 1, json: json)
             var out: [UInt8] = []
-            #expect(!NotificationJSON.splice(event, app: "a", to: &out) && out.isEmpty, "\(json)")
-            if let expected = try? NotificationJSON.page([event], app: "a", head: 1, fast: false) {
-                #expect(try NotificationJSON.page([event], app: "a", head: 1, fast: true) == expected, "\(json)")
+            #expect(try !NotificationJSON.splice(event, app: "a", to: &out, signedPayload: { $0 }) && out.isEmpty, "\(json)")
+            if let expected = try? NotificationJSON.page([event], app: "a", head: 1, fast: false, signedPayload: { $0 }) {
+                #expect(try NotificationJSON.page([event], app: "a", head: 1, fast: true, signedPayload: { $0 }) == expected, "\(json)")
             }
         }
         try database.close()
@@ -141,8 +141,8 @@ struct NotificationJSONTests {
             var expected = notification
             expected.position = event.keySeq
             expected.appBundleID = app
-            #expect(try NotificationJSON.read(event, app: app, fast: true) == expected)
-            #expect(try NotificationJSON.read(event, app: app, fast: false) == expected)
+            #expect(try NotificationJSON.read(event, app: app, fast: true, signedPayload: { $0 }) == expected)
+            #expect(try NotificationJSON.read(event, app: app, fast: false, signedPayload: { $0 }) == expected)
         }
         try database.close()
     }
