@@ -131,7 +131,7 @@ struct BenchSignalTests {
         let bench = ServiceProcess(
             name: "storebus-bench",
             arguments: [
-                "run", "--only", "flows", "--rounds", "1", "--flows", "2000", "--devices", "8", "--paced-rate", "0", "--no-reference",
+                "run", "--only", "flows", "--rounds", "1", "--flows", "1000", "--devices", "8", "--paced-rate", "0", "--no-reference",
                 "--catalog", deployDirectory.appendingPathComponent("catalog/catalog.json").path
             ], logFile: directory.url.appendingPathComponent("bench.log"))
         try bench.start()
