@@ -47,7 +47,7 @@ enum CompactJWS {
 
         /// Whether `segment` is this header's.
         func isSegment(_ segment: UnsafeBufferPointer<UInt8>) -> Bool {
-            segment.count == bytes.count && bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, segment.baseAddress!, segment.count) == 0 }
+            segment.count == bytes.count && (bytes.isEmpty || bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, segment.baseAddress!, segment.count) == 0 })
         }
     }
 
@@ -68,7 +68,7 @@ enum CompactJWS {
     /// `jws` in compact form under `header` (its header segment's); nil when it is not a JWS this
     /// form takes: a payload not the one base64url text of its bytes, a `~` in its signature.
     static func compact(_ jws: Segments, header: Header) -> String? {
-        guard header.isSegment(jws.header), !jws.signature.contains(mark), isCanonical(jws.payload),
+        guard !header.bytes.isEmpty, header.isSegment(jws.header), !jws.signature.contains(mark), isCanonical(jws.payload),
             let json = Base64URL.decode(bytes: jws.payload)
         else { return nil }
         // The payload with the header taken out, and where.
