@@ -52,7 +52,10 @@ public struct StoredPurchase: Sendable, Equatable {
         id, app, account, device, product_id, product_type, quantity, state, purchase_ms, original_id, original_purchase_ms,
         expires_ms, cancellation_ms, cancellation_reason, trial, finished, storefront, application_username, price, currency, seq, cleared, web_order, renewal, sub_group, intro, upgraded
         """
+}
 
+extension StoredPurchase {
+    /// The purchase a row holds, its columns read as ``columns`` lists them.
     init(_ row: SQLRow) {
         id = row[0]
         app = row[1]
@@ -97,12 +100,12 @@ public final class ReceiptStore: Sendable {
         self.database = database
     }
 
-    static func apply(_ db: any SQLConnection, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64) throws {
+    static func apply(_ db: any SQLConnection, _ event: Storebus_PaymentQueue_V1_QueueEvent, seq: UInt64, fast: Bool = FastPaths.enabled) throws {
         switch event.event {
         case .updatedTransactions(let updated):
-            for transaction in updated.transactions { try keep(db, transaction, seq: seq) }
+            for transaction in updated.transactions { try keep(db, transaction, seq: seq, fast: fast) }
         case .refundedTransactions(let refunded):
-            for transaction in refunded.transactions { try keep(db, transaction, seq: seq) }
+            for transaction in refunded.transactions { try keep(db, transaction, seq: seq, fast: fast) }
         case .removedTransactions(let removed):
             for transaction in removed.transactions {
                 try db.execute(cached: "UPDATE rc_transaction SET finished = 1, seq = ? WHERE id = ?", arguments: [Int64(seq), transaction.transactionIdentifier])
@@ -146,8 +149,39 @@ public final class ReceiptStore: Sendable {
         }
     }
 
-    /// Records a purchased or restored transaction (anything else never reaches a receipt).
-    static func keep(_ db: any SQLConnection, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction, seq: UInt64) throws {
+    /// The columns a purchase's row is written with (``keep(_:_:seq:fast:)``), in order.
+    static let keptColumns = """
+        id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
+        original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
+        storefront, application_username, price, currency, seq, web_order, renewal, sub_group, intro, upgraded
+        """
+    static let keepSQL: CachedSQL = """
+        INSERT INTO rc_transaction (\(keptColumns))
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
+            expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
+            cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
+            finished = CASE WHEN excluded.finished > rc_transaction.finished THEN excluded.finished ELSE rc_transaction.finished END, seq = excluded.seq, upgraded = excluded.upgraded
+        """
+    /// A purchase's first row, its receipt entry with it; nothing when the row exists.
+    static let keepNewSQL: CachedSQL = """
+        INSERT INTO rc_transaction (\(keptColumns), entry)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id) DO NOTHING
+        """
+    static let keepAccountSQL: CachedSQL = """
+        INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
+        ON CONFLICT (app, account) DO UPDATE SET first_ms = CASE WHEN excluded.first_ms < rc_account.first_ms THEN excluded.first_ms ELSE rc_account.first_ms END
+        """
+
+    /// Records a purchased or restored transaction (anything else never reaches a receipt), and its
+    /// receipt entry as its row then says.
+    ///
+    /// `fast` (the fast path, `FastPaths.enabled`): a purchase not recorded before, as nearly every
+    /// one is, is written once with its entry, encoded from the row it is given (``StoredPurchase``
+    /// as it reads back); only one already recorded is updated and read back to encode it. Plain:
+    /// every row written, read back and written again with its entry.
+    static func keep(_ db: any SQLConnection, _ transaction: Storebus_PaymentQueue_V1_PaymentTransaction, seq: UInt64, fast: Bool = FastPaths.enabled) throws {
         guard transaction.transactionState == .purchased || transaction.transactionState == .restored else { return }
         let purchaseMS = milliseconds(transaction.transactionDate)
         let restored = transaction.transactionState == .restored && transaction.hasOriginalTransaction
@@ -162,34 +196,30 @@ public final class ReceiptStore: Sendable {
         }
         let webOrder = restored ? transaction.originalTransaction.webOrderLineItemID : transaction.webOrderLineItemID
         let queue = transaction.queue
-        try db.execute(
-            cached: """
-                INSERT INTO rc_transaction (id, app, account, device, product_id, product_type, quantity, state, purchase_ms,
-                    original_id, original_purchase_ms, expires_ms, cancellation_ms, cancellation_reason, trial, finished,
-                    storefront, application_username, price, currency, seq, web_order, renewal, sub_group, intro, upgraded)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET state = excluded.state, purchase_ms = excluded.purchase_ms,
-                    expires_ms = excluded.expires_ms, cancellation_ms = excluded.cancellation_ms,
-                    cancellation_reason = excluded.cancellation_reason, trial = excluded.trial,
-                    finished = CASE WHEN excluded.finished > rc_transaction.finished THEN excluded.finished ELSE rc_transaction.finished END, seq = excluded.seq, upgraded = excluded.upgraded
-                """,
-            arguments: [
-                transaction.transactionIdentifier, queue.appBundleID, queue.accountID, queue.deviceID,
-                transaction.payment.productIdentifier, transaction.productType.rawValue, max(1, Int(transaction.payment.quantity)),
-                transaction.transactionState.rawValue, purchaseMS, originalID, originalMS,
-                transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
-                transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
-                transaction.cancellationReason.rawValue, transaction.isTrialPeriod, transaction.finished,
-                transaction.storefront, transaction.payment.applicationUsername, transaction.price, transaction.currencyCode, Int64(seq),
-                webOrder == 0 ? nil : webOrder, transaction.transactionReason == .renewal,
-                restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier,
-                transaction.isInIntroOfferPeriod, transaction.isUpgraded
-            ])
-        try db.execute(
-            cached: """
-                INSERT INTO rc_account (app, account, first_ms) VALUES (?, ?, ?)
-                ON CONFLICT (app, account) DO UPDATE SET first_ms = CASE WHEN excluded.first_ms < rc_account.first_ms THEN excluded.first_ms ELSE rc_account.first_ms END
-                """, arguments: [queue.appBundleID, queue.accountID, originalMS])
+        let purchase = StoredPurchase(
+            id: transaction.transactionIdentifier, app: queue.appBundleID, account: queue.accountID, device: queue.deviceID,
+            productID: transaction.payment.productIdentifier, productType: transaction.productType, quantity: max(1, Int(transaction.payment.quantity)),
+            state: transaction.transactionState, purchaseMS: purchaseMS, originalID: originalID, originalPurchaseMS: originalMS,
+            expiresMS: transaction.hasExpiresDate ? milliseconds(transaction.expiresDate) : nil,
+            cancellationMS: transaction.hasCancellationDate ? milliseconds(transaction.cancellationDate) : nil,
+            cancellationReason: transaction.cancellationReason, isTrialPeriod: transaction.isTrialPeriod, finished: transaction.finished, cleared: false,
+            storefront: transaction.storefront, applicationUsername: transaction.payment.applicationUsername, price: transaction.price,
+            currency: transaction.currencyCode, seq: seq, webOrder: webOrder == 0 ? nil : webOrder, renewal: transaction.transactionReason == .renewal,
+            group: restored ? transaction.originalTransaction.subscriptionGroupIdentifier : transaction.subscriptionGroupIdentifier,
+            isInIntroOfferPeriod: transaction.isInIntroOfferPeriod, isUpgraded: transaction.isUpgraded)
+        let row: [any SQLArgument] = [
+            purchase.id, purchase.app, purchase.account, purchase.device, purchase.productID, purchase.productType.rawValue, purchase.quantity,
+            purchase.state.rawValue, purchase.purchaseMS, purchase.originalID, purchase.originalPurchaseMS, purchase.expiresMS, purchase.cancellationMS,
+            purchase.cancellationReason.rawValue, purchase.isTrialPeriod, purchase.finished, purchase.storefront, purchase.applicationUsername,
+            purchase.price, purchase.currency, Int64(seq), purchase.webOrder, purchase.renewal, purchase.group, purchase.isInIntroOfferPeriod,
+            purchase.isUpgraded
+        ]
+        try db.execute(cached: keepAccountSQL, arguments: [queue.appBundleID, queue.accountID, originalMS])
+        if fast {
+            try db.execute(cached: keepNewSQL, arguments: row + [Data(try ReceiptBook.entry(purchase).attributeDER())])
+            if db.changesCount > 0 { return }
+        }
+        try db.execute(cached: keepSQL, arguments: row)
         try encodeEntry(db, id: transaction.transactionIdentifier)
     }
 
