@@ -68,8 +68,11 @@ public enum Base64URL {
 
     /// The bytes `text` (unpadded base64url) encodes, or nil when it is not such text.
     public static func decode(bytes text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        // The decoder takes a padding character at the end even when told there is none.
-        guard !text.contains(UInt8(ascii: "=")) else { return nil }
+        // The decoder takes a padding character at the end even when told there is none. Looked for
+        // with memchr: a byte-by-byte search took longer than the decoding itself (a signed
+        // notification's 4 KB payload, kept compact by the notification service).
+        guard let base = text.baseAddress else { return [] }
+        guard memchr(base, Int32(UInt8(ascii: "=")), text.count) == nil else { return nil }
         return try? ExtrasBase64.Base64.decode(bytes: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 }
