@@ -170,10 +170,9 @@ struct CompactJWSTests {
 
     @Test("a notification kept under a header the log does not have is DATA_LOSS, not a wrong signed payload")
     func missingHeader() async throws {
-        let directory = try TemporaryDirectory(prefix: "ntheader")
-        defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
-        let store = NotificationStore(database: database)
+        let scratch = try ScratchNotifications(prefix: "ntheader")
+        defer { scratch.directory.remove() }
+        let (database, store) = (scratch.database, scratch.store)
         let jws = try Self.signed(try Self.signingKey(), text: "com.example.app", renewal: false)
         try await database.write { db in
             _ = try NotificationStore.append(

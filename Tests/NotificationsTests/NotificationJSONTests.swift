@@ -85,9 +85,9 @@ struct NotificationJSONTests {
 
     @Test("pages of stored notifications, spliced from their records, are the bytes swift-protobuf writes for the notifications read back, whichever wrote them")
     func pagesMatchSwiftProtobuf() async throws {
-        let directory = try TemporaryDirectory(prefix: "ntpage")
-        defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
+        let scratch = try ScratchNotifications(prefix: "ntpage")
+        defer { scratch.directory.remove() }
+        let database = scratch.database
         for app in ["com.example.page", "app \"quoted\" é\n", ""] {
             let events = try await Self.stored(in: database, app: app, seed: 4_096).events
             var random = SeededRandom(seed: 91)
@@ -131,9 +131,9 @@ struct NotificationJSONTests {
 
     @Test("a notification appended as written by hand or by swift-protobuf reads back the same both ways, at its position in its app's log")
     func storedReadsBothWays() async throws {
-        let directory = try TemporaryDirectory(prefix: "ntjson")
-        defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
+        let scratch = try ScratchNotifications(prefix: "ntjson")
+        defer { scratch.directory.remove() }
+        let database = scratch.database
         let app = "com.example.json"
         let (notifications, stored) = try await Self.stored(in: database, app: app, seed: 77)
         #expect(stored.count == notifications.count)

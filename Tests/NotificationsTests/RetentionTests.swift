@@ -19,10 +19,9 @@ struct RetentionTests {
 
     @Test("prune deletes the oldest prefix, never the newest notification nor one whose delivery is pending or any after it; positions go on")
     func prunePrefix() async throws {
-        let directory = try TemporaryDirectory(prefix: "prune")
-        defer { directory.remove() }
-        let database = try StoreDatabase(directory: directory.url, name: "notifications", durability: .normal, migrator: NotificationsSchema.migrator)
-        let store = NotificationStore(database: database)
+        let scratch = try ScratchNotifications(prefix: "prune")
+        defer { scratch.directory.remove() }
+        let (database, store) = (scratch.database, scratch.store)
         for index in 1...5 { _ = try await store.append(Self.test(index)) }
         #expect(try await store.prune(before: EpochMilliseconds.now + 1_000) == 4)
         let (oldest, head) = (try await store.oldest(app: puzzle), try await store.head(app: puzzle))
