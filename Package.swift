@@ -390,7 +390,8 @@ let package = Package(
         .executableTarget(
             name: "storebus-bench",
             dependencies: [
-                "Catalog", "CatalogFormat", "Notifications", "PaymentQueue", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost", "StoreBusStorage",
+                "Catalog", "CatalogFormat", "Notifications", "PaymentQueue", "Receipt", "ReceiptFormat", "StoreBus", "StoreBusSDK", "StoreBusServer", "StoreBusHost",
+                "StoreBusStorage",
                 "StoreBusPostgres", "StoreBusTesting", "StoreSchema", "ZeroMQ",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -24,12 +24,31 @@ public struct SigningKey: Sendable {
     /// cost more than the signature itself. Nil when a certificate cannot be serialized.
     let jwsHeaderSegment: String?
 
+    /// The start of every JWS this key signs: its header segment and the dot after it, and the
+    /// SHA-256 state once they are hashed (see ``JWS/assemble(_:prefix:key:)``). Nil with
+    /// ``jwsHeaderSegment``.
+    let jwsPrefix: JWSPrefix?
+
+    /// A JWS's header segment and dot, as bytes and as a hash state.
+    struct JWSPrefix: Sendable {
+        let bytes: [UInt8]
+        let hasher: SHA256
+
+        init(headerSegment: String) {
+            bytes = Array(headerSegment.utf8) + [UInt8(ascii: ".")]
+            var hasher = SHA256()
+            hasher.update(data: bytes)
+            self.hasher = hasher
+        }
+    }
+
     /// A leaf, its key, and the certificates above it (intermediate, root).
     public init(certificate: Certificate, privateKey: P256.Signing.PrivateKey, issuers: [Certificate]) {
         self.certificate = certificate
         self.privateKey = privateKey
         self.issuers = issuers
         jwsHeaderSegment = try? JWS.headerSegment(chain: [certificate] + issuers)
+        jwsPrefix = jwsHeaderSegment.map(JWSPrefix.init(headerSegment:))
     }
 
     /// Leaf, intermediate, root: the `x5c` order.

@@ -97,6 +97,7 @@ struct RunBenchmarks: AsyncParsableCommand {
                 try await DurableBench(flows: purchases, concurrency: window, rounds: max(1, rounds / 2 + 1), catalogPath: catalog).run()
             }
             if wants("receipts") {
+                try SigningBench(rounds: max(1, rounds / 2 + 1), verbose: verbose).run()
                 try await ReceiptBench(rounds: max(1, rounds / 2 + 1), catalogPath: catalog, verbose: verbose).run()
             }
             if wants("downloads") {
