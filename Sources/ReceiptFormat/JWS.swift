@@ -78,9 +78,15 @@ public enum JWS {
         return ExtrasBase64.Base64.encode(bytes: bytes.span, into: &output, options: options)
     }
 
-    /// A payload's JSON, keys in byte order: ``SortedJSONEncoder``'s when `written` and it can,
-    /// JSONEncoder's otherwise.
+    /// A payload's JSON, keys in byte order, when `written`: its own (``SortedJSONWritable``) when it
+    /// writes one, else ``SortedJSONEncoder``'s when it can; JSONEncoder's otherwise.
     public static func json(_ payload: some Encodable, written: Bool) throws -> [UInt8] {
+        if written, let writable = payload as? any SortedJSONWritable {
+            var out: [UInt8] = []
+            out.reserveCapacity(1024)
+            writable.writeSortedJSON(to: &out)
+            return out
+        }
         if written, let bytes = try? SortedJSONEncoder.encode(payload) { return bytes }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -45,6 +45,12 @@ struct SortedJSONEncoderTests {
             let expected = try plain(value)
             #expect(written == expected, "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
             #expect(try JWS.json(value, written: true) == expected)
+            // The payloads StoreBus signs write their own JSON (JWS.json's fast path, checked above
+            // too): written without the tree as well.
+            let writable = try #require(value as? any SortedJSONWritable, "\(T.self) writes no JSON of its own")
+            var own: [UInt8] = []
+            writable.writeSortedJSON(to: &own)
+            #expect(own == expected, "\(String(decoding: own, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
         }
     }
 
