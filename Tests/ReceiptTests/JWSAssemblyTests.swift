@@ -44,23 +44,29 @@ struct JWSAssemblyTests {
         }
     }
 
-    @Test("signed transactions, renewal infos and notifications: the plain twin's segments, a good signature")
-    func sameSegments() async throws {
+    /// Runs `body` with the current key of a new signing authority, and its root.
+    static func withKey(_ body: (SigningKey, Certificate) async throws -> Void) async throws {
         let directory = try TemporaryDirectory(prefix: "jws-assembly")
         defer { directory.remove() }
         let authority = try SigningAuthority(directory: directory.url)
-        let key = try authority.current()
-        try await Self.check(JWSTransactionDecodedPayload.self, blank: JWSTransactionDecodedPayload(), count: 150, key: key, root: authority.root)
-        try await Self.check(JWSRenewalInfoDecodedPayload.self, blank: JWSRenewalInfoDecodedPayload(), count: 150, key: key, root: authority.root)
-        try await Self.check(ResponseBodyV2DecodedPayload.self, blank: ResponseBodyV2DecodedPayload(), count: 150, key: key, root: authority.root)
+        try await body(try authority.current(), authority.root)
+    }
+
+    @Test("signed transactions, renewal infos and notifications: the plain twin's segments, a good signature")
+    func sameSegments() async throws {
+        try await Self.withKey { key, root in
+            try await Self.check(JWSTransactionDecodedPayload.self, blank: JWSTransactionDecodedPayload(), count: 150, key: key, root: root)
+            try await Self.check(JWSRenewalInfoDecodedPayload.self, blank: JWSRenewalInfoDecodedPayload(), count: 150, key: key, root: root)
+            try await Self.check(ResponseBodyV2DecodedPayload.self, blank: ResponseBodyV2DecodedPayload(), count: 150, key: key, root: root)
+        }
     }
 
     @Test("the header's hash state is the same for every signature: signatures in parallel all verify")
     func sharedState() async throws {
-        let directory = try TemporaryDirectory(prefix: "jws-assembly")
-        defer { directory.remove() }
-        let authority = try SigningAuthority(directory: directory.url)
-        let key = try authority.current()
+        try await Self.withKey { key, root in try await Self.signInParallel(key: key, root: root) }
+    }
+
+    static func signInParallel(key: SigningKey, root: Certificate) async throws {
         let signed = try await withThrowingTaskGroup(of: (String, String).self) { group in
             for index in 0..<64 {
                 group.addTask {
@@ -74,7 +80,7 @@ struct JWSAssemblyTests {
         }
         #expect(signed.count == 64)
         for (id, jws) in signed {
-            let payload = try await JWS.verify(jws, as: JWSTransactionDecodedPayload.self, roots: [authority.root])
+            let payload = try await JWS.verify(jws, as: JWSTransactionDecodedPayload.self, roots: [root])
             #expect(payload.transactionId == id)
         }
     }
