@@ -1,6 +1,5 @@
 // swift-crypto 3 does not mark its key types Sendable; they are immutable values.
 @preconcurrency import Crypto
-import ExtrasBase64
 import Foundation
 import X509
 
@@ -29,7 +28,7 @@ public enum JWS {
     public static func sign(_ payload: some Encodable, with key: SigningKey, written: Bool = true) throws -> String {
         let json = try json(payload, written: written)
         if written, let prefix = key.jwsPrefix { return try assemble(json, prefix: prefix, key: key.privateKey) }
-        let header = try key.jwsHeaderSegment ?? headerSegment(chain: key.chain)
+        let header = try key.jwsPrefix?.segment ?? headerSegment(chain: key.chain)
         let input = header + "." + Base64URL.encode(json)
         let signature = try key.privateKey.signature(for: Data(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
@@ -42,26 +41,22 @@ public enum JWS {
     /// strings, copied the input into Data and hashed all of it: about half as much again as the
     /// ECDSA signature's own arithmetic, `JWSAssemblyTests` holds the two to the same segments.)
     static func assemble(_ json: [UInt8], prefix: SigningKey.JWSPrefix, key: P256.Signing.PrivateKey) throws -> String {
-        let options: ExtrasBase64.Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
-        let payloadLength = ExtrasBase64.Base64.encodedLength(bytesCount: json.count, options: options)
-        // An ES256 signature is 64 bytes, 86 characters of unpadded base64url.
-        let signatureLength = ExtrasBase64.Base64.encodedLength(bytesCount: 64, options: options)
-        let capacity = prefix.bytes.count + payloadLength + 1 + signatureLength
+        var header = prefix.segment
+        // An ES256 signature is 64 bytes.
+        let capacity = header.utf8.count + 1 + Base64URL.encodedLength(json.count) + 1 + Base64URL.encodedLength(64)
         return try String(unsafeUninitializedCapacity: capacity) { buffer in
-            var at = 0
-            for byte in prefix.bytes {
-                buffer[at] = byte
-                at += 1
-            }
+            var at = header.withUTF8 { UnsafeMutableBufferPointer(rebasing: buffer[...]).initialize(fromContentsOf: $0) }
+            buffer[at] = UInt8(ascii: ".")
+            at += 1
             let payloadStart = at
-            at += encode(json, into: UnsafeMutableBufferPointer(rebasing: buffer[at...]), options: options)
+            at += Base64URL.encode(json, into: UnsafeMutableBufferPointer(rebasing: buffer[at...]))
             var hasher = prefix.hasher
             hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[payloadStart..<at])))
             let signature = try key.signature(for: hasher.finalize()).rawRepresentation
             guard signature.count == 64 else { throw SigningFailure(description: "an ES256 signature of \(signature.count) bytes") }
             buffer[at] = UInt8(ascii: ".")
             at += 1
-            at += encode(Array(signature), into: UnsafeMutableBufferPointer(rebasing: buffer[at...]), options: options)
+            at += Base64URL.encode(signature, into: UnsafeMutableBufferPointer(rebasing: buffer[at...]))
             return at
         }
     }
@@ -69,13 +64,6 @@ public enum JWS {
     /// A signature that is not what ES256 makes.
     struct SigningFailure: Error, CustomStringConvertible {
         let description: String
-    }
-
-    /// `bytes` base64-encoded into the start of `output` (room for them checked by the encoder);
-    /// the number of bytes written.
-    private static func encode(_ bytes: [UInt8], into output: UnsafeMutableBufferPointer<UInt8>, options: ExtrasBase64.Base64.EncodingOptions) -> Int {
-        var output = output.mutableSpan
-        return ExtrasBase64.Base64.encode(bytes: bytes.span, into: &output, options: options)
     }
 
     /// A payload's JSON, keys in byte order, when `written`: its own (``SortedJSONWritable``) when it

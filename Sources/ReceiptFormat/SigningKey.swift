@@ -20,24 +20,21 @@ public struct SigningKey: Sendable {
     public let issuers: [Certificate]
 
     /// The JWS header every signature of this key carries (ES256 and the chain as `x5c`), as its
-    /// base64url segment: made once, as serializing the three certificates again for each signature
-    /// cost more than the signature itself. Nil when a certificate cannot be serialized.
-    let jwsHeaderSegment: String?
-
-    /// The start of every JWS this key signs: its header segment and the dot after it, and the
-    /// SHA-256 state once they are hashed (see ``JWS/assemble(_:prefix:key:)``). Nil with
-    /// ``jwsHeaderSegment``.
+    /// base64url segment, with the SHA-256 state once it and the dot after it are hashed (see
+    /// ``JWS/assemble(_:prefix:key:)``): made once, as serializing the three certificates again for
+    /// each signature cost more than the signature itself. Nil when a certificate cannot be
+    /// serialized.
     let jwsPrefix: JWSPrefix?
 
-    /// A JWS's header segment and dot, as bytes and as a hash state.
+    /// A JWS's header segment, and the hash state of it and its dot.
     struct JWSPrefix: Sendable {
-        let bytes: [UInt8]
+        let segment: String
         let hasher: SHA256
 
-        init(headerSegment: String) {
-            bytes = Array(headerSegment.utf8) + [UInt8(ascii: ".")]
+        init(segment: String) {
+            self.segment = segment
             var hasher = SHA256()
-            hasher.update(data: bytes)
+            hasher.update(data: Array(segment.utf8) + [UInt8(ascii: ".")])
             self.hasher = hasher
         }
     }
@@ -47,8 +44,7 @@ public struct SigningKey: Sendable {
         self.certificate = certificate
         self.privateKey = privateKey
         self.issuers = issuers
-        jwsHeaderSegment = try? JWS.headerSegment(chain: [certificate] + issuers)
-        jwsPrefix = jwsHeaderSegment.map(JWSPrefix.init(headerSegment:))
+        jwsPrefix = (try? JWS.headerSegment(chain: [certificate] + issuers)).map(JWSPrefix.init(segment:))
     }
 
     /// Leaf, intermediate, root: the `x5c` order.
@@ -64,12 +60,29 @@ public struct SigningKey: Sendable {
 
 /// Base64 with the URL alphabet and no padding (JWS, JWK).
 public enum Base64URL {
+    /// The alphabet and padding of every encoding here.
+    static let options: ExtrasBase64.Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
+
+    /// The length of `count` bytes encoded.
+    static func encodedLength(_ count: Int) -> Int {
+        ExtrasBase64.Base64.encodedLength(bytesCount: count, options: options)
+    }
+
+    /// `bytes` encoded into the start of `output` (its room checked by the encoder); the number of
+    /// bytes written.
+    static func encode(_ bytes: some Collection<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var output = output.mutableSpan
+        if let written = bytes.withContiguousStorageIfAvailable({ ExtrasBase64.Base64.encode(bytes: $0.span, into: &output, options: options) }) {
+            return written
+        }
+        return ExtrasBase64.Base64.encode(bytes: Array(bytes).span, into: &output, options: options)
+    }
+
     /// `bytes` encoded, by swift-extras-base64 straight into the URL alphabet without padding.
     /// (Foundation's base64 then a byte-by-byte rewrite of it was 7 % of the receipt service's CPU
     /// signing notifications, most of it in `Data`'s iterator; `replacingOccurrences` before that,
     /// with its locale-aware search, 15 %.)
     public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        let options: ExtrasBase64.Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
         if let encoded = bytes.withContiguousStorageIfAvailable({ ExtrasBase64.Base64.encodeToString(bytes: $0, options: options) }) {
             return encoded
         }
